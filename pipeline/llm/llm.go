@@ -1,0 +1,36 @@
+// Package llm is the OpenAI-compatible chat-completions client every mode uses,
+// with per-request timeouts, jittered exponential backoff on 429/5xx/connection
+// errors (honouring Retry-After), and one AIMD rate controller shared by all
+// workers. It must not import stages or cmd.
+package llm
+
+import (
+	"context"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Request is one chat-completions call.
+type Request struct {
+	Model       string
+	Messages    []schemas.Message
+	Tools       []schemas.Tool
+	MaxTokens   int      // 0 = not sent
+	Temperature *float64 // nil = not sent
+}
+
+// Response is the assistant's reply. Message.Reasoning holds reasoning from
+// `reasoning`/`reasoning_content` or a leading <think> block of the content.
+type Response struct {
+	Message      schemas.Message
+	FinishReason string
+	Usage        schemas.Usage
+	Attempts     int // HTTP attempts spent, retries included
+}
+
+// Client sends chat requests. Chat blocks until a response arrives or all
+// retries are spent; the error then wraps the last failure. Implementations are
+// safe for concurrent use.
+type Client interface {
+	Chat(ctx context.Context, req Request) (Response, error)
+}

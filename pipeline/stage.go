@@ -1,0 +1,35 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Stage transforms one record. Returning zero records filters the record out,
+// several records fan it out. A per-record failure is data: the stage sets
+// rec.Outcome and rec.Error and returns the record. A returned error is an
+// infrastructure fault; wrapped with ErrFatal it stops the whole run, otherwise
+// the runtime records it on the record as outcome internal_error.
+type Stage interface {
+	Name() string
+	Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error)
+}
+
+// Preflighter is implemented by stages that must check their environment
+// before the first record is processed (images present, endpoint reachable).
+// Run calls it once, before any Process call; an error stops the run.
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
+
+// Closer is implemented by stages holding resources (connections, containers)
+// that must be released when the run ends, also on error or interrupt.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// ErrFatal marks a stage error that must stop the run (disk full, sandbox
+// driver gone for good). Wrap it: fmt.Errorf("...: %w", pipeline.ErrFatal).
+var ErrFatal = errors.New("fatal")

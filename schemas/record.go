@@ -1,0 +1,127 @@
+package schemas
+
+import "encoding/json"
+
+// Outcome is the single terminal result of one unit of work (one rollout, one
+// compressed row, one SWE task). Every record ends with exactly one outcome.
+type Outcome string
+
+// Outcomes of a generate rollout. The first three are model behaviour and are
+// final; the retryable ones describe infrastructure faults and are tried again
+// by `--resume`.
+const (
+	OutcomeCompleted    Outcome = "completed"      // the model answered without a tool call
+	OutcomeMaxTurns     Outcome = "max_turns"      // the turn limit ended the rollout
+	OutcomePartial      Outcome = "partial"        // three bad tool calls in a row ended the rollout
+	OutcomeAPIError     Outcome = "api_error"      // the LLM endpoint failed after all retries
+	OutcomeTimeout      Outcome = "timeout"        // the per-rollout deadline passed
+	OutcomeSandboxError Outcome = "sandbox_error"  // the sandbox driver failed (not the command)
+	OutcomeInternal     Outcome = "internal_error" // a panic or bug inside a stage
+)
+
+// Retryable reports whether `--resume` should run a unit with this outcome again.
+func (o Outcome) Retryable() bool {
+	switch o {
+	case OutcomeAPIError, OutcomeTimeout, OutcomeSandboxError, OutcomeInternal:
+		return true
+	}
+	return false
+}
+
+// OK reports whether the outcome counts as a successful row for the exit code.
+// Retryable outcomes are failures; so is anything a stage marks as failed.
+func (o Outcome) OK() bool {
+	return o != "" && !o.Retryable() && !failedOutcomes[o]
+}
+
+// failedOutcomes are final outcomes that still make the run exit 3.
+var failedOutcomes = map[Outcome]bool{
+	"summary_failed": true,
+	"error":          true,
+}
+
+// Turn is one ShareGPT turn as Hermes writes it.
+type Turn struct {
+	From  string `json:"from"`
+	Value string `json:"value"`
+}
+
+// ToolStat counts calls of one tool and how many succeeded or failed, judged as
+// Hermes judges them (see ToolResultSucceeded).
+type ToolStat struct {
+	Count   int `json:"count"`
+	Success int `json:"success"`
+	Failure int `json:"failure"`
+}
+
+// Usage is the token usage summed over every LLM call of a rollout.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// ReasoningStats says how many assistant turns carried reasoning.
+type ReasoningStats struct {
+	TotalAssistantTurns int  `json:"total_assistant_turns"`
+	TurnsWithReasoning  int  `json:"turns_with_reasoning"`
+	TurnsWithoutReason  int  `json:"turns_without_reasoning"`
+	HasAnyReasoning     bool `json:"has_any_reasoning"`
+}
+
+// Record is one unit of work and, once finished, one output line. Field names
+// follow Hermes' batch_runner where it has them, so existing readers keep working.
+//
+// Key is the stable resume key (see RowKey); Input is the parsed input row for
+// generate. Stages fill the rest. Extra holds mode-specific fields (compression
+// metrics, SWE grading) that are written as-is.
+type Record struct {
+	Key             string                     `json:"key"`
+	ID              string                     `json:"id,omitempty"`
+	PromptIndex     int                        `json:"prompt_index"`
+	Sample          int                        `json:"sample"`
+	Conversations   []Turn                     `json:"conversations"`
+	Outcome         Outcome                    `json:"outcome"`
+	Completed       bool                       `json:"completed"`
+	Partial         bool                       `json:"partial"`
+	APICalls        int                        `json:"api_calls"`
+	Usage           Usage                      `json:"usage"`
+	ToolsetsUsed    []string                   `json:"toolsets_used"`
+	ToolStats       map[string]ToolStat        `json:"tool_stats"`
+	ToolErrorCounts map[string]int             `json:"tool_error_counts"`
+	ReasoningStats  ReasoningStats             `json:"reasoning_stats"`
+	Model           string                     `json:"model,omitempty"`
+	DurationMS      int64                      `json:"duration_ms"`
+	Error           string                     `json:"error,omitempty"`
+	Metadata        json.RawMessage            `json:"metadata,omitempty"`
+	Extra           map[string]json.RawMessage `json:"extra,omitempty"`
+
+	// Input is the parsed input row; it is not written to the output.
+	Input *InputRow `json:"-"`
+	// Raw, when set, is written verbatim as the output line instead of the
+	// struct fields above. Stages that must preserve every field of an input
+	// record and its order (compress) carry and edit the record here.
+	Raw json.RawMessage `json:"-"`
+}
+
+// InputRow is one validated line of a generate prompts file.
+type InputRow struct {
+	Line     int             `json:"-"` // 1-based line number in the prompts file
+	Index    int             `json:"-"` // prompt_index: 0-based position among non-blank lines
+	Prompt   string          `json:"prompt"`
+	ID       string          `json:"id,omitempty"`
+	Image    string          `json:"image,omitempty"`
+	Cwd      string          `json:"cwd,omitempty"`
+	Toolsets []string        `json:"toolsets,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Reject is one input row that could not be processed, written to rejects.jsonl.
+type Reject struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason"`
+	Raw    string `json:"raw"`
+	Key    string `json:"key,omitempty"`
+}
