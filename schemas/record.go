@@ -123,5 +123,7 @@ type Reject struct {
 	Field  string `json:"field,omitempty"`
 	Reason string `json:"reason"`
 	Raw    string `json:"raw"`
-	Key    string `json:"key,omitempty"`
+	// RawBase64 holds the exact bytes of a line that was not valid UTF-8
+	// (Raw then carries it with U+FFFD replacements), so nothing is lost.
+	RawBase64 string `json:"raw_base64,omitempty"`
 }

@@ -1,0 +1,200 @@
+package prompts
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"unicode/utf8"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// DefaultMaxLineBytes is the longest prompts line accepted before the row is
+// rejected as over-long.
+const DefaultMaxLineBytes = 4 << 20
+
+// Options configures a Source. The zero value reads one sample per row.
+type Options struct {
+	Samples      int                            // samples per row; 0 = 1
+	MaxLineBytes int                            // 0 = DefaultMaxLineBytes
+	Reject       func(schemas.Reject)           // called for every bad line; may be nil
+	Unavailable  map[string]error               // image -> reason; rows using them are rejected
+	Filter       func(rec *schemas.Record) bool // false = skip this unit (e.g. another shard's)
+}
+
+// Source streams records from a prompts file in file order. It is not safe for
+// concurrent use: the runtime calls Next from one goroutine.
+type Source struct {
+	path    string
+	f       *os.File
+	r       *bufio.Reader
+	opts    Options
+	line    int
+	index   int
+	pending []*schemas.Record
+	ids     map[string]int // explicit id -> first line
+	rows    int
+	units   int
+}
+
+// Open opens the prompts file. The caller must Close the source.
+func Open(path string, opts Options) (*Source, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open prompts: %w", err)
+	}
+	if opts.Samples <= 0 {
+		opts.Samples = 1
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	return &Source{path: path, f: f, r: bufio.NewReaderSize(f, 256<<10), opts: opts, ids: map[string]int{}}, nil
+}
+
+// Close releases the file.
+func (s *Source) Close() error { return s.f.Close() }
+
+// Rows is the number of valid rows read so far; Units the number of records
+// (rows × samples) yielded or filtered so far.
+func (s *Source) Rows() int { return s.rows }
+
+// Next returns the next (row, sample) record, or io.EOF after the last one.
+// Bad lines are reported through Options.Reject and skipped. It blocks only on
+// file reads.
+func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
+	for {
+		if len(s.pending) > 0 {
+			rec := s.pending[0]
+			s.pending = s.pending[1:]
+			return rec, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		line, err := s.readLine()
+		if len(line) == 0 && err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read %s line %d: %w", s.path, s.line+1, err)
+		}
+		s.line++
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			continue
+		}
+		index := s.index
+		s.index++
+		if len(line) > s.opts.MaxLineBytes {
+			s.reject(line, "", fmt.Sprintf("line is %d bytes, over the %d-byte limit", len(line), s.opts.MaxLineBytes))
+			continue
+		}
+		row, perr := schemas.ParseInputRow(trimmed)
+		if perr != nil {
+			var fe *schemas.FieldError
+			field := ""
+			if errors.As(perr, &fe) {
+				field = fe.Field
+			}
+			s.reject(line, field, perr.Error())
+			continue
+		}
+		if row.ID != "" {
+			if first, dup := s.ids[row.ID]; dup {
+				s.reject(line, "id", fmt.Sprintf("duplicate id %q (first on line %d)", row.ID, first))
+				continue
+			}
+			s.ids[row.ID] = s.line
+		}
+		row.Line = s.line
+		row.Index = index
+		if reason, bad := s.opts.Unavailable[row.Image]; bad && row.Image != "" {
+			s.reject(line, "image", fmt.Sprintf("image unavailable: %s: %v", row.Image, reason))
+			continue
+		}
+		s.rows++
+		for sample := 0; sample < s.opts.Samples; sample++ {
+			r := row
+			rec := &schemas.Record{
+				Key:         schemas.RowKey(index, row.ID, trimmed, sample),
+				ID:          row.ID,
+				PromptIndex: index,
+				Sample:      sample,
+				Metadata:    row.Metadata,
+				Input:       &r,
+			}
+			s.units++
+			if s.opts.Filter != nil && !s.opts.Filter(rec) {
+				continue
+			}
+			s.pending = append(s.pending, rec)
+		}
+	}
+}
+
+// readLine returns the next line without its newline, however long it is.
+func (s *Source) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if err == nil {
+		return bytes.TrimRight(line, "\r\n"), nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return bytes.TrimRight(line, "\r\n"), err
+	}
+	buf := append([]byte(nil), line...)
+	for {
+		line, err = s.r.ReadSlice('\n')
+		buf = append(buf, line...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return bytes.TrimRight(buf, "\r\n"), err
+		}
+	}
+}
+
+func (s *Source) reject(line []byte, field, reason string) {
+	if s.opts.Reject == nil {
+		return
+	}
+	rj := schemas.Reject{File: s.path, Line: s.line, Field: field, Reason: reason}
+	if utfValid(line) {
+		rj.Raw = string(line)
+	} else {
+		rj.Raw = string(bytes.ToValidUTF8(line, []byte("\uFFFD")))
+		rj.RawBase64 = base64.StdEncoding.EncodeToString(line)
+	}
+	s.opts.Reject(rj)
+}
+
+// Images scans a prompts file and returns the distinct images its valid rows
+// name, in first-seen order. It reads the file once and holds only the image
+// set in memory; called before any LLM call so pre-flight can check them all.
+func Images(path string) ([]string, error) {
+	src, err := Open(path, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	seen := map[string]bool{}
+	var out []string
+	for {
+		rec, err := src.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if img := rec.Input.Image; img != "" && !seen[img] {
+			seen[img] = true
+			out = append(out, img)
+		}
+	}
+}
+
+func utfValid(b []byte) bool { return utf8.Valid(b) }

@@ -1,0 +1,168 @@
+package schemas
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Toolset names understood by the agent loop. A row's `toolsets` field and the
+// --toolsets flag may only name these.
+var KnownToolsets = []string{"terminal", "file"}
+
+// FieldError is a problem with one field of one input row; Field is a JSON path
+// such as "prompt" or "toolsets[2]", empty when the row as a whole is bad.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+// ParseInputRow validates one non-blank line of a generate prompts file and
+// returns the row. It never panics on any input; a bad row yields a
+// *FieldError naming the field. Unknown fields are ignored. Called once per line
+// by the prompts source; it costs one JSON decode.
+func ParseInputRow(line []byte) (InputRow, error) {
+	var row InputRow
+	if !utf8.Valid(line) {
+		return row, &FieldError{Reason: "invalid UTF-8"}
+	}
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&raw); err != nil {
+		return row, &FieldError{Reason: "invalid JSON: " + err.Error()}
+	}
+	if raw == nil {
+		return row, &FieldError{Reason: "a row must be a JSON object"}
+	}
+	if dec.More() {
+		return row, &FieldError{Reason: "invalid JSON: trailing data after the object"}
+	}
+	p, ok := raw["prompt"]
+	if !ok {
+		return row, &FieldError{Field: "prompt", Reason: "missing (required string)"}
+	}
+	if err := stringField(p, "prompt", &row.Prompt); err != nil {
+		return row, err
+	}
+	if row.Prompt == "" {
+		return row, &FieldError{Field: "prompt", Reason: "empty"}
+	}
+	if v, ok := raw["id"]; ok && !isNull(v) {
+		if err := stringField(v, "id", &row.ID); err != nil {
+			return row, err
+		}
+	}
+	var image, dockerImage string
+	if v, ok := raw["image"]; ok && !isNull(v) {
+		if err := stringField(v, "image", &image); err != nil {
+			return row, err
+		}
+	}
+	if v, ok := raw["docker_image"]; ok && !isNull(v) {
+		if err := stringField(v, "docker_image", &dockerImage); err != nil {
+			return row, err
+		}
+	}
+	if image != "" && dockerImage != "" && image != dockerImage {
+		return row, &FieldError{Field: "docker_image", Reason: fmt.Sprintf("conflicts with image (%q vs %q)", dockerImage, image)}
+	}
+	row.Image = image
+	if row.Image == "" {
+		row.Image = dockerImage
+	}
+	if v, ok := raw["cwd"]; ok && !isNull(v) {
+		if err := stringField(v, "cwd", &row.Cwd); err != nil {
+			return row, err
+		}
+	}
+	if v, ok := raw["toolsets"]; ok && !isNull(v) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(v, &list); err != nil {
+			return row, &FieldError{Field: "toolsets", Reason: "must be an array of strings"}
+		}
+		for i, item := range list {
+			var name string
+			if err := stringField(item, "toolsets["+strconv.Itoa(i)+"]", &name); err != nil {
+				return row, err
+			}
+			if !IsKnownToolset(name) {
+				return row, &FieldError{Field: "toolsets[" + strconv.Itoa(i) + "]", Reason: fmt.Sprintf("unknown toolset %q (known: %v)", name, KnownToolsets)}
+			}
+			row.Toolsets = append(row.Toolsets, name)
+		}
+		if len(row.Toolsets) == 0 {
+			return row, &FieldError{Field: "toolsets", Reason: "empty (omit the field to use the run's toolsets)"}
+		}
+	}
+	if v, ok := raw["metadata"]; ok && !isNull(v) {
+		if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '{' {
+			return row, &FieldError{Field: "metadata", Reason: "must be a JSON object"}
+		}
+		row.Metadata = append(json.RawMessage(nil), v...)
+	}
+	return row, nil
+}
+
+// IsKnownToolset reports whether name is one of KnownToolsets.
+func IsKnownToolset(name string) bool {
+	for _, k := range KnownToolsets {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+func stringField(v json.RawMessage, field string, dst *string) error {
+	if err := json.Unmarshal(v, dst); err != nil {
+		return &FieldError{Field: field, Reason: "must be a string, got " + jsonKind(v)}
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+func jsonKind(v json.RawMessage) string {
+	t := bytes.TrimSpace(v)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// RowKey is the stable resume key of one (row, sample). A row with an explicit
+// id is keyed by it; otherwise by its position among non-blank lines plus a hash
+// of its text, so duplicated prompts on different lines are distinct rows and an
+// edited row is treated as new work. Keys contain no '/' or whitespace other
+// than the one '#' separator before the sample number.
+func RowKey(index int, id string, line []byte, sample int) string {
+	if id != "" {
+		return "id:" + strconv.Quote(id)[1:len(strconv.Quote(id))-1] + "#" + strconv.Itoa(sample)
+	}
+	sum := sha256.Sum256(bytes.TrimSpace(line))
+	return fmt.Sprintf("row:%d:%s#%d", index, hex.EncodeToString(sum[:6]), sample)
+}
