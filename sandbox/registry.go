@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned (wrapped) by Exec on a session that was closed.
+var ErrClosed = errors.New("sandbox session closed")
+
+// Config carries the options of every driver; each driver reads its own part
+// and ignores the rest. The zero value means secure defaults everywhere.
+type Config struct {
+	RunID          string        // labels what a run creates, for gc
+	DefaultTimeout time.Duration // per-command timeout when neither Cmd nor Spec sets one; 0 = DefaultTimeout
+	MaxOutput      int           // bytes kept per stream when Spec does not say; 0 = DefaultMaxOutput
+
+	Local  LocalConfig
+	Docker DockerConfig
+	SSH    SSHConfig
+}
+
+// DefaultTimeout is the per-command timeout when nothing else sets one.
+const DefaultTimeout = 180 * time.Second
+
+// LocalConfig holds options of the local driver.
+type LocalConfig struct {
+	BaseDir string   // parent of the per-session private folders; "" = os.TempDir()
+	Shell   string   // shell binary; "" = bash found on PATH
+	PassEnv []string // extra parent variable names passed through (secret-looking names are still refused)
+}
+
+// DockerConfig holds options of the docker driver. Zero values are the
+// secure defaults: all capabilities dropped, no-new-privileges, 256 pids,
+// 512 MiB memory, 1 CPU, no network.
+type DockerConfig struct {
+	Host               string   // daemon address; "" = DOCKER_HOST or the default socket, as the docker CLI
+	DefaultImage       string   // image when a Spec names none
+	CapAdd             []string // capabilities added back after dropping all
+	KeepCaps           bool     // do not drop the default capabilities
+	AllowNewPrivileges bool     // do not set no-new-privileges
+	PidsLimit          int64    // 0 = 256, negative = unlimited
+	MemoryBytes        int64    // 0 = 512 MiB, negative = unlimited
+	CPUs               float64  // 0 = 1, negative = unlimited
+	Network            string   // "" = "none"
+	User               string   // user inside the container; "" = the image's
+}
+
+// SSHConfig holds options of the ssh driver.
+type SSHConfig struct {
+	Host           string // host or host:port
+	User           string
+	KeyFile        string // private key; "" = agent only
+	KnownHosts     string // known_hosts file; "" = ~/.ssh/known_hosts
+	AcceptNewHosts bool   // add unknown host keys to KnownHosts instead of refusing
+	BaseDir        string // remote parent of the per-session folders; "" = /tmp
+}
+
+// Factory builds a driver from a Config. cmd registers one per scheme.
+type Factory func(cfg Config) (Driver, error)
+
+// Collector is implemented by drivers that can find and remove what a killed
+// run left behind (containers, folders). runID "" means every run.
+type Collector interface {
+	GC(ctx context.Context, runID string) (removed int, err error)
+}
+
+// Releaser is implemented by drivers holding process-wide resources (a daemon
+// client, an ssh connection) that are released when the run ends.
+type Releaser interface {
+	Release() error
+}
+
+// Registry maps schemes ("local", "docker", "ssh", "fake") to factories.
+// Drivers are added explicitly by cmd; there is no init() registration. A
+// Registry is safe for concurrent use.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Factory
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Factory{}} }
+
+// Register adds a factory under scheme. It panics on an empty scheme, a nil
+// factory or a scheme registered twice: those are programming errors.
+func (r *Registry) Register(scheme string, f Factory) {
+	if scheme == "" || f == nil {
+		panic("sandbox: Register with empty scheme or nil factory")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.m[scheme]; dup {
+		panic("sandbox: Register called twice for scheme " + scheme)
+	}
+	r.m[scheme] = f
+}
+
+// Schemes lists the registered schemes, sorted.
+func (r *Registry) Schemes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.m))
+	for s := range r.m {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open builds the driver registered under scheme. It calls the factory, which
+// may contact a daemon or host; an unknown scheme is an error naming the
+// known ones.
+func (r *Registry) Open(scheme string, cfg Config) (Driver, error) {
+	r.mu.RLock()
+	f, ok := r.m[scheme]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("open sandbox %q: unknown driver (known: %v)", scheme, r.Schemes())
+	}
+	d, err := f(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open sandbox %q: %w", scheme, err)
+	}
+	return d, nil
+}
+
+// Resolve fills a Spec's zero Timeout and MaxOutput from cfg and the package
+// defaults. Drivers call it in Open.
+func Resolve(spec Spec, cfg Config) Spec {
+	if spec.Timeout <= 0 {
+		spec.Timeout = cfg.DefaultTimeout
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = DefaultTimeout
+	}
+	if spec.MaxOutput <= 0 {
+		spec.MaxOutput = cfg.MaxOutput
+	}
+	if spec.MaxOutput <= 0 {
+		spec.MaxOutput = DefaultMaxOutput
+	}
+	return spec
+}
