@@ -1,0 +1,372 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
+
+// folderPrefix starts the name of every session folder; the run id follows,
+// so GC finds a run's folders by name.
+const folderPrefix = "hermes-sbx-"
+
+// allowedEnv are the parent variables a command may see. HOME, TMPDIR and
+// SHELL are set to the session's own values instead.
+var allowedEnv = []string{"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "USER", "LOGNAME"}
+
+// secretWords make a variable name refused even when allowlisted.
+var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Driver opens local sessions. It is safe for concurrent use.
+type Driver struct {
+	cfg   sandbox.Config
+	base  string
+	shell string
+}
+
+// Factory is the sandbox.Factory of the "local" scheme.
+func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
+
+// New checks the base folder and finds bash. It does not create anything.
+func New(cfg sandbox.Config) (*Driver, error) {
+	base := cfg.Local.BaseDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	if fi, err := os.Stat(base); err != nil {
+		return nil, fmt.Errorf("local sandbox: base folder: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("local sandbox: base folder %s is not a folder", base)
+	}
+	shell := cfg.Local.Shell
+	if shell == "" {
+		shell = "bash"
+	}
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: find shell: %w", err)
+	}
+	return &Driver{cfg: cfg, base: base, shell: path}, nil
+}
+
+// Open creates the session's private folder (home, tmp and state inside,
+// all mode 0700). It costs a few system calls and starts no process.
+func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local sandbox open: %w", err)
+	}
+	spec = sandbox.Resolve(spec, d.cfg)
+	run := spec.RunID
+	if run == "" {
+		run = d.cfg.RunID
+	}
+	dir, err := os.MkdirTemp(d.base, folderPrefix+safeName(run)+"-*")
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox open: %w", err)
+	}
+	s := &Session{
+		spec:   spec,
+		dir:    dir,
+		home:   filepath.Join(dir, "home"),
+		state:  filepath.Join(dir, "state"),
+		marker: filepath.Base(dir),
+		shell:  d.shell,
+	}
+	for _, p := range []string{s.home, s.state, filepath.Join(dir, "tmp")} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local sandbox open: %w", err)
+		}
+	}
+	s.cwd = s.home
+	if spec.Cwd != "" {
+		fi, err := os.Stat(spec.Cwd)
+		if err != nil || !fi.IsDir() {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local sandbox open: working folder %q is not a folder", spec.Cwd)
+		}
+		s.cwd = spec.Cwd
+	}
+	s.env = d.environ(s, spec.Env)
+	s.script = sandbox.StateScript(s.state, "")
+	return s, nil
+}
+
+// environ builds a command environment from the allowlist, the session's own
+// folders and the Spec's variables.
+func (d *Driver) environ(s *Session, extra map[string]string) []string {
+	vars := map[string]string{}
+	names := append(append([]string(nil), allowedEnv...), d.cfg.Local.PassEnv...)
+	for _, k := range names {
+		if v, ok := os.LookupEnv(k); ok && !secretName(k) {
+			vars[k] = v
+		}
+	}
+	if vars["PATH"] == "" {
+		vars["PATH"] = defaultPath
+	}
+	if vars["LANG"] == "" {
+		vars["LANG"] = "C.UTF-8"
+	}
+	if vars["TERM"] == "" {
+		vars["TERM"] = "dumb"
+	}
+	vars["HOME"] = s.home
+	vars["TMPDIR"] = filepath.Join(s.dir, "tmp")
+	vars["SHELL"] = d.shell
+	for k, v := range extra {
+		vars[k] = v
+	}
+	vars[markerVar] = s.marker
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func secretName(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range secretWords {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// safeName keeps letters, digits, '-' and '_' of an id used in a file name.
+func safeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
+}
+
+// GC kills processes and removes folders left in the base folder by sessions
+// of runID ("" = every run) that were never closed, e.g. after kill -9. It is
+// safe only when that run is no longer running.
+func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
+	prefix := folderPrefix
+	if runID != "" {
+		prefix += safeName(runID) + "-"
+	}
+	killTree(0, prefix)
+	ents, err := os.ReadDir(d.base)
+	if err != nil {
+		return 0, fmt.Errorf("local sandbox gc: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ents {
+		if ctx.Err() != nil {
+			return n, fmt.Errorf("local sandbox gc: %w", ctx.Err())
+		}
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if err := removeAll(filepath.Join(d.base, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("local sandbox gc: %w", err)
+	}
+	return n, nil
+}
+
+// Session is one private folder and the state of its shell. Exec calls are
+// serialized.
+type Session struct {
+	spec   sandbox.Spec
+	dir    string // private folder; holds home, tmp, state
+	home   string
+	state  string
+	cwd    string // starting working folder
+	marker string
+	shell  string
+	env    []string
+	script string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Dir returns the session's private folder. Tests use it to check that Close
+// removed it.
+func (s *Session) Dir() string { return s.dir }
+
+// Marker returns the value of HERMES_SANDBOX in every command's environment.
+func (s *Session) Marker() string { return s.marker }
+
+// Exec runs cmd in a fresh bash and blocks until it ends, times out or ctx is
+// cancelled. A timeout kills the whole process tree and returns exit 124 with
+// the output so far; cancellation kills it too and returns ctx's error.
+// Background jobs still running when the shell exits are killed.
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", sandbox.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = s.spec.Timeout
+	}
+	start := time.Now()
+
+	rOut, wOut, err := os.Pipe()
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+	}
+	rErr, wErr, err := os.Pipe()
+	if err != nil {
+		rOut.Close()
+		wOut.Close()
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+	}
+	c := exec.Command(s.shell, "-c", s.script, "bash", cmd.Command)
+	c.Dir = s.cwd
+	c.Env = s.env
+	c.Stdout = wOut
+	c.Stderr = wErr
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	err = c.Start()
+	wOut.Close()
+	wErr.Close()
+	if err != nil {
+		rOut.Close()
+		rErr.Close()
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+	}
+	pid := c.Process.Pid
+
+	outCap, errCap := sandbox.NewCapture(s.spec.MaxOutput), sandbox.NewCapture(s.spec.MaxOutput)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go copyAll(&readers, outCap, rOut)
+	go copyAll(&readers, errCap, rErr)
+
+	waited := make(chan error, 1)
+	go func() { waited <- c.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var timedOut bool
+	var ctxErr error
+	select {
+	case <-waited:
+		// The shell ended: kill what it left in its group.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	case <-timer.C:
+		timedOut = true
+		killTree(pid, s.marker)
+		<-waited
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		killTree(pid, s.marker)
+		<-waited
+	}
+
+	// A process that escaped the group may still hold the pipes: give the
+	// readers a moment, then kill by marker and cut the pipes.
+	readDone := make(chan struct{})
+	go func() { readers.Wait(); close(readDone) }()
+	select {
+	case <-readDone:
+	case <-time.After(200 * time.Millisecond):
+		killTree(pid, s.marker)
+		select {
+		case <-readDone:
+		case <-time.After(time.Second):
+			rOut.Close()
+			rErr.Close()
+			<-readDone
+		}
+	}
+	rOut.Close()
+	rErr.Close()
+
+	if ctxErr != nil {
+		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", ctxErr)
+	}
+	res := sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
+	var to, te bool
+	res.Stdout, to = outCap.Text()
+	res.Stderr, te = errCap.Text()
+	res.Truncated = to || te
+	switch {
+	case timedOut:
+		res.ExitCode = 124
+	case c.ProcessState.ExitCode() >= 0:
+		res.ExitCode = c.ProcessState.ExitCode()
+	default:
+		if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		} else {
+			res.ExitCode = -1
+		}
+	}
+	return res, nil
+}
+
+func copyAll(wg *sync.WaitGroup, w io.Writer, r io.Reader) {
+	defer wg.Done()
+	_, _ = io.Copy(w, r)
+}
+
+// Close kills every process the session's commands left and removes the
+// private folder. It waits for a running Exec to end (Exec is bounded by its
+// timeout) and is safe to call more than once.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	killTree(0, s.marker)
+	if err := removeAll(s.dir); err != nil {
+		return fmt.Errorf("local sandbox close: %w", err)
+	}
+	return nil
+}
+
+// removeAll removes dir, first making folders writable again in case a
+// command removed their permissions.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if e != nil && e.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,238 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	base := t.TempDir()
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:      true,
+		SharedHost: true,
+		Cwd:        "/tmp",
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			ls := s.(*Session)
+			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
+				t.Errorf("session folder %s still there (stat err %v)", ls.Dir(), err)
+			}
+			if p := alive(0, ls.Marker()); len(p) > 0 {
+				t.Errorf("processes %v of the session still alive", p)
+			}
+		},
+	})
+}
+
+func open(t *testing.T, cfg sandbox.Config, spec sandbox.Spec) *Session {
+	t.Helper()
+	if cfg.Local.BaseDir == "" {
+		cfg.Local.BaseDir = t.TempDir()
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Open(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*Session)
+}
+
+func exec1(t *testing.T, s *Session, cmd string, timeout time.Duration) sandbox.Result {
+	t.Helper()
+	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: cmd, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestTimeoutLeavesNoProcess is the acceptance check of the generate issue:
+// `sleep 1000 &` plus a foreground sleep past the timeout leave no process
+// behind, checked in /proc by pid, process group and session, including a
+// child that left the group with setsid.
+func TestTimeoutLeavesNoProcess(t *testing.T) {
+	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	res := exec1(t, s, "sleep 1000 & echo $!; setsid sleep 1001 & echo $!; echo $$; sleep 60", 500*time.Millisecond)
+	if res.ExitCode != 124 || !res.TimedOut {
+		t.Fatalf("got %+v", res)
+	}
+	fields := strings.Fields(res.Stdout)
+	if len(fields) != 3 {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, f := range fields {
+		pid, _ := strconv.Atoi(f)
+		if st, ok := readStat(pid); ok && !st.zombie {
+			t.Errorf("process %d still alive after timeout", pid)
+		}
+	}
+	leader, _ := strconv.Atoi(fields[2])
+	if p := alive(leader, s.Marker()); len(p) > 0 {
+		t.Errorf("processes %v in the command's group/session or carrying its marker survived", p)
+	}
+}
+
+// TestBackgroundKilledAtEnd checks that a background job does not outlive the
+// command that started it.
+func TestBackgroundKilledAtEnd(t *testing.T) {
+	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	res := exec1(t, s, "sleep 1000 & echo $!", 0)
+	pid, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	time.Sleep(50 * time.Millisecond)
+	if st, ok := readStat(pid); ok && !st.zombie {
+		t.Fatalf("background sleep %d survived the command", pid)
+	}
+}
+
+func TestEnvironmentAllowlist(t *testing.T) {
+	t.Setenv("HERMES_UNLISTED_VAR", "x")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("MY_PASSTHROUGH", "yes")
+	t.Setenv("MY_API_KEY_PASS", "no")
+	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{PassEnv: []string{"MY_PASSTHROUGH", "MY_API_KEY_PASS"}}},
+		sandbox.Spec{Env: map[string]string{"ROW_VAR": "r"}})
+	res := exec1(t, s, "env", 0)
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	if _, ok := got["HERMES_UNLISTED_VAR"]; ok {
+		t.Errorf("unlisted parent variable visible")
+	}
+	if _, ok := got["MY_API_KEY_PASS"]; ok {
+		t.Errorf("secret-looking variable passed through PassEnv")
+	}
+	if got["MY_PASSTHROUGH"] != "yes" || got["ROW_VAR"] != "r" || got["LANG"] != "C.UTF-8" {
+		t.Errorf("expected variables missing: %v", got)
+	}
+	if got["HOME"] != filepath.Join(s.Dir(), "home") || !strings.HasPrefix(got["TMPDIR"], s.Dir()) {
+		t.Errorf("HOME %q TMPDIR %q not private", got["HOME"], got["TMPDIR"])
+	}
+}
+
+func TestPrivateFolderModes(t *testing.T) {
+	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	exec1(t, s, "umask 000; export A=1; cd /", 0)
+	for _, p := range []string{s.Dir(), filepath.Join(s.Dir(), "home"), filepath.Join(s.Dir(), "state")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v, want no group/other access", p, fi.Mode().Perm())
+		}
+	}
+	for _, f := range []string{"env", "cwd"} {
+		fi, err := os.Stat(filepath.Join(s.Dir(), "state", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("state file %s has mode %v", f, fi.Mode().Perm())
+		}
+	}
+}
+
+func TestCloseRemovesUnwritableFolders(t *testing.T) {
+	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	exec1(t, s, "mkdir -p a/b && touch a/b/f && chmod 000 a/b a", 0)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("folder left: %v", err)
+	}
+}
+
+func TestGCRemovesLeftovers(t *testing.T) {
+	base := t.TempDir()
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := d.Open(context.Background(), sandbox.Spec{RunID: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close(context.Background())
+	var leaked []*Session
+	for range 2 {
+		s, err := d.Open(context.Background(), sandbox.Spec{RunID: "run-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaked = append(leaked, s.(*Session))
+		// A daemonised child escapes the command's group and session.
+		exec1(t, s.(*Session), "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & sleep 0.3", 0)
+	}
+	if p := alive(0, leaked[0].Marker()); len(p) != 1 {
+		t.Fatalf("setup: want the escaped sleep alive, got %v", p)
+	}
+	n, err := d.GC(context.Background(), "run-1")
+	if err != nil || n != 2 {
+		t.Fatalf("GC = %d, %v; want 2, nil", n, err)
+	}
+	for _, s := range leaked {
+		if _, err := os.Stat(s.Dir()); !os.IsNotExist(err) {
+			t.Errorf("folder %s left", s.Dir())
+		}
+		if p := alive(0, s.Marker()); len(p) > 0 {
+			t.Errorf("processes %v left", p)
+		}
+	}
+	if _, err := os.Stat(keep.(*Session).Dir()); err != nil {
+		t.Errorf("GC removed another run's folder: %v", err)
+	}
+}
+
+func TestBadCwd(t *testing.T) {
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Open(context.Background(), sandbox.Spec{Cwd: "/no/such/folder"}); err == nil {
+		t.Fatal("Open with a missing cwd succeeded")
+	}
+}
+
+// BenchmarkExecTrue measures the per-command overhead: one fresh bash that
+// restores and saves the session state around `true`.
+func BenchmarkExecTrue(b *testing.B) {
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := d.Open(context.Background(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	durs := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+		durs = append(durs, time.Since(t0))
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+}

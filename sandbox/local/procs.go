@@ -1,0 +1,129 @@
+package local
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// markerVar is set in every command's environment; its value names the
+// session folder, so processes that left the command's process group
+// (setsid, double fork) are still found by reading /proc/<pid>/environ.
+const markerVar = "HERMES_SANDBOX"
+
+// procInfo is what killTree needs from /proc/<pid>/stat.
+type procInfo struct {
+	pid, pgid, sid int
+	zombie         bool
+}
+
+// readStat parses /proc/<pid>/stat; ok is false when the process is gone.
+func readStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procInfo{}, false
+	}
+	f := bytes.Fields(b[i+2:]) // state ppid pgrp session ...
+	if len(f) < 4 {
+		return procInfo{}, false
+	}
+	pgid, _ := strconv.Atoi(string(f[2]))
+	sid, _ := strconv.Atoi(string(f[3]))
+	return procInfo{pid: pid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+}
+
+// hasMarker reports whether the process environment carries markerVar with a
+// value starting with prefix.
+func hasMarker(pid int, prefix string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	needle := []byte(markerVar + "=" + prefix)
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if bytes.HasPrefix(kv, needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// pids lists the numeric entries of /proc.
+func pids() []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// killTree sends SIGKILL to the process group and session leaderPID leads
+// (leaderPID <= 0: none) and to every live process whose environment carries
+// the marker prefix (prefix "": none), repeating until none is left or
+// rounds run out. It returns how many processes it signalled. It reads /proc
+// once per round, a few milliseconds on a busy machine.
+func killTree(leaderPID int, prefix string) int {
+	if leaderPID > 0 {
+		_ = syscall.Kill(-leaderPID, syscall.SIGKILL)
+	}
+	self := os.Getpid()
+	n := 0
+	for range 20 {
+		found := 0
+		for _, pid := range pids() {
+			if pid == self || pid == 1 {
+				continue
+			}
+			st, ok := readStat(pid)
+			if !ok || st.zombie {
+				continue
+			}
+			match := leaderPID > 0 && (st.pgid == leaderPID || st.sid == leaderPID)
+			if !match && prefix != "" {
+				match = hasMarker(pid, prefix)
+			}
+			if match {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					found++
+				}
+			}
+		}
+		n += found
+		if found == 0 {
+			return n
+		}
+	}
+	return n
+}
+
+// alive lists live (non-zombie) processes in leaderPID's group or session or
+// carrying the marker prefix; tests use it to prove nothing survived.
+func alive(leaderPID int, prefix string) []int {
+	var out []int
+	for _, pid := range pids() {
+		st, ok := readStat(pid)
+		if !ok || st.zombie {
+			continue
+		}
+		if (leaderPID > 0 && (st.pgid == leaderPID || st.sid == leaderPID)) || (prefix != "" && hasMarker(pid, prefix)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
