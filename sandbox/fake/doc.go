@@ -1,0 +1,8 @@
+// Package fake is an in-memory sandbox driver for unit tests of the stages
+// that run tools (rollout, SWE grading): results are scripted per command,
+// every call is recorded, and open sessions are counted so a test can prove
+// each was closed. It runs no process.
+//
+// It imports only sandbox and the standard library; it must not import
+// pipeline, stages or another driver.
+package fake
