@@ -61,7 +61,7 @@ func TestScripted(t *testing.T) {
 		t.Fatalf("scripted error: %v", err)
 	}
 	calls := d.Calls()
-	if len(calls) != 9 || calls[0].RolloutID != "r1" || calls[0].Image != "img" || calls[5].Timeout != 50*time.Millisecond {
+	if len(calls) != 8 || calls[0].RolloutID != "r1" || calls[0].Image != "img" || calls[5].Timeout != 50*time.Millisecond {
 		t.Fatalf("calls: %+v", calls)
 	}
 	if d.OpenSessions() != 1 {
