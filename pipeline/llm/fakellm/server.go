@@ -1,0 +1,576 @@
+package fakellm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config sets the server's behaviour. The zero value is a working summariser
+// with no latency and no faults.
+type Config struct {
+	// Seed changes every generated text, id and random choice.
+	Seed uint64
+	// Scripts are tried in order; the first whose Match finds the first user
+	// message wins.
+	Scripts []Script
+
+	// Latency is added to every reply; Jitter adds up to that much more,
+	// chosen by a hash of the request so that it is reproducible.
+	Latency time.Duration
+	Jitter  time.Duration
+
+	// Fail429, Fail500, Malformed and Hang are probabilities in [0, 1] that
+	// an attempt is answered by that fault. The choice hashes the request and
+	// how many identical requests came before, so retries see fresh draws.
+	Fail429   float64
+	Fail500   float64
+	Malformed float64
+	Hang      float64
+	// MaxFaults caps the random faults per identical request, so a retrying
+	// client eventually succeeds: 0 means 3, negative means no cap.
+	MaxFaults int
+	// RetryAfter is announced on 429 replies (default 200ms). It is sent as
+	// Retry-After in whole seconds (rounded up) and as retry-after-ms.
+	RetryAfter time.Duration
+	// HangFor bounds a hang (default 10 minutes); a hang also ends when the
+	// client goes away.
+	HangFor time.Duration
+
+	// SummaryWords is the length of the default summariser's reply in words
+	// (one word counts as one token); 0 means 64. A prompt may ask for another
+	// length with the directive [[words=N]].
+	SummaryWords int
+	// ReasoningField names the JSON field reasoning is sent in:
+	// "reasoning_content" (default), "reasoning", or "think" for a leading
+	// <think> block in the content.
+	ReasoningField string
+	// Model is reported in replies and by /v1/models; empty echoes the
+	// request's model (or "fakellm" for /v1/models).
+	Model string
+}
+
+// Server is the fake chat-completions endpoint. Create it with New; it is an
+// http.Handler safe for concurrent use. Each request costs one JSON decode, a
+// hash of the messages and one JSON encode; nothing is kept per connection.
+type Server struct {
+	cfg     Config
+	scripts []Script
+
+	attempts attemptTable
+	stats    stats
+}
+
+// New validates cfg (compiling the scripts' regexes if they came from Go) and
+// returns a server. It panics on an invalid regex in a Go-built script; use
+// ParseScripts to get an error instead.
+func New(cfg Config) *Server {
+	if cfg.MaxFaults == 0 {
+		cfg.MaxFaults = 3
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = 200 * time.Millisecond
+	}
+	if cfg.HangFor <= 0 {
+		cfg.HangFor = 10 * time.Minute
+	}
+	if cfg.SummaryWords <= 0 {
+		cfg.SummaryWords = 64
+	}
+	if cfg.ReasoningField == "" {
+		cfg.ReasoningField = "reasoning_content"
+	}
+	scripts := make([]Script, len(cfg.Scripts))
+	copy(scripts, cfg.Scripts)
+	for i := range scripts {
+		if scripts[i].re == nil {
+			if err := scripts[i].compile(); err != nil {
+				panic(fmt.Sprintf("fakellm: %v", err))
+			}
+		}
+	}
+	s := &Server{cfg: cfg, scripts: scripts}
+	s.attempts.init()
+	s.stats.init()
+	return s
+}
+
+// ServeHTTP routes POST /v1/chat/completions (and /chat/completions),
+// GET /v1/models (and /models) and GET /stats.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case path == "/v1/chat/completions" || path == "/chat/completions":
+		if r.Method != http.MethodPost {
+			writeError(w, http.StatusMethodNotAllowed, "use POST")
+			return
+		}
+		s.chat(w, r)
+	case path == "/v1/models" || path == "/models":
+		model := s.cfg.Model
+		if model == "" {
+			model = "fakellm"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","created":0,"owned_by":"fakellm"}]}`, model)
+	case path == "/stats":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Stats())
+	default:
+		writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+	}
+}
+
+// chatRequest is the part of a chat-completions request the server reads.
+type chatRequest struct {
+	Model               string            `json:"model"`
+	Messages            json.RawMessage   `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	MaxTokens           int               `json:"max_tokens"`
+	MaxCompletionTokens int               `json:"max_completion_tokens"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type wireMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []wireToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+type wireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// text returns the message content whether it was sent as a string or as an
+// array of content parts.
+func (m *wireMessage) text() string {
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] == 'n' {
+		return ""
+	}
+	if c[0] == '"' {
+		var s string
+		_ = json.Unmarshal(c, &s)
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(c, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// plan is everything needed to answer one request.
+type plan struct {
+	id        string
+	model     string
+	hash      uint64
+	fault     string
+	retryAft  time.Duration
+	hangFor   time.Duration
+	reply     reply
+	stream    bool
+	withUsage bool
+	script    string
+	attempt   int
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	s.stats.requests.Add(1)
+	s.stats.inFlight.Add(1)
+	defer s.stats.inFlight.Add(-1)
+
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		s.stats.count(http.StatusBadRequest, "")
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return
+	}
+	var msgs []wireMessage
+	if err := json.Unmarshal(req.Messages, &msgs); err != nil || len(msgs) == 0 {
+		s.stats.count(http.StatusBadRequest, "")
+		writeError(w, http.StatusBadRequest, "messages must be a non-empty array")
+		return
+	}
+	p := s.plan(&req, msgs)
+
+	if d := s.latency(p.hash, uint64(p.attempt)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			s.stats.count(499, p.script)
+			return
+		}
+	}
+
+	switch p.fault {
+	case Fault429:
+		ms := p.retryAft.Milliseconds()
+		secs := (ms + 999) / 1000
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		w.Header().Set("retry-after-ms", strconv.FormatInt(ms, 10))
+		s.stats.count(http.StatusTooManyRequests, p.script)
+		s.stats.fault(p.fault)
+		writeError(w, http.StatusTooManyRequests, "rate limited by fakellm")
+		return
+	case Fault500:
+		s.stats.count(http.StatusInternalServerError, p.script)
+		s.stats.fault(p.fault)
+		writeError(w, http.StatusInternalServerError, "injected server error")
+		return
+	case FaultMalformed:
+		s.stats.count(http.StatusOK, p.script)
+		s.stats.fault(p.fault)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"trunc`, p.id)
+		return
+	case FaultEmpty:
+		s.stats.count(http.StatusOK, p.script)
+		s.stats.fault(p.fault)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":0,"model":%q,"choices":[]}`, p.id, p.model)
+		return
+	case FaultHang:
+		s.stats.fault(p.fault)
+		t := time.NewTimer(p.hangFor)
+		select {
+		case <-t.C:
+			s.stats.count(http.StatusGatewayTimeout, p.script)
+			writeError(w, http.StatusGatewayTimeout, "hung")
+		case <-r.Context().Done():
+			t.Stop()
+			s.stats.count(499, p.script)
+		}
+		return
+	}
+	s.stats.count(http.StatusOK, p.script)
+	if p.fault == FaultCutStream {
+		s.stats.fault(p.fault)
+	} else {
+		s.attempts.forget(p.hash)
+	}
+	if p.stream {
+		s.writeStream(w, &p)
+		return
+	}
+	s.writeJSON(w, &p)
+}
+
+// plan decides the reply and any fault for one request.
+func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
+	h := fnv.New64a()
+	var seed [8]byte
+	for i := range seed {
+		seed[i] = byte(s.cfg.Seed >> (8 * i))
+	}
+	_, _ = h.Write(seed[:])
+	_, _ = h.Write(req.Messages)
+	hash := h.Sum64()
+
+	p := plan{
+		id:     fmt.Sprintf("chatcmpl-%016x", hash),
+		model:  s.cfg.Model,
+		hash:   hash,
+		stream: req.Stream,
+	}
+	if p.model == "" {
+		p.model = req.Model
+	}
+	p.withUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	attempt := s.attempts.next(hash)
+	p.attempt = attempt
+
+	step := 0
+	firstUser := ""
+	haveUser := false
+	lastTool := ""
+	for i := range msgs {
+		switch msgs[i].Role {
+		case "assistant":
+			step++
+		case "user":
+			if !haveUser {
+				firstUser = msgs[i].text()
+				haveUser = true
+			}
+		case "tool":
+			lastTool = msgs[i].text()
+		}
+	}
+	maxTokens := req.MaxTokens
+	if req.MaxCompletionTokens > 0 && (maxTokens == 0 || req.MaxCompletionTokens < maxTokens) {
+		maxTokens = req.MaxCompletionTokens
+	}
+
+	var sc *Script
+	var groups []string
+	for i := range s.scripts {
+		if m := s.scripts[i].re.FindStringSubmatch(firstUser); m != nil {
+			sc, groups = &s.scripts[i], m
+			break
+		}
+	}
+
+	var st *Step
+	switch {
+	case sc != nil:
+		p.script = sc.Name
+		if p.script == "" {
+			p.script = sc.Match
+		}
+		if step < len(sc.Steps) {
+			st = &sc.Steps[step]
+		} else if sc.Final != nil {
+			st = sc.Final
+		} else {
+			st = &Step{Content: "Done."}
+		}
+		vars := templateVars{lastTool: lastTool, user: firstUser, step: step, groups: groups}
+		p.reply = s.stepReply(st, &vars, hash, step)
+	case len(req.Tools) == 0:
+		p.script = "(summary)"
+		p.reply = s.summary(msgs, hash)
+	default:
+		p.script = "(default)"
+		p.reply = reply{content: "Final answer: " + words(hash, 12) + ".", finish: "stop"}
+	}
+	p.reply.promptTokens = promptTokens(msgs)
+	if maxTokens > 0 {
+		p.reply.truncate(maxTokens)
+	}
+	if p.reply.completionTokens == 0 {
+		p.reply.completionTokens = countTokens(p.reply)
+	}
+
+	// A scripted fault wins over the random ones.
+	if st != nil && st.Fault != nil {
+		f := st.Fault
+		times := f.Times
+		if times == 0 {
+			times = 1
+		}
+		if times < 0 || attempt < times {
+			p.fault = f.Kind
+			p.retryAft = time.Duration(f.RetryAfter)
+			p.hangFor = time.Duration(f.Hang)
+		}
+	} else if s.cfg.MaxFaults < 0 || attempt < s.cfg.MaxFaults {
+		u := unit(mix(hash, uint64(attempt)+0x9e37))
+		switch {
+		case u < s.cfg.Fail429:
+			p.fault = Fault429
+		case u < s.cfg.Fail429+s.cfg.Fail500:
+			p.fault = Fault500
+		case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed:
+			p.fault = FaultMalformed
+		case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed+s.cfg.Hang:
+			p.fault = FaultHang
+		}
+	}
+	if p.retryAft <= 0 {
+		p.retryAft = s.cfg.RetryAfter
+	}
+	if p.hangFor <= 0 {
+		p.hangFor = s.cfg.HangFor
+	}
+	if p.fault == FaultBadToolArg {
+		for i := range p.reply.toolCalls {
+			a := p.reply.toolCalls[i].Function.Arguments
+			p.reply.toolCalls[i].Function.Arguments = a[:len(a)/2]
+		}
+		p.fault = ""
+		s.stats.fault(FaultBadToolArg)
+	}
+	return p
+}
+
+// latency returns the configured delay for this request.
+func (s *Server) latency(hash, salt uint64) time.Duration {
+	d := s.cfg.Latency
+	if s.cfg.Jitter > 0 {
+		d += time.Duration(unit(mix(hash, 0x1a7e+salt)) * float64(s.cfg.Jitter))
+	}
+	return d
+}
+
+// stepReply renders one scripted step.
+func (s *Server) stepReply(st *Step, vars *templateVars, hash uint64, step int) reply {
+	rp := reply{
+		content:   vars.expand(st.Content),
+		reasoning: vars.expand(st.Reasoning),
+		field:     st.ReasoningField,
+		finish:    st.FinishReason,
+	}
+	for i, tc := range st.ToolCalls {
+		var w wireToolCall
+		w.ID = tc.ID
+		if w.ID == "" {
+			w.ID = fmt.Sprintf("call_%08x_%d_%d", uint32(hash), step, i)
+		}
+		w.Type = "function"
+		w.Function.Name = tc.Name
+		w.Function.Arguments = vars.expand(tc.args)
+		rp.toolCalls = append(rp.toolCalls, w)
+	}
+	if rp.finish == "" {
+		if len(rp.toolCalls) > 0 {
+			rp.finish = "tool_calls"
+		} else {
+			rp.finish = "stop"
+		}
+	}
+	return rp
+}
+
+var wordsDirective = regexp.MustCompile(`\[\[words=(\d+)\]\]`)
+
+// summary is the default reply to a request without tools: deterministic
+// text of the requested length.
+func (s *Server) summary(msgs []wireMessage, hash uint64) reply {
+	n := s.cfg.SummaryWords
+	for i := len(msgs) - 1; i >= 0; i-- {
+		t := msgs[i].text()
+		if !strings.Contains(t, "[[words=") {
+			continue
+		}
+		if m := wordsDirective.FindStringSubmatch(t); m != nil {
+			if v, err := strconv.Atoi(m[1]); err == nil && v > 0 {
+				n = v
+				break
+			}
+		}
+	}
+	return reply{content: words(hash, n), finish: "stop", completionTokens: n}
+}
+
+// attemptTable counts identical requests so faults can be drawn per attempt.
+// It is sharded to keep lock contention low; an entry is dropped once its
+// request succeeds, so memory stays bounded by the requests still failing.
+type attemptTable struct {
+	shards [64]struct {
+		mu sync.Mutex
+		m  map[uint64]int
+	}
+}
+
+func (t *attemptTable) init() {
+	for i := range t.shards {
+		t.shards[i].m = make(map[uint64]int)
+	}
+}
+
+// next returns how many identical requests came before this one and counts it.
+func (t *attemptTable) next(h uint64) int {
+	sh := &t.shards[h%uint64(len(t.shards))]
+	sh.mu.Lock()
+	n := sh.m[h]
+	sh.m[h] = n + 1
+	sh.mu.Unlock()
+	return n
+}
+
+func (t *attemptTable) forget(h uint64) {
+	sh := &t.shards[h%uint64(len(t.shards))]
+	sh.mu.Lock()
+	delete(sh.m, h)
+	sh.mu.Unlock()
+}
+
+// Stats is the JSON shape served at /stats.
+type Stats struct {
+	Requests int64            `json:"requests"`
+	InFlight int64            `json:"in_flight"`
+	ByStatus map[string]int64 `json:"by_status"`
+	ByScript map[string]int64 `json:"by_script"`
+	Faults   map[string]int64 `json:"faults"`
+}
+
+type stats struct {
+	requests atomic.Int64
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	byStatus map[int]int64
+	byScript map[string]int64
+	faults   map[string]int64
+}
+
+func (st *stats) init() {
+	st.byStatus = make(map[int]int64)
+	st.byScript = make(map[string]int64)
+	st.faults = make(map[string]int64)
+}
+
+func (st *stats) count(status int, script string) {
+	st.mu.Lock()
+	st.byStatus[status]++
+	if script != "" {
+		st.byScript[script]++
+	}
+	st.mu.Unlock()
+}
+
+func (st *stats) fault(kind string) {
+	st.mu.Lock()
+	st.faults[kind]++
+	st.mu.Unlock()
+}
+
+// Stats returns a snapshot of the counters. Status 499 counts requests the
+// client abandoned (hangs and latency cut short).
+func (s *Server) Stats() Stats {
+	out := Stats{
+		Requests: s.stats.requests.Load(),
+		InFlight: s.stats.inFlight.Load(),
+		ByStatus: map[string]int64{},
+		ByScript: map[string]int64{},
+		Faults:   map[string]int64{},
+	}
+	s.stats.mu.Lock()
+	for k, v := range s.stats.byStatus {
+		out.ByStatus[strconv.Itoa(k)] = v
+	}
+	for k, v := range s.stats.byScript {
+		out.ByScript[k] = v
+	}
+	for k, v := range s.stats.faults {
+		out.Faults[k] = v
+	}
+	s.stats.mu.Unlock()
+	return out
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	typ := "server_error"
+	if status < 500 {
+		typ = "invalid_request_error"
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": strconv.Itoa(status)}})
+	_, _ = w.Write(b)
+}
