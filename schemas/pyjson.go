@@ -1,0 +1,1084 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file reproduces, byte for byte, what Python's
+// json.dumps(json.loads(text), ensure_ascii=False) writes, because Hermes
+// embeds tool-call arguments, tool results and tool schemas in its ShareGPT
+// turns that way and trainers expect exactly those bytes.
+//
+// Parsing follows Python's json.loads defaults:
+//   - whitespace is only space, tab, LF and CR; a leading BOM is an error;
+//   - NaN, Infinity and -Infinity are accepted;
+//   - raw control characters (U+0000..U+001F) inside strings are errors;
+//   - integers keep every digit (Python ints are unbounded), except that an
+//     integer of more than 4300 digits is an error, as Python 3.11+ raises
+//     ValueError for it; "-0" becomes "0";
+//   - numbers with a fraction or exponent become float64 (correctly rounded,
+//     as Python does; overflow becomes ±Infinity);
+//   - a key repeated in one object keeps the position of its first
+//     occurrence and the value of its last one (Python's dict(pairs));
+//   - nesting deeper than pyMaxDepth is an error (Python raises
+//     RecursionError near 1000 levels, depending on its stack).
+//
+// Two things Python cannot express are decided here:
+//   - invalid UTF-8 in the input is replaced by U+FFFD, one per maximal
+//     invalid subsequence, which is what bytes.decode("utf-8", "replace")
+//     does; the output is therefore always valid UTF-8;
+//   - a \uXXXX escape of a lone surrogate becomes U+FFFD (Python would keep
+//     the surrogate and then fail to write it as UTF-8; Hermes' own message
+//     sanitiser makes the same replacement).
+//
+// Encoding follows json.dumps(ensure_ascii=False): separators ", " and ": ",
+// non-ASCII written as is (including U+2028/U+2029), '<', '>' and '&' not
+// escaped, control characters as \n \r \t \b \f or \u00XX (lowercase hex),
+// floats in repr form (1.0, 1e+16, 1e-05), NaN/Infinity/-Infinity bare.
+
+// pyMaxDepth bounds container nesting while parsing.
+const pyMaxDepth = 1000
+
+// pyMaxIntDigits is Python's default int_max_str_digits.
+const pyMaxIntDigits = 4300
+
+// PyKind is the Python type a parsed JSON value becomes.
+type PyKind uint8
+
+// Kinds of PyValue, named after the Python type json.loads produces.
+const (
+	PyNone  PyKind = iota // null
+	PyBool                // true / false
+	PyInt                 // integer literal of any size
+	PyFloat               // number with a fraction or exponent, NaN, ±Infinity
+	PyStr                 // string
+	PyList                // array
+	PyDict                // object, keys in first-occurrence order
+)
+
+// PyValue is one JSON value as Python's json.loads would hold it, with object
+// key order preserved. The zero value is null. Values are immutable once
+// built; copying a PyValue is cheap and shares its children.
+type PyValue struct {
+	kind PyKind
+	b    bool
+	s    string // PyStr: the text; PyInt: canonical decimal digits
+	f    float64
+	list []PyValue
+	dict []PyMember
+}
+
+// PyMember is one key/value pair of a JSON object.
+type PyMember struct {
+	Key   string
+	Value PyValue
+}
+
+// PyNull returns the JSON null value.
+func PyNull() PyValue { return PyValue{} }
+
+// PyBoolOf returns a JSON boolean.
+func PyBoolOf(b bool) PyValue { return PyValue{kind: PyBool, b: b} }
+
+// PyStrOf returns a JSON string. Invalid UTF-8 in s is replaced by U+FFFD
+// when the value is encoded.
+func PyStrOf(s string) PyValue { return PyValue{kind: PyStr, s: s} }
+
+// PyIntOf returns a JSON integer.
+func PyIntOf(i int64) PyValue { return PyValue{kind: PyInt, s: strconv.FormatInt(i, 10)} }
+
+// PyFloatOf returns a JSON float, written in Python's repr form.
+func PyFloatOf(f float64) PyValue { return PyValue{kind: PyFloat, f: f} }
+
+// PyListOf returns a JSON array holding items (not copied).
+func PyListOf(items ...PyValue) PyValue { return PyValue{kind: PyList, list: items} }
+
+// PyDictOf returns a JSON object with members in the given order (not copied;
+// callers must not repeat a key).
+func PyDictOf(members ...PyMember) PyValue { return PyValue{kind: PyDict, dict: members} }
+
+// Kind reports the Python type of v.
+func (v PyValue) Kind() PyKind { return v.kind }
+
+// IsNone reports whether v is JSON null.
+func (v PyValue) IsNone() bool { return v.kind == PyNone }
+
+// Bool returns the boolean of a PyBool value and false otherwise.
+func (v PyValue) Bool() bool { return v.kind == PyBool && v.b }
+
+// Str returns the text of a PyStr value, the digits of a PyInt value, and ""
+// otherwise.
+func (v PyValue) Str() string {
+	if v.kind == PyStr || v.kind == PyInt {
+		return v.s
+	}
+	return ""
+}
+
+// Float returns the number of a PyFloat or PyInt value (ints may lose
+// precision) and 0 otherwise.
+func (v PyValue) Float() float64 {
+	switch v.kind {
+	case PyFloat:
+		return v.f
+	case PyInt:
+		f, _ := strconv.ParseFloat(v.s, 64)
+		return f
+	}
+	return 0
+}
+
+// List returns the items of a PyList value (shared, not copied).
+func (v PyValue) List() []PyValue { return v.list }
+
+// Members returns the members of a PyDict value in order (shared, not copied).
+func (v PyValue) Members() []PyMember { return v.dict }
+
+// Get returns the value under key in a PyDict value. It costs a linear scan.
+func (v PyValue) Get(key string) (PyValue, bool) {
+	for i := range v.dict {
+		if v.dict[i].Key == key {
+			return v.dict[i].Value, true
+		}
+	}
+	return PyValue{}, false
+}
+
+// PySyntaxError is returned by PyLoads for text Python's json.loads rejects
+// (or, for the documented limits, would raise on).
+type PySyntaxError struct {
+	Offset int // byte offset in the input
+	Msg    string
+}
+
+func (e *PySyntaxError) Error() string {
+	return fmt.Sprintf("invalid json at byte %d: %s", e.Offset, e.Msg)
+}
+
+// errPyDuplicate is an internal signal of the streaming transcoder.
+var errPyDuplicate = errors.New("duplicate key")
+
+// PyLoads parses JSON text the way Python's json.loads does (see the file
+// comment for the exact rules). It allocates the value tree; strings without
+// escapes share memory with one copy of data.
+func PyLoads(data []byte) (PyValue, error) {
+	return PyLoadsString(string(data))
+}
+
+// PyLoadsString is PyLoads for a string; unescaped strings in the result share
+// memory with s.
+func PyLoadsString(s string) (PyValue, error) {
+	p := pyParser{s: s}
+	p.skipWS()
+	v, err := p.value(0)
+	if err != nil {
+		return PyValue{}, err
+	}
+	p.skipWS()
+	if p.i != len(p.s) {
+		return PyValue{}, p.fail("extra data")
+	}
+	return v, nil
+}
+
+// PyDumps encodes v as Python's json.dumps(v, ensure_ascii=False) would.
+func PyDumps(v PyValue) string { return string(AppendPyJSON(nil, v)) }
+
+// AppendPyJSON appends the json.dumps(ensure_ascii=False) form of v to dst.
+// It allocates only when dst must grow.
+func AppendPyJSON(dst []byte, v PyValue) []byte {
+	switch v.kind {
+	case PyNone:
+		return append(dst, "null"...)
+	case PyBool:
+		if v.b {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case PyInt:
+		return append(dst, v.s...)
+	case PyFloat:
+		return AppendPyFloat(dst, v.f)
+	case PyStr:
+		return AppendPyString(dst, v.s)
+	case PyList:
+		dst = append(dst, '[')
+		for i := range v.list {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = AppendPyJSON(dst, v.list[i])
+		}
+		return append(dst, ']')
+	default:
+		dst = append(dst, '{')
+		for i := range v.dict {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = AppendPyString(dst, v.dict[i].Key)
+			dst = append(dst, ": "...)
+			dst = AppendPyJSON(dst, v.dict[i].Value)
+		}
+		return append(dst, '}')
+	}
+}
+
+// AppendPyJSONOf appends json.dumps(json.loads(src), ensure_ascii=False) to
+// dst. On a parse error dst is returned unchanged with the error. It streams
+// without building a tree (no allocations beyond growing dst) unless an
+// object repeats a key, where it falls back to PyLoads.
+func AppendPyJSONOf(dst []byte, src string) ([]byte, error) {
+	t := pyTranscoder{pyParser: pyParser{s: src}, out: dst}
+	start := len(dst)
+	t.skipWS()
+	err := t.value(0)
+	if err == nil {
+		t.skipWS()
+		if t.i != len(t.s) {
+			err = t.fail("extra data")
+		}
+	}
+	if err == errPyDuplicate {
+		v, err := PyLoadsString(src)
+		if err != nil {
+			return dst[:start], err
+		}
+		return AppendPyJSON(t.out[:start], v), nil
+	}
+	if err != nil {
+		return t.out[:start], err
+	}
+	return t.out, nil
+}
+
+// pyEscape maps an ASCII byte to the escape json.dumps writes for it: 0 for
+// none, a letter for a two-character escape, 'u' for \u00XX.
+var pyEscape = func() (t [128]byte) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = 'u'
+	}
+	t['\b'], t['\f'], t['\n'], t['\r'], t['\t'] = 'b', 'f', 'n', 'r', 't'
+	t['"'], t['\\'] = '"', '\\'
+	return t
+}()
+
+const hexDigits = "0123456789abcdef"
+
+// AppendPyString appends s as a JSON string the way json.dumps(s,
+// ensure_ascii=False) writes it. Invalid UTF-8 becomes U+FFFD (one per
+// maximal invalid subsequence). It allocates only when dst must grow.
+func AppendPyString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			e := pyEscape[c]
+			if e == 0 {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			if e == 'u' {
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			} else {
+				dst = append(dst, '\\', e)
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i += invalidUTF8Len(s[i:])
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendValidUTF8 appends s with invalid UTF-8 replaced as AppendPyString does
+// (without quoting or escaping).
+func appendValidUTF8(dst []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return append(dst, s...)
+	}
+	start := 0
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i += invalidUTF8Len(s[i:])
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+// invalidUTF8Len returns the length of the maximal invalid subsequence at the
+// start of s (which must start with invalid UTF-8): a lead byte followed by
+// the continuation bytes that could still have completed it. Python's
+// "replace" error handler emits one U+FFFD per such subsequence.
+func invalidUTF8Len(s string) int {
+	c := s[0]
+	var need int
+	lo, hi := byte(0x80), byte(0xBF)
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c >= 0xE1 && c <= 0xEF:
+		need = 2
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	default:
+		return 1
+	}
+	n := 1
+	for k := 0; k < need && n < len(s); k++ {
+		b := s[n]
+		if b < lo || b > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+		n++
+	}
+	return n
+}
+
+// AppendPyFloat appends f in Python's float repr form as json.dumps writes
+// it: shortest round-trip digits, fixed notation for exponents -4..15
+// ("1.0", "0.0001"), otherwise "1e+16" / "1.5e-05"; NaN, Infinity, -Infinity.
+func AppendPyFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(dst, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(dst, "-Infinity"...)
+	case f == 0:
+		if math.Signbit(f) {
+			return append(dst, "-0.0"...)
+		}
+		return append(dst, "0.0"...)
+	}
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // -d.dddde±XX
+	if e[0] == '-' {
+		dst = append(dst, '-')
+		e = e[1:]
+	}
+	var digits [24]byte
+	nd := 0
+	k := 0
+	for ; e[k] != 'e'; k++ {
+		if e[k] != '.' {
+			digits[nd] = e[k]
+			nd++
+		}
+	}
+	exp, _ := strconv.Atoi(string(e[k+1:])) // small; no heap allocation
+	decpt := exp + 1
+	d := digits[:nd]
+	if decpt > -4 && decpt <= 16 {
+		switch {
+		case decpt <= 0:
+			dst = append(dst, '0', '.')
+			for j := 0; j < -decpt; j++ {
+				dst = append(dst, '0')
+			}
+			dst = append(dst, d...)
+		case decpt >= nd:
+			dst = append(dst, d...)
+			for j := nd; j < decpt; j++ {
+				dst = append(dst, '0')
+			}
+			dst = append(dst, '.', '0')
+		default:
+			dst = append(dst, d[:decpt]...)
+			dst = append(dst, '.')
+			dst = append(dst, d[decpt:]...)
+		}
+		return dst
+	}
+	dst = append(dst, d[0])
+	if nd > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, d[1:]...)
+	}
+	dst = append(dst, 'e')
+	x := decpt - 1
+	if x < 0 {
+		dst = append(dst, '-')
+		x = -x
+	} else {
+		dst = append(dst, '+')
+	}
+	if x < 10 {
+		dst = append(dst, '0')
+	}
+	return strconv.AppendInt(dst, int64(x), 10)
+}
+
+// pyParser is the recursive-descent scanner shared by PyLoads and the
+// streaming transcoder.
+type pyParser struct {
+	s       string
+	i       int
+	scratch []byte
+}
+
+func (p *pyParser) fail(msg string) error {
+	return &PySyntaxError{Offset: p.i, Msg: msg}
+}
+
+func (p *pyParser) skipWS() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *pyParser) hasPrefix(lit string) bool {
+	return len(p.s)-p.i >= len(lit) && p.s[p.i:p.i+len(lit)] == lit
+}
+
+func (p *pyParser) value(depth int) (PyValue, error) {
+	if p.i >= len(p.s) {
+		return PyValue{}, p.fail("expecting value")
+	}
+	switch c := p.s[p.i]; c {
+	case '"':
+		s, err := p.str()
+		return PyValue{kind: PyStr, s: s}, err
+	case '{':
+		return p.object(depth + 1)
+	case '[':
+		return p.array(depth + 1)
+	case 'n':
+		if p.hasPrefix("null") {
+			p.i += 4
+			return PyValue{}, nil
+		}
+	case 't':
+		if p.hasPrefix("true") {
+			p.i += 4
+			return PyValue{kind: PyBool, b: true}, nil
+		}
+	case 'f':
+		if p.hasPrefix("false") {
+			p.i += 5
+			return PyValue{kind: PyBool}, nil
+		}
+	case 'N':
+		if p.hasPrefix("NaN") {
+			p.i += 3
+			return PyValue{kind: PyFloat, f: math.NaN()}, nil
+		}
+	case 'I':
+		if p.hasPrefix("Infinity") {
+			p.i += 8
+			return PyValue{kind: PyFloat, f: math.Inf(1)}, nil
+		}
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return p.number()
+		}
+	}
+	return PyValue{}, p.fail("expecting value")
+}
+
+// scanNumber consumes a number literal (or -Infinity) and reports its text,
+// whether it is an integer, and the special float value for -Infinity.
+func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
+	start := p.i
+	if p.s[p.i] == '-' {
+		p.i++
+		if p.hasPrefix("Infinity") {
+			p.i += 8
+			return "", false, true, nil
+		}
+	}
+	if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+		p.i = start
+		return "", false, false, p.fail("expecting value")
+	}
+	if p.s[p.i] == '0' {
+		p.i++
+	} else {
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+	}
+	isInt = true
+	if p.i < len(p.s) && p.s[p.i] == '.' {
+		p.i++
+		if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+			return "", false, false, p.fail("expecting digit after decimal point")
+		}
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		isInt = false
+	}
+	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
+			p.i++
+		}
+		if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+			return "", false, false, p.fail("expecting exponent digits")
+		}
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		isInt = false
+	}
+	lit = p.s[start:p.i]
+	if isInt {
+		nd := len(lit)
+		if lit[0] == '-' {
+			nd--
+		}
+		if nd > pyMaxIntDigits {
+			p.i = start
+			return "", false, false, p.fail("integer exceeds 4300 digits")
+		}
+		if lit == "-0" {
+			lit = "0"
+		}
+	}
+	return lit, isInt, false, nil
+}
+
+func (p *pyParser) number() (PyValue, error) {
+	lit, isInt, negInf, err := p.scanNumber()
+	switch {
+	case err != nil:
+		return PyValue{}, err
+	case negInf:
+		return PyValue{kind: PyFloat, f: math.Inf(-1)}, nil
+	case isInt:
+		return PyValue{kind: PyInt, s: lit}, nil
+	}
+	f, _ := strconv.ParseFloat(lit, 64) // range errors give ±Inf or 0, as Python
+	return PyValue{kind: PyFloat, f: f}, nil
+}
+
+// str parses a string starting at the opening quote. Without escapes or
+// invalid UTF-8 the result is a substring of the input.
+func (p *pyParser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			s := p.s[start:p.i]
+			p.i++
+			return s, nil
+		case c == '\\':
+			p.scratch = append(p.scratch[:0], p.s[start:p.i]...)
+			return p.strSlow()
+		case c < 0x20:
+			return "", p.fail("invalid control character in string")
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				p.scratch = append(p.scratch[:0], p.s[start:p.i]...)
+				return p.strSlow()
+			}
+			p.i += size
+		}
+	}
+	return "", p.fail("unterminated string")
+}
+
+// strSlow continues a string that needs decoding into p.scratch.
+func (p *pyParser) strSlow() (string, error) {
+	var err error
+	p.scratch, err = p.decodeRest(p.scratch)
+	if err != nil {
+		return "", err
+	}
+	return string(p.scratch), nil
+}
+
+// decodeRest decodes the string body from p.i up to and including the
+// closing quote, appending the text to dst.
+func (p *pyParser) decodeRest(dst []byte) ([]byte, error) {
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return dst, nil
+		case c == '\\':
+			r, err := p.escape()
+			if err != nil {
+				return dst, err
+			}
+			dst = utf8.AppendRune(dst, r)
+		case c < 0x20:
+			return dst, p.fail("invalid control character in string")
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\uFFFD"...)
+				p.i += invalidUTF8Len(p.s[p.i:])
+				continue
+			}
+			dst = append(dst, p.s[p.i:p.i+size]...)
+			p.i += size
+		}
+	}
+	return dst, p.fail("unterminated string")
+}
+
+// escape decodes one backslash escape at p.i, joining surrogate pairs as
+// Python does; a lone surrogate becomes U+FFFD.
+func (p *pyParser) escape() (rune, error) {
+	if p.i+1 >= len(p.s) {
+		return 0, p.fail("unterminated string")
+	}
+	c := p.s[p.i+1]
+	p.i += 2
+	switch c {
+	case '"', '\\', '/':
+		return rune(c), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+		r, ok := hex4(p.s, p.i)
+		if !ok {
+			p.i -= 2
+			return 0, p.fail("invalid \\uXXXX escape")
+		}
+		p.i += 4
+		if r >= 0xD800 && r <= 0xDBFF && p.hasPrefix(`\u`) {
+			r2, ok := hex4(p.s, p.i+2)
+			if !ok {
+				return 0, p.fail("invalid \\uXXXX escape")
+			}
+			if r2 >= 0xDC00 && r2 <= 0xDFFF {
+				p.i += 6
+				return 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00), nil
+			}
+		}
+		if r >= 0xD800 && r <= 0xDFFF {
+			return utf8.RuneError, nil
+		}
+		return r, nil
+	}
+	p.i -= 2
+	return 0, p.fail("invalid \\escape")
+}
+
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for k := i; k < i+4; k++ {
+		c := s[k]
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+func (p *pyParser) array(depth int) (PyValue, error) {
+	if depth > pyMaxDepth {
+		return PyValue{}, p.fail("nesting too deep")
+	}
+	p.i++
+	p.skipWS()
+	v := PyValue{kind: PyList}
+	if p.i < len(p.s) && p.s[p.i] == ']' {
+		p.i++
+		return v, nil
+	}
+	for {
+		item, err := p.value(depth)
+		if err != nil {
+			return PyValue{}, err
+		}
+		v.list = append(v.list, item)
+		p.skipWS()
+		if p.i >= len(p.s) {
+			return PyValue{}, p.fail("expecting ',' delimiter")
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+			p.skipWS()
+		case ']':
+			p.i++
+			return v, nil
+		default:
+			return PyValue{}, p.fail("expecting ',' delimiter")
+		}
+	}
+}
+
+func (p *pyParser) object(depth int) (PyValue, error) {
+	if depth > pyMaxDepth {
+		return PyValue{}, p.fail("nesting too deep")
+	}
+	p.i++
+	p.skipWS()
+	v := PyValue{kind: PyDict}
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+		return v, nil
+	}
+	var index map[string]int // built once an object grows large
+	for {
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return PyValue{}, p.fail("expecting property name enclosed in double quotes")
+		}
+		key, err := p.str()
+		if err != nil {
+			return PyValue{}, err
+		}
+		p.skipWS()
+		if p.i >= len(p.s) || p.s[p.i] != ':' {
+			return PyValue{}, p.fail("expecting ':' delimiter")
+		}
+		p.i++
+		p.skipWS()
+		val, err := p.value(depth)
+		if err != nil {
+			return PyValue{}, err
+		}
+		// Python's dict(pairs): a repeated key keeps its first position and
+		// takes the last value.
+		at := -1
+		if index != nil {
+			if k, ok := index[key]; ok {
+				at = k
+			}
+		} else {
+			for k := range v.dict {
+				if v.dict[k].Key == key {
+					at = k
+					break
+				}
+			}
+		}
+		if at >= 0 {
+			v.dict[at].Value = val
+		} else {
+			v.dict = append(v.dict, PyMember{Key: key, Value: val})
+			if index != nil {
+				index[key] = len(v.dict) - 1
+			} else if len(v.dict) > 16 {
+				index = make(map[string]int, 2*len(v.dict))
+				for k := range v.dict {
+					index[v.dict[k].Key] = k
+				}
+			}
+		}
+		p.skipWS()
+		if p.i >= len(p.s) {
+			return PyValue{}, p.fail("expecting ',' delimiter")
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+			p.skipWS()
+		case '}':
+			p.i++
+			return v, nil
+		default:
+			return PyValue{}, p.fail("expecting ',' delimiter")
+		}
+	}
+}
+
+// pyTranscoder re-encodes JSON text in json.dumps form while validating it,
+// without building a tree. It reports errPyDuplicate when an object repeats
+// a key, since Python's last-value-wins rule needs the whole object.
+type pyTranscoder struct {
+	pyParser
+	out  []byte
+	keys []string // keys of the objects currently open, innermost last
+}
+
+func (t *pyTranscoder) value(depth int) error {
+	if t.i >= len(t.s) {
+		return t.fail("expecting value")
+	}
+	switch c := t.s[t.i]; c {
+	case '"':
+		return t.str()
+	case '{':
+		return t.object(depth + 1)
+	case '[':
+		return t.array(depth + 1)
+	case 'n':
+		if t.hasPrefix("null") {
+			t.i += 4
+			t.out = append(t.out, "null"...)
+			return nil
+		}
+	case 't':
+		if t.hasPrefix("true") {
+			t.i += 4
+			t.out = append(t.out, "true"...)
+			return nil
+		}
+	case 'f':
+		if t.hasPrefix("false") {
+			t.i += 5
+			t.out = append(t.out, "false"...)
+			return nil
+		}
+	case 'N':
+		if t.hasPrefix("NaN") {
+			t.i += 3
+			t.out = append(t.out, "NaN"...)
+			return nil
+		}
+	case 'I':
+		if t.hasPrefix("Infinity") {
+			t.i += 8
+			t.out = append(t.out, "Infinity"...)
+			return nil
+		}
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			lit, isInt, negInf, err := t.scanNumber()
+			switch {
+			case err != nil:
+				return err
+			case negInf:
+				t.out = append(t.out, "-Infinity"...)
+			case isInt:
+				t.out = append(t.out, lit...)
+			default:
+				f, _ := strconv.ParseFloat(lit, 64)
+				t.out = AppendPyFloat(t.out, f)
+			}
+			return nil
+		}
+	}
+	return t.fail("expecting value")
+}
+
+// str decodes the string at t.i and writes its json.dumps form in one pass.
+func (t *pyTranscoder) str() error {
+	t.i++
+	t.out = append(t.out, '"')
+	start := t.i
+	for t.i < len(t.s) {
+		c := t.s[t.i]
+		switch {
+		case c == '"':
+			t.out = append(t.out, t.s[start:t.i]...)
+			t.out = append(t.out, '"')
+			t.i++
+			return nil
+		case c == '\\':
+			t.out = append(t.out, t.s[start:t.i]...)
+			r, err := t.escape()
+			if err != nil {
+				return err
+			}
+			if r < utf8.RuneSelf {
+				switch e := pyEscape[r]; e {
+				case 0:
+					t.out = append(t.out, byte(r))
+				case 'u':
+					t.out = append(t.out, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+				default:
+					t.out = append(t.out, '\\', e)
+				}
+			} else {
+				t.out = utf8.AppendRune(t.out, r)
+			}
+			start = t.i
+		case c < 0x20:
+			return t.fail("invalid control character in string")
+		case c < utf8.RuneSelf:
+			t.i++
+		default:
+			r, size := utf8.DecodeRuneInString(t.s[t.i:])
+			if r == utf8.RuneError && size == 1 {
+				t.out = append(t.out, t.s[start:t.i]...)
+				t.out = append(t.out, "\uFFFD"...)
+				t.i += invalidUTF8Len(t.s[t.i:])
+				start = t.i
+				continue
+			}
+			t.i += size
+		}
+	}
+	return t.fail("unterminated string")
+}
+
+func (t *pyTranscoder) array(depth int) error {
+	if depth > pyMaxDepth {
+		return t.fail("nesting too deep")
+	}
+	t.i++
+	t.skipWS()
+	t.out = append(t.out, '[')
+	if t.i < len(t.s) && t.s[t.i] == ']' {
+		t.i++
+		t.out = append(t.out, ']')
+		return nil
+	}
+	for {
+		if err := t.value(depth); err != nil {
+			return err
+		}
+		t.skipWS()
+		if t.i >= len(t.s) {
+			return t.fail("expecting ',' delimiter")
+		}
+		switch t.s[t.i] {
+		case ',':
+			t.i++
+			t.skipWS()
+			t.out = append(t.out, ", "...)
+		case ']':
+			t.i++
+			t.out = append(t.out, ']')
+			return nil
+		default:
+			return t.fail("expecting ',' delimiter")
+		}
+	}
+}
+
+func (t *pyTranscoder) object(depth int) error {
+	if depth > pyMaxDepth {
+		return t.fail("nesting too deep")
+	}
+	t.i++
+	t.skipWS()
+	t.out = append(t.out, '{')
+	if t.i < len(t.s) && t.s[t.i] == '}' {
+		t.i++
+		t.out = append(t.out, '}')
+		return nil
+	}
+	base := len(t.keys)
+	defer func() { t.keys = t.keys[:base] }()
+	var seen map[string]struct{} // built once an object grows large
+	for {
+		if t.i >= len(t.s) || t.s[t.i] != '"' {
+			return t.fail("expecting property name enclosed in double quotes")
+		}
+		keyStart := len(t.out)
+		rawStart := t.i
+		if err := t.str(); err != nil {
+			return err
+		}
+		key := t.s[rawStart+1 : t.i-1]
+		if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
+			// The decoded key is what Python compares; the encoded form
+			// just written is an unambiguous stand-in for it.
+			key = string(t.out[keyStart:])
+		} else {
+			key = t.s[rawStart:t.i] // quoted raw form: equal to the encoded form
+		}
+		if seen != nil {
+			if _, dup := seen[key]; dup {
+				return errPyDuplicate
+			}
+			seen[key] = struct{}{}
+		} else {
+			for _, k := range t.keys[base:] {
+				if k == key {
+					return errPyDuplicate
+				}
+			}
+			t.keys = append(t.keys, key)
+			if len(t.keys)-base > 32 {
+				seen = make(map[string]struct{}, 64)
+				for _, k := range t.keys[base:] {
+					seen[k] = struct{}{}
+				}
+			}
+		}
+		t.skipWS()
+		if t.i >= len(t.s) || t.s[t.i] != ':' {
+			return t.fail("expecting ':' delimiter")
+		}
+		t.i++
+		t.skipWS()
+		t.out = append(t.out, ": "...)
+		if err := t.value(depth); err != nil {
+			return err
+		}
+		t.skipWS()
+		if t.i >= len(t.s) {
+			return t.fail("expecting ',' delimiter")
+		}
+		switch t.s[t.i] {
+		case ',':
+			t.i++
+			t.skipWS()
+			t.out = append(t.out, ", "...)
+		case '}':
+			t.i++
+			t.out = append(t.out, '}')
+			return nil
+		default:
+			return t.fail("expecting ',' delimiter")
+		}
+	}
+}

@@ -1,0 +1,546 @@
+package schemas
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// Tags Hermes rewrites and writes in gpt turns.
+const (
+	scratchpadOpen  = "<REASONING_SCRATCHPAD>"
+	scratchpadClose = "</REASONING_SCRATCHPAD>"
+	thinkOpen       = "<think>"
+	emptyThink      = "<think>\n</think>\n"
+)
+
+// Hermes' trajectory system prompt, split around the tool list. These are
+// format strings that must stay byte-identical to Hermes'.
+const (
+	systemPromptHead = "You are a function calling AI model. You are provided with function signatures within <tools> </tools> XML tags. " +
+		"You may call one or more functions to assist with the user query. If available tools are not relevant in assisting " +
+		"with user query, just respond in natural conversational language. Don't make assumptions about what values to plug " +
+		"into functions. After calling & executing the functions, you will be provided with function results within " +
+		"<tool_response> </tool_response> XML tags. Here are the available tools:\n" +
+		"<tools>\n"
+	systemPromptTail = "\n</tools>\n" +
+		"For each function call return a JSON object, with the following pydantic model json schema for each:\n" +
+		"{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', 'type': 'string'}, " +
+		"'arguments': {'title': 'Arguments', 'type': 'object'}}, 'required': ['name', 'arguments']}\n" +
+		"Each function call should be enclosed within <tool_call> </tool_call> XML tags.\n" +
+		"Example:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n</tool_call>"
+)
+
+// HermesSystemPrompt returns the system turn Hermes writes at the top of every
+// trajectory: its function-calling template with the tool list rendered as
+// json.dumps([{"name", "description", "parameters", "required": null}, ...],
+// ensure_ascii=False). A missing description is ""; missing parameters are
+// {}; parameters that are not valid JSON are also rendered as {} (Hermes
+// always holds a parsed schema, so no byte-identical form exists).
+//
+// The result depends only on tools: callers converting many records with one
+// tool set should compute it once and use ToShareGPTWithSystem. It costs one
+// pass over the tool schemas.
+func HermesSystemPrompt(tools []Tool) string {
+	b := make([]byte, 0, len(systemPromptHead)+len(systemPromptTail)+256*len(tools)+2)
+	b = append(b, systemPromptHead...)
+	b = appendToolsJSON(b, tools)
+	b = append(b, systemPromptTail...)
+	return string(b)
+}
+
+func appendToolsJSON(b []byte, tools []Tool) []byte {
+	b = append(b, '[')
+	for i := range tools {
+		f := &tools[i].Function
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, `{"name": `...)
+		b = AppendPyString(b, f.Name)
+		b = append(b, `, "description": `...)
+		b = AppendPyString(b, f.Description)
+		b = append(b, `, "parameters": `...)
+		if len(f.Parameters) == 0 {
+			b = append(b, "{}"...)
+		} else {
+			var err error
+			b, err = AppendPyJSONOf(b, string(f.Parameters))
+			if err != nil {
+				b = append(b, "{}"...)
+			}
+		}
+		b = append(b, `, "required": null}`...)
+	}
+	return append(b, ']')
+}
+
+// ToShareGPT converts one chat transcript to Hermes' ShareGPT trajectory,
+// byte for byte as Hermes' convert_to_trajectory_format writes it:
+//
+//   - a system turn with HermesSystemPrompt(tools);
+//   - a human turn with the first message's content: like Hermes, the first
+//     message is taken as the user's prompt whatever its role. System
+//     messages before it are skipped (Hermes keeps its system prompt out of
+//     the message list, so the trajectory's system turn is always the
+//     function-calling template);
+//   - for each later user message a human turn with its content, unchanged;
+//   - for each assistant message a gpt turn: a <think> block of the
+//     reasoning (when not blank), the content with <REASONING_SCRATCHPAD>
+//     tags turned into <think> tags, and one <tool_call> block per call
+//     holding {"name", "arguments"} with the arguments parsed as JSON ({}
+//     when they do not parse); an empty "<think>\n</think>\n" is prepended
+//     when the turn holds no "<think>"; the value is right-trimmed (with tool
+//     calls) or trimmed (without), Python whitespace;
+//   - the tool messages that directly follow an assistant message with tool
+//     calls become one tool turn of <tool_response> blocks joined by "\n",
+//     each {"tool_call_id", "name", "content"}, where name comes from the
+//     call at the same position and content is embedded as JSON when it
+//     starts, after trimming, with "{" or "[" and parses, else as a string.
+//
+// Later system messages and tool messages that do not follow an assistant
+// tool call are dropped, as Hermes drops them. Invalid UTF-8 in any text is
+// replaced by U+FFFD, so every value is valid UTF-8.
+//
+// It is called once per record; it allocates the turn slice and one string
+// per turn, reusing a single scratch buffer while building them.
+func ToShareGPT(messages []Message, tools []Tool) []Turn {
+	return ToShareGPTWithSystem(HermesSystemPrompt(tools), messages)
+}
+
+// ToShareGPTWithSystem is ToShareGPT with the system turn's text given, as
+// returned by HermesSystemPrompt for the record's tools.
+func ToShareGPTWithSystem(system string, messages []Message) []Turn {
+	k := 0
+	for k < len(messages) && messages[k].Role == "system" {
+		k++
+	}
+	turns := make([]Turn, 0, len(messages)-k+1)
+	turns = append(turns, Turn{From: "system", Value: system})
+	if k == len(messages) {
+		return turns
+	}
+	var buf []byte
+	buf = appendValidUTF8(buf[:0], messages[k].Content)
+	turns = append(turns, Turn{From: "human", Value: string(buf)})
+	for i := k + 1; i < len(messages); i++ {
+		m := &messages[i]
+		switch m.Role {
+		case "user":
+			buf = appendValidUTF8(buf[:0], m.Content)
+			turns = append(turns, Turn{From: "human", Value: string(buf)})
+		case "assistant":
+			if len(m.ToolCalls) == 0 {
+				buf = appendAnswerTurn(buf[:0], m)
+				turns = append(turns, Turn{From: "gpt", Value: pyStrip(string(buf))})
+				continue
+			}
+			buf = appendToolCallTurn(buf[:0], m)
+			turns = append(turns, Turn{From: "gpt", Value: pyRStrip(string(buf))})
+			j := i + 1
+			buf = buf[:0]
+			for ; j < len(messages) && messages[j].Role == "tool"; j++ {
+				if j > i+1 {
+					buf = append(buf, '\n')
+				}
+				buf = appendToolResponse(buf, &messages[j], m, j-i-1)
+			}
+			if j > i+1 {
+				turns = append(turns, Turn{From: "tool", Value: string(buf)})
+				i = j - 1
+			}
+		}
+	}
+	return turns
+}
+
+// appendThinkPrefix appends Hermes' <think> block for native reasoning.
+func appendThinkPrefix(b []byte, m *Message) []byte {
+	if pyStrip(m.Reasoning) == "" {
+		return b
+	}
+	b = append(b, "<think>\n"...)
+	b = appendValidUTF8(b, m.Reasoning)
+	return append(b, "\n</think>\n"...)
+}
+
+// appendScratchpadAsThink appends content with <REASONING_SCRATCHPAD> tags
+// turned into <think> tags. Like Hermes, nothing (not even a closing tag) is
+// rewritten unless an opening tag is present. Hermes replaces the opening
+// tags and then the closing tags; the two tags cannot overlap each other or
+// be formed by a replacement, so one left-to-right pass gives the same text.
+func appendScratchpadAsThink(b []byte, content string) []byte {
+	if !strings.Contains(content, scratchpadOpen) {
+		return appendValidUTF8(b, content)
+	}
+	for {
+		i := strings.Index(content, "REASONING_SCRATCHPAD>")
+		if i < 0 {
+			break
+		}
+		switch {
+		case i >= 1 && content[i-1] == '<':
+			b = appendValidUTF8(b, content[:i-1])
+			b = append(b, "<think>"...)
+		case i >= 2 && content[i-2] == '<' && content[i-1] == '/':
+			b = appendValidUTF8(b, content[:i-2])
+			b = append(b, "</think>"...)
+		default:
+			b = appendValidUTF8(b, content[:i+len("REASONING_SCRATCHPAD>")])
+		}
+		content = content[i+len("REASONING_SCRATCHPAD>"):]
+	}
+	return appendValidUTF8(b, content)
+}
+
+// appendAnswerTurn builds a gpt turn without tool calls (before trimming).
+func appendAnswerTurn(b []byte, m *Message) []byte {
+	b = appendThinkPrefix(b, m)
+	b = appendScratchpadAsThink(b, m.Content)
+	return ensureThink(b)
+}
+
+// appendToolCallTurn builds a gpt turn with tool calls (before trimming).
+func appendToolCallTurn(b []byte, m *Message) []byte {
+	b = appendThinkPrefix(b, m)
+	if pyStrip(m.Content) != "" {
+		b = appendScratchpadAsThink(b, m.Content)
+		b = append(b, '\n')
+	}
+	for k := range m.ToolCalls {
+		fn := &m.ToolCalls[k].Function
+		b = append(b, "<tool_call>\n"...)
+		b = append(b, `{"name": `...)
+		b = AppendPyString(b, fn.Name)
+		b = append(b, `, "arguments": `...)
+		var err error
+		b, err = AppendPyJSONOf(b, fn.Arguments)
+		if err != nil {
+			b = append(b, "{}"...)
+		}
+		b = append(b, "}\n</tool_call>\n"...)
+	}
+	return ensureThink(b)
+}
+
+// ensureThink prepends an empty <think> block when b holds none.
+func ensureThink(b []byte) []byte {
+	if bytes.Contains(b, []byte(thinkOpen)) {
+		return b
+	}
+	n := len(emptyThink)
+	b = append(b, emptyThink...) // grow by n
+	copy(b[n:], b[:len(b)-n])
+	copy(b, emptyThink)
+	return b
+}
+
+// appendToolResponse appends one <tool_response> block for tool message t,
+// the idx-th result after assistant message a.
+func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
+	b = append(b, "<tool_response>\n"...)
+	b = append(b, `{"tool_call_id": `...)
+	b = AppendPyString(b, t.ToolCallID)
+	b = append(b, `, "name": `...)
+	if idx < len(a.ToolCalls) {
+		b = AppendPyString(b, a.ToolCalls[idx].Function.Name)
+	} else {
+		b = append(b, `"unknown"`...)
+	}
+	b = append(b, `, "content": `...)
+	embedded := false
+	if s := pyLStrip(t.Content); len(s) > 0 && (s[0] == '{' || s[0] == '[') {
+		var err error
+		if b, err = AppendPyJSONOf(b, t.Content); err == nil {
+			embedded = true
+		}
+	}
+	if !embedded {
+		b = AppendPyString(b, t.Content)
+	}
+	return append(b, "}\n</tool_response>"...)
+}
+
+// ConvertOpenAILine converts one line of an OpenAI-format transcript file,
+// {"messages": [...], "tools": [...]}, to Hermes' ShareGPT turns; it backs the
+// `hermes-pipe sharegpt` command. See ParseOpenAILine for what a line may
+// hold; a bad line yields a *FieldError naming the field (for example
+// "messages[3].tool_calls[0].function.arguments"). It is called once per
+// line and costs one parse of the line plus the conversion.
+func ConvertOpenAILine(line []byte) ([]Turn, error) {
+	msgs, tools, err := ParseOpenAILine(line)
+	if err != nil {
+		return nil, err
+	}
+	return ToShareGPT(msgs, tools), nil
+}
+
+// ParseOpenAILine validates one OpenAI-format transcript line and returns its
+// messages and tools. The line is parsed as Python's json.loads would parse it
+// (so a repeated key keeps its last value). Accepted shapes:
+//
+//   - "messages" (required, non-empty array): objects with "role" one of
+//     system, developer (treated as system), user, assistant, tool; the first
+//     message that is not a system message must be a user message;
+//   - "content": a string, null (""), or an array of parts: text parts
+//     ({"type": "text", "text": ...}) are joined with "\n", image parts
+//     (image_url, image, input_image) become "[screenshot]" as in Hermes'
+//     trajectory normaliser;
+//   - "reasoning" or "reasoning_content": a string or null; "reasoning" wins
+//     when both are non-empty;
+//   - "tool_calls": null or an array of {"id", "type", "function": {"name",
+//     "arguments"}}; arguments may be a string (kept as is, parsed during
+//     conversion), an object or array (re-encoded), or null/absent (treated
+//     as unparseable, so {} in the trajectory);
+//   - "tool_call_id", "name": strings or null;
+//   - "tools" (optional): null or an array of {"type": "function",
+//     "function": {"name", "description", "parameters"}}.
+//
+// Unknown fields are ignored. It allocates the messages and tools.
+func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
+	root, err := PyLoads(line)
+	if err != nil {
+		return nil, nil, &FieldError{Reason: err.Error()}
+	}
+	if root.Kind() != PyDict {
+		return nil, nil, &FieldError{Reason: "line must be a JSON object, got " + pyKindName(root)}
+	}
+	mv, ok := root.Get("messages")
+	if !ok {
+		return nil, nil, &FieldError{Field: "messages", Reason: "required"}
+	}
+	if mv.Kind() != PyList {
+		return nil, nil, &FieldError{Field: "messages", Reason: "must be an array, got " + pyKindName(mv)}
+	}
+	if len(mv.List()) == 0 {
+		return nil, nil, &FieldError{Field: "messages", Reason: "must hold at least one message"}
+	}
+	msgs := make([]Message, len(mv.List()))
+	first := -1
+	for i, item := range mv.List() {
+		path := "messages[" + itoa(i) + "]"
+		if err := parseOpenAIMessage(item, path, &msgs[i]); err != nil {
+			return nil, nil, err
+		}
+		if first < 0 && msgs[i].Role != "system" {
+			first = i
+			if msgs[i].Role != "user" {
+				return nil, nil, &FieldError{Field: path + ".role", Reason: `the first message after system messages must be "user", got "` + msgs[i].Role + `"`}
+			}
+		}
+	}
+	if first < 0 {
+		return nil, nil, &FieldError{Field: "messages", Reason: "holds no user message"}
+	}
+	var tools []Tool
+	if tv, ok := root.Get("tools"); ok && !tv.IsNone() {
+		if tv.Kind() != PyList {
+			return nil, nil, &FieldError{Field: "tools", Reason: "must be an array, got " + pyKindName(tv)}
+		}
+		tools = make([]Tool, len(tv.List()))
+		for i, item := range tv.List() {
+			if err := parseOpenAITool(item, "tools["+itoa(i)+"]", &tools[i]); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return msgs, tools, nil
+}
+
+func parseOpenAIMessage(v PyValue, path string, m *Message) error {
+	if v.Kind() != PyDict {
+		return &FieldError{Field: path, Reason: "must be an object, got " + pyKindName(v)}
+	}
+	role, err := optString(v, "role", path)
+	if err != nil {
+		return err
+	}
+	switch role {
+	case "system", "user", "assistant", "tool":
+	case "developer":
+		role = "system"
+	case "":
+		return &FieldError{Field: path + ".role", Reason: "required"}
+	default:
+		return &FieldError{Field: path + ".role", Reason: `must be one of system, developer, user, assistant, tool; got "` + role + `"`}
+	}
+	m.Role = role
+	if m.Content, err = openAIContent(v, path); err != nil {
+		return err
+	}
+	if m.Reasoning, err = optString(v, "reasoning", path); err != nil {
+		return err
+	}
+	rc, err := optString(v, "reasoning_content", path)
+	if err != nil {
+		return err
+	}
+	if m.Reasoning == "" {
+		m.Reasoning = rc
+	}
+	if m.ToolCallID, err = optString(v, "tool_call_id", path); err != nil {
+		return err
+	}
+	if m.Name, err = optString(v, "name", path); err != nil {
+		return err
+	}
+	tcv, ok := v.Get("tool_calls")
+	if !ok || tcv.IsNone() {
+		return nil
+	}
+	if tcv.Kind() != PyList {
+		return &FieldError{Field: path + ".tool_calls", Reason: "must be an array, got " + pyKindName(tcv)}
+	}
+	if len(tcv.List()) > 0 {
+		m.ToolCalls = make([]ToolCall, len(tcv.List()))
+	}
+	for j, item := range tcv.List() {
+		tp := path + ".tool_calls[" + itoa(j) + "]"
+		tc := &m.ToolCalls[j]
+		if item.Kind() != PyDict {
+			return &FieldError{Field: tp, Reason: "must be an object, got " + pyKindName(item)}
+		}
+		if tc.ID, err = optString(item, "id", tp); err != nil {
+			return err
+		}
+		if tc.Type, err = optString(item, "type", tp); err != nil {
+			return err
+		}
+		fn, ok := item.Get("function")
+		if !ok {
+			return &FieldError{Field: tp + ".function", Reason: "required"}
+		}
+		if fn.Kind() != PyDict {
+			return &FieldError{Field: tp + ".function", Reason: "must be an object, got " + pyKindName(fn)}
+		}
+		fp := tp + ".function"
+		if tc.Function.Name, err = requiredString(fn, "name", fp); err != nil {
+			return err
+		}
+		args, _ := fn.Get("arguments")
+		switch args.Kind() {
+		case PyNone:
+		case PyStr:
+			tc.Function.Arguments = args.Str()
+		case PyDict, PyList:
+			tc.Function.Arguments = PyDumps(args)
+		default:
+			return &FieldError{Field: fp + ".arguments", Reason: "must be a string or an object, got " + pyKindName(args)}
+		}
+	}
+	return nil
+}
+
+// openAIContent flattens a message's content to text.
+func openAIContent(v PyValue, path string) (string, error) {
+	c, ok := v.Get("content")
+	if !ok {
+		return "", nil
+	}
+	switch c.Kind() {
+	case PyNone:
+		return "", nil
+	case PyStr:
+		return c.Str(), nil
+	case PyList:
+	default:
+		return "", &FieldError{Field: path + ".content", Reason: "must be a string, an array of parts or null, got " + pyKindName(c)}
+	}
+	var b strings.Builder
+	for k, part := range c.List() {
+		pp := path + ".content[" + itoa(k) + "]"
+		if part.Kind() != PyDict {
+			return "", &FieldError{Field: pp, Reason: "must be an object, got " + pyKindName(part)}
+		}
+		typ, err := requiredString(part, "type", pp)
+		if err != nil {
+			return "", err
+		}
+		var text string
+		switch typ {
+		case "text", "input_text", "output_text":
+			if text, err = requiredString(part, "text", pp); err != nil {
+				return "", err
+			}
+		case "image_url", "image", "input_image":
+			text = "[screenshot]"
+		default:
+			return "", &FieldError{Field: pp + ".type", Reason: `must be "text" or an image part, got "` + typ + `"`}
+		}
+		if k > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
+}
+
+func parseOpenAITool(v PyValue, path string, t *Tool) error {
+	if v.Kind() != PyDict {
+		return &FieldError{Field: path, Reason: "must be an object, got " + pyKindName(v)}
+	}
+	var err error
+	if t.Type, err = optString(v, "type", path); err != nil {
+		return err
+	}
+	fn, ok := v.Get("function")
+	if !ok {
+		return &FieldError{Field: path + ".function", Reason: "required"}
+	}
+	fp := path + ".function"
+	if fn.Kind() != PyDict {
+		return &FieldError{Field: fp, Reason: "must be an object, got " + pyKindName(fn)}
+	}
+	if t.Function.Name, err = requiredString(fn, "name", fp); err != nil {
+		return err
+	}
+	if t.Function.Description, err = optString(fn, "description", fp); err != nil {
+		return err
+	}
+	if p, ok := fn.Get("parameters"); ok {
+		t.Function.Parameters = AppendPyJSON(nil, p)
+	}
+	return nil
+}
+
+// optString returns the string member key of v, "" when absent or null.
+func optString(v PyValue, key, path string) (string, error) {
+	s, ok := v.Get(key)
+	switch {
+	case !ok || s.IsNone():
+		return "", nil
+	case s.Kind() == PyStr:
+		return s.Str(), nil
+	}
+	return "", &FieldError{Field: path + "." + key, Reason: "must be a string, got " + pyKindName(s)}
+}
+
+// requiredString returns the string member key of v or an error.
+func requiredString(v PyValue, key, path string) (string, error) {
+	s, ok := v.Get(key)
+	if !ok || s.IsNone() {
+		return "", &FieldError{Field: path + "." + key, Reason: "required"}
+	}
+	if s.Kind() != PyStr {
+		return "", &FieldError{Field: path + "." + key, Reason: "must be a string, got " + pyKindName(s)}
+	}
+	return s.Str(), nil
+}
+
+func pyKindName(v PyValue) string {
+	switch v.Kind() {
+	case PyNone:
+		return "null"
+	case PyBool:
+		return "a boolean"
+	case PyInt, PyFloat:
+		return "a number"
+	case PyStr:
+		return "a string"
+	case PyList:
+		return "an array"
+	}
+	return "an object"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
