@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// CatOptions configure CatWith.
+type CatOptions struct {
+	// Final limits the output to records whose outcome is final (the data
+	// folder); by default records still waiting for a retry are included.
+	Final bool
+}
+
+// Cat writes every live record of the output folder dir to w, one JSON line
+// each, in (prompt_index, sample, key) order, whatever order they finished
+// in. A record is live when it is the latest ledger entry for its key. Cat
+// only reads: it may run while a run appends, and then shows what was
+// committed when it started.
+//
+// It orders records from the ledger alone and copies their lines verbatim
+// from the shards with positioned reads, coalescing adjacent ones; it never
+// holds more than 1 MiB of record text. Its memory cost is the ledger index:
+// about 100 bytes per key plus the ledger file, so 1,000,000 keys cost about
+// 150 MB.
+func Cat(dir string, w io.Writer) error { return CatWith(dir, w, CatOptions{}) }
+
+// CatWith is Cat with options.
+func CatWith(dir string, w io.Writer, opts CatOptions) error {
+	ix, err := openReadOnly(dir)
+	if err != nil {
+		return fmt.Errorf("cat %s: %w", dir, err)
+	}
+	err = eachLive(dir, ix, opts.Final, func(_ liveRef, line []byte) error {
+		_, err := w.Write(line)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cat %s: %w", dir, err)
+	}
+	return nil
+}
+
+// openReadOnly loads the ledger of an output folder without repairing it: a
+// torn last line is ignored.
+func openReadOnly(dir string) (*ledgerIndex, error) {
+	man, ok, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("not an output folder: no %s", ManifestFile)
+	}
+	if man.Format != FormatJSONL {
+		return nil, fmt.Errorf("reading %s shards is not supported", man.Format)
+	}
+	ld, err := loadLedger(filepath.Join(dir, LedgerFile))
+	if err != nil {
+		return nil, err
+	}
+	return ld.ix, nil
+}
+
+// liveRef locates one live record.
+type liveRef struct {
+	key    string
+	off    int64
+	pi     int64
+	sample int32
+	n      int32
+	shard  uint32
+	oc     uint16
+}
+
+// liveRefs returns the live records of ix in (prompt_index, sample, key)
+// order; marker rows have no record and are left out.
+func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
+	refs := make([]liveRef, 0, len(ix.keys))
+	for k, e := range ix.keys {
+		if e.n <= 0 || e.shard == 0 {
+			continue
+		}
+		if finalOnly && ix.outcomes[e.outcome].Retryable() {
+			continue
+		}
+		refs = append(refs, liveRef{key: k, off: e.off, pi: e.pi, sample: e.sample, n: e.n, shard: e.shard, oc: e.outcome})
+	}
+	slices.SortFunc(refs, func(a, b liveRef) int {
+		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))
+	})
+	return refs
+}
+
+// eachLive calls fn with every live record line (newline included) in order.
+func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref liveRef, line []byte) error) error {
+	refs := liveRefs(ix, finalOnly)
+	files := newFileCache(dir, 64)
+	defer files.close()
+	const maxRead = 1 << 20
+	var buf []byte
+	for i := 0; i < len(refs); {
+		// Coalesce records that sit back to back in the same shard.
+		j, end := i+1, refs[i].off+int64(refs[i].n)
+		for j < len(refs) && refs[j].shard == refs[i].shard && refs[j].off == end && end-refs[i].off < maxRead {
+			end += int64(refs[j].n)
+			j++
+		}
+		name := ix.shards[refs[i].shard].name
+		f, err := files.get(name)
+		if err != nil {
+			return err
+		}
+		size := int(end - refs[i].off)
+		if cap(buf) < size {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		if _, err := f.ReadAt(buf, refs[i].off); err != nil {
+			return fmt.Errorf("read %s at byte %d: %w", name, refs[i].off, err)
+		}
+		pos := 0
+		for k := i; k < j; k++ {
+			line := buf[pos : pos+int(refs[k].n)]
+			pos += int(refs[k].n)
+			if line[len(line)-1] != '\n' {
+				return fmt.Errorf("%s: record %s at byte %d does not end a line: the ledger and the shard disagree (run verify)", name, refs[k].key, refs[k].off)
+			}
+			if err := fn(refs[k], line); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// fileCache keeps a bounded number of shard files open.
+type fileCache struct {
+	dir   string
+	max   int
+	open  map[string]*os.File
+	order []string
+}
+
+func newFileCache(dir string, max int) *fileCache {
+	return &fileCache{dir: dir, max: max, open: map[string]*os.File{}}
+}
+
+func (c *fileCache) get(name string) (*os.File, error) {
+	if f, ok := c.open[name]; ok {
+		return f, nil
+	}
+	if len(c.order) >= c.max {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.open[old].Close()
+		delete(c.open, old)
+	}
+	f, err := os.Open(filepath.Join(c.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, fmt.Errorf("open shard: %w", err)
+	}
+	c.open[name] = f
+	c.order = append(c.order, name)
+	return f, nil
+}
+
+func (c *fileCache) close() {
+	for _, f := range c.open {
+		f.Close()
+	}
+}

@@ -1,0 +1,753 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// File and folder names inside an output folder.
+const (
+	ManifestFile   = "run.json"
+	LedgerFile     = "ledger.jsonl"
+	RejectsFile    = "rejects.jsonl"
+	StatisticsFile = "statistics.json"
+	DataDir        = "data"
+	FailedDir      = "failed"
+	tempPrefix     = ".tmp-"
+)
+
+// Mode says how OpenOutput treats an existing output folder.
+type Mode int
+
+const (
+	// ModeFresh (the zero value) requires the folder to be missing or empty.
+	ModeFresh Mode = iota
+	// ModeResume continues the run recorded in the folder (or starts one in an
+	// empty folder): keys whose latest outcome is final are skipped.
+	ModeResume
+	// ModeOverwrite deletes the previous run's files and starts afresh. It
+	// refuses a non-empty folder that has no run.json.
+	ModeOverwrite
+)
+
+// OutputOptions configure OpenOutput. The zero value of every field means its
+// default.
+type OutputOptions struct {
+	Mode        Mode
+	Kind        string // run kind recorded in run.json ("generate", "compress", …); resume refuses another kind
+	Format      string // shard format; "" = jsonl; resume refuses another format
+	ToolVersion string // recorded in run.json
+	// Options is the caller's run options, recorded in run.json as JSON.
+	Options any
+	// Outcomes lists outcomes beyond the schemas constants that this kind of
+	// run produces; they are final, recorded in run.json and accepted by Verify.
+	Outcomes []schemas.Outcome
+
+	MaxShardRows   int           // commit a shard at this many records; default 1000
+	MaxShardBytes  int64         // … or this many encoded bytes; default 64 MiB
+	CommitInterval time.Duration // … or when its oldest record is this old; default 2s
+
+	Logger *slog.Logger     // repairs done on open are logged here; default discards
+	Now    func() time.Time // clock for run.json times; default time.Now
+}
+
+func (o *OutputOptions) fill() error {
+	if o.MaxShardRows < 0 || o.MaxShardBytes < 0 || o.CommitInterval < 0 {
+		return errors.New("output options: shard limits must not be negative")
+	}
+	if o.MaxShardRows == 0 {
+		o.MaxShardRows = 1000
+	}
+	if o.MaxShardBytes == 0 {
+		o.MaxShardBytes = 64 << 20
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Manifest is the content of run.json.
+type Manifest struct {
+	Kind        string            `json:"kind"`
+	Format      string            `json:"format"`
+	ToolVersion string            `json:"tool_version"`
+	Options     json.RawMessage   `json:"options,omitempty"`
+	Outcomes    []schemas.Outcome `json:"outcomes,omitempty"`
+	Runs        int               `json:"runs"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// Output is an open output folder. OpenOutput opens it, Run writes to it, and
+// the caller closes it. One Output serves one Run; its methods are safe for
+// concurrent use.
+type Output struct {
+	dir    string
+	opts   OutputOptions
+	format shardFormat
+	lock   *os.File
+	ledger *os.File
+	man    Manifest
+	known  map[schemas.Outcome]bool
+
+	mu        sync.RWMutex // guards ix
+	ix        *ledgerIndex
+	nextShard int
+	lineBuf   []byte
+
+	rejMu   sync.Mutex
+	rejects []schemas.Reject
+
+	adopted   int // orphan shards adopted on open
+	committed int // records and markers committed since open
+	used      bool
+	closed    bool
+
+	// commitHook, when set, is called at each step of the commit protocol;
+	// an error aborts the commit there. Tests inject faults and snapshot the
+	// folder with it.
+	commitHook func(step string) error
+}
+
+// Commit protocol steps passed to commitHook.
+const (
+	stepTempCreated  = "temp-created"
+	stepTempWritten  = "temp-written"
+	stepTempSynced   = "temp-synced"
+	stepRenamed      = "renamed"
+	stepDirSynced    = "dir-synced"
+	stepLedgerWrote  = "ledger-written"
+	stepLedgerSynced = "ledger-synced"
+)
+
+// OpenOutput opens or creates the output folder dir as opts.Mode says, takes
+// an exclusive lock on it and repairs what a crash may have left: leftover
+// temp files are removed, a torn last ledger line is truncated, and a shard
+// committed but missing from the ledger is validated and journalled (or
+// removed when invalid, so its keys are redone). It reads the whole ledger:
+// about half a second and 100 MB per million keys.
+func OpenOutput(dir string, opts OutputOptions) (*Output, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	format, err := formatByName(opts.Format)
+	if err != nil {
+		return nil, err
+	}
+	opts.Format = format.name
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output folder: %w", err)
+	}
+	o := &Output{dir: dir, opts: opts, format: format}
+	if o.lock, err = lockDir(dir); err != nil {
+		return nil, err
+	}
+	if err := o.open(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *Output) open() error {
+	entries, err := os.ReadDir(o.dir)
+	if err != nil {
+		return fmt.Errorf("read output folder: %w", err)
+	}
+	man, hasMan, err := readManifest(o.dir)
+	if err != nil {
+		return err
+	}
+	empty := len(entries) == 0
+	switch o.opts.Mode {
+	case ModeFresh:
+		if !empty {
+			return fmt.Errorf("output folder %s is not empty: pass --resume to continue the run in it or --overwrite to replace it", o.dir)
+		}
+	case ModeOverwrite:
+		if !empty && !hasMan {
+			return fmt.Errorf("output folder %s is not empty and has no %s: refusing to overwrite a folder hermes-pipe did not create", o.dir, ManifestFile)
+		}
+		if err := o.removeRun(); err != nil {
+			return err
+		}
+		hasMan = false
+	case ModeResume:
+		if !empty && !hasMan {
+			return fmt.Errorf("output folder %s is not empty and has no %s: it is not a run to resume", o.dir, ManifestFile)
+		}
+		if hasMan {
+			if man.Format != o.opts.Format {
+				return fmt.Errorf("output folder %s was written as %s, not %s: resume with the same format", o.dir, man.Format, o.opts.Format)
+			}
+			if man.Kind != "" && o.opts.Kind != "" && man.Kind != o.opts.Kind {
+				return fmt.Errorf("output folder %s holds a %s run, not %s", o.dir, man.Kind, o.opts.Kind)
+			}
+		}
+	default:
+		return fmt.Errorf("output options: unknown mode %d", o.opts.Mode)
+	}
+
+	now := o.opts.Now().UTC()
+	if !hasMan {
+		man = Manifest{CreatedAt: now}
+	}
+	man.Kind = cmp.Or(o.opts.Kind, man.Kind)
+	man.Format = o.opts.Format
+	man.ToolVersion = o.opts.ToolVersion
+	if o.opts.Options != nil {
+		if man.Options, err = json.Marshal(o.opts.Options); err != nil {
+			return fmt.Errorf("encode run options: %w", err)
+		}
+	}
+	for _, oc := range o.opts.Outcomes {
+		if !slices.Contains(man.Outcomes, oc) {
+			man.Outcomes = append(man.Outcomes, oc)
+		}
+	}
+	man.UpdatedAt = now
+	o.man = man
+	o.known = knownOutcomes(man.Outcomes)
+
+	for _, sub := range []string{DataDir, FailedDir} {
+		if err := os.MkdirAll(filepath.Join(o.dir, sub), 0o755); err != nil {
+			return fmt.Errorf("create %s folder: %w", sub, err)
+		}
+	}
+	for _, sub := range []string{".", DataDir, FailedDir} {
+		if err := o.removeTemps(filepath.Join(o.dir, sub)); err != nil {
+			return err
+		}
+	}
+	if err := o.loadLedger(); err != nil {
+		return err
+	}
+	if err := o.adoptOrphans(); err != nil {
+		return err
+	}
+	if err := o.writeManifest(); err != nil {
+		return err
+	}
+	return syncDir(o.dir)
+}
+
+// removeRun deletes the files of a previous run, data first and run.json
+// last, so an interrupted overwrite can simply be repeated.
+func (o *Output) removeRun() error {
+	for _, name := range []string{DataDir, FailedDir, LedgerFile, RejectsFile, StatisticsFile, ManifestFile} {
+		if err := os.RemoveAll(filepath.Join(o.dir, name)); err != nil {
+			return fmt.Errorf("overwrite %s: %w", o.dir, err)
+		}
+	}
+	return o.removeTemps(o.dir)
+}
+
+func (o *Output) removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			p := filepath.Join(dir, e.Name())
+			if err := os.Remove(p); err != nil {
+				return fmt.Errorf("remove leftover temp file: %w", err)
+			}
+			o.opts.Logger.Info("removed leftover temp file", "path", p)
+		}
+	}
+	return nil
+}
+
+func (o *Output) loadLedger() error {
+	path := filepath.Join(o.dir, LedgerFile)
+	ld, err := loadLedger(path)
+	if err != nil {
+		return fmt.Errorf("open output folder %s: %w", o.dir, err)
+	}
+	if ld.torn {
+		if err := os.Truncate(path, ld.good); err != nil {
+			return fmt.Errorf("truncate torn ledger line: %w", err)
+		}
+		o.opts.Logger.Info("truncated torn last ledger line", "line", ld.tornLine, "bytes", ld.size-ld.good)
+	}
+	o.ix = ld.ix
+	o.ledger, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open ledger: %w", err)
+	}
+	if ld.torn {
+		if err := o.ledger.Sync(); err != nil {
+			return fmt.Errorf("sync ledger: %w", err)
+		}
+	}
+	o.nextShard = o.ix.maxShard + 1
+	return nil
+}
+
+// adoptOrphans journals shards that were renamed into place but whose ledger
+// line was never written. Commits are serialised, so an orphan is newer than
+// every ledger line and adopting it keeps "latest wins" correct.
+func (o *Output) adoptOrphans() error {
+	type orphan struct {
+		rel string
+		num int
+	}
+	var orphans []orphan
+	for _, sub := range []string{DataDir, FailedDir} {
+		entries, err := os.ReadDir(filepath.Join(o.dir, sub))
+		if err != nil {
+			return fmt.Errorf("read %s folder: %w", sub, err)
+		}
+		for _, e := range entries {
+			num, ok := shardNumber(e.Name())
+			if !ok || !strings.HasSuffix(e.Name(), o.format.ext) {
+				continue
+			}
+			if num >= o.nextShard {
+				o.nextShard = num + 1
+			}
+			rel := sub + "/" + e.Name()
+			if _, known := o.ix.shardByNm[rel]; !known {
+				orphans = append(orphans, orphan{rel, num})
+			}
+		}
+	}
+	slices.SortFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.num, b.num) })
+	for _, or := range orphans {
+		line, err := o.scanOrphan(or.rel)
+		if err != nil {
+			o.opts.Logger.Warn("removed a shard missing from the ledger that cannot be adopted; its records will be redone", "shard", or.rel, "reason", err)
+			if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(or.rel))); err != nil {
+				return fmt.Errorf("remove unadoptable shard: %w", err)
+			}
+			continue
+		}
+		if err := o.appendLedger(line); err != nil {
+			return fmt.Errorf("adopt shard %s: %w", or.rel, err)
+		}
+		o.ix.apply(line)
+		o.adopted++
+		o.opts.Logger.Info("adopted a shard missing from the ledger", "shard", or.rel, "records", len(line.Rows))
+	}
+	return nil
+}
+
+// scanOrphan validates a shard file and builds its ledger line from its
+// content. Every line must be a record with a key and an outcome that belongs
+// in the shard's folder.
+func (o *Output) scanOrphan(rel string) (*ledgerLine, error) {
+	if o.format.name != FormatJSONL {
+		return nil, fmt.Errorf("cannot read %s shards", o.format.name)
+	}
+	data, err := os.ReadFile(filepath.Join(o.dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return nil, errors.New("torn last line")
+	}
+	sum := sha256.Sum256(data)
+	l := &ledgerLine{Shard: rel, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	failed := strings.HasPrefix(rel, FailedDir+"/")
+	for n := 1; len(data) > 0; n++ {
+		i := bytes.IndexByte(data, '\n')
+		var h recordHead
+		if err := json.Unmarshal(data[:i], &h); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if h.Key == "" || h.Outcome == "" {
+			return nil, fmt.Errorf("line %d: no key or outcome", n)
+		}
+		if h.Outcome.Retryable() != failed {
+			return nil, fmt.Errorf("line %d: outcome %s does not belong in %s", n, h.Outcome, rel)
+		}
+		l.Rows = append(l.Rows, ledgerRow{Key: h.Key, Outcome: h.Outcome, PromptIndex: h.PromptIndex, Sample: h.Sample, Len: int64(i + 1)})
+		data = data[i+1:]
+	}
+	return l, nil
+}
+
+// recordHead is the part of an output line the runtime reads back.
+type recordHead struct {
+	Key         string          `json:"key"`
+	Outcome     schemas.Outcome `json:"outcome"`
+	PromptIndex int64           `json:"prompt_index"`
+	Sample      int64           `json:"sample"`
+}
+
+// Done reports whether key's latest ledger outcome is final, so the unit must
+// not run again. Run calls it for every source record; it costs one map
+// lookup under a read lock.
+func (o *Output) Done(key string) bool {
+	o.mu.RLock()
+	oc, ok := o.ix.lookup(key)
+	o.mu.RUnlock()
+	return ok && !oc.Retryable()
+}
+
+// Keys returns how many distinct keys the ledger holds.
+func (o *Output) Keys() int {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return len(o.ix.keys)
+}
+
+// Dir returns the output folder path.
+func (o *Output) Dir() string { return o.dir }
+
+// Manifest returns the run.json content as it stands.
+func (o *Output) Manifest() Manifest { return o.man }
+
+// AddReject records one bad input row. Sources call it, possibly from several
+// goroutines; the rows of the current run are written to rejects.jsonl when
+// the run ends.
+func (o *Output) AddReject(r schemas.Reject) {
+	o.rejMu.Lock()
+	o.rejects = append(o.rejects, r)
+	o.rejMu.Unlock()
+}
+
+func (o *Output) rejectCount() int {
+	o.rejMu.Lock()
+	defer o.rejMu.Unlock()
+	return len(o.rejects)
+}
+
+// Close releases the folder lock and open files. It is safe to call twice.
+func (o *Output) Close() error {
+	if o.closed {
+		return nil
+	}
+	o.closed = true
+	var errs []error
+	if o.ledger != nil {
+		errs = append(errs, o.ledger.Close())
+	}
+	if o.lock != nil {
+		errs = append(errs, unlockDir(o.lock))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close output folder: %w", err)
+	}
+	return nil
+}
+
+func (o *Output) hook(step string) error {
+	if o.commitHook == nil {
+		return nil
+	}
+	if err := o.commitHook(step); err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	return nil
+}
+
+// appendLedger appends one line to the ledger and fsyncs it.
+func (o *Output) appendLedger(l *ledgerLine) error {
+	o.lineBuf = appendLedgerLine(o.lineBuf[:0], l)
+	if _, err := o.ledger.Write(o.lineBuf); err != nil {
+		return fmt.Errorf("write ledger: %w", err)
+	}
+	if err := o.hook(stepLedgerWrote); err != nil {
+		return err
+	}
+	if err := o.ledger.Sync(); err != nil {
+		return fmt.Errorf("sync ledger: %w", err)
+	}
+	return o.hook(stepLedgerSynced)
+}
+
+// pending is one record waiting in a batch.
+type pending struct {
+	key     string
+	outcome schemas.Outcome
+	pi      int64
+	sample  int64
+	rec     *schemas.Record
+	line    []byte // nil for a marker
+	n       int64  // bytes the record occupies in its shard, set by writeShard
+}
+
+// batch collects the records of the next shard of one folder.
+type batch struct {
+	sub   string // DataDir or FailedDir
+	rows  []pending
+	bytes int64
+	first time.Time
+}
+
+// commit writes b as one shard with the atomic-file protocol, journals it
+// with one fsynced ledger line and updates the index. Only the writer
+// goroutine calls it, so commits are serialised.
+func (o *Output) commit(b *batch) error {
+	if len(b.rows) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(b.rows, func(x, y pending) int {
+		return cmp.Or(cmp.Compare(x.pi, y.pi), cmp.Compare(x.sample, y.sample), strings.Compare(x.key, y.key))
+	})
+	line := &ledgerLine{Rows: make([]ledgerRow, 0, len(b.rows))}
+	records := 0
+	for _, r := range b.rows {
+		if r.line != nil {
+			records++
+		}
+	}
+	if records > 0 {
+		name := shardName(o.nextShard, o.format.ext)
+		o.nextShard++
+		line.Shard = b.sub + "/" + name
+		var err error
+		line.Bytes, line.SHA256, err = o.writeShard(filepath.Join(o.dir, b.sub), name, b.rows)
+		if err != nil {
+			return fmt.Errorf("commit shard %s: %w", line.Shard, err)
+		}
+	}
+	// Marker rows go last so the offsets of the records stay a prefix sum.
+	for _, r := range b.rows {
+		if r.line != nil {
+			line.Rows = append(line.Rows, ledgerRow{Key: r.key, Outcome: r.outcome, PromptIndex: r.pi, Sample: r.sample, Len: r.n})
+		}
+	}
+	for _, r := range b.rows {
+		if r.line == nil {
+			line.Rows = append(line.Rows, ledgerRow{Key: r.key, Outcome: r.outcome, PromptIndex: r.pi, Sample: r.sample, Len: -1})
+		}
+	}
+	if err := o.appendLedger(line); err != nil {
+		return fmt.Errorf("commit shard %s: %w", line.Shard, err)
+	}
+	o.mu.Lock()
+	o.ix.apply(line)
+	o.committed += len(line.Rows)
+	o.mu.Unlock()
+	b.rows, b.bytes = b.rows[:0], 0
+	return nil
+}
+
+// writeShard writes rows to dir/name through a temp file in dir: write,
+// fsync, close, rename, fsync the folder. It removes the temp file on error
+// and returns the shard's size and SHA-256; it sets each row's n.
+func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, error) {
+	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
+	if err != nil {
+		return 0, "", fmt.Errorf("create temp file: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := o.hook(stepTempCreated); err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	sw := o.format.newWriter(cw)
+	for i := range rows {
+		if rows[i].line == nil {
+			continue
+		}
+		n, err := sw.WriteRecord(rows[i].rec, rows[i].line)
+		if err != nil {
+			return 0, "", fmt.Errorf("write: %w", err)
+		}
+		rows[i].n = n
+	}
+	if err := sw.Close(); err != nil {
+		return 0, "", fmt.Errorf("write: %w", err)
+	}
+	if err := o.hook(stepTempWritten); err != nil {
+		return 0, "", err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, "", fmt.Errorf("sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, "", fmt.Errorf("close: %w", err)
+	}
+	if err := o.hook(stepTempSynced); err != nil {
+		return 0, "", err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return 0, "", fmt.Errorf("rename: %w", err)
+	}
+	ok = true
+	if err := o.hook(stepRenamed); err != nil {
+		return 0, "", err
+	}
+	if err := syncDir(dir); err != nil {
+		return 0, "", err
+	}
+	if err := o.hook(stepDirSynced); err != nil {
+		return 0, "", err
+	}
+	return cw.n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writeAtomic replaces dir/name with data using the atomic-file protocol.
+func writeAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync folder %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+func readManifest(dir string) (Manifest, bool, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("read %s: %w", ManifestFile, err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, false, fmt.Errorf("read %s in %s: %w", ManifestFile, dir, err)
+	}
+	if m.Format == "" {
+		m.Format = FormatJSONL
+	}
+	return m, true, nil
+}
+
+func (o *Output) writeManifest() error {
+	data, err := json.MarshalIndent(o.man, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", ManifestFile, err)
+	}
+	return writeAtomic(o.dir, ManifestFile, append(data, '\n'))
+}
+
+// knownOutcomes returns the outcomes a record may carry: the schemas
+// constants, the failure outcomes schemas treats as not OK, and extra.
+func knownOutcomes(extra []schemas.Outcome) map[schemas.Outcome]bool {
+	m := map[schemas.Outcome]bool{
+		schemas.OutcomeCompleted: true, schemas.OutcomeMaxTurns: true, schemas.OutcomePartial: true,
+		schemas.OutcomeAPIError: true, schemas.OutcomeTimeout: true, schemas.OutcomeSandboxError: true,
+		schemas.OutcomeInternal: true, "summary_failed": true, "error": true,
+	}
+	for _, o := range extra {
+		m[o] = true
+	}
+	return m
+}
+
+// writeRejects replaces rejects.jsonl with the rejects of this run, sorted by
+// file and line.
+func (o *Output) writeRejects() error {
+	o.rejMu.Lock()
+	rej := slices.Clone(o.rejects)
+	o.rejMu.Unlock()
+	slices.SortStableFunc(rej, func(a, b schemas.Reject) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	for _, r := range rej {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("encode reject: %w", err)
+		}
+	}
+	bw.Flush()
+	return writeAtomic(o.dir, RejectsFile, buf.Bytes())
+}
+
+// finish writes what a run leaves besides shards: rejects.jsonl,
+// statistics.json (recomputed from the live records when anything was
+// committed or the file is missing) and run.json.
+func (o *Output) finish() error {
+	var errs []error
+	errs = append(errs, o.writeRejects())
+	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
+	if o.committed > 0 || o.adopted > 0 || statErr != nil {
+		o.mu.RLock()
+		st, err := statsFromIndex(o.dir, o.ix)
+		o.mu.RUnlock()
+		if err == nil {
+			var data []byte
+			data, err = json.MarshalIndent(st, "", "  ")
+			if err == nil {
+				err = writeAtomic(o.dir, StatisticsFile, append(data, '\n'))
+			}
+		}
+		errs = append(errs, err)
+	}
+	o.man.UpdatedAt = o.opts.Now().UTC()
+	errs = append(errs, o.writeManifest())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("finish run: %w", err)
+	}
+	return nil
+}

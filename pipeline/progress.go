@@ -1,0 +1,228 @@
+package pipeline
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// ProgressMode chooses how progress is shown.
+type ProgressMode int
+
+const (
+	// ProgressAuto (the zero value) draws a bar when the writer is a terminal
+	// and prints plain log lines otherwise.
+	ProgressAuto ProgressMode = iota
+	// ProgressBar always draws a bar.
+	ProgressBar
+	// ProgressPlain always prints plain log lines, never a carriage return.
+	ProgressPlain
+)
+
+// ProgressOptions configure NewProgress. The zero value of every field means
+// its default.
+type ProgressOptions struct {
+	Writer   io.Writer     // default os.Stderr
+	Mode     ProgressMode  // default ProgressAuto
+	Interval time.Duration // plain mode: one line this often; default 5s
+	Label    string        // prefix of every plain line and the bar; default "progress"
+	Now      func() time.Time
+}
+
+// Progress reports how a run is going: done/total, ok/failed, in flight,
+// skipped, rate and ETA. The total may stay unknown until the source is
+// exhausted. Run drives it; its counters are atomics, and drawing happens on
+// its own goroutine at most every 200 ms (bar) or Interval (plain), so the
+// cost per record is a few atomic adds.
+type Progress struct {
+	opts  ProgressOptions
+	plain bool
+
+	total    atomic.Int64 // -1 unknown; records the source yields, skipped included
+	skipped  atomic.Int64
+	done     atomic.Int64
+	ok       atomic.Int64
+	failed   atomic.Int64
+	inflight atomic.Int64
+
+	startOnce, stopOnce sync.Once
+	started             time.Time
+	quit                chan struct{}
+	wg                  sync.WaitGroup
+	bar                 *progressbar.ProgressBar
+}
+
+// NewProgress returns a reporter writing to opts.Writer. Nothing is drawn
+// until Run starts it.
+func NewProgress(opts ProgressOptions) *Progress {
+	if opts.Writer == nil {
+		opts.Writer = os.Stderr
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = 5 * time.Second
+	}
+	if opts.Label == "" {
+		opts.Label = "progress"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Progress{opts: opts, quit: make(chan struct{})}
+	p.total.Store(-1)
+	switch opts.Mode {
+	case ProgressPlain:
+		p.plain = true
+	case ProgressAuto:
+		f, ok := opts.Writer.(*os.File)
+		p.plain = !ok || !term.IsTerminal(int(f.Fd()))
+	}
+	return p
+}
+
+func (p *Progress) setTotal(n int64) {
+	if p != nil {
+		p.total.Store(n)
+	}
+}
+
+func (p *Progress) skip() {
+	if p != nil {
+		p.skipped.Add(1)
+	}
+}
+
+func (p *Progress) dispatch() {
+	if p != nil {
+		p.inflight.Add(1)
+	}
+}
+
+func (p *Progress) finish(ok, failed int) {
+	if p != nil {
+		p.inflight.Add(-1)
+		p.done.Add(1)
+		p.ok.Add(int64(ok))
+		p.failed.Add(int64(failed))
+	}
+}
+
+func (p *Progress) start() {
+	if p == nil {
+		return
+	}
+	p.startOnce.Do(func() {
+		p.started = p.opts.Now()
+		every := p.opts.Interval
+		if !p.plain {
+			every = 200 * time.Millisecond
+			p.bar = progressbar.NewOptions64(-1,
+				progressbar.OptionSetWriter(p.opts.Writer),
+				progressbar.OptionSetDescription(p.opts.Label),
+				progressbar.OptionShowCount(),
+				progressbar.OptionShowIts(),
+				progressbar.OptionSetItsString("rec"),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionSetElapsedTime(true),
+				progressbar.OptionShowDescriptionAtLineEnd(),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(100*time.Millisecond),
+			)
+		}
+		p.wg.Add(1)
+		go p.loop(every)
+	})
+}
+
+func (p *Progress) loop(every time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-t.C:
+			p.draw()
+		}
+	}
+}
+
+// Snapshot is the state of a Progress at one moment.
+type Snapshot struct {
+	Total    int64 // records to process, skipped ones excluded; -1 unknown
+	Done     int64
+	OK       int64 // records written with an OK outcome
+	Failed   int64 // records written with another outcome
+	InFlight int64
+	Skipped  int64
+	Rate     float64       // done per second since the start
+	ETA      time.Duration // -1 unknown
+}
+
+// Snapshot returns the current counters. It is safe to call at any time.
+func (p *Progress) Snapshot() Snapshot {
+	s := Snapshot{Total: -1, ETA: -1, Done: p.done.Load(), OK: p.ok.Load(), Failed: p.failed.Load(),
+		InFlight: p.inflight.Load(), Skipped: p.skipped.Load()}
+	if t := p.total.Load(); t >= 0 {
+		s.Total = max(t-s.Skipped, s.Done+s.InFlight)
+	}
+	if !p.started.IsZero() {
+		if el := p.opts.Now().Sub(p.started).Seconds(); el > 0 {
+			s.Rate = float64(s.Done) / el
+		}
+	}
+	if s.Total >= 0 && s.Rate > 0 {
+		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second)).Round(time.Second)
+	}
+	return s
+}
+
+// Line formats a snapshot as one plain progress line without a newline.
+func (s Snapshot) Line(label string) string {
+	total, eta := "?", "?"
+	if s.Total >= 0 {
+		total = fmt.Sprint(s.Total)
+	}
+	if s.ETA >= 0 {
+		eta = s.ETA.String()
+	}
+	return fmt.Sprintf("%s: %d/%s done, %d ok, %d failed, %d in flight, %d skipped, %.2f/s, eta %s",
+		label, s.Done, total, s.OK, s.Failed, s.InFlight, s.Skipped, s.Rate, eta)
+}
+
+func (p *Progress) draw() {
+	s := p.Snapshot()
+	if p.plain {
+		fmt.Fprintf(p.opts.Writer, "%s %s\n", p.opts.Now().Format(time.RFC3339), s.Line(p.opts.Label))
+		return
+	}
+	if s.Total >= 0 && p.bar.GetMax64() != s.Total {
+		p.bar.ChangeMax64(s.Total)
+	}
+	p.bar.Describe(fmt.Sprintf("%s: %d ok, %d failed, %d in flight, %d skipped", p.opts.Label, s.OK, s.Failed, s.InFlight, s.Skipped))
+	_ = p.bar.Set64(s.Done)
+}
+
+func (p *Progress) stop() {
+	if p == nil {
+		return
+	}
+	p.stopOnce.Do(func() {
+		if p.started.IsZero() {
+			return
+		}
+		close(p.quit)
+		p.wg.Wait()
+		p.draw()
+		if p.bar != nil {
+			_ = p.bar.Exit()
+			fmt.Fprintln(p.opts.Writer)
+		}
+	})
+}

@@ -1,0 +1,531 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Source yields the records of a run in input order. Every record already
+// carries its Key. Next returns io.EOF after the last record; it should return
+// promptly with ctx's error when ctx is cancelled. Run calls Next from one
+// goroutine only. Bad input rows are not returned: the source reports them
+// with Output.AddReject and moves on.
+type Source interface {
+	Next(ctx context.Context) (*schemas.Record, error)
+}
+
+// Sizer is implemented by sources that know how many records they will yield
+// (rejected rows excluded) before they are exhausted; Total returns -1 when
+// they do not. Progress uses it for the ETA.
+type Sizer interface {
+	Total() int
+}
+
+// SliceSource returns a Source yielding recs in order. It is for tests and for
+// modes that build their work list in memory.
+func SliceSource(recs []*schemas.Record) Source { return &sliceSource{recs: recs} }
+
+type sliceSource struct {
+	recs []*schemas.Record
+	i    int
+}
+
+func (s *sliceSource) Next(ctx context.Context) (*schemas.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.i >= len(s.recs) {
+		return nil, io.EOF
+	}
+	s.i++
+	return s.recs[s.i-1], nil
+}
+
+func (s *sliceSource) Total() int { return len(s.recs) }
+
+// Options configure Run. The zero value of every field means its default.
+type Options struct {
+	// Workers is the number of records processed at once; default 4.
+	Workers int
+	// Stop, when closed, is a soft stop: Run reads no more input, lets the
+	// records in flight finish and commits them. Cancelling ctx is the hard
+	// stop: stages see a cancelled context, records whose stages failed
+	// because of it are dropped (redone on resume), and what finished is
+	// still committed.
+	Stop <-chan struct{}
+	// Progress reports progress while the run goes; nil reports nothing.
+	Progress *Progress
+	// Logger receives stage errors and panics; default discards.
+	Logger *slog.Logger
+	// CloseTimeout bounds the Close calls of stages at the end; default 30s.
+	CloseTimeout time.Duration
+}
+
+func (o *Options) fill() error {
+	if o.Workers < 0 {
+		return fmt.Errorf("run options: workers must not be negative (got %d)", o.Workers)
+	}
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// Summary is what one Run did. Counts are of this run only.
+type Summary struct {
+	Read        int  // records the source yielded
+	Skipped     int  // of those, already done according to the ledger
+	Processed   int  // inputs that went through the stages and were committed
+	Written     int  // records committed (fan-out can make this exceed Processed)
+	OK          int  // written records whose outcome is OK
+	Failed      int  // written records whose outcome is not OK (retryable or failed)
+	Filtered    int  // inputs the stages filtered out
+	Dropped     int  // inputs abandoned by a hard stop or fatal error; redone on resume
+	Rejected    int  // bad input rows the source reported
+	Interrupted bool // the run was stopped before the source was exhausted
+	Duration    time.Duration
+	Stages      []StageMetrics // one per stage, in stage order
+}
+
+// StageMetrics is the timing of one stage over a run.
+type StageMetrics struct {
+	Name   string
+	Calls  int64
+	Errors int64 // returned errors, fatal ones included
+	Panics int64
+	Total  time.Duration
+	Max    time.Duration
+}
+
+// Exit codes of a finished run (see ExitCode). The CLI maps fatal errors to 1
+// and usage errors to 2 itself.
+const (
+	ExitOK          = 0
+	ExitFailedRows  = 3
+	ExitInterrupted = 130
+)
+
+// ExitCode maps a summary to the process exit code: 130 when the run was
+// interrupted, 3 when it finished with rejected or failed rows, else 0.
+func ExitCode(s Summary) int {
+	switch {
+	case s.Interrupted:
+		return ExitInterrupted
+	case s.Failed > 0 || s.Rejected > 0:
+		return ExitFailedRows
+	}
+	return ExitOK
+}
+
+type stageStats struct {
+	calls, errors, panics, total, max atomic.Int64
+}
+
+type runner struct {
+	opts    Options
+	out     *Output
+	stages  []Stage
+	metrics []stageStats
+	prog    *Progress
+	log     *slog.Logger
+
+	cancel    context.CancelCauseFunc
+	fatalMu   sync.Mutex
+	fatalErr  error
+	processed atomic.Int64
+	dropped   atomic.Int64
+
+	// Written by the writer goroutine only, read after it ends.
+	written, ok, failed, filtered int
+}
+
+func (r *runner) fatal(err error) {
+	r.fatalMu.Lock()
+	if r.fatalErr == nil {
+		r.fatalErr = err
+	}
+	r.fatalMu.Unlock()
+	r.cancel(err)
+}
+
+// Run pulls records from src, passes each through stages in a bounded worker
+// pool and commits the results to out. It blocks until the source is
+// exhausted, Options.Stop is closed or ctx is cancelled, and every finished
+// record is committed. Records whose key the ledger marks done never reach a
+// stage. It calls each Preflighter once before the first Process and each
+// Closer once at the end, whatever happens.
+//
+// A panic in a stage or a plain error from it gives that record outcome
+// internal_error; a record with a retryable outcome skips the remaining
+// stages. An error wrapping ErrFatal, a source error or a commit failure stops
+// the run and is returned. Run writes rejects.jsonl, statistics.json and
+// run.json before returning. An Output serves one Run.
+func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Output) (Summary, error) {
+	var sum Summary
+	if err := opts.fill(); err != nil {
+		return sum, err
+	}
+	if src == nil || out == nil {
+		return sum, errors.New("run: source and output are required")
+	}
+	if out.used || out.closed {
+		return sum, errors.New("run: the output folder was already used by a run or closed")
+	}
+	out.used = true
+	out.man.Runs++
+	start := time.Now()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r := &runner{opts: opts, out: out, stages: stages, metrics: make([]stageStats, len(stages)),
+		prog: opts.Progress, log: opts.Logger, cancel: cancel}
+
+	closeOnce := sync.Once{}
+	var closeErr error
+	closeStages := func() {
+		closeOnce.Do(func() { closeErr = r.closeStages(ctx) })
+	}
+	defer closeStages()
+
+	for _, s := range stages {
+		if p, ok := s.(Preflighter); ok {
+			if err := p.Preflight(runCtx); err != nil {
+				closeStages()
+				return sum, errors.Join(fmt.Errorf("preflight %s: %w", s.Name(), err), closeErr)
+			}
+		}
+	}
+
+	if sz, ok := src.(Sizer); ok {
+		r.prog.setTotal(int64(sz.Total()))
+	}
+	r.prog.start()
+	results := make(chan []pending, 2*opts.Workers)
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- r.writeLoop(results) }()
+
+	p := pool.New().WithMaxGoroutines(opts.Workers)
+	sem := make(chan struct{}, opts.Workers)
+	eof := false
+produce:
+	for {
+		if isClosed(opts.Stop) || runCtx.Err() != nil {
+			break
+		}
+		rec, err := src.Next(runCtx)
+		if errors.Is(err, io.EOF) {
+			eof = true
+			break
+		}
+		if err != nil {
+			if runCtx.Err() == nil {
+				r.fatal(fmt.Errorf("read input: %w", err))
+			}
+			break
+		}
+		if rec == nil || rec.Key == "" {
+			r.fatal(fmt.Errorf("read input: source yielded a record without a key (after %d records)", sum.Read))
+			break
+		}
+		sum.Read++
+		if out.Done(rec.Key) {
+			sum.Skipped++
+			r.prog.skip()
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-runCtx.Done():
+			break produce
+		case <-opts.Stop:
+			break produce
+		}
+		if runCtx.Err() != nil { // checked again: select picks at random
+			<-sem
+			break
+		}
+		r.prog.dispatch()
+		p.Go(func() {
+			defer func() { <-sem }()
+			r.work(runCtx, rec, results)
+		})
+	}
+	if eof {
+		r.prog.setTotal(int64(sum.Read))
+	}
+	p.Wait()
+	close(results)
+	if err := <-writerDone; err != nil {
+		r.fatal(err)
+	}
+	closeStages()
+	r.prog.stop()
+
+	finishErr := out.finish()
+	sum.Processed = int(r.processed.Load())
+	sum.Dropped = int(r.dropped.Load())
+	sum.Written, sum.OK, sum.Failed, sum.Filtered = r.written, r.ok, r.failed, r.filtered
+	sum.Rejected = out.rejectCount()
+	sum.Interrupted = !eof && r.fatalErr == nil || ctx.Err() != nil
+	sum.Duration = time.Since(start)
+	for i, s := range stages {
+		m := &r.metrics[i]
+		sum.Stages = append(sum.Stages, StageMetrics{Name: s.Name(), Calls: m.calls.Load(), Errors: m.errors.Load(),
+			Panics: m.panics.Load(), Total: time.Duration(m.total.Load()), Max: time.Duration(m.max.Load())})
+	}
+	return sum, errors.Join(r.fatalErr, closeErr, finishErr)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) closeStages(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CloseTimeout)
+	defer cancel()
+	var errs []error
+	for _, s := range r.stages {
+		if c, ok := s.(Closer); ok {
+			if err := c.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", s.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// work runs one input record through the stages and hands the result to the
+// writer. It never panics.
+func (r *runner) work(ctx context.Context, in *schemas.Record, results chan<- []pending) {
+	key, pi, sample := in.Key, int64(in.PromptIndex), int64(in.Sample)
+	outs, drop := r.process(ctx, in)
+	if drop {
+		r.dropped.Add(1)
+		r.prog.finish(0, 0)
+		return
+	}
+	rows := r.group(key, pi, sample, outs)
+	ok, failed := 0, 0
+	for _, p := range rows {
+		if p.line != nil {
+			if p.outcome.OK() {
+				ok++
+			} else {
+				failed++
+			}
+		}
+	}
+	results <- rows
+	r.prog.finish(ok, failed)
+}
+
+// process runs the stages over in; drop reports that the record must be
+// abandoned (hard stop or fatal error).
+func (r *runner) process(ctx context.Context, in *schemas.Record) (recs []*schemas.Record, drop bool) {
+	cur := []*schemas.Record{in}
+	for i, s := range r.stages {
+		var next []*schemas.Record
+		for _, rec := range cur {
+			if rec.Outcome.Retryable() {
+				next = append(next, rec)
+				continue
+			}
+			res, err := r.call(ctx, i, s, rec)
+			if err != nil {
+				if errors.Is(err, ErrFatal) {
+					r.fatal(fmt.Errorf("stage %s: record %s: %w", s.Name(), rec.Key, err))
+					return nil, true
+				}
+				if ctx.Err() != nil {
+					return nil, true
+				}
+				r.log.Warn("stage error", "stage", s.Name(), "key", rec.Key, "err", err)
+				rec.Outcome = schemas.OutcomeInternal
+				rec.Error = fmt.Sprintf("stage %s: %v", s.Name(), err)
+				next = append(next, rec)
+				continue
+			}
+			for _, o := range res {
+				if o != nil {
+					next = append(next, o)
+				}
+			}
+		}
+		cur = next
+	}
+	return cur, false
+}
+
+// errPanic marks an error made from a recovered panic.
+var errPanic = errors.New("panic")
+
+// call runs one stage on one record with timing and panic recovery.
+func (r *runner) call(ctx context.Context, i int, s Stage, rec *schemas.Record) (res []*schemas.Record, err error) {
+	m := &r.metrics[i]
+	m.calls.Add(1)
+	t0 := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			m.panics.Add(1)
+			r.log.Error("stage panic", "stage", s.Name(), "key", rec.Key, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			res, err = nil, fmt.Errorf("%w: %v", errPanic, v)
+		}
+		d := int64(time.Since(t0))
+		m.total.Add(d)
+		for {
+			old := m.max.Load()
+			if d <= old || m.max.CompareAndSwap(old, d) {
+				break
+			}
+		}
+		if err != nil {
+			m.errors.Add(1)
+		}
+	}()
+	return s.Process(ctx, rec)
+}
+
+// group checks the records one input became, encodes them and adds a marker
+// row when the input's key is not the key of exactly one record.
+func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []pending {
+	if len(outs) == 1 && outs[0].Key == "" {
+		outs[0].Key = key
+	}
+	needMarker := !(len(outs) == 1 && outs[0].Key == key)
+	if needMarker && len(outs) > 0 {
+		seen := map[string]bool{key: true}
+		for _, o := range outs {
+			if o.Key == "" || seen[o.Key] {
+				outs = []*schemas.Record{{Key: key, PromptIndex: int(pi), Sample: int(sample), Outcome: schemas.OutcomeInternal,
+					Error: fmt.Sprintf("stages fanned record %s out into records with missing, repeated or reused keys", key)}}
+				needMarker = false
+				break
+			}
+			seen[o.Key] = true
+		}
+	}
+	rows := make([]pending, 0, len(outs)+1)
+	marker := outcomeFiltered
+	if len(outs) > 0 {
+		marker = outcomeFannedOut
+	}
+	for _, rec := range outs {
+		switch {
+		case rec.Outcome == "":
+			rec.Outcome = schemas.OutcomeInternal
+			rec.Error = "the stages finished without setting an outcome"
+		case !r.out.known[rec.Outcome]:
+			rec.Error = fmt.Sprintf("a stage set the unknown outcome %q", rec.Outcome)
+			rec.Outcome = schemas.OutcomeInternal
+		}
+		line, err := EncodeRecord(rec)
+		if err != nil {
+			rec = &schemas.Record{Key: rec.Key, PromptIndex: rec.PromptIndex, Sample: rec.Sample,
+				Outcome: schemas.OutcomeInternal, Error: err.Error()}
+			line, _ = EncodeRecord(rec) // a record of plain fields always encodes
+		}
+		if rec.Outcome.Retryable() && !marker.Retryable() {
+			marker = rec.Outcome
+		}
+		rows = append(rows, pending{key: rec.Key, outcome: rec.Outcome, pi: int64(rec.PromptIndex), sample: int64(rec.Sample), rec: rec, line: line})
+	}
+	if needMarker {
+		rows = append(rows, pending{key: key, outcome: marker, pi: pi, sample: sample})
+	}
+	return rows
+}
+
+// writeLoop batches finished records into the data and failed shards and
+// commits them on the row, byte and age limits and at the end. After a commit
+// failure it keeps draining results so workers never block, and returns the
+// error.
+func (r *runner) writeLoop(results <-chan []pending) error {
+	o := r.out
+	data, failed := &batch{sub: DataDir}, &batch{sub: FailedDir}
+	tick := max(o.opts.CommitInterval/4, time.Millisecond)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	var err error
+	commit := func(b *batch) {
+		if err != nil || len(b.rows) == 0 {
+			return
+		}
+		var w, ok, fl, filt int
+		for _, p := range b.rows {
+			switch {
+			case p.line == nil && p.outcome == outcomeFiltered:
+				filt++
+			case p.line != nil && p.outcome.OK():
+				w, ok = w+1, ok+1
+			case p.line != nil:
+				w, fl = w+1, fl+1
+			}
+		}
+		if err = o.commit(b); err != nil {
+			r.fatal(err)
+			return
+		}
+		r.written += w
+		r.ok += ok
+		r.failed += fl
+		r.filtered += filt
+	}
+	for {
+		select {
+		case rows, more := <-results:
+			if !more {
+				commit(data)
+				commit(failed)
+				return err
+			}
+			if err != nil {
+				continue
+			}
+			r.processed.Add(1)
+			now := time.Now()
+			for _, p := range rows {
+				b := data
+				if p.outcome.Retryable() {
+					b = failed
+				}
+				if len(b.rows) == 0 {
+					b.first = now
+				}
+				b.rows = append(b.rows, p)
+				b.bytes += int64(len(p.line))
+			}
+			for _, b := range []*batch{data, failed} {
+				if len(b.rows) >= o.opts.MaxShardRows || b.bytes >= o.opts.MaxShardBytes {
+					commit(b)
+				}
+			}
+		case now := <-ticker.C:
+			for _, b := range []*batch{data, failed} {
+				if len(b.rows) > 0 && now.Sub(b.first) >= o.opts.CommitInterval {
+					commit(b)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Statistics summarise the live records of an output folder. Run writes them
+// to statistics.json at the end of every run, recomputed from all live
+// records, so they cover every resume. Rates are fractions in [0, 1].
+type Statistics struct {
+	Records    int                       `json:"records"`
+	Outcomes   map[schemas.Outcome]int   `json:"outcomes"`
+	Completed  int                       `json:"completed"`
+	Partial    int                       `json:"partial"`
+	APICalls   int64                     `json:"api_calls"`
+	Usage      schemas.Usage             `json:"usage"`
+	Tools      map[string]ToolStatistics `json:"tool_stats"`
+	ToolErrors map[string]int            `json:"tool_error_counts"`
+	Reasoning  ReasoningStatistics       `json:"reasoning"`
+	Duration   DurationStatistics        `json:"duration"`
+}
+
+// ToolStatistics counts the calls of one tool over all live records.
+type ToolStatistics struct {
+	Count       int     `json:"count"`
+	Success     int     `json:"success"`
+	Failure     int     `json:"failure"`
+	SuccessRate float64 `json:"success_rate"`
+}
+
+// ReasoningStatistics says how much of the assistant output carried reasoning.
+type ReasoningStatistics struct {
+	AssistantTurns        int     `json:"assistant_turns"`
+	TurnsWithReasoning    int     `json:"turns_with_reasoning"`
+	TurnsWithoutReasoning int     `json:"turns_without_reasoning"`
+	TurnCoverage          float64 `json:"turn_coverage"`
+	RowsWithReasoning     int     `json:"rows_with_reasoning"`
+	RowsWithoutReasoning  int     `json:"rows_without_reasoning"`
+}
+
+// DurationStatistics summarise the records' duration_ms.
+type DurationStatistics struct {
+	TotalMS int64 `json:"total_ms"`
+	MeanMS  int64 `json:"mean_ms"`
+	P50MS   int64 `json:"p50_ms"`
+	P95MS   int64 `json:"p95_ms"`
+	MaxMS   int64 `json:"max_ms"`
+}
+
+// statRecord is the part of a record statistics read; leaving out the
+// conversation keeps decoding cheap.
+type statRecord struct {
+	Outcome         schemas.Outcome             `json:"outcome"`
+	Completed       bool                        `json:"completed"`
+	Partial         bool                        `json:"partial"`
+	APICalls        int64                       `json:"api_calls"`
+	Usage           schemas.Usage               `json:"usage"`
+	ToolStats       map[string]schemas.ToolStat `json:"tool_stats"`
+	ToolErrorCounts map[string]int              `json:"tool_error_counts"`
+	ReasoningStats  schemas.ReasoningStats      `json:"reasoning_stats"`
+	DurationMS      int64                       `json:"duration_ms"`
+}
+
+// Stats recomputes the statistics of the output folder dir from its live
+// records (final and retryable). It streams the records in Cat's order,
+// decoding each once without its conversation; memory is Cat's plus 8 bytes
+// per record for the duration percentiles.
+func Stats(dir string) (Statistics, error) {
+	ix, err := openReadOnly(dir)
+	if err != nil {
+		return Statistics{}, fmt.Errorf("stats %s: %w", dir, err)
+	}
+	st, err := statsFromIndex(dir, ix)
+	if err != nil {
+		return st, fmt.Errorf("stats %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
+	st := Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{}}
+	var durations []int64
+	err := eachLive(dir, ix, false, func(ref liveRef, line []byte) error {
+		var r statRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			return fmt.Errorf("%s: record %s: %w", ix.shards[ref.shard].name, ref.key, err)
+		}
+		st.Records++
+		oc := r.Outcome
+		if oc == "" {
+			oc = ix.outcomes[ref.oc]
+		}
+		st.Outcomes[oc]++
+		if r.Completed {
+			st.Completed++
+		}
+		if r.Partial {
+			st.Partial++
+		}
+		st.APICalls += r.APICalls
+		st.Usage.PromptTokens += r.Usage.PromptTokens
+		st.Usage.CompletionTokens += r.Usage.CompletionTokens
+		st.Usage.TotalTokens += r.Usage.TotalTokens
+		for name, ts := range r.ToolStats {
+			t := st.Tools[name]
+			t.Count += ts.Count
+			t.Success += ts.Success
+			t.Failure += ts.Failure
+			st.Tools[name] = t
+		}
+		for name, n := range r.ToolErrorCounts {
+			st.ToolErrors[name] += n
+		}
+		rs := r.ReasoningStats
+		st.Reasoning.AssistantTurns += rs.TotalAssistantTurns
+		st.Reasoning.TurnsWithReasoning += rs.TurnsWithReasoning
+		st.Reasoning.TurnsWithoutReasoning += rs.TurnsWithoutReason
+		if rs.HasAnyReasoning {
+			st.Reasoning.RowsWithReasoning++
+		} else {
+			st.Reasoning.RowsWithoutReasoning++
+		}
+		durations = append(durations, r.DurationMS)
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	for name, t := range st.Tools {
+		if t.Count > 0 {
+			t.SuccessRate = float64(t.Success) / float64(t.Count)
+		}
+		st.Tools[name] = t
+	}
+	if st.Reasoning.AssistantTurns > 0 {
+		st.Reasoning.TurnCoverage = float64(st.Reasoning.TurnsWithReasoning) / float64(st.Reasoning.AssistantTurns)
+	}
+	if n := len(durations); n > 0 {
+		slices.Sort(durations)
+		for _, d := range durations {
+			st.Duration.TotalMS += d
+		}
+		st.Duration.MeanMS = st.Duration.TotalMS / int64(n)
+		st.Duration.P50MS = durations[(n-1)*50/100]
+		st.Duration.P95MS = durations[(n-1)*95/100]
+		st.Duration.MaxMS = durations[n-1]
+	}
+	return st, nil
+}
+
+// WriteText prints the statistics as aligned human-readable text.
+func (s Statistics) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "records\t%d\n", s.Records)
+	for _, oc := range sortedKeys(s.Outcomes) {
+		fmt.Fprintf(tw, "  %s\t%d\n", oc, s.Outcomes[oc])
+	}
+	fmt.Fprintf(tw, "completed\t%d\n", s.Completed)
+	fmt.Fprintf(tw, "partial\t%d\n", s.Partial)
+	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
+	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
+	r := s.Reasoning
+	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%.1f%%); %d rows with, %d without\n",
+		r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
+	d := s.Duration
+	fmt.Fprintf(tw, "duration\ttotal %dms, mean %dms, p50 %dms, p95 %dms, max %dms\n", d.TotalMS, d.MeanMS, d.P50MS, d.P95MS, d.MaxMS)
+	if len(s.Tools) > 0 {
+		fmt.Fprintf(tw, "tool\tcalls\tsuccess\tfailure\tsuccess rate\n")
+		for _, name := range sortedKeys(s.Tools) {
+			t := s.Tools[name]
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%.1f%%\n", name, t.Count, t.Success, t.Failure, 100*t.SuccessRate)
+		}
+	}
+	if len(s.ToolErrors) > 0 {
+		fmt.Fprintf(tw, "tool errors\n")
+		for _, name := range sortedKeys(s.ToolErrors) {
+			fmt.Fprintf(tw, "  %s\t%d\n", name, s.ToolErrors[name])
+		}
+	}
+	return tw.Flush()
+}
+
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}

@@ -1,0 +1,335 @@
+package pipeline
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Problem is one defect Verify found. Line is 1-based, 0 when the problem is
+// with the file as a whole.
+type Problem struct {
+	File string `json:"file"`
+	Line int    `json:"line,omitempty"`
+	Msg  string `json:"problem"`
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+	}
+	return p.File + ": " + p.Msg
+}
+
+// VerifyReport is the result of Verify.
+type VerifyReport struct {
+	Shards   int       `json:"shards"`
+	Records  int       `json:"records"`   // record lines in all shards
+	LiveKeys int       `json:"live_keys"` // keys with a live record
+	Problems []Problem `json:"problems"`
+}
+
+// OK reports whether the folder is whole.
+func (r VerifyReport) OK() bool { return len(r.Problems) == 0 }
+
+// WriteText prints the report, one problem a line.
+func (r VerifyReport) WriteText(w io.Writer) error {
+	for _, p := range r.Problems {
+		if _, err := fmt.Fprintln(w, p.String()); err != nil {
+			return err
+		}
+	}
+	status := "ok"
+	if !r.OK() {
+		status = fmt.Sprintf("%d problems", len(r.Problems))
+	}
+	_, err := fmt.Fprintf(w, "%d shards, %d records, %d live keys: %s\n", r.Shards, r.Records, r.LiveKeys, status)
+	return err
+}
+
+// Verify proves that the output folder dir is whole: run.json and every
+// ledger line parse; every shard the ledger names exists with the recorded
+// size and SHA-256, no torn line, one record per ledger row with the same
+// key, outcome, position and length; every record is schema-valid (key,
+// known outcome, prompt_index, sample, conversations with valid roles) and in
+// the folder its outcome belongs to; no key has two final records; every shard
+// file is in the ledger; and no temp or unknown file is left. It returns an
+// error only when the folder cannot be read at all; defects are listed in the
+// report. It reads every shard once.
+func Verify(dir string) (VerifyReport, error) {
+	v := &verifier{dir: dir, final: map[string]Problem{}, shardLine: map[string]int{}}
+	if _, err := os.Stat(dir); err != nil {
+		return v.rep, fmt.Errorf("verify: %w", err)
+	}
+	man, ok, err := readManifest(dir)
+	switch {
+	case err != nil:
+		v.add(ManifestFile, 0, "%v", err)
+	case !ok:
+		v.add(ManifestFile, 0, "missing: not an output folder")
+	case man.Format != FormatJSONL:
+		v.add(ManifestFile, 0, "verifying %s shards is not supported", man.Format)
+		return v.rep, nil
+	}
+	v.known = knownOutcomes(man.Outcomes)
+	if err := v.ledger(); err != nil {
+		return v.rep, err
+	}
+	v.files()
+	return v.rep, nil
+}
+
+type verifier struct {
+	dir       string
+	known     map[schemas.Outcome]bool
+	rep       VerifyReport
+	final     map[string]Problem // key → where its final record is
+	shardLine map[string]int     // shard → ledger line naming it
+	live      map[string]bool    // key → latest row has a record
+}
+
+func (v *verifier) add(file string, line int, format string, args ...any) {
+	v.rep.Problems = append(v.rep.Problems, Problem{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *verifier) ledger() error {
+	data, err := os.ReadFile(filepath.Join(v.dir, LedgerFile))
+	if errors.Is(err, os.ErrNotExist) {
+		v.add(LedgerFile, 0, "missing")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("verify: read ledger: %w", err)
+	}
+	v.live = map[string]bool{}
+	s := string(data)
+	var l ledgerLine
+	for n, pos := 1, 0; pos < len(s); n++ {
+		end := strings.IndexByte(s[pos:], '\n')
+		if end < 0 {
+			v.add(LedgerFile, n, "torn last line (no newline)")
+			break
+		}
+		line := s[pos : pos+end]
+		pos += end + 1
+		if err := parseLedgerLine(line, &l); err != nil {
+			v.add(LedgerFile, n, "unparsable: %v", err)
+			continue
+		}
+		v.entry(n, &l)
+	}
+	for _, isLive := range v.live {
+		if isLive {
+			v.rep.LiveKeys++
+		}
+	}
+	return nil
+}
+
+// entry checks one ledger line against its shard.
+func (v *verifier) entry(n int, l *ledgerLine) {
+	seen := map[string]bool{}
+	for _, r := range l.Rows {
+		if seen[r.Key] {
+			v.add(LedgerFile, n, "key %s appears twice in one entry", r.Key)
+		}
+		seen[r.Key] = true
+		v.live[r.Key] = r.Len >= 0
+		if r.Len < 0 {
+			if r.Outcome != outcomeFiltered && r.Outcome != outcomeFannedOut && !r.Outcome.Retryable() {
+				v.add(LedgerFile, n, "marker row for %s has outcome %q", r.Key, r.Outcome)
+			}
+		}
+	}
+	if l.Shard == "" {
+		for _, r := range l.Rows {
+			if r.Len >= 0 {
+				v.add(LedgerFile, n, "row %s has a length but the entry names no shard", r.Key)
+			}
+		}
+		return
+	}
+	if prev, dup := v.shardLine[l.Shard]; dup {
+		v.add(LedgerFile, n, "shard %s was already committed by line %d", l.Shard, prev)
+		return
+	}
+	v.shardLine[l.Shard] = n
+	sub, _, _ := strings.Cut(l.Shard, "/")
+	if sub != DataDir && sub != FailedDir || strings.Contains(l.Shard, "..") {
+		v.add(LedgerFile, n, "shard path %q is outside data/ and failed/", l.Shard)
+		return
+	}
+	v.rep.Shards++
+	data, err := os.ReadFile(filepath.Join(v.dir, filepath.FromSlash(l.Shard)))
+	if err != nil {
+		v.add(l.Shard, 0, "committed by ledger line %d but unreadable: %v", n, err)
+		return
+	}
+	if int64(len(data)) != l.Bytes {
+		v.add(l.Shard, 0, "size %d bytes, ledger line %d says %d", len(data), n, l.Bytes)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != l.SHA256 {
+		v.add(l.Shard, 0, "SHA-256 differs from ledger line %d: the content changed", n)
+	}
+	rows := l.Rows
+	for i := len(rows) - 1; i >= 0 && rows[i].Len < 0; i-- {
+		rows = rows[:i]
+	}
+	lineNo := 0
+	for len(data) > 0 {
+		lineNo++
+		end := bytes.IndexByte(data, '\n')
+		var line []byte
+		if end < 0 {
+			v.add(l.Shard, lineNo, "torn last line (no newline)")
+			line, data = data, nil
+		} else {
+			line, data = data[:end], data[end+1:]
+		}
+		v.rep.Records++
+		if lineNo > len(rows) {
+			v.add(l.Shard, lineNo, "line not listed in ledger line %d", n)
+			v.record(l.Shard, sub, lineNo, line, nil)
+			continue
+		}
+		r := rows[lineNo-1]
+		if r.Len < 0 {
+			v.add(LedgerFile, n, "marker row %s among record rows", r.Key)
+		} else if r.Len != int64(len(line))+1 && end >= 0 {
+			v.add(l.Shard, lineNo, "line is %d bytes, ledger line %d says %d", len(line)+1, n, r.Len)
+		}
+		v.record(l.Shard, sub, lineNo, line, &r)
+	}
+	if lineNo < len(rows) {
+		v.add(l.Shard, 0, "has %d lines, ledger line %d lists %d records", lineNo, n, len(rows))
+	}
+}
+
+// verifyRecord has pointers so absent fields can be told from zero ones.
+type verifyRecord struct {
+	Key           *string          `json:"key"`
+	Outcome       *schemas.Outcome `json:"outcome"`
+	PromptIndex   *int64           `json:"prompt_index"`
+	Sample        *int64           `json:"sample"`
+	Conversations json.RawMessage  `json:"conversations"` // "null" when null, empty when absent
+}
+
+var validRoles = map[string]bool{"system": true, "human": true, "gpt": true, "tool": true}
+
+// record checks one shard line; row is its ledger row, nil when it has none.
+func (v *verifier) record(shard, sub string, lineNo int, line []byte, row *ledgerRow) {
+	var rec verifyRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		v.add(shard, lineNo, "not a JSON object: %v", err)
+		return
+	}
+	if row != nil {
+		oc := row.Outcome
+		if oc.Retryable() != (sub == FailedDir) {
+			v.add(shard, lineNo, "outcome %s does not belong in %s/", oc, sub)
+		}
+		if !oc.Retryable() {
+			here := Problem{File: shard, Line: lineNo}
+			if first, dup := v.final[row.Key]; dup {
+				v.add(shard, lineNo, "duplicate live key %s: also final at %s:%d", row.Key, first.File, first.Line)
+			} else {
+				v.final[row.Key] = here
+			}
+		}
+	}
+	if rec.Key == nil {
+		// A verbatim record (Raw) need not carry the runtime's fields; the
+		// shard checksum vouches for it.
+		return
+	}
+	switch {
+	case *rec.Key == "":
+		v.add(shard, lineNo, "empty key")
+	case row != nil && *rec.Key != row.Key:
+		v.add(shard, lineNo, "key %s, ledger says %s", *rec.Key, row.Key)
+	}
+	switch {
+	case rec.Outcome == nil || *rec.Outcome == "":
+		v.add(shard, lineNo, "missing outcome")
+	case !v.known[*rec.Outcome]:
+		v.add(shard, lineNo, "unknown outcome %q", *rec.Outcome)
+	case row != nil && *rec.Outcome != row.Outcome:
+		v.add(shard, lineNo, "outcome %s, ledger says %s", *rec.Outcome, row.Outcome)
+	}
+	switch {
+	case rec.PromptIndex == nil || rec.Sample == nil:
+		v.add(shard, lineNo, "missing prompt_index or sample")
+	case row != nil && (*rec.PromptIndex != row.PromptIndex || *rec.Sample != row.Sample):
+		v.add(shard, lineNo, "position (%d, %d), ledger says (%d, %d)", *rec.PromptIndex, *rec.Sample, row.PromptIndex, row.Sample)
+	}
+	if len(rec.Conversations) == 0 {
+		v.add(shard, lineNo, "missing conversations")
+		return
+	}
+	var turns []map[string]any
+	if err := json.Unmarshal(rec.Conversations, &turns); err != nil {
+		v.add(shard, lineNo, "conversations: %v", err)
+		return
+	}
+	for i, t := range turns {
+		from, _ := t["from"].(string)
+		if !validRoles[from] {
+			v.add(shard, lineNo, "conversations[%d]: invalid role %q", i, t["from"])
+		}
+		if _, ok := t["value"].(string); !ok {
+			v.add(shard, lineNo, "conversations[%d]: value is not a string", i)
+		}
+	}
+}
+
+// files reports files the ledger does not account for.
+func (v *verifier) files() {
+	entries, err := os.ReadDir(v.dir)
+	if err != nil {
+		v.add(".", 0, "unreadable: %v", err)
+		return
+	}
+	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, tempPrefix):
+			v.add(name, 0, "stray temp file")
+		case (name == DataDir || name == FailedDir) && e.IsDir():
+			v.shardDir(name)
+		case !allowed[name] || e.IsDir():
+			v.add(name, 0, "unexpected file in the output folder")
+		}
+	}
+}
+
+func (v *verifier) shardDir(sub string) {
+	entries, err := os.ReadDir(filepath.Join(v.dir, sub))
+	if err != nil {
+		v.add(sub, 0, "unreadable: %v", err)
+		return
+	}
+	for _, e := range entries {
+		rel := sub + "/" + e.Name()
+		switch {
+		case strings.HasPrefix(e.Name(), tempPrefix):
+			v.add(rel, 0, "stray temp file")
+		case v.shardLine[rel] > 0:
+		default:
+			if _, ok := shardNumber(e.Name()); ok {
+				v.add(rel, 0, "shard is not in the ledger")
+			} else {
+				v.add(rel, 0, "unexpected file in %s/", sub)
+			}
+		}
+	}
+}
