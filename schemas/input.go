@@ -37,6 +37,12 @@ func ParseInputRow(line []byte) (InputRow, error) {
 	if !utf8.Valid(line) {
 		return row, &FieldError{Reason: "invalid UTF-8"}
 	}
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
+		if json.Valid(t) {
+			return row, &FieldError{Reason: "a row must be a JSON object, got " + jsonKind(t)}
+		}
+		return row, &FieldError{Reason: "invalid JSON: a row must be a JSON object"}
+	}
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&raw); err != nil {
@@ -161,7 +167,8 @@ func jsonKind(v json.RawMessage) string {
 // than the one '#' separator before the sample number.
 func RowKey(index int, id string, line []byte, sample int) string {
 	if id != "" {
-		return "id:" + strconv.Quote(id)[1:len(strconv.Quote(id))-1] + "#" + strconv.Itoa(sample)
+		q := strconv.Quote(id) // escapes control characters and newlines
+		return "id:" + q[1:len(q)-1] + "#" + strconv.Itoa(sample)
 	}
 	sum := sha256.Sum256(bytes.TrimSpace(line))
 	return fmt.Sprintf("row:%d:%s#%d", index, hex.EncodeToString(sum[:6]), sample)

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+	"github.com/urfave/cli/v2"
+)
+
+// llmFlags are shared by every command that calls a model.
+func llmFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1", Required: true},
+		&cli.StringFlag{Name: "model", Usage: "model name sent with every request", Required: true},
+		&cli.StringFlag{Name: "api-key-env", Value: "OPENAI_API_KEY", Usage: "environment variable holding the API key (may be unset for local servers)"},
+		&cli.DurationFlag{Name: "request-timeout", Value: 10 * time.Minute, Usage: "timeout of one HTTP attempt; a hung request is retried"},
+		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured)"},
+		&cli.BoolFlag{Name: "stream", Usage: "use server-sent-event streaming for completions"},
+		&cli.IntFlag{Name: "max-concurrent-requests", Usage: "upper bound of the shared rate controller (AIMD: halves on 429, grows back on success); 0 = --workers"},
+	}
+}
+
+// runFlags are shared by every command that writes an output folder.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "workers", Value: 8, Usage: "records processed at once"},
+		&cli.BoolFlag{Name: "resume", Usage: "continue the run in --out: skip finished rows, retry api_error/timeout/sandbox_error rows"},
+		&cli.BoolFlag{Name: "overwrite", Usage: "delete the previous run in --out and start afresh"},
+		&cli.StringFlag{Name: "format", Value: "jsonl", Usage: "shard format: jsonl or parquet"},
+		&cli.IntFlag{Name: "shard-rows", Value: 1000, Usage: "records per output shard at most"},
+		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
+		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress display: auto (a bar on a terminal, log lines otherwise), bar, plain or none"},
+		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, how long rollouts in flight may finish before they are cancelled"},
+	}
+}
+
+// sandboxFlags choose and configure the sandbox driver.
+func sandboxFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "sandbox", Value: "local", Usage: "where tool calls run: local, docker or ssh"},
+		&cli.DurationFlag{Name: "command-timeout", Value: 60 * time.Second, Usage: "default timeout of one sandbox command (exit code 124 when it passes)"},
+		&cli.IntFlag{Name: "max-output", Value: 64 << 10, Usage: "bytes of each command's stdout/stderr kept (head and tail, cut marker between)"},
+		&cli.StringFlag{Name: "docker-image", Usage: "image for rows that name none (docker)"},
+		&cli.StringFlag{Name: "docker-network", Value: "none", Usage: "container network (docker)"},
+		&cli.Int64Flag{Name: "docker-memory", Value: 512 << 20, Usage: "container memory limit in bytes; -1 = unlimited (docker)"},
+		&cli.Float64Flag{Name: "docker-cpus", Value: 1, Usage: "container CPU limit; -1 = unlimited (docker)"},
+		&cli.Int64Flag{Name: "docker-pids", Value: 256, Usage: "container pids limit; -1 = unlimited (docker)"},
+		&cli.StringSliceFlag{Name: "docker-cap-add", Usage: "capability added back after all are dropped (docker; repeatable)"},
+		&cli.BoolFlag{Name: "docker-allow-new-privileges", Usage: "do not set no-new-privileges (docker)"},
+		&cli.StringFlag{Name: "ssh-host", Usage: "host[:port] of the ssh sandbox"},
+		&cli.StringFlag{Name: "ssh-user", Usage: "remote user (ssh)"},
+		&cli.StringFlag{Name: "ssh-key", Usage: "private key file (ssh); without it the ssh agent is used"},
+		&cli.StringFlag{Name: "ssh-known-hosts", Usage: "known_hosts file (ssh; default ~/.ssh/known_hosts)"},
+		&cli.BoolFlag{Name: "ssh-accept-new-host", Usage: "add an unknown host key to known_hosts instead of refusing (a changed key is always refused)"},
+	}
+}
+
+func generateCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "prompts", Usage: "JSONL prompts file: one {\"prompt\": ..., \"id\"?, \"image\"?, \"cwd\"?, \"toolsets\"?, \"metadata\"?} per line", Required: true},
+		&cli.StringFlag{Name: "out", Usage: "output folder (data/ and failed/ shards, ledger.jsonl, rejects.jsonl, statistics.json)", Required: true},
+		&cli.IntFlag{Name: "max-turns", Value: rollout.DefaultMaxTurns, Usage: "assistant turns per rollout"},
+		&cli.IntFlag{Name: "samples", Value: 1, Usage: "rollouts per prompt (each is its own record)"},
+		&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets for every row: terminal, file"},
+		&cli.StringFlag{Name: "distribution", Usage: "named toolset distribution sampled per rollout: " + strings.Join(rollout.DistributionNames(), ", ") + " (default: default)"},
+		&cli.Int64Flag{Name: "seed", Usage: "seed of the toolset draws"},
+		&cli.StringFlag{Name: "system-prompt", Usage: "file whose text is sent as the system message (not recorded in trajectories, as Hermes)"},
+		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "wall-clock deadline of one rollout (outcome timeout, retried by --resume); 0 = none"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
+		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
+	}
+	flags = append(flags, llmFlags()...)
+	flags = append(flags, runFlags()...)
+	flags = append(flags, sandboxFlags()...)
+	return &cli.Command{
+		Name:      "generate",
+		Usage:     "run an agent rollout per prompt and write ShareGPT trajectories",
+		UsageText: "hermes-pipe generate --prompts FILE --out DIR --base-url URL --model NAME [options]",
+		Description: `Reads JSONL prompts, checks every container image the rows need before any
+token is spent (--sandbox docker), then runs an agent loop per (row, sample) in
+a bounded worker pool: the model calls the terminal and file tools, which run in
+the sandbox. Each rollout becomes one record with Hermes' ShareGPT
+"conversations", an outcome (completed, max_turns, partial, api_error, timeout,
+sandbox_error) and per-tool call/success/failure counts.
+
+Output is crash-safe: shards are committed atomically and every outcome is
+journalled, so --resume after a crash or Ctrl-C finishes the run with no
+duplicate and no lost row. Bad input lines go to rejects.jsonl with their line
+number, field and raw text; the run goes on.
+
+First Ctrl-C: stop starting rows, let rollouts in flight finish (--grace).
+Second Ctrl-C: cancel them. Finished rows are always committed; exit 130.`,
+		Flags:  flags,
+		Action: runGenerate,
+	}
+}
+
+// buildLLM builds the shared client and rate controller from the llm flags.
+func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) {
+	base := c.String("base-url")
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, nil, usagef("--base-url: %q is not an http(s) URL", base)
+	}
+	max := c.Int("max-concurrent-requests")
+	if max <= 0 {
+		max = workers
+	}
+	ctrl := llm.NewController(llm.ControllerOptions{Max: max})
+	client, err := llm.New(llm.Options{
+		BaseURL:        base,
+		APIKey:         os.Getenv(c.String("api-key-env")),
+		Model:          c.String("model"),
+		RequestTimeout: c.Duration("request-timeout"),
+		MaxRetries:     c.Int("max-retries"),
+		Stream:         c.Bool("stream"),
+		Controller:     ctrl,
+	})
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	return client, ctrl, nil
+}
+
+// sandboxConfig reads the sandbox flags.
+func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
+	return sandbox.Config{
+		RunID:          runID,
+		DefaultTimeout: c.Duration("command-timeout"),
+		MaxOutput:      c.Int("max-output"),
+		Docker: sandbox.DockerConfig{
+			DefaultImage:       c.String("docker-image"),
+			Network:            c.String("docker-network"),
+			MemoryBytes:        c.Int64("docker-memory"),
+			CPUs:               c.Float64("docker-cpus"),
+			PidsLimit:          c.Int64("docker-pids"),
+			CapAdd:             c.StringSlice("docker-cap-add"),
+			AllowNewPrivileges: c.Bool("docker-allow-new-privileges"),
+		},
+		SSH: sandbox.SSHConfig{
+			Host:           c.String("ssh-host"),
+			User:           c.String("ssh-user"),
+			KeyFile:        c.String("ssh-key"),
+			KnownHosts:     c.String("ssh-known-hosts"),
+			AcceptNewHosts: c.Bool("ssh-accept-new-host"),
+		},
+	}
+}
+
+// outputMode reads --resume/--overwrite.
+func outputMode(c *cli.Context) (pipeline.Mode, error) {
+	switch {
+	case c.Bool("resume") && c.Bool("overwrite"):
+		return 0, usagef("--resume and --overwrite exclude each other")
+	case c.Bool("resume"):
+		return pipeline.ModeResume, nil
+	case c.Bool("overwrite"):
+		return pipeline.ModeOverwrite, nil
+	}
+	return pipeline.ModeFresh, nil
+}
+
+// progressFor builds the progress reporter from --progress.
+func progressFor(c *cli.Context, label string) (*pipeline.Progress, error) {
+	var mode pipeline.ProgressMode
+	switch c.String("progress") {
+	case "auto", "":
+		mode = pipeline.ProgressAuto
+	case "bar":
+		mode = pipeline.ProgressBar
+	case "plain":
+		mode = pipeline.ProgressPlain
+	case "none":
+		return nil, nil
+	default:
+		return nil, usagef("--progress: %q is not one of auto, bar, plain, none", c.String("progress"))
+	}
+	return pipeline.NewProgress(pipeline.ProgressOptions{Writer: c.App.ErrWriter, Mode: mode, Label: label}), nil
+}
+
+func checkFormat(c *cli.Context) (string, error) {
+	switch f := c.String("format"); f {
+	case "jsonl", "":
+		return "jsonl", nil
+	case "parquet":
+		if !parquetSupported {
+			return "", usagef("--format parquet is not available in this build; use jsonl")
+		}
+		return f, nil
+	default:
+		return "", usagef("--format: %q is not jsonl or parquet", f)
+	}
+}
+
+func runGenerate(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("generate takes no arguments, got %q", c.Args().First())
+	}
+	mode, err := outputMode(c)
+	if err != nil {
+		return err
+	}
+	format, err := checkFormat(c)
+	if err != nil {
+		return err
+	}
+	workers := c.Int("workers")
+	if workers < 1 {
+		return usagef("--workers must be at least 1, got %d", workers)
+	}
+	if c.Int("samples") < 1 {
+		return usagef("--samples must be at least 1, got %d", c.Int("samples"))
+	}
+	if c.Int("max-turns") < 1 {
+		return usagef("--max-turns must be at least 1, got %d", c.Int("max-turns"))
+	}
+	if c.Duration("timeout") < 0 {
+		return usagef("--timeout must not be negative")
+	}
+	var toolsets []string
+	var dist rollout.Distribution
+	switch {
+	case c.IsSet("toolsets") && c.IsSet("distribution"):
+		return usagef("--toolsets and --distribution exclude each other")
+	case c.IsSet("toolsets"):
+		if toolsets, err = rollout.ParseToolsets(c.String("toolsets"), schemas.KnownToolsets); err != nil {
+			return usagef("--toolsets: %v", err)
+		}
+	default:
+		name := c.String("distribution")
+		if name == "" {
+			name = "default"
+		}
+		var ok bool
+		if dist, ok = rollout.Distributions[name]; !ok {
+			return usagef("--distribution: unknown distribution %q (known: %s)", name, strings.Join(rollout.DistributionNames(), ", "))
+		}
+	}
+	var systemPrompt string
+	if f := c.String("system-prompt"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return usagef("--system-prompt: %v", err)
+		}
+		systemPrompt = string(b)
+	}
+	if _, err := os.Stat(c.String("prompts")); err != nil {
+		return usagef("--prompts: %v", err)
+	}
+	progress, err := progressFor(c, "generate")
+	if err != nil {
+		return err
+	}
+	client, _, err := buildLLM(c, workers)
+	if err != nil {
+		return err
+	}
+	runID := newRunID()
+	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
+	if err != nil {
+		return err
+	}
+	defer releaseSandbox(driver)
+
+	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := generate.Options{
+		Prompts: c.String("prompts"),
+		Out:     c.String("out"),
+		Mode:    mode,
+		Format:  format,
+		Workers: workers,
+		Samples: c.Int("samples"),
+		Rollout: rollout.Options{
+			Client:         client,
+			Model:          c.String("model"),
+			Driver:         driver,
+			RunID:          runID,
+			MaxTurns:       c.Int("max-turns"),
+			Timeout:        c.Duration("timeout"),
+			CommandTimeout: c.Duration("command-timeout"),
+			MaxOutput:      c.Int("max-output"),
+			Toolsets:       toolsets,
+			Distribution:   dist,
+			Seed:           c.Int64("seed"),
+			SystemPrompt:   systemPrompt,
+			MaxTokens:      c.Int("max-tokens"),
+		},
+		CheckImages:    imageChecker(driver),
+		MaxLineBytes:   c.Int("max-line-bytes"),
+		MaxShardRows:   c.Int("shard-rows"),
+		CommitInterval: c.Duration("commit-interval"),
+		Stop:           soft,
+		Progress:       progress,
+		Logger:         logger,
+		ToolVersion:    version,
+		Record:         flagRecord(c),
+	}
+	res, err := generate.Run(ctx, opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "is not empty") {
+			return usagef("%v", err) // refused before any work: a usage error
+		}
+		return err
+	}
+	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
+}
+
+// reportRun prints the end-of-run line and turns the summary into an exit status.
+func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int, missing map[string]error) error {
+	w := c.App.ErrWriter
+	for img, why := range missing {
+		fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its rows are in rejects.jsonl and will be retried by --resume)\n", img, why)
+	}
+	out := c.String("out")
+	if nothing {
+		fmt.Fprintf(w, "nothing to do: all %d records in %s are already done\n", previously, out)
+	} else {
+		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d rejected, %d already done, in %s\n",
+			out, s.Written, s.OK, s.Failed, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
+	}
+	code := pipeline.ExitCode(s)
+	switch code {
+	case exitOK:
+		return nil
+	case exitInterrupted:
+		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
+	default:
+		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows: see %s/rejects.jsonl and `hermes-pipe stats %s`", out, out)}
+	}
+}
+
+// flagRecord captures the flags given, for run.json (secrets are never flags).
+func flagRecord(c *cli.Context) map[string]any {
+	m := map[string]any{}
+	for _, name := range c.FlagNames() {
+		if c.IsSet(name) {
+			m[name] = c.Value(name)
+		}
+	}
+	return m
+}
+
+func newRunID() string {
+	return fmt.Sprintf("%x-%d", time.Now().UnixNano(), os.Getpid())
+}
+
+// imageChecker returns the pre-flight check of drivers that run images.
+func imageChecker(d sandbox.Driver) func(context.Context, []string) map[string]error {
+	if ic, ok := d.(interface {
+		CheckImages(ctx context.Context, images []string) map[string]error
+	}); ok {
+		return ic.CheckImages
+	}
+	return nil
+}

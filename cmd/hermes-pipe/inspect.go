@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/urfave/cli/v2"
+)
+
+func oneDir(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", usagef("%s takes exactly one output folder, got %d arguments", c.Command.Name, c.NArg())
+	}
+	dir := c.Args().First()
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", usagef("%v", err)
+	}
+	if !st.IsDir() {
+		return "", usagef("%s is not a folder", dir)
+	}
+	return dir, nil
+}
+
+func catCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cat",
+		Usage:     "print every record of an output folder, one JSON line each, in (prompt_index, sample) order",
+		UsageText: "hermes-pipe cat [--final] DIR",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "final", Usage: "only records with a final outcome (leave out those waiting for a --resume retry)"},
+		},
+		Action: func(c *cli.Context) error {
+			dir, err := oneDir(c)
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriterSize(c.App.Writer, 1<<20)
+			if err := pipeline.CatWith(dir, w, pipeline.CatOptions{Final: c.Bool("final")}); err != nil {
+				return err
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func statsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stats",
+		Usage:     "print run statistics recomputed from the records of an output folder",
+		UsageText: "hermes-pipe stats [--json] DIR",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
+		Action: func(c *cli.Context) error {
+			dir, err := oneDir(c)
+			if err != nil {
+				return err
+			}
+			st, err := pipeline.Stats(dir)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return writeStats(c.App.Writer, st)
+		},
+	}
+}
+
+// writeStats prints statistics as a small human table.
+func writeStats(w io.Writer, st pipeline.Statistics) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "records        %d (completed %d, partial %d)\n", st.Records, st.Completed, st.Partial)
+	outs := make([]string, 0, len(st.Outcomes))
+	for o := range st.Outcomes {
+		outs = append(outs, string(o))
+	}
+	sort.Strings(outs)
+	for _, o := range outs {
+		fmt.Fprintf(b, "  %-14s %d\n", o, st.Outcomes[schemas.Outcome(o)])
+	}
+	fmt.Fprintf(b, "api calls      %d\n", st.APICalls)
+	fmt.Fprintf(b, "tokens         %d prompt + %d completion = %d\n", st.Usage.PromptTokens, st.Usage.CompletionTokens, st.Usage.TotalTokens)
+	r := st.Reasoning
+	fmt.Fprintf(b, "reasoning      %d of %d assistant turns (%.1f%%), %d rows with any\n", r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning)
+	fmt.Fprintf(b, "duration       mean %d ms, p50 %d ms, p95 %d ms, max %d ms\n", st.Duration.MeanMS, st.Duration.P50MS, st.Duration.P95MS, st.Duration.MaxMS)
+	tools := make([]string, 0, len(st.Tools))
+	for t := range st.Tools {
+		tools = append(tools, t)
+	}
+	sort.Strings(tools)
+	if len(tools) > 0 {
+		fmt.Fprintf(b, "%-14s %8s %8s %8s %8s\n", "tool", "calls", "success", "failure", "rate")
+		for _, t := range tools {
+			ts := st.Tools[t]
+			fmt.Fprintf(b, "%-14s %8d %8d %8d %7.1f%%\n", t, ts.Count, ts.Success, ts.Failure, 100*ts.SuccessRate)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func verifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "check that an output folder is whole; exit 0 only if it is",
+		UsageText: "hermes-pipe verify [--json] DIR",
+		Description: `Checks: no duplicate key, no torn or unparsable shard, every record
+schema-valid, every ledger entry matches its shard and every shard is in the
+ledger, no stray temporary file. Each problem is printed with its file and line.`,
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"}},
+		Action: func(c *cli.Context) error {
+			dir, err := oneDir(c)
+			if err != nil {
+				return err
+			}
+			rep, err := pipeline.Verify(dir)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else if err := rep.WriteText(c.App.Writer); err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return &exitStatus{code: exitFatal, msg: fmt.Sprintf("%s is not whole: %d problems", dir, len(rep.Problems))}
+			}
+			return nil
+		},
+	}
+}
+
+func sharegptCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "sharegpt",
+		Usage:     "convert OpenAI-format transcripts to Hermes ShareGPT lines",
+		UsageText: "hermes-pipe sharegpt [FILE]   (standard input when FILE is absent or -)",
+		Description: `Each input line is {"messages": [...], "tools": [...]} in OpenAI chat format.
+Each output line is {"conversations": [{"from", "value"}, ...]} exactly as Hermes
+writes trajectories. A bad line is reported with its line number and field on
+standard error and skipped; the exit code is then 3.`,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usagef("sharegpt takes at most one file")
+			}
+			name := "-"
+			var in io.Reader = c.App.Reader
+			if in == nil {
+				in = os.Stdin
+			}
+			if c.NArg() == 1 && c.Args().First() != "-" {
+				name = c.Args().First()
+				f, err := os.Open(name)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				defer f.Close()
+				in = f
+			}
+			return convertShareGPT(name, in, c.App.Writer, c.App.ErrWriter)
+		},
+	}
+}
+
+// convertShareGPT streams lines from in to out; bad lines are reported on
+// errw and make the result exit 3.
+func convertShareGPT(name string, in io.Reader, out, errw io.Writer) error {
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<20)
+	bad, lineNo := 0, 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			lineNo++
+			if t := strings.TrimSpace(string(line)); t != "" {
+				turns, cerr := schemas.ConvertOpenAILine([]byte(t))
+				if cerr != nil {
+					bad++
+					fmt.Fprintf(errw, "%s:%d: %v\n", name, lineNo, cerr)
+				} else {
+					w.Write(conversationsLine(turns))
+					w.WriteByte('\n')
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return &exitStatus{code: exitRowsFailed, msg: fmt.Sprintf("%d of %d lines of %s could not be converted", bad, lineNo, name)}
+	}
+	return nil
+}
+
+// conversationsLine renders {"conversations": [...]} as Python's json.dumps
+// with ensure_ascii=False would, so lines match Hermes' trajectory files.
+func conversationsLine(turns []schemas.Turn) []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"conversations": [`...)
+	for i, t := range turns {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, `{"from": `...)
+		b = schemas.AppendPyString(b, t.From)
+		b = append(b, `, "value": `...)
+		b = schemas.AppendPyString(b, t.Value)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}

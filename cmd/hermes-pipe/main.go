@@ -1,0 +1,176 @@
+// Command hermes-pipe is an offline factory for supervised-fine-tuning data
+// from LLM agents. This package only parses flags into options structs, calls
+// one library function per command, and maps errors to exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes, mapped in exitCode only.
+const (
+	exitOK          = 0
+	exitFatal       = 1
+	exitUsage       = 2
+	exitRowsFailed  = 3
+	exitGate        = 4
+	exitInterrupted = 130
+)
+
+// version is set by the linker for release builds.
+var version = "dev"
+
+// usageError marks a bad flag or argument (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// exitStatus carries a non-error exit status out of an Action (rows failed,
+// interrupted, gate failed) without calling os.Exit inside it.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e *exitStatus) Error() string { return e.msg }
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run builds the app and runs it; tests call it directly.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	code := exitCode(err)
+	if err != nil {
+		var st *exitStatus
+		if !errors.As(err, &st) || st.msg != "" {
+			fmt.Fprintf(stderr, "hermes-pipe: %v\n", err)
+		}
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "run 'hermes-pipe --help' or 'hermes-pipe COMMAND --help' for usage")
+		}
+	}
+	return code
+}
+
+// exitCode maps an error from a command to the process exit code. It is the
+// only place exit codes are decided.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var st *exitStatus
+	if errors.As(err, &st) {
+		return st.code
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || isCLIUsage(err) {
+		return exitUsage
+	}
+	if errors.Is(err, context.Canceled) {
+		return exitInterrupted
+	}
+	return exitFatal
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:                 "hermes-pipe",
+		Usage:                "an offline factory for SFT data from LLM agents",
+		Version:              version,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // never os.Exit inside Run
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &usageError{err.Error()}
+		},
+		Description: `Turns prompts into supervised-fine-tuning data: an agent loop per prompt
+(an OpenAI-compatible model calling tools in a sandbox) writes Hermes-format
+ShareGPT trajectories to crash-safe, resumable JSONL shards.
+
+Exit codes: 0 all rows ok, 1 fatal error, 2 usage error, 3 finished with
+rejected or failed rows, 4 evaluation gate failed (swe), 130 interrupted.`,
+		Commands: []*cli.Command{
+			generateCommand(),
+			catCommand(),
+			statsCommand(),
+			verifyCommand(),
+			sharegptCommand(),
+		},
+	}
+	app.Commands = append(app.Commands, extraCommands()...)
+	for _, c := range app.Commands {
+		setUsageHandler(c)
+	}
+	return app
+}
+
+func setUsageHandler(c *cli.Command) {
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return &usageError{err.Error()} }
+	for _, sub := range c.Subcommands {
+		setUsageHandler(sub)
+	}
+}
+
+// isCLIUsage recognises urfave/cli's own usage errors (unknown flag, missing
+// required flag), which it returns as plain errors.
+func isCLIUsage(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, p := range []string{"flag provided but not defined", "required flag", "invalid value", "flag needs an argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalContext returns a soft-stop channel closed on the first SIGINT or
+// SIGTERM, and a context cancelled on the second signal or when grace passes
+// after the first. stop() releases the signal handler.
+func signalContext(parent context.Context, grace time.Duration, stderr io.Writer) (ctx context.Context, soft <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	softCh := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintf(stderr, "\nhermes-pipe: stopping: no new rows; waiting up to %s for rollouts in flight (signal again to cancel them)\n", grace)
+		close(softCh)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "hermes-pipe: cancelling rollouts in flight")
+		case <-t.C:
+			fmt.Fprintln(stderr, "hermes-pipe: grace period over; cancelling rollouts in flight")
+		case <-done:
+			return
+		}
+		cancel()
+	}()
+	return ctx, softCh, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}

@@ -1,0 +1,156 @@
+package prompts
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "prompts.jsonl")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func drain(t *testing.T, src *Source) []*schemas.Record {
+	t.Helper()
+	var out []*schemas.Record
+	for {
+		rec, err := src.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+}
+
+func TestBadRowsBecomeRejectsAndValidRowsGoOn(t *testing.T) {
+	long := `{"prompt": "` + strings.Repeat("x", 300) + `"}`
+	lines := []string{
+		`{"prompt": "first"}`,                  // 1 ok
+		`{"prompt": "broken"`,                  // 2 invalid JSON
+		"{\"prompt\": \"bad \xff utf8\"}",      // 3 invalid UTF-8
+		`{"id": "x"}`,                          // 4 missing prompt
+		`{"prompt": 42}`,                       // 5 non-string prompt
+		`{"prompt": "p", "toolsets": "file"}`,  // 6 wrong type
+		`{"prompt": "p", "metadata": [1]}`,     // 7 wrong type
+		long,                                   // 8 over-long
+		``,                                     // 9 blank: skipped, no reject
+		`{"prompt": "p", "toolsets": ["web"]}`, // 10 unknown toolset
+		`["prompt"]`,                           // 11 not an object
+		`{"prompt": "second", "id": "a"}`,      // 12 ok
+		`{"prompt": "dup", "id": "a"}`,         // 13 duplicate id
+		`{"prompt": "p", "image": 3}`,          // 14 wrong type
+		`{"prompt": "third", "metadata": {"k": 1}, "toolsets": ["file"]}`, // 15 ok
+	}
+	path := writeFile(t, strings.Join(lines, "\n")+"\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{MaxLineBytes: 200, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	recs := drain(t, src)
+
+	var prompts []string
+	for _, r := range recs {
+		prompts = append(prompts, r.Input.Prompt)
+	}
+	if got := strings.Join(prompts, ","); got != "first,second,third" {
+		t.Fatalf("valid rows = %q", got)
+	}
+	want := map[int]string{2: "invalid JSON", 3: "invalid UTF-8", 4: "prompt: missing", 5: "prompt: must be a string",
+		6: "toolsets: must be an array", 7: "metadata: must be a JSON object", 8: "over the 200-byte limit",
+		10: `unknown toolset "web"`, 11: "JSON object", 13: "duplicate id", 14: "image: must be a string"}
+	if len(rejects) != len(want) {
+		t.Fatalf("got %d rejects, want %d: %+v", len(rejects), len(want), rejects)
+	}
+	for _, rj := range rejects {
+		sub, ok := want[rj.Line]
+		if !ok {
+			t.Errorf("unexpected reject on line %d: %s", rj.Line, rj.Reason)
+			continue
+		}
+		if !strings.Contains(rj.Reason, sub) {
+			t.Errorf("line %d: reason %q does not mention %q", rj.Line, rj.Reason, sub)
+		}
+		if rj.File != path {
+			t.Errorf("line %d: file %q", rj.Line, rj.File)
+		}
+		if rj.Raw != lines[rj.Line-1] && rj.RawBase64 == "" {
+			t.Errorf("line %d: raw text lost: %q", rj.Line, rj.Raw)
+		}
+	}
+	if rejects[1].RawBase64 == "" {
+		t.Errorf("invalid UTF-8 line must keep its exact bytes in raw_base64")
+	}
+	// prompt_index counts non-blank lines, so it is stable when a bad row is fixed.
+	if recs[1].PromptIndex != 10 || recs[2].PromptIndex != 13 {
+		t.Errorf("prompt indexes = %d, %d", recs[1].PromptIndex, recs[2].PromptIndex)
+	}
+	if string(recs[2].Metadata) != `{"k": 1}` {
+		t.Errorf("metadata not carried: %s", recs[2].Metadata)
+	}
+}
+
+func TestSamplesAndDuplicatedPromptsHaveDistinctKeys(t *testing.T) {
+	path := writeFile(t, "{\"prompt\": \"same\"}\n{\"prompt\": \"same\"}\n")
+	src, err := Open(path, Options{Samples: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	recs := drain(t, src)
+	if len(recs) != 6 {
+		t.Fatalf("got %d records, want 6", len(recs))
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.Key] {
+			t.Fatalf("duplicate key %s", r.Key)
+		}
+		seen[r.Key] = true
+	}
+	// Keys are stable across reads.
+	src2, _ := Open(path, Options{Samples: 3})
+	defer src2.Close()
+	for i, r := range drain(t, src2) {
+		if r.Key != recs[i].Key {
+			t.Fatalf("key %d changed: %s vs %s", i, r.Key, recs[i].Key)
+		}
+	}
+}
+
+func TestUnavailableImageRowsAreRejected(t *testing.T) {
+	path := writeFile(t, `{"prompt": "a", "image": "good:1"}`+"\n"+`{"prompt": "b", "docker_image": "gone:1"}`+"\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{Unavailable: map[string]error{"gone:1": errors.New("not found")},
+		Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	recs := drain(t, src)
+	if len(recs) != 1 || recs[0].Input.Image != "good:1" {
+		t.Fatalf("records = %+v", recs)
+	}
+	if len(rejects) != 1 || !strings.HasPrefix(rejects[0].Reason, "image unavailable: gone:1") {
+		t.Fatalf("rejects = %+v", rejects)
+	}
+	imgs, err := Images(path)
+	if err != nil || strings.Join(imgs, ",") != "good:1,gone:1" {
+		t.Fatalf("Images = %v, %v", imgs, err)
+	}
+}

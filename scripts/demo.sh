@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Demo: start fakellm on loopback, run generate on the built-in demo prompts,
+# print the statistics and the first trajectory, and stop fakellm (by PID).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin}
+OUT=${OUT:-demo-out}
+[ -x "$BIN/hermes-pipe" ] && [ -x "$BIN/fakellm" ] || make build
+work=$(mktemp -d)
+"$BIN/fakellm" --addr 127.0.0.1:0 --addr-file "$work/addr" \
+  --scripts datasets/demo/fakellm-scripts.json --latency 50ms --jitter 50ms >"$work/fakellm.log" 2>&1 &
+fake_pid=$!
+cleanup() { kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.05; done
+[ -s "$work/addr" ] || { echo "fakellm did not start:"; cat "$work/fakellm.log"; exit 1; }
+addr=$(cat "$work/addr")
+echo "== fakellm listening on http://$addr (pid $fake_pid)"
+echo "== hermes-pipe generate --prompts datasets/demo/prompts.jsonl --out $OUT --overwrite"
+"$BIN/hermes-pipe" generate --prompts datasets/demo/prompts.jsonl --out "$OUT" --overwrite \
+  --base-url "http://$addr/v1" --model demo-model --workers 4 --progress plain
+echo "== hermes-pipe verify $OUT"
+"$BIN/hermes-pipe" verify "$OUT"
+echo "== hermes-pipe stats $OUT"
+"$BIN/hermes-pipe" stats "$OUT"
+echo "== first trajectory (hermes-pipe cat $OUT | head -1)"
+"$BIN/hermes-pipe" cat "$OUT" | head -1 | cut -c1-1500
+echo
+echo "== done: records are in $OUT/data, run 'bin/hermes-pipe cat $OUT' to see them all"

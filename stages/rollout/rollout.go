@@ -1,0 +1,264 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Defaults used when an Options field is zero.
+const (
+	DefaultMaxTurns       = 10
+	DefaultCommandTimeout = 60 * time.Second
+	DefaultMaxBadCalls    = 3
+)
+
+// Options configures the rollout stage. The zero value of every field except
+// Client, Model and Driver means "default".
+type Options struct {
+	Client llm.Client
+	Model  string
+	Driver sandbox.Driver
+	RunID  string
+
+	MaxTurns       int           // assistant turns per rollout; 0 = DefaultMaxTurns
+	Timeout        time.Duration // wall-clock deadline per rollout; 0 = none
+	CommandTimeout time.Duration // default per-command timeout; 0 = DefaultCommandTimeout
+	MaxBadCalls    int           // consecutive bad tool calls that end a rollout as partial; 0 = 3
+	MaxOutput      int           // bytes of command output kept per stream; 0 = driver default
+
+	// Toolsets used when a row names none. When empty, Distribution is sampled
+	// per rollout (seeded by Seed and the record key).
+	Toolsets     []string
+	Distribution Distribution
+	Seed         int64
+
+	SystemPrompt string   // sent to the model as a system message, not recorded (as Hermes)
+	MaxTokens    int      // per completion; 0 = not sent
+	Temperature  *float64 // nil = not sent
+
+	// OnTerminal, when set, sees every terminal command's raw result and may
+	// end the rollout with the given outcome (SWE mode's sentinel check).
+	OnTerminal func(command string, res sandbox.Result) (schemas.Outcome, bool)
+	// AfterLoop, when set, runs with the still-open session after the agent
+	// loop ends (SWE mode takes the patch here). Its error becomes the record's
+	// error with outcome sandbox_error.
+	AfterLoop func(ctx context.Context, s sandbox.Session, rec *schemas.Record) error
+
+	Now func() time.Time // clock seam; nil = time.Now
+}
+
+// Stage is the rollout stage. It is safe for concurrent use by the worker pool.
+type Stage struct{ o Options }
+
+// New validates opts and returns the stage. It does no I/O.
+func New(opts Options) (*Stage, error) {
+	if opts.Client == nil {
+		return nil, errors.New("rollout: no LLM client")
+	}
+	if opts.Driver == nil {
+		return nil, errors.New("rollout: no sandbox driver")
+	}
+	if opts.Model == "" {
+		return nil, errors.New("rollout: no model name")
+	}
+	if opts.MaxTurns <= 0 {
+		opts.MaxTurns = DefaultMaxTurns
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = DefaultCommandTimeout
+	}
+	if opts.MaxBadCalls <= 0 {
+		opts.MaxBadCalls = DefaultMaxBadCalls
+	}
+	if len(opts.Toolsets) == 0 && len(opts.Distribution) == 0 {
+		opts.Distribution = Distributions["default"]
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Stage{o: opts}, nil
+}
+
+// Name implements pipeline.Stage.
+func (s *Stage) Name() string { return "rollout" }
+
+// Process runs one agent rollout for rec (whose Input must be set) and returns
+// it filled. It blocks for the whole rollout: LLM calls and tool executions.
+// Every failure of the model, the endpoint or the sandbox is recorded on the
+// record as an outcome; the error return is used only when ctx itself was
+// cancelled (hard stop), in which case the record must not be committed.
+func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	if rec.Input == nil {
+		return nil, fmt.Errorf("rollout %s: record has no input row", rec.Key)
+	}
+	start := s.o.Now()
+	rctx := ctx
+	if s.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, s.o.Timeout)
+		defer cancel()
+	}
+	toolsets := rec.Input.Toolsets
+	if len(toolsets) == 0 {
+		toolsets = s.o.Toolsets
+	}
+	if len(toolsets) == 0 {
+		toolsets = s.o.Distribution.Sample(s.o.Seed, rec.Key)
+	}
+	tools := ToolsFor(toolsets)
+	allowed := map[string]bool{}
+	for _, t := range tools {
+		allowed[t.Function.Name] = true
+	}
+	rec.ToolsetsUsed = toolsets
+	rec.Model = s.o.Model
+
+	messages := []schemas.Message{{Role: "user", Content: rec.Input.Prompt}}
+	outcome, errMsg := s.loop(ctx, rctx, rec, tools, allowed, &messages)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("rollout %s: %w", rec.Key, ctx.Err())
+	}
+	rec.Outcome = outcome
+	rec.Error = errMsg
+	rec.Completed = outcome == schemas.OutcomeCompleted
+	rec.Partial = outcome == schemas.OutcomePartial
+	rec.Conversations = schemas.ToShareGPT(messages, tools)
+	rec.ToolStats, rec.ToolErrorCounts = schemas.ToolStatsOf(messages)
+	for _, t := range tools { // every offered tool appears, as Hermes' batch runner does
+		if _, ok := rec.ToolStats[t.Function.Name]; !ok {
+			rec.ToolStats[t.Function.Name] = schemas.ToolStat{}
+		}
+		if _, ok := rec.ToolErrorCounts[t.Function.Name]; !ok {
+			rec.ToolErrorCounts[t.Function.Name] = 0
+		}
+	}
+	rec.ReasoningStats = schemas.ReasoningStatsOf(messages)
+	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
+	return []*schemas.Record{rec}, nil
+}
+
+// loop runs the agent turns and returns the outcome and error text.
+func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool, messages *[]schemas.Message) (schemas.Outcome, string) {
+	failed := func(err error, base schemas.Outcome) (schemas.Outcome, string) {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			return schemas.OutcomeTimeout, fmt.Sprintf("rollout deadline of %s passed: %v", s.o.Timeout, err)
+		}
+		return base, err.Error()
+	}
+	sess, err := s.o.Driver.Open(rctx, sandbox.Spec{
+		RunID:     s.o.RunID,
+		RolloutID: rec.Key,
+		Image:     rec.Input.Image,
+		Cwd:       rec.Input.Cwd,
+		Timeout:   s.o.CommandTimeout,
+		MaxOutput: s.o.MaxOutput,
+	})
+	if err != nil {
+		return failed(fmt.Errorf("sandbox open: %w", err), schemas.OutcomeSandboxError)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = sess.Close(cctx)
+	}()
+
+	var sys []schemas.Message
+	if s.o.SystemPrompt != "" {
+		sys = []schemas.Message{{Role: "system", Content: s.o.SystemPrompt}}
+	}
+	outcome, msg := s.turns(ctx, rctx, sess, rec, tools, allowed, sys, messages, failed)
+	if s.o.AfterLoop != nil && rctx.Err() == nil && outcome != schemas.OutcomeSandboxError {
+		if err := s.o.AfterLoop(rctx, sess, rec); err != nil {
+			return failed(fmt.Errorf("after loop: %w", err), schemas.OutcomeSandboxError)
+		}
+	}
+	return outcome, msg
+}
+
+func (s *Stage) turns(ctx, rctx context.Context, sess sandbox.Session, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
+	sys []schemas.Message, messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
+	bad := 0
+	for turn := 0; turn < s.o.MaxTurns; turn++ {
+		req := llm.Request{Model: s.o.Model, Tools: tools, MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature}
+		req.Messages = append(append(make([]schemas.Message, 0, len(sys)+len(*messages)), sys...), *messages...)
+		resp, err := s.o.Client.Chat(rctx, req)
+		rec.APICalls++
+		if err != nil {
+			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
+		}
+		rec.Usage.PromptTokens += resp.Usage.PromptTokens
+		rec.Usage.CompletionTokens += resp.Usage.CompletionTokens
+		rec.Usage.TotalTokens += resp.Usage.TotalTokens
+		msg := resp.Message
+		msg.Role = "assistant"
+		for i := range msg.ToolCalls {
+			if msg.ToolCalls[i].ID == "" {
+				msg.ToolCalls[i].ID = "call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i)
+			}
+			if msg.ToolCalls[i].Type == "" {
+				msg.ToolCalls[i].Type = "function"
+			}
+		}
+		*messages = append(*messages, msg)
+		if len(msg.ToolCalls) == 0 {
+			return schemas.OutcomeCompleted, ""
+		}
+		var stop schemas.Outcome
+		for _, call := range msg.ToolCalls {
+			result, err := s.call(rctx, sess, allowed, call, &stop)
+			var bc *errBadCall
+			switch {
+			case errors.As(err, &bc):
+				bad++
+			case err != nil:
+				return failed(fmt.Errorf("tool %s: %w", call.Function.Name, err), schemas.OutcomeSandboxError)
+			default:
+				bad = 0
+			}
+			*messages = append(*messages, schemas.Message{Role: "tool", Content: result, ToolCallID: call.ID, Name: call.Function.Name})
+			if bad >= s.o.MaxBadCalls {
+				return schemas.OutcomePartial, fmt.Sprintf("%d invalid tool calls in a row; last: %v", bad, err)
+			}
+		}
+		if stop != "" {
+			return stop, ""
+		}
+	}
+	return schemas.OutcomeMaxTurns, fmt.Sprintf("reached the limit of %d turns", s.o.MaxTurns)
+}
+
+// call runs one tool call; for terminal calls it lets OnTerminal end the loop.
+func (s *Stage) call(ctx context.Context, sess sandbox.Session, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
+	if s.o.OnTerminal == nil || call.Function.Name != "terminal" {
+		return runTool(ctx, sess, allowed, call, s.o.CommandTimeout)
+	}
+	spy := &spySession{Session: sess}
+	out, err := runTool(ctx, spy, allowed, call, s.o.CommandTimeout)
+	if err == nil && spy.ran {
+		if o, done := s.o.OnTerminal(spy.cmd.Command, spy.res); done {
+			*stop = o
+		}
+	}
+	return out, err
+}
+
+// spySession records the last command and result passing through it.
+type spySession struct {
+	sandbox.Session
+	cmd sandbox.Cmd
+	res sandbox.Result
+	ran bool
+}
+
+func (s *spySession) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result, error) {
+	r, err := s.Session.Exec(ctx, c)
+	s.cmd, s.res, s.ran = c, r, err == nil
+	return r, err
+}
