@@ -1,0 +1,276 @@
+package tokenizer
+
+import (
+	"math"
+	"strings"
+	"sync"
+)
+
+// bpeModel turns one pre-tokenized piece into token ids.
+//
+// tiktoken ranks pairs by the rank of their concatenated bytes; Hugging Face
+// BPE ranks them by the position of the pair in the merges list. Both merge
+// the lowest ranked adjacent pair first, the leftmost one on ties, so one
+// algorithm serves both with two pair lookups.
+type bpeModel struct {
+	// vocab maps token bytes to ids (tiktoken: ranks, which are the ids).
+	vocab map[string]int
+	// byteID maps each byte to the id of its one-byte token, -1 if none.
+	byteID [256]int32
+	// merges maps a pair of ids to rank<<32 | merged id (Hugging Face only).
+	merges map[uint64]uint64
+	// direct looks the whole piece up in vocab first (tiktoken always;
+	// Hugging Face when ignore_merges is set).
+	direct bool
+
+	pool sync.Pool // *scratch
+}
+
+// symbol is one part of a piece during merging: bytes [start, end), id.
+type symbol struct {
+	start, end int32
+	id         int32
+}
+
+const noRank = math.MaxInt32
+
+// Limits of the per-goroutine piece cache.
+const (
+	cacheMaxEntries = 1 << 15
+	cacheMaxPiece   = 64 // longer pieces are rarely repeated
+	linearMaxBytes  = 96 // longer pieces merge with a heap
+)
+
+// scratch holds per-goroutine buffers and the cache of merged pieces.
+type scratch struct {
+	syms  []symbol
+	rk    []int32
+	nid   []int32
+	heap  []heapEntry
+	next  []int32
+	prev  []int32
+	buf   []int
+	cache map[string][]int
+	arena []int
+}
+
+func (m *bpeModel) getScratch() *scratch {
+	if v := m.pool.Get(); v != nil {
+		return v.(*scratch)
+	}
+	return &scratch{cache: make(map[string][]int, 1024)}
+}
+
+func (m *bpeModel) putScratch(sc *scratch) { m.pool.Put(sc) }
+
+// pairRank returns the rank and merged id of the adjacent symbols a and b,
+// or noRank.
+func (m *bpeModel) pairRank(piece string, a, b *symbol) (int32, int32) {
+	if m.merges != nil {
+		v, ok := m.merges[uint64(uint32(a.id))<<32|uint64(uint32(b.id))]
+		if !ok {
+			return noRank, -1
+		}
+		return int32(v >> 32), int32(uint32(v))
+	}
+	r, ok := m.vocab[piece[a.start:b.end]]
+	if !ok {
+		return noRank, -1
+	}
+	return int32(r), int32(r)
+}
+
+// encodePiece appends the ids of piece to out.
+func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
+	if m.direct {
+		if id, ok := m.vocab[piece]; ok {
+			return append(out, id)
+		}
+	}
+	if len(piece) == 1 {
+		if id := m.byteID[piece[0]]; id >= 0 {
+			return append(out, int(id))
+		}
+		return out
+	}
+	cacheable := len(piece) <= cacheMaxPiece
+	if cacheable {
+		if ids, ok := sc.cache[piece]; ok {
+			return append(out, ids...)
+		}
+	}
+	start := len(out)
+	out = m.merge(piece, out, sc)
+	if cacheable {
+		if len(sc.cache) >= cacheMaxEntries {
+			clear(sc.cache)
+			sc.arena = nil
+		}
+		a := len(sc.arena)
+		sc.arena = append(sc.arena, out[start:]...)
+		sc.cache[strings.Clone(piece)] = sc.arena[a:len(sc.arena):len(sc.arena)]
+	}
+	return out
+}
+
+// merge runs byte-pair merging over piece and appends the resulting ids.
+func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
+	syms := sc.syms[:0]
+	for i := 0; i < len(piece); i++ {
+		id := m.byteID[piece[i]]
+		if id < 0 {
+			continue // no token for this byte and no unknown token: dropped, as Hugging Face does
+		}
+		syms = append(syms, symbol{start: int32(i), end: int32(i + 1), id: id})
+	}
+	sc.syms = syms
+	if len(piece) <= linearMaxBytes {
+		syms = m.mergeLinear(piece, syms, sc)
+	} else {
+		syms = m.mergeHeap(piece, syms, sc)
+	}
+	for i := range syms {
+		out = append(out, int(syms[i].id))
+	}
+	return out
+}
+
+// mergeLinear is tiktoken's algorithm: scan for the lowest rank, merge,
+// update the two neighbouring ranks. O(n²) but fast for short pieces.
+func (m *bpeModel) mergeLinear(piece string, syms []symbol, sc *scratch) []symbol {
+	n := len(syms)
+	if cap(sc.rk) < n {
+		sc.rk = make([]int32, n, 2*n)
+		sc.nid = make([]int32, n, 2*n)
+	}
+	rk, nid := sc.rk[:n], sc.nid[:n]
+	for i := 0; i+1 < n; i++ {
+		rk[i], nid[i] = m.pairRank(piece, &syms[i], &syms[i+1])
+	}
+	for n > 1 {
+		best, bi := int32(noRank), -1
+		for i := 0; i+1 < n; i++ {
+			if rk[i] < best {
+				best, bi = rk[i], i
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		syms[bi].end = syms[bi+1].end
+		syms[bi].id = nid[bi]
+		copy(syms[bi+1:n], syms[bi+2:n])
+		copy(rk[bi+1:n], rk[bi+2:n])
+		copy(nid[bi+1:n], nid[bi+2:n])
+		n--
+		if bi+1 < n {
+			rk[bi], nid[bi] = m.pairRank(piece, &syms[bi], &syms[bi+1])
+		} else {
+			rk[bi] = noRank
+		}
+		if bi > 0 {
+			rk[bi-1], nid[bi-1] = m.pairRank(piece, &syms[bi-1], &syms[bi])
+		}
+	}
+	return syms[:n]
+}
+
+// heapEntry is a candidate merge of symbols left and right.
+type heapEntry struct {
+	rank     int32
+	pos      int32 // start byte of left: ties go to the leftmost pair
+	left     int32
+	right    int32
+	rightEnd int32 // end byte of right when the entry was made
+	id       int32
+}
+
+func entryLess(a, b *heapEntry) bool {
+	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
+}
+
+// mergeHeap gives the same result as mergeLinear in O(n log n) for long
+// pieces (for example a long run of CJK letters): a min-heap of candidate
+// merges with stale entries skipped on pop, over a linked list of symbols.
+func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol {
+	n := len(syms)
+	if cap(sc.next) < n {
+		sc.next = make([]int32, n, 2*n)
+		sc.prev = make([]int32, n, 2*n)
+	}
+	next, prev := sc.next[:n], sc.prev[:n]
+	for i := range n {
+		next[i] = int32(i + 1)
+		prev[i] = int32(i - 1)
+	}
+	h := sc.heap[:0]
+	push := func(l, r int32) {
+		rank, id := m.pairRank(piece, &syms[l], &syms[r])
+		if rank == noRank {
+			return
+		}
+		h = append(h, heapEntry{rank: rank, pos: syms[l].start, left: l, right: r, rightEnd: syms[r].end, id: id})
+		for c := len(h) - 1; c > 0; {
+			p := (c - 1) / 2
+			if !entryLess(&h[c], &h[p]) {
+				break
+			}
+			h[c], h[p] = h[p], h[c]
+			c = p
+		}
+	}
+	pop := func() heapEntry {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		for p := 0; ; {
+			c := 2*p + 1
+			if c >= len(h) {
+				break
+			}
+			if c+1 < len(h) && entryLess(&h[c+1], &h[c]) {
+				c++
+			}
+			if !entryLess(&h[c], &h[p]) {
+				break
+			}
+			h[c], h[p] = h[p], h[c]
+			p = c
+		}
+		return top
+	}
+	for i := 0; i+1 < n; i++ {
+		push(int32(i), int32(i+1))
+	}
+	const dead = -1
+	for len(h) > 0 {
+		e := pop()
+		l, r := e.left, e.right
+		if syms[l].start == dead || syms[r].start == dead || next[l] != r || syms[r].end != e.rightEnd {
+			continue // stale
+		}
+		syms[l].end = syms[r].end
+		syms[l].id = e.id
+		syms[r].start = dead
+		next[l] = next[r]
+		if int(next[r]) < n {
+			prev[next[r]] = l
+		}
+		if prev[l] >= 0 {
+			push(prev[l], l)
+		}
+		if int(next[l]) < n {
+			push(l, next[l])
+		}
+	}
+	sc.heap = h
+	k := 0
+	for i := range n {
+		if syms[i].start != dead {
+			syms[k] = syms[i]
+			k++
+		}
+	}
+	return syms[:k]
+}
