@@ -1,0 +1,422 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
+
+// folderPrefix starts the name of every remote session folder; the run id
+// follows, so GC finds a run's folders by name.
+const folderPrefix = "hermes-ssh-"
+
+// markerVar is exported to every command; its value is the session folder's
+// name, so processes that left the command's process group (setsid, double
+// fork) are still found through /proc/<pid>/environ on a Linux host.
+const markerVar = "HERMES_SANDBOX"
+
+// killGrace is how long Exec waits for the remote side to end a command after
+// asking it to kill the process group, before closing the channel.
+const killGrace = 3 * time.Second
+
+// argLimit is the longest command passed as an argument; longer ones are
+// uploaded to the session folder first (Linux caps one argument at 128 KiB).
+const argLimit = 96 << 10
+
+// killMarked is shell code killing every process whose environment has
+// markerVar equal to (-x) or starting with (no -x) the word that follows.
+// grep -z reads NUL-separated environ records; without /proc it matches
+// nothing.
+func killMarked(exact bool, value string) string {
+	flags := "-lsz"
+	pattern := sandbox.ShellQuote("^" + markerVar + "=" + regexp.QuoteMeta(value))
+	if exact {
+		pattern = sandbox.ShellQuote("^" + markerVar + "=" + regexp.QuoteMeta(value) + "$")
+	}
+	return "for f in $(grep " + flags + " " + pattern + ` /proc/[0-9]*/environ 2>/dev/null); do ` +
+		`f=${f#/proc/}; kill -9 "${f%/environ}" 2>/dev/null; done`
+}
+
+// execScript returns the per-command launcher for a session: $1 is the
+// command. It starts run.sh in a new session (process group) under setsid,
+// plus a watcher that kills that group and the session's marked processes as
+// soon as a line or EOF arrives on stdin — the client's way to time a command
+// out, and what happens when the channel or connection closes. When the
+// command ends, whatever it left running in its group is killed too, and the
+// watcher, unless it is already killing (it then ignores TERM and is waited
+// for, so the marker scan completes before the channel ends). The
+// exit code is run.sh's. Only POSIX sh features are used (dash, bash and
+// busybox ash all accept `kill -9 -PGID`).
+func execScript(state, marker string) string {
+	return `exec 3<&0
+setsid /bin/sh ` + sandbox.ShellQuote(state+"/run.sh") + ` "$1" </dev/null 3<&- &
+p=$!
+{ read -r x <&3; trap '' TERM; kill -9 -$p; ` + killMarked(true, marker) + `; } 2>/dev/null &
+w=$!
+exec 3<&-
+wait $p 2>/dev/null; rc=$?
+kill -9 -$p 2>/dev/null
+kill $w 2>/dev/null
+wait $w 2>/dev/null
+exit $rc
+`
+}
+
+// Open creates the session's remote folder (work, tmp and state inside, all
+// mode 0700) and its scripts in one SSH channel: one round trip plus a few
+// fork/execs on the remote. Spec.Cwd, when set, must be an existing remote
+// folder. The command environment is the remote login's, plus Spec.Env,
+// TMPDIR pointing into the session folder and the HERMES_SANDBOX marker.
+// Failures to reach the host wrap sandbox.ErrUnavailable.
+func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	spec = sandbox.Resolve(spec, sandbox.Config{DefaultTimeout: d.opts.Timeout, MaxOutput: d.opts.MaxOutput})
+	for k := range spec.Env {
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("ssh open: environment variable name %q is not a shell name", k)
+		}
+	}
+	run := spec.RunID
+	if run == "" {
+		run = d.opts.RunID
+	}
+	name := folderPrefix + safeName(run) + "-" + randomHex(8)
+	dir := path.Join(d.opts.RemoteTmp, name)
+	state := dir + "/state"
+
+	env := map[string]string{}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	env["TMPDIR"] = dir + "/tmp"
+	env[markerVar] = name
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var envFile strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&envFile, "export %s=%s\n", k, sandbox.ShellQuote(env[k]))
+	}
+	cwd := sandbox.ShellQuote(dir + "/work")
+	if spec.Cwd != "" {
+		cwd = sandbox.ShellQuote(spec.Cwd)
+	}
+	q := sandbox.ShellQuote
+	eof := "HERMES_EOF_" + randomHex(8)
+	var script strings.Builder
+	fmt.Fprintf(&script, `set -e
+umask 077
+command -v setsid >/dev/null || { echo "setsid is not installed on the remote host" >&2; exit 4; }
+mkdir -p %[1]s
+mkdir %[2]s
+mkdir %[2]s/state %[2]s/work %[2]s/tmp
+cd %[3]s 2>/dev/null || { printf 'working folder %%s is not an existing folder\n' %[3]s >&2; rm -rf %[2]s; exit 3; }
+pwd >%[2]s/state/cwd
+cat >%[2]s/state/exec.sh <<'%[4]s'
+%[5]s%[4]s
+cat >%[2]s/state/run.sh <<'%[4]s'
+%[6]s%[4]s
+cat >%[2]s/state/env <<'%[4]s'
+%[7]s%[4]s
+`, q(d.opts.RemoteTmp), q(dir), cwd, eof,
+		execScript(state, name), sandbox.StateScript(state, ""), envFile.String())
+
+	ch, err := d.channel(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ssh open: %w", err)
+	}
+	defer d.release()
+	defer ch.Close()
+	ch.Stdin = strings.NewReader(script.String())
+	var stderr bytes.Buffer
+	ch.Stderr = &stderr
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+	defer stop()
+	if err := ch.Run("exec /bin/sh -s"); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("ssh open: %w", ctx.Err())
+		}
+		var ee *gossh.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("ssh open: set up %s on %s: %s (exit %d)",
+				dir, d.opts.Addr, strings.TrimSpace(stderr.String()), ee.ExitStatus())
+		}
+		return nil, fmt.Errorf("ssh open: set up %s on %s: %w: %w", dir, d.opts.Addr, sandbox.ErrUnavailable, err)
+	}
+	return &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}, nil
+}
+
+// Session is one rollout's folder and shell state on the remote host. Exec
+// calls are serialized.
+type Session struct {
+	d         *Driver
+	dir       string // remote session folder
+	marker    string // value of HERMES_SANDBOX in the session's commands
+	timeout   time.Duration
+	maxOutput int
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Dir returns the remote session folder; tests use it to check cleanup.
+func (s *Session) Dir() string { return s.dir }
+
+// Marker returns the value of HERMES_SANDBOX in every command's environment.
+func (s *Session) Marker() string { return s.marker }
+
+// Exec runs cmd on the remote host over a new channel and blocks until it
+// ends, times out (exit 124, partial output, process tree killed) or ctx is
+// cancelled (process tree killed, ctx's error returned). Background jobs
+// still running when the command's shell exits are killed. Overhead is one
+// channel open and exec request (two round trips) plus a few remote
+// fork/execs. An error means the connection or driver failed; it wraps
+// sandbox.ErrUnavailable when a retry may help. Nothing is retried once the
+// command was sent, since it may have had effects.
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", sandbox.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = s.timeout
+	}
+	start := time.Now()
+	arg := sandbox.ShellQuote(cmd.Command)
+	if len(cmd.Command) > argLimit {
+		if err := s.upload(ctx, cmd.Command); err != nil {
+			return sandbox.Result{}, err
+		}
+		arg = sandbox.ShellQuote(". " + sandbox.ShellQuote(s.dir+"/state/cmd"))
+	}
+
+	ch, err := s.d.channel(ctx)
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
+	}
+	defer s.d.release()
+	defer ch.Close()
+	stdin, err := ch.StdinPipe()
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: stdin: %w", err)
+	}
+	stdout, stderr := newCapture(s.maxOutput), newCapture(s.maxOutput)
+	ch.Stdout, ch.Stderr = stdout, stderr
+	if err := ch.Start("exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg); err != nil {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: start: %w: %w", sandbox.ErrUnavailable, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ch.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var waitErr error
+	var timedOut bool
+	select {
+	case waitErr = <-done:
+	case <-timer.C:
+		timedOut = true
+		waitErr = kill(ch, stdin, done)
+	case <-ctx.Done():
+		_ = kill(ch, stdin, done)
+		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", ctx.Err())
+	}
+
+	res := sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
+	var t1, t2 bool
+	res.Stdout, t1 = stdout.Text()
+	res.Stderr, t2 = stderr.Text()
+	res.Truncated = t1 || t2
+	if timedOut {
+		res.ExitCode = 124
+		return res, nil
+	}
+	var ee *gossh.ExitError
+	switch {
+	case waitErr == nil:
+		res.ExitCode = 0
+	case errors.As(waitErr, &ee) && ee.Signal() == "":
+		res.ExitCode = ee.ExitStatus()
+	case errors.As(waitErr, &ee):
+		// The remote launcher itself was killed by someone else: report it
+		// as a shell would.
+		res.ExitCode = 128 + signalNumbers[ee.Signal()]
+	default:
+		// No exit status: the channel or connection ended under the command.
+		res.ExitCode = -1
+		return res, fmt.Errorf("ssh exec: connection lost while the command ran: %w: %w", sandbox.ErrUnavailable, waitErr)
+	}
+	return res, nil
+}
+
+// kill asks the remote watcher to kill the command's process tree, then
+// waits up to killGrace for the channel to end, closing it if it does not.
+func kill(ch *gossh.Session, stdin io.WriteCloser, done <-chan error) error {
+	if _, err := stdin.Write([]byte("k\n")); err != nil {
+		_ = ch.Close()
+	}
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	_ = ch.Close()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(killGrace):
+		return errors.New("remote command did not end after kill")
+	}
+}
+
+// upload writes a long command to the session's cmd file over its own channel.
+func (s *Session) upload(ctx context.Context, command string) error {
+	_, err := s.d.run(ctx, "cat >"+sandbox.ShellQuote(s.dir+"/state/cmd"), strings.NewReader(command))
+	if err != nil {
+		return fmt.Errorf("ssh exec: upload command: %w", err)
+	}
+	return nil
+}
+
+// Close kills what the session's commands left running (found by marker) and
+// removes the remote session folder, over one channel. It waits for a running
+// Exec to end and is safe to call more than once; calls after the first
+// successful one do nothing. If the host cannot be reached the error wraps
+// sandbox.ErrUnavailable and a later Close retries.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	q := sandbox.ShellQuote(s.dir)
+	script := killMarked(true, s.marker) + "\n" +
+		"rm -rf -- " + q + " 2>/dev/null || { chmod -R u+rwx -- " + q + "; rm -rf -- " + q + "; }"
+	if _, err := s.d.run(ctx, script, nil); err != nil {
+		return fmt.Errorf("ssh close session: remove %s: %w", s.dir, err)
+	}
+	s.closed = true
+	return nil
+}
+
+// GC kills processes and removes folders left on the remote host by sessions
+// of runID ("" = every run) that were never closed, e.g. after kill -9 of a
+// run. It is safe only when that run is no longer running. One channel.
+func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
+	prefix := folderPrefix
+	if runID != "" {
+		prefix += safeName(runID) + "-"
+	}
+	glob := sandbox.ShellQuote(d.opts.RemoteTmp+"/"+prefix) + "*"
+	script := killMarked(false, prefix) + "\nn=0\nfor f in " + glob +
+		"; do [ -d \"$f\" ] || continue; rm -rf -- \"$f\" 2>/dev/null || { chmod -R u+rwx -- \"$f\"; rm -rf -- \"$f\"; }; " +
+		"[ -e \"$f\" ] || n=$((n+1)); done\necho $n"
+	out, err := d.run(ctx, script, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ssh sandbox gc: %w", err)
+	}
+	var n int
+	if _, err := fmt.Sscan(out, &n); err != nil {
+		return 0, fmt.Errorf("ssh sandbox gc: unexpected output %q", out)
+	}
+	return n, nil
+}
+
+// run runs a short shell script by /bin/sh on the remote over its own channel
+// and returns its stdout. A non-zero exit is an error quoting stderr; a
+// transport failure wraps sandbox.ErrUnavailable.
+func (d *Driver) run(ctx context.Context, script string, stdin io.Reader) (string, error) {
+	ch, err := d.channel(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer d.release()
+	defer ch.Close()
+	var stdout, stderr bytes.Buffer
+	ch.Stdin, ch.Stdout, ch.Stderr = stdin, &stdout, &stderr
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+	defer stop()
+	if err := ch.Run("exec /bin/sh -c " + sandbox.ShellQuote(script)); err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		var ee *gossh.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("remote exit %d: %s", ee.ExitStatus(), strings.TrimSpace(stderr.String()))
+		}
+		return "", fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	return stdout.String(), nil
+}
+
+// capture is a sandbox.Capture made safe for the SSH library's copy
+// goroutine writing while a timed-out Exec gives up and reads.
+type capture struct {
+	mu sync.Mutex
+	c  *sandbox.Capture
+}
+
+func newCapture(max int) *capture { return &capture{c: sandbox.NewCapture(max)} }
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c.Write(p)
+}
+
+func (c *capture) Text() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c.Text()
+}
+
+// signalNumbers maps SSH signal names to their usual Linux numbers.
+var signalNumbers = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
+	"USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+}
+
+// envName matches names the shell accepts in export.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// safeName keeps letters, digits, '-' and '_' of an id used in a file name.
+func safeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,466 @@
+package ssh
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	checker := newDriver(t, srv.options())
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:      true,
+		SharedHost: true,
+		Cwd:        "/tmp",
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			assertGone(t, checker, s.(*Session))
+		},
+	})
+}
+
+// assertGone checks, over another connection, that a closed session's folder
+// and marked processes are gone from the remote host.
+func assertGone(t *testing.T, d *Driver, s *Session) {
+	t.Helper()
+	out, err := d.run(testCtx(t), "test -e "+sandbox.ShellQuote(s.Dir())+" && echo folder; "+
+		"grep -lsz "+sandbox.ShellQuote("^"+markerVar+"="+s.Marker()+"$")+" /proc/[0-9]*/environ; true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "" {
+		t.Errorf("closed session %s left behind: %s", s.Dir(), out)
+	}
+}
+
+// open opens a session on d and closes it when the test ends.
+func open(t *testing.T, d *Driver, spec sandbox.Spec) *Session {
+	t.Helper()
+	s, err := d.Open(testCtx(t), spec)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s.(*Session)
+}
+
+func execOK(t *testing.T, s *Session, cmd string) sandbox.Result {
+	t.Helper()
+	res, err := s.Exec(testCtx(t), sandbox.Cmd{Command: cmd})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", cmd, err)
+	}
+	return res
+}
+
+func TestSessionFolderIsPrivate(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{RunID: "priv/ate run"})
+	if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-priv_ate_run-") {
+		t.Fatalf("session folder %q", s.Dir())
+	}
+	res := execOK(t, s, `stat -c %a "$(dirname "$(pwd)")"; pwd; echo "$TMPDIR"; ls -A`)
+	want := fmt.Sprintf("700\n%s/work\n%s/tmp\n", s.Dir(), s.Dir())
+	if res.Stdout != want {
+		t.Fatalf("got %q, want %q", res.Stdout, want)
+	}
+}
+
+// TestTimeoutKillsEscapedChild checks that a child that left the process
+// group with setsid is found by its marker and killed on timeout.
+func TestTimeoutKillsEscapedChild(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	res, err := s.Exec(testCtx(t), sandbox.Cmd{
+		Command: "setsid sh -c 'sleep 2; echo late > escaped' & echo started; sleep 60",
+		Timeout: 500 * time.Millisecond,
+	})
+	if err != nil || res.ExitCode != 124 || !res.TimedOut || strings.TrimSpace(res.Stdout) != "started" {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if out := execOK(t, s, "ls"); out.Stdout != "" {
+		t.Fatalf("escaped child survived the timeout and wrote %q", out.Stdout)
+	}
+}
+
+func TestLongCommandIsUploaded(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	payload := strings.Repeat("0123456789abcdef", 20<<10) // 320 KiB, above one argument's limit
+	cmd := "cat > big.txt <<'EOF'\n" + payload + "\nEOF\ncd /tmp; export BIG=yes; wc -c < \"$OLDPWD/big.txt\"; exit 9"
+	res := execOK(t, s, cmd)
+	if res.ExitCode != 9 || strings.TrimSpace(res.Stdout) != fmt.Sprint(len(payload)+1) {
+		t.Fatalf("got exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if res := execOK(t, s, "pwd; echo $BIG"); res.Stdout != "/tmp\nyes\n" {
+		t.Fatalf("state after long command: %q", res.Stdout)
+	}
+}
+
+func TestOpenRejectsMissingCwdAndBadEnv(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	_, err := d.Open(testCtx(t), sandbox.Spec{Cwd: "/no/such/folder"})
+	if err == nil || !strings.Contains(err.Error(), "/no/such/folder") || errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Open with a missing cwd: %v", err)
+	}
+	_, err = d.Open(testCtx(t), sandbox.Spec{Env: map[string]string{"A B": "x"}})
+	if err == nil {
+		t.Fatal("Open with a bad variable name succeeded")
+	}
+}
+
+func TestGC(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	run := "gc-" + randomHex(4)
+	var left []*Session
+	for range 2 {
+		s, err := d.Open(testCtx(t), sandbox.Spec{RunID: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, s.(*Session))
+	}
+	other := open(t, d, sandbox.Spec{RunID: run + "x"})
+	// A process that escaped its command, as after kill -9 of the run.
+	execOK(t, left[0], "setsid sleep 300 >/dev/null 2>&1 & true")
+	n, err := d.GC(testCtx(t), run)
+	if err != nil || n != 2 {
+		t.Fatalf("GC = %d, %v; want 2", n, err)
+	}
+	for _, s := range left {
+		assertGone(t, d, s)
+	}
+	execOK(t, other, "true") // another run's session is untouched
+}
+
+func TestHostKeyStrictRefusesUnknown(t *testing.T) {
+	srv := sharedSSHD(t)
+	o := srv.options()
+	o.KnownHosts = []string{filepath.Join(t.TempDir(), "known_hosts")} // missing file: nothing known
+	d := newDriver(t, o)
+	_, err := d.Open(testCtx(t), sandbox.Spec{})
+	if !errors.Is(err, ErrHostKeyUnknown) || errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Open against an unknown host: %v", err)
+	}
+	if !strings.Contains(err.Error(), "SHA256:") {
+		t.Fatalf("error does not name the key fingerprint: %v", err)
+	}
+	if _, err := os.Stat(o.KnownHosts[0]); !os.IsNotExist(err) {
+		t.Fatalf("strict mode wrote known_hosts (stat err %v)", err)
+	}
+}
+
+func TestHostKeyAcceptNew(t *testing.T) {
+	srv := sharedSSHD(t)
+	o := srv.options()
+	kh := filepath.Join(t.TempDir(), "sub", "known_hosts")
+	o.KnownHosts = []string{kh}
+	o.AcceptNewHostKeys = true
+	d := newDriver(t, o)
+	s := open(t, d, sandbox.Spec{})
+	execOK(t, s, "true")
+	got, err := os.ReadFile(kh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(srv.KnownHosts)
+	if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
+		t.Fatalf("accepted key line %q, server's is %q", got, want)
+	}
+	// The recorded key now passes strict checking.
+	o.AcceptNewHostKeys = false
+	if err := newDriver(t, o).Preflight(testCtx(t)); err != nil {
+		t.Fatalf("strict dial with the accepted key: %v", err)
+	}
+}
+
+func TestHostKeyChangedIsAlwaysRefused(t *testing.T) {
+	srv := sharedSSHD(t)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	other, _ := gossh.NewPublicKey(pub)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	line := "[127.0.0.1]:" + strings.Split(srv.Addr, ":")[1] + " " + string(gossh.MarshalAuthorizedKey(other))
+	if err := os.WriteFile(kh, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := srv.options()
+	o.KnownHosts = []string{kh}
+	o.AcceptNewHostKeys = true
+	err := newDriver(t, o).Preflight(testCtx(t))
+	if !errors.Is(err, ErrHostKeyChanged) || errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("dial with a changed host key: %v", err)
+	}
+	if !strings.Contains(err.Error(), kh+":1") {
+		t.Fatalf("error does not name the known_hosts line: %v", err)
+	}
+	if b, _ := os.ReadFile(kh); string(b) != line {
+		t.Fatalf("known_hosts was modified: %q", b)
+	}
+}
+
+func TestAuthFailureIsNotUnavailable(t *testing.T) {
+	srv := sharedSSHD(t)
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(key, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := srv.options()
+	o.KeyFiles = []string{key}
+	err = newDriver(t, o).Preflight(testCtx(t))
+	if !errors.Is(err, ErrAuth) || errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("dial with an unknown key: %v", err)
+	}
+}
+
+func TestPassphraseKeyRefusedWithoutPrompt(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := gossh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(key, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Addr: "127.0.0.1:1", User: "x", KeyFiles: []string{key}, NoAgent: true})
+	if err == nil || !strings.Contains(err.Error(), "passphrase") {
+		t.Fatalf("New with an encrypted key: %v", err)
+	}
+}
+
+// TestReconnectAfterDrop kills the server process of the driver's connection:
+// a command running at that moment fails with ErrUnavailable, the next one
+// runs on a new connection, and the session's state survived.
+func TestReconnectAfterDrop(t *testing.T) {
+	srv := privateSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	execOK(t, s, "cd /tmp && export KEPT=1")
+
+	type outcome struct {
+		res sandbox.Result
+		err error
+	}
+	running := make(chan outcome, 1)
+	go func() {
+		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 20"})
+		running <- outcome{res, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if n := srv.killConnections(t); n == 0 {
+		t.Fatal("found no connection process to kill")
+	}
+	select {
+	case o := <-running:
+		if !errors.Is(o.err, sandbox.ErrUnavailable) {
+			t.Fatalf("command cut by the drop: %+v, %v; want ErrUnavailable", o.res, o.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("command still running 10s after its connection was killed")
+	}
+	if res := execOK(t, s, "pwd; echo $KEPT"); res.Stdout != "/tmp\n1\n" {
+		t.Fatalf("after reconnect: %q", res.Stdout)
+	}
+	if n := d.dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2", n)
+	}
+}
+
+// TestReconnectWhenDropUnnoticed gives the driver a dead client its watcher
+// does not know about: opening a channel fails, and the driver redials once.
+func TestReconnectWhenDropUnnoticed(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	dead, err := d.dial(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Close()
+	d.mu.Lock()
+	live := d.client
+	d.client = dead
+	d.mu.Unlock()
+	defer live.Close()
+	execOK(t, s, "true")
+	if n := d.dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2", n)
+	}
+}
+
+// TestServerStopped stops sshd and drops its connections: commands, opens and
+// new drivers fail with ErrUnavailable; once the server is back, the same
+// session works again (what --resume relies on).
+func TestServerStopped(t *testing.T) {
+	srv := privateSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	execOK(t, s, "export BEFORE=1")
+
+	cfg := filepath.Join(srv.dir, "sshd_config")
+	pid := srv.pid(t)
+	srv.killConnections(t)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, srv.Addr)
+
+	_, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "true"})
+	if !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Exec with sshd stopped: %v", err)
+	}
+	if _, err := d.Open(testCtx(t), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Open with sshd stopped: %v", err)
+	}
+	if err := newDriver(t, srv.options()).Preflight(testCtx(t)); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Preflight with sshd stopped: %v", err)
+	}
+	if err := s.Close(testCtx(t)); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Close with sshd stopped: %v", err)
+	}
+
+	// Restart the same server (same keys and port); the script's stop at
+	// cleanup kills it by the pid file sshd rewrites.
+	restart := exec.Command(sshdBinary, "-f", cfg)
+	if out, err := restart.CombinedOutput(); err != nil {
+		t.Fatalf("restart sshd: %v\n%s", err, out)
+	}
+	waitOpen(t, srv.Addr)
+	if res := execOK(t, s, "echo $BEFORE"); res.Stdout != "1\n" {
+		t.Fatalf("after restart: %q", res.Stdout)
+	}
+	if err := s.Close(testCtx(t)); err != nil {
+		t.Fatalf("Close after restart: %v", err)
+	}
+	assertGone(t, d, s)
+}
+
+func waitClosed(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; reachable(addr); i++ {
+		if i > 100 {
+			t.Fatalf("%s still accepts connections", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitOpen(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; !reachable(addr); i++ {
+		if i > 100 {
+			t.Fatalf("%s does not accept connections", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestConcurrentSessionsShareOneConnection(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	var wg sync.WaitGroup
+	errs := make(chan error, 30)
+	for i := range 30 { // more than MaxSessions: the extra ones wait for a slot
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := d.Open(context.Background(), sandbox.Spec{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close(context.Background())
+			res, err := s.Exec(context.Background(), sandbox.Cmd{Command: fmt.Sprintf("echo %d", i)})
+			if err != nil || strings.TrimSpace(res.Stdout) != fmt.Sprint(i) {
+				errs <- fmt.Errorf("session %d: %+v %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := d.dials.Load(); n != 1 {
+		t.Fatalf("dials = %d, want 1", n)
+	}
+}
+
+// TestOverhead measures the median wall time of 200 `true` commands on
+// loopback; the issue's target is 15 ms. It logs the figure and fails only
+// far above it, since the machine is shared.
+func TestOverhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	execOK(t, s, "true")
+	times := make([]time.Duration, 200)
+	for i := range times {
+		start := time.Now()
+		res := execOK(t, s, "true")
+		times[i] = time.Since(start)
+		if res.ExitCode != 0 {
+			t.Fatalf("true exited %d", res.ExitCode)
+		}
+	}
+	slices.Sort(times)
+	med := times[len(times)/2]
+	t.Logf("ssh per-command overhead: median %v, p90 %v, min %v over %d `true` commands",
+		med, times[len(times)*9/10], times[0], len(times))
+	if med > 100*time.Millisecond {
+		t.Fatalf("median %v, target 15ms", med)
+	}
+}
+
+func BenchmarkExecTrue(b *testing.B) {
+	srv := sharedSSHD(b)
+	d := newDriver(b, srv.options())
+	s, err := d.Open(context.Background(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+}
