@@ -1,0 +1,101 @@
+package cron
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// AgentJob is what an agent job asks the runner to do. The prompt already
+// carries the outputs named by context_from; the toolsets are narrowed by the
+// cron policy (see NarrowToolsets).
+type AgentJob struct {
+	JobID       string
+	ExecutionID string
+	Name        string
+	ScheduledAt time.Time
+	Prompt      string
+	Model       string
+	Provider    string
+	BaseURL     string
+	Skills      []string
+	Toolsets    []string
+	Workdir     string
+	// InactivityTimeout ends the run when neither the model nor a tool made
+	// progress for this long; 0 means none. The runner enforces it.
+	InactivityTimeout time.Duration
+	// MaxRuntime is the wall-clock cap; the context passed to RunAgent also
+	// carries it as a deadline.
+	MaxRuntime time.Duration
+}
+
+// AgentResult is the final text of an agent run and how it ended.
+type AgentResult struct {
+	Output  string
+	Outcome schemas.Outcome
+	Error   string
+}
+
+// AgentRunner runs one agent job to completion. The command layer provides
+// an implementation backed by the rollout stage; tests use a fake. RunAgent
+// blocks until the run ends or ctx is done. A returned error is an
+// infrastructure fault; a run that merely failed reports it in the result.
+type AgentRunner interface {
+	RunAgent(ctx context.Context, job AgentJob) (AgentResult, error)
+}
+
+// DefaultToolset is the only toolset an agent job gets unless it asks for others.
+const DefaultToolset = "terminal"
+
+// forbiddenToolsets are never given to unattended jobs: nothing that
+// schedules jobs, sends messages or asks the user a question.
+var forbiddenToolsets = []string{"cronjob", "cron", "schedule", "messaging", "send_message", "message", "clarify", "ask_user", "delegation"}
+
+// NarrowToolsets applies the cron policy to requested toolsets: forbidden
+// ones are removed (and returned in refused); an empty result becomes the
+// default toolset.
+func NarrowToolsets(requested []string) (allowed, refused []string) {
+	for _, t := range requested {
+		t = strings.TrimSpace(t)
+		if t == "" || slices.Contains(allowed, t) {
+			continue
+		}
+		if slices.Contains(forbiddenToolsets, strings.ToLower(t)) {
+			refused = append(refused, t)
+			continue
+		}
+		allowed = append(allowed, t)
+	}
+	if len(allowed) == 0 {
+		allowed = []string{DefaultToolset}
+	}
+	return allowed, refused
+}
+
+const cronPreamble = "[You are running as a scheduled job; nobody is watching. Do not ask questions " +
+	"or wait for confirmation. Your final answer is delivered as the job's output; " +
+	"answer with nothing at all if there is nothing worth reporting.]\n\n"
+
+// buildPrompt assembles an agent prompt: the cron preamble, the latest
+// outputs of context_from jobs, a pre-run script's output, then the prompt.
+func buildPrompt(job *Job, contexts []contextOutput, scriptOut string) string {
+	var b strings.Builder
+	b.WriteString(cronPreamble)
+	for _, c := range contexts {
+		fmt.Fprintf(&b, "## Latest output of job %q (%s, %s)\n\n%s\n\n", c.name, c.id, c.at.Format(time.RFC3339), strings.TrimSpace(c.text))
+	}
+	if scriptOut != "" {
+		fmt.Fprintf(&b, "## Output of the job's script\n\n%s\n\n", strings.TrimSpace(scriptOut))
+	}
+	b.WriteString(job.Prompt)
+	return b.String()
+}
+
+type contextOutput struct {
+	id, name, text string
+	at             time.Time
+}

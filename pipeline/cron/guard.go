@@ -1,0 +1,98 @@
+package cron
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Finding is one guard match: the rule that fired and the text it matched.
+type Finding struct {
+	Rule  string `json:"rule"`
+	Match string `json:"match"`
+}
+
+func (f Finding) String() string { return fmt.Sprintf("%s (%q)", f.Rule, f.Match) }
+
+type guardRule struct {
+	name string
+	re   *regexp.Regexp
+}
+
+var secretVar = `\$\{?\w*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API)\w*\}?`
+
+// injectionRules catch prompts that try to subvert an unattended agent or
+// have it damage or leak the machine. They are deliberately conservative:
+// each names an action no scheduled job needs.
+var injectionRules = []guardRule{
+	{"instruction_override", regexp.MustCompile(`(?i)\b(?:ignore|forget|override)\s+(?:\w+\s+){0,3}(?:previous|prior|above|earlier|all|your|system)\s+(?:\w+\s+){0,2}(?:instructions|prompts?|rules|guidelines)`)},
+	{"instruction_override", regexp.MustCompile(`(?i)\bdisregard\s+(?:\w+\s+){0,2}(?:instructions|rules|guidelines|prompt)`)},
+	{"instruction_override", regexp.MustCompile(`(?i)system\s+prompt\s+override|new\s+system\s+prompt\s*:`)},
+	{"deception", regexp.MustCompile(`(?i)\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|let)\s+the\s+(?:user|owner|operator)`)},
+	{"deception", regexp.MustCompile(`(?i)\b(?:hide|conceal)\s+(?:this|it|that|these)\s+(?:\w+\s+){0,2}from\s+the\s+(?:user|owner|operator)`)},
+	{"secret_reading", regexp.MustCompile(`(?i)\b(?:cat|less|more|head|tail|base64|xxd|strings|cp|scp)\s+[^\n|;&]*(?:\.env\b|credentials|\.netrc|\.pgpass|\.aws/|\.docker/config\.json|\.kube/config|/etc/shadow)`)},
+	{"ssh_keys", regexp.MustCompile(`(?i)authorized_keys|\.ssh/id_[a-z0-9]+|\bid_(?:rsa|ed25519|ecdsa)\b`)},
+	{"sudoers", regexp.MustCompile(`(?i)/etc/sudoers|\bvisudo\b|NOPASSWD\s*:`)},
+	{"destructive_rm", regexp.MustCompile(`(?i)\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*[rf][a-z]*\s+)+(?:--no-preserve-root\s+)?(?:/|/\*|~/?|\$HOME/?|\$\{HOME\}/?)(?:\s|$|;|&|\|)`)},
+	{"destructive_rm", regexp.MustCompile(`(?i)--no-preserve-root`)},
+	{"exfiltration", regexp.MustCompile(`(?i)\b(?:curl|wget|nc|ncat|http)\b[^\n]*` + secretVar)},
+	{"exfiltration", regexp.MustCompile(`(?i)` + secretVar + `[^\n]*\|\s*(?:curl|wget|nc|ncat)\b`)},
+}
+
+// lifecycleRules catch commands that would stop or restart the scheduler
+// that runs the job (a job killing its own daemon loops forever).
+var lifecycleRules = []guardRule{
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\b(?:pkill|killall)\b[^\n]*hermes-pipe`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*(?:pgrep|pidof)[^\n]*hermes-pipe`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*cron/daemon\.pid`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bsystemctl\s+(?:--user\s+)?(?:stop|restart|kill|disable|mask|reload-or-restart|try-restart)\s+[^\n]*hermes-pipe`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bservice\s+hermes-pipe\S*\s+(?:stop|restart)`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\blaunchctl\s+(?:unload|stop|kill|bootout|kickstart)\b[^\n]*hermes-pipe`)},
+	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bhermes-pipe\s+(?:--\S+\s+)*cron\s+(?:daemon|tick)\b`)},
+}
+
+// invisible are code points that hide text from a human reader while the
+// model still reads it.
+func invisible(r rune) bool {
+	switch {
+	case r >= 0x200B && r <= 0x200F, // zero-width space/joiners, LRM/RLM
+		r >= 0x202A && r <= 0x202E, // bidi embedding and override
+		r >= 0x2060 && r <= 0x2064, // word joiner, invisible operators
+		r >= 0x2066 && r <= 0x2069, // bidi isolates
+		r == 0xFEFF, r == 0x00AD, r == 0x180E,
+		r >= 0xE0000 && r <= 0xE007F: // tag characters
+		return true
+	}
+	return false
+}
+
+// Scan checks a job's prompt and script text together and returns every
+// finding (nil when clean). It is called at add and again before each run;
+// it is pure computation over the text.
+func Scan(prompt, script string) []Finding {
+	text := prompt + "\n" + script
+	var out []Finding
+	for _, r := range text {
+		if invisible(r) {
+			out = append(out, Finding{Rule: "invisible_unicode", Match: fmt.Sprintf("U+%04X", r)})
+			break
+		}
+	}
+	for _, set := range [][]guardRule{injectionRules, lifecycleRules} {
+		for _, g := range set {
+			if m := g.re.FindString(text); m != "" {
+				out = append(out, Finding{Rule: g.name, Match: strings.TrimSpace(m)})
+			}
+		}
+	}
+	return out
+}
+
+// describeFindings renders findings for an error message.
+func describeFindings(fs []Finding) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.String()
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,273 @@
+package cron
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// NullString is a string that Hermes writes as null when empty.
+type NullString string
+
+// MarshalJSON writes "" as null.
+func (n NullString) MarshalJSON() ([]byte, error) {
+	if n == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(n))
+}
+
+// UnmarshalJSON accepts null, a string, or any scalar (stored as its text).
+func (n *NullString) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*n = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		*n = NullString(strings.TrimSpace(string(b)))
+		return nil
+	}
+	*n = NullString(s)
+	return nil
+}
+
+// StringList is a list of strings that also accepts a single string or null,
+// as hand-edited Hermes files contain all three.
+type StringList []string
+
+// UnmarshalJSON accepts null, "a" or ["a","b"].
+func (l *StringList) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*l = nil
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*l = StringList{s}
+		return nil
+	}
+	var v []string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// Repeat is Hermes' repeat counter: Times nil means forever.
+type Repeat struct {
+	Times     *int `json:"times"`
+	Completed int  `json:"completed"`
+}
+
+// Overlap policies: what to do when an occurrence comes due while the
+// previous run of the same job is still running.
+const (
+	OverlapForbid = "forbid" // skip the new occurrence and record it as skipped
+	OverlapAllow  = "allow"  // run both
+)
+
+// Defaults of a job's policy.
+const (
+	DefaultInactivityTimeout = 600 * time.Second
+	DefaultMaxRuntime        = time.Hour
+)
+
+// Policy holds hermes-pipe's per-job execution rules (absent from Hermes
+// files; the zero value means the defaults).
+type Policy struct {
+	Overlap                 string   `json:"overlap,omitempty"`
+	StartingDeadlineSeconds int      `json:"starting_deadline_seconds,omitempty"`
+	TimeoutSeconds          *int     `json:"timeout_seconds,omitempty"`
+	MaxRuntimeSeconds       int      `json:"max_runtime_seconds,omitempty"`
+	EnvAllow                []string `json:"env_allow,omitempty"`
+}
+
+// Inactivity is the inactivity timeout: default 600 s, 0 means none.
+func (p Policy) Inactivity() time.Duration {
+	if p.TimeoutSeconds == nil {
+		return DefaultInactivityTimeout
+	}
+	return time.Duration(*p.TimeoutSeconds) * time.Second
+}
+
+// MaxRuntime is the wall-clock cap of one run.
+func (p Policy) MaxRuntime() time.Duration {
+	if p.MaxRuntimeSeconds <= 0 {
+		return DefaultMaxRuntime
+	}
+	return time.Duration(p.MaxRuntimeSeconds) * time.Second
+}
+
+// StartingDeadline is the explicit grace window, or 0 for the default rule.
+func (p Policy) StartingDeadline() time.Duration {
+	return time.Duration(p.StartingDeadlineSeconds) * time.Second
+}
+
+// OverlapMode returns the overlap policy with its default applied.
+func (p Policy) OverlapMode() string {
+	if p.Overlap == "" {
+		return OverlapForbid
+	}
+	return p.Overlap
+}
+
+// Job states as shown by `cron list` (Hermes' values).
+const (
+	StateScheduled = "scheduled"
+	StatePaused    = "paused"
+	StateCompleted = "completed"
+)
+
+// Job is one entry of jobs.json. Field names and JSON shapes are Hermes' so a
+// Hermes jobs file imports as is; Timezone and Policy are hermes-pipe's
+// additions. Fields this type does not know are kept in Extra and written back
+// unchanged.
+type Job struct {
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	Prompt          string     `json:"prompt"`
+	Skills          StringList `json:"skills"`
+	Skill           NullString `json:"skill"`
+	Model           NullString `json:"model"`
+	Provider        NullString `json:"provider"`
+	BaseURL         NullString `json:"base_url"`
+	Script          NullString `json:"script"`
+	NoAgent         bool       `json:"no_agent"`
+	ContextFrom     StringList `json:"context_from"`
+	Schedule        Schedule   `json:"schedule"`
+	ScheduleDisplay string     `json:"schedule_display"`
+	Repeat          Repeat     `json:"repeat"`
+	Enabled         bool       `json:"enabled"`
+	State           string     `json:"state"`
+	PausedAt        NullString `json:"paused_at"`
+	PausedReason    NullString `json:"paused_reason"`
+	CreatedAt       string     `json:"created_at"`
+	NextRunAt       NullString `json:"next_run_at"`
+	LastRunAt       NullString `json:"last_run_at"`
+	LastStatus      NullString `json:"last_status"`
+	LastError       NullString `json:"last_error"`
+	Deliver         string     `json:"deliver"`
+	EnabledToolsets StringList `json:"enabled_toolsets"`
+	Workdir         NullString `json:"workdir"`
+	Timezone        string     `json:"timezone"`
+	Policy          Policy     `json:"policy"`
+
+	// Extra holds fields of the stored object this type does not model
+	// (Hermes' origin, monitor_*, snapshots...), written back verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+type jobAlias Job
+
+var knownJobKeys = func() map[string]bool {
+	m := map[string]bool{}
+	b, _ := json.Marshal(jobAlias{})
+	var probe map[string]json.RawMessage
+	_ = json.Unmarshal(b, &probe)
+	for k := range probe {
+		m[k] = true
+	}
+	return m
+}()
+
+// UnmarshalJSON decodes a job and keeps unknown fields in Extra. A missing
+// "enabled" means true, as in Hermes.
+func (j *Job) UnmarshalJSON(b []byte) error {
+	a := jobAlias{Enabled: true}
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	for k, v := range all {
+		if !knownJobKeys[k] {
+			if a.Extra == nil {
+				a.Extra = map[string]json.RawMessage{}
+			}
+			a.Extra[k] = v
+		}
+	}
+	*j = Job(a)
+	return nil
+}
+
+// MarshalJSON writes the known fields in Hermes' order followed by Extra's
+// keys in sorted order, compact.
+func (j Job) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(jobAlias(j))
+	if err != nil || len(j.Extra) == 0 {
+		return b, err
+	}
+	keys := make([]string, 0, len(j.Extra))
+	for k := range j.Extra {
+		if !knownJobKeys[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var buf bytes.Buffer
+	buf.Write(b[:len(b)-1])
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		buf.WriteByte(',')
+		buf.Write(kb)
+		buf.WriteByte(':')
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, j.Extra[k]); err != nil {
+			return nil, fmt.Errorf("job %s field %s: %w", j.ID, k, err)
+		}
+		buf.Write(compact.Bytes())
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// Location returns the job's time zone (UTC when unset or unknown).
+func (j *Job) Location() *time.Location {
+	if j.Timezone == "" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(j.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// NextRun parses next_run_at; ok is false when there is none.
+func (j *Job) NextRun() (time.Time, bool) {
+	if j.NextRunAt == "" {
+		return time.Time{}, false
+	}
+	t, err := parseTimestamp(string(j.NextRunAt), j.Location())
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// Runnable reports whether the scheduler may fire the job.
+func (j *Job) Runnable() bool {
+	return j.Enabled && j.State != StatePaused && j.State != StateCompleted
+}
+
+// NewJobID returns a 12-hex-digit id like Hermes'.
+func NewJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,415 @@
+package cron
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// JobSpec is what a user gives `cron add`. Zero values mean defaults.
+type JobSpec struct {
+	Name             string
+	Schedule         string
+	Timezone         string // IANA zone; default the local zone
+	Prompt           string
+	Script           string
+	NoAgent          bool
+	Model            string
+	Provider         string
+	BaseURL          string
+	Skills           []string
+	ContextFrom      []string
+	Toolsets         []string
+	Deliver          string
+	Workdir          string
+	Repeat           int // 0 = forever (one-shots: 1)
+	Overlap          string
+	StartingDeadline time.Duration
+	Timeout          *time.Duration // inactivity; nil = 600 s, 0 = none
+	MaxRuntime       time.Duration
+	EnvAllow         []string
+	Paused           bool
+}
+
+// LocalZone names the local time zone for new jobs ("UTC" when unnamed).
+func LocalZone() string {
+	if tz := os.Getenv("TZ"); tz != "" {
+		if _, err := time.LoadLocation(tz); err == nil {
+			return tz
+		}
+	}
+	if p, err := filepath.EvalSymlinks("/etc/localtime"); err == nil {
+		if i := strings.Index(p, "zoneinfo/"); i >= 0 {
+			return p[i+len("zoneinfo/"):]
+		}
+	}
+	if n := time.Local.String(); n != "Local" && n != "" {
+		return n
+	}
+	return "UTC"
+}
+
+// NewJob builds and validates a job from spec at now (not yet stored).
+// Errors wrap ErrUsage and say what to change.
+func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
+	tz := spec.Timezone
+	if tz == "" {
+		tz = LocalZone()
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, usagef("time zone %q: %v", tz, err)
+	}
+	sched, err := ParseSchedule(spec.Schedule, loc, now)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{
+		ID: NewJobID(), Name: spec.Name, Prompt: strings.TrimSpace(spec.Prompt),
+		Skills: spec.Skills, Model: NullString(spec.Model), Provider: NullString(spec.Provider),
+		BaseURL: NullString(strings.TrimRight(spec.BaseURL, "/")), Script: NullString(spec.Script),
+		NoAgent: spec.NoAgent, ContextFrom: spec.ContextFrom, Schedule: sched,
+		ScheduleDisplay: sched.Display, Enabled: true, State: StateScheduled,
+		CreatedAt: fmtTime(now), Deliver: spec.Deliver, EnabledToolsets: spec.Toolsets,
+		Workdir: NullString(spec.Workdir), Timezone: tz,
+	}
+	if len(j.Skills) > 0 {
+		j.Skill = NullString(j.Skills[0])
+	}
+	if j.Deliver == "" {
+		j.Deliver = "local"
+	}
+	if spec.Repeat > 0 {
+		n := spec.Repeat
+		j.Repeat.Times = &n
+	} else if sched.Kind == KindOnce {
+		one := 1
+		j.Repeat.Times = &one
+	}
+	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
+		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow}
+	if spec.Timeout != nil {
+		n := int(*spec.Timeout / time.Second)
+		j.Policy.TimeoutSeconds = &n
+	}
+	if j.Name == "" {
+		j.Name = defaultName(j)
+	}
+	if err := ValidateJob(home, j); err != nil {
+		return nil, err
+	}
+	if sched.Kind == KindOnce {
+		at, _ := parseTimestamp(sched.RunAt, loc)
+		if now.Sub(at) > minGrace {
+			return nil, usagef("one-shot time %s is in the past", at.In(loc).Format(time.RFC3339))
+		}
+		j.NextRunAt = NullString(fmtTime(at))
+	} else if next, ok := sched.Next(now, loc); ok {
+		j.NextRunAt = NullString(fmtTime(next))
+	} else {
+		return nil, usagef("schedule %q never fires", spec.Schedule)
+	}
+	if spec.Paused {
+		pause(j, now, "created paused")
+	}
+	return j, nil
+}
+
+func defaultName(j *Job) string {
+	src := j.Prompt
+	if src == "" {
+		src = string(j.Script)
+	}
+	src = strings.Join(strings.Fields(src), " ")
+	if len(src) > 50 {
+		src = strings.TrimSpace(src[:50])
+	}
+	if src == "" {
+		return "cron job"
+	}
+	return src
+}
+
+// ValidateJob checks a job's fields (on add, edit and import). Errors wrap
+// ErrUsage.
+func ValidateJob(home string, j *Job) error {
+	if !validJobID(j.ID) {
+		return usagef("job id %q: use letters, digits, '-', '_' or '.'", j.ID)
+	}
+	if err := j.Schedule.Validate(); err != nil {
+		return usagef("job %s: %v", j.ID, err)
+	}
+	if j.Timezone != "" {
+		if _, err := time.LoadLocation(j.Timezone); err != nil {
+			return usagef("job %s: time zone %q: %v", j.ID, j.Timezone, err)
+		}
+	}
+	if j.NoAgent && j.Script == "" {
+		return usagef("job %s: --no-agent needs --script: with no agent and no script there is nothing to run", j.ID)
+	}
+	if strings.TrimSpace(j.Prompt) == "" && j.Script == "" && len(j.Skills) == 0 {
+		return usagef("job %s has nothing to run: give a prompt, a script or a skill", j.ID)
+	}
+	scriptText := ""
+	if j.Script != "" {
+		p, err := ResolveScript(home, string(j.Script))
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return usagef("script %s: %v", j.Script, err)
+		}
+		scriptText = string(b)
+	}
+	if fs := Scan(j.Prompt, scriptText); len(fs) > 0 {
+		return usagef("job %s refused by the guard: %s", j.ID, describeFindings(fs))
+	}
+	if _, refused := NarrowToolsets(j.EnabledToolsets); len(refused) > 0 {
+		return usagef("toolsets %s are not available to cron jobs (no scheduling, messaging or asking the user)", strings.Join(refused, ", "))
+	}
+	if err := ValidateDeliver(j.Deliver); err != nil {
+		return err
+	}
+	if w := string(j.Workdir); w != "" {
+		if !filepath.IsAbs(w) {
+			return usagef("workdir %q must be an absolute path", w)
+		}
+		if st, err := os.Stat(w); err != nil || !st.IsDir() {
+			return usagef("workdir %q is not an existing folder", w)
+		}
+	}
+	switch j.Policy.Overlap {
+	case "", OverlapForbid, OverlapAllow:
+	default:
+		return usagef("overlap policy %q: use forbid or allow", j.Policy.Overlap)
+	}
+	if j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
+		return usagef("job %s: durations must not be negative", j.ID)
+	}
+	return nil
+}
+
+func pause(j *Job, now time.Time, reason string) {
+	j.Enabled = false
+	j.State = StatePaused
+	j.PausedAt = NullString(fmtTime(now))
+	j.PausedReason = NullString(reason)
+}
+
+// AddJob validates spec and appends the job to the store under its lock.
+// Jobs named in context_from must exist.
+func AddJob(ctx context.Context, st *Store, home string, spec JobSpec, now time.Time) (*Job, error) {
+	j, err := NewJob(home, spec, now)
+	if err != nil {
+		return nil, err
+	}
+	err = st.Update(ctx, func(tx *Tx) error {
+		for _, id := range j.ContextFrom {
+			if _, err := tx.Get(id); err != nil {
+				return usagef("context_from: no job %s", id)
+			}
+		}
+		return tx.Add(j)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// ModifyJob applies fn to one job under the store lock, revalidates it and,
+// when the schedule or zone changed, recomputes next_run_at from now.
+func ModifyJob(ctx context.Context, st *Store, home, id string, now time.Time, fn func(j *Job) error) (*Job, error) {
+	var out *Job
+	err := st.Update(ctx, func(tx *Tx) error {
+		j, err := tx.Get(id)
+		if err != nil {
+			return err
+		}
+		before := j.Schedule
+		beforeTZ := j.Timezone
+		if err := fn(j); err != nil {
+			return err
+		}
+		if err := ValidateJob(home, j); err != nil {
+			return err
+		}
+		for _, c := range j.ContextFrom {
+			if _, err := tx.Get(c); err != nil {
+				return usagef("context_from: no job %s", c)
+			}
+		}
+		if j.Schedule != before || j.Timezone != beforeTZ {
+			j.ScheduleDisplay = j.Schedule.Display
+			if j.Runnable() {
+				rearm(j, now)
+			}
+		}
+		out = j
+		return tx.Put(j)
+	})
+	return out, err
+}
+
+// rearm sets next_run_at to the first occurrence after now (one-shots keep
+// their instant if it is still ahead).
+func rearm(j *Job, now time.Time) {
+	loc := j.Location()
+	if j.Schedule.Kind == KindOnce {
+		if at, err := parseTimestamp(j.Schedule.RunAt, loc); err == nil && now.Sub(at) <= minGrace {
+			j.NextRunAt = NullString(fmtTime(at))
+			return
+		}
+		j.NextRunAt = ""
+		return
+	}
+	if next, ok := j.Schedule.Next(now, loc); ok {
+		j.NextRunAt = NullString(fmtTime(next))
+	} else {
+		j.NextRunAt = ""
+	}
+}
+
+// PauseJob disables a job; its occurrences until resume are not recorded.
+func PauseJob(ctx context.Context, st *Store, home, id string, now time.Time) (*Job, error) {
+	return ModifyJob(ctx, st, home, id, now, func(j *Job) error {
+		pause(j, now, "paused by user")
+		j.NextRunAt = ""
+		return nil
+	})
+}
+
+// ResumeJob re-enables a job; it next fires at its first occurrence after now.
+func ResumeJob(ctx context.Context, st *Store, home, id string, now time.Time) (*Job, error) {
+	return ModifyJob(ctx, st, home, id, now, func(j *Job) error {
+		if j.State == StateCompleted && j.Schedule.Kind == KindOnce {
+			return usagef("job %s is a finished one-shot; edit its schedule to run it again", j.ID)
+		}
+		j.Enabled, j.State, j.PausedAt, j.PausedReason = true, StateScheduled, "", ""
+		rearm(j, now)
+		if j.NextRunAt == "" {
+			return usagef("job %s has no future occurrence", j.ID)
+		}
+		return nil
+	})
+}
+
+// RemoveJob deletes a job; its ledger history is kept.
+func RemoveJob(ctx context.Context, st *Store, id string) error {
+	return st.Update(ctx, func(tx *Tx) error {
+		if !tx.Delete(id) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return nil
+	})
+}
+
+// ImportReport lists what ImportHermes did.
+type ImportReport struct {
+	Imported []string          `json:"imported"`
+	Rejected map[string]string `json:"rejected,omitempty"` // id -> reason
+}
+
+// ImportHermes reads a Hermes jobs.json (the {"jobs": [...]} object, a bare
+// list, or an id-keyed map) and adds its jobs, keeping their ids and fields.
+// Jobs without a zone get tz. Past or missing next_run_at values are
+// recomputed from now. With skipInvalid, bad jobs are reported and skipped;
+// otherwise any bad job refuses the whole import and nothing is written.
+func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now time.Time, skipInvalid bool) (ImportReport, error) {
+	rep := ImportReport{Rejected: map[string]string{}}
+	src := &Store{Dir: filepath.Dir(file)}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return rep, usagef("import: %v", err)
+	}
+	tx0, err := src.parse(data, "import")
+	if err != nil {
+		return rep, usagef("import %s: not a jobs file: %v", file, errors.Unwrap(err))
+	}
+	jobs, err := tx0.Jobs()
+	if err != nil {
+		return rep, usagef("import %s: %v", file, err)
+	}
+	if tz == "" {
+		tz = LocalZone()
+	}
+	err = st.Update(ctx, func(tx *Tx) error {
+		ids := map[string]bool{}
+		for _, j := range jobs {
+			ids[j.ID] = true
+		}
+		var ok []*Job
+		for _, j := range jobs {
+			if j.Timezone == "" {
+				j.Timezone = tz
+			}
+			if j.Deliver == "" {
+				j.Deliver = "local"
+			}
+			if j.State == "" {
+				j.State = StateScheduled
+			}
+			reason := ""
+			if err := ValidateJob(home, j); err != nil {
+				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
+			} else if _, err := tx.Get(j.ID); err == nil {
+				reason = "a job with this id already exists"
+			}
+			for _, c := range j.ContextFrom {
+				if _, err := tx.Get(c); err != nil && !ids[c] && reason == "" {
+					reason = "context_from names unknown job " + c
+				}
+			}
+			if reason != "" {
+				rep.Rejected[j.ID] = reason
+				continue
+			}
+			if j.Runnable() {
+				if at, ok := j.NextRun(); !ok || now.Sub(at) > GraceFor(j.Schedule, at, j.Location(), j.Policy.StartingDeadline()) {
+					rearm(j, now)
+				}
+				if j.NextRunAt == "" {
+					j.State, j.Enabled = StateCompleted, false
+				}
+			}
+			ok = append(ok, j)
+		}
+		if len(rep.Rejected) > 0 && !skipInvalid {
+			ids := make([]string, 0, len(rep.Rejected))
+			for id, why := range rep.Rejected {
+				ids = append(ids, id+": "+why)
+			}
+			slices.Sort(ids)
+			return usagef("import refused, nothing written (use --skip-invalid to import the rest):\n  %s", strings.Join(ids, "\n  "))
+		}
+		for _, j := range ok {
+			if err := tx.Add(j); err != nil {
+				return err
+			}
+			rep.Imported = append(rep.Imported, j.ID)
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// MarshalIndent renders a job for `cron show --json`.
+func (j *Job) MarshalIndent() ([]byte, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cron
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}

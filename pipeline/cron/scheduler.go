@@ -1,0 +1,506 @@
+package cron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Scheduler claims and executes due occurrences of the jobs in one home
+// folder. Any number of Schedulers (in one process or many) may share a
+// folder: the tick lock serialises claiming and the ledger's key makes each
+// occurrence claimable once.
+type Scheduler struct {
+	Home   string
+	Store  *Store
+	Ledger *Ledger
+	// Now is the clock seam; default time.Now.
+	Now func() time.Time
+	// Agent runs agent jobs; nil makes them fail with a clear error.
+	Agent AgentRunner
+	// HTTPClient is used for webhooks; default a 30 s client.
+	HTTPClient *http.Client
+	// WebhookBackoff overrides the wait before webhook retry n (tests).
+	WebhookBackoff func(attempt int) time.Duration
+	// MaxMissedRows caps missed rows recorded for one job in one pass.
+	MaxMissedRows int
+	// Log receives operational messages; default discards.
+	Log *slog.Logger
+}
+
+// NewScheduler opens the store and ledger of home. Close releases the ledger.
+func NewScheduler(ctx context.Context, home string) (*Scheduler, error) {
+	l, err := OpenLedger(ctx, filepath.Join(home, "cron", "executions.db"))
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{Home: home, Store: NewStore(home), Ledger: l}, nil
+}
+
+// Close releases the ledger handle.
+func (s *Scheduler) Close() error { return s.Ledger.Close() }
+
+func (s *Scheduler) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Scheduler) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Claim is one occurrence this process owns and must execute.
+type Claim struct {
+	ExecutionID string
+	Job         Job
+	ScheduledAt time.Time
+	Trigger     string
+	ClaimedAt   time.Time
+}
+
+// ClaimReport says what one claiming pass did.
+type ClaimReport struct {
+	Busy      bool      // another ticker held the tick lock; nothing was done
+	Claims    []Claim   // occurrences to execute now
+	Missed    int       // occurrences recorded as missed
+	Skipped   int       // occurrences skipped by the overlap policy
+	Recovered []string  // executions of dead processes marked unknown
+	NextDue   time.Time // earliest next_run_at after the pass (zero: none)
+}
+
+func (s *Scheduler) tickLockPath() string { return filepath.Join(s.Home, "cron", ".tick.lock") }
+
+// ClaimDue is one claiming pass. It takes the tick lock without waiting
+// (held elsewhere: Busy, no error), marks executions of dead processes
+// unknown, and for each due job records its occurrences in the ledger and
+// advances next_run_at before anything runs: the latest occurrence within
+// the grace window is claimed, older ones are recorded missed. When nothing is
+// due it reads only the store's small index file, so it costs a few
+// milliseconds whatever the number of jobs.
+func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
+	var rep ClaimReport
+	if err := s.Store.ensureDir(); err != nil {
+		return rep, err
+	}
+	fl := flock.New(s.tickLockPath(), flock.SetPermissions(0o600))
+	ok, err := fl.TryLock()
+	if err != nil {
+		return rep, fmt.Errorf("tick lock: %w", err)
+	}
+	if !ok {
+		rep.Busy = true
+		return rep, nil
+	}
+	defer func() { _ = fl.Unlock() }()
+
+	now := s.now()
+	if rep.Recovered, err = s.Ledger.RecoverOrphans(ctx, now); err != nil {
+		return rep, err
+	}
+	for _, id := range rep.Recovered {
+		s.log().Warn("execution ended with its process; marked unknown", "execution", id)
+	}
+	if next, fresh := s.Store.CachedNextDue(); fresh && (next.IsZero() || next.After(now)) {
+		rep.NextDue = next
+		return rep, nil
+	}
+	var claimed []Claim
+	err = s.Store.Update(ctx, func(tx *Tx) error {
+		claimed = claimed[:0]
+		rep.Missed, rep.Skipped = 0, 0
+		due := tx.DueIDs(now)
+		if len(due) == 0 {
+			rep.NextDue = tx.NextDue()
+			return nil
+		}
+		err := s.Ledger.Batch(ctx, func(b *LedgerTx) error {
+			for _, id := range due {
+				job, err := tx.Get(id)
+				if err != nil {
+					return err
+				}
+				c, missed, skipped, err := s.advance(ctx, b, job, now)
+				if err != nil {
+					return err
+				}
+				rep.Missed += missed
+				rep.Skipped += skipped
+				if c != nil {
+					claimed = append(claimed, *c)
+				}
+				if err := tx.Put(job); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		rep.NextDue = tx.NextDue()
+		return err
+	})
+	if err != nil {
+		// The store was not advanced; release the claims so the next pass
+		// sees them as already recorded and moves on instead of running them.
+		for _, c := range claimed {
+			_, _ = s.Ledger.Finish(context.WithoutCancel(ctx), c.ExecutionID, Outcome{State: StateFailed, Error: "claim not committed: " + err.Error()}, now)
+		}
+		return rep, err
+	}
+	rep.Claims = claimed
+	return rep, nil
+}
+
+// advance decides what happens to a due job at now, records it in the
+// ledger and moves the job's next_run_at past now.
+func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time.Time) (c *Claim, missed, skipped int, err error) {
+	loc := job.Location()
+	first, ok := job.NextRun()
+	if !ok {
+		return nil, 0, 0, nil
+	}
+	grace := GraceFor(job.Schedule, first, loc, job.Policy.StartingDeadline())
+	maxRows := s.MaxMissedRows
+	if maxRows <= 0 {
+		maxRows = 1000
+	}
+
+	// Occurrences at or before now, oldest first; only the last may run.
+	var occ []time.Time
+	var next time.Time
+	hasNext := false
+	truncated := 0
+	switch job.Schedule.Kind {
+	case KindInterval:
+		p := time.Duration(job.Schedule.Minutes) * time.Minute
+		k := int(now.Sub(first) / p)
+		start := max(0, k-maxRows)
+		truncated = start
+		for i := start; i <= k; i++ {
+			occ = append(occ, first.Add(time.Duration(i)*p))
+		}
+		next, hasNext = first.Add(time.Duration(k+1)*p), true
+	case KindOnce:
+		occ = []time.Time{first}
+	default:
+		at := first
+		for !at.After(now) {
+			occ = append(occ, at)
+			if len(occ) > maxRows {
+				occ = occ[1:]
+				truncated++
+			}
+			if at, ok = job.Schedule.Next(at, loc); !ok {
+				break
+			}
+		}
+		next, hasNext = at, ok
+	}
+	last := occ[len(occ)-1]
+	runIt := now.Sub(last) <= grace
+	for i, at := range occ {
+		if i == len(occ)-1 && runIt {
+			break
+		}
+		reason := fmt.Sprintf("not started within the grace window of %s (checked at %s)", grace, now.Format(time.RFC3339))
+		if i < len(occ)-1 {
+			reason = fmt.Sprintf("superseded by the later occurrence %s (no catch-up bursts)", last.Format(time.RFC3339))
+		}
+		if i == 0 && truncated > 0 {
+			reason += fmt.Sprintf("; %d earlier occurrences were not listed", truncated)
+		}
+		if _, ins, err := b.Insert(ctx, job.ID, at, TriggerSched, StateMissed, reason, now); err != nil {
+			return nil, 0, 0, err
+		} else if ins {
+			missed++
+		}
+	}
+	if runIt {
+		active, err := b.ActiveFor(ctx, job.ID)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if len(active) > 0 && job.Policy.OverlapMode() == OverlapForbid {
+			if _, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateSkipped, "previous run "+strings.Join(active, ", ")+" still running (overlap policy forbid)", now); err != nil {
+				return nil, 0, 0, err
+			} else if ins {
+				skipped++
+			}
+		} else {
+			id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateClaimed, "", now)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			if ins {
+				job.Repeat.Completed++
+				c = &Claim{ExecutionID: id, ScheduledAt: last, Trigger: TriggerSched, ClaimedAt: now}
+			}
+		}
+	}
+	if job.Repeat.Times != nil && job.Repeat.Completed >= *job.Repeat.Times {
+		hasNext = false
+	}
+	if hasNext {
+		job.NextRunAt = NullString(fmtTime(next))
+	} else {
+		job.NextRunAt = ""
+		job.State = StateCompleted
+		job.Enabled = false
+	}
+	if c != nil {
+		c.Job = *job
+	}
+	return c, missed, skipped, nil
+}
+
+// Result is how one execution ended.
+type Result struct {
+	ExecutionID string `json:"execution_id"`
+	JobID       string `json:"job_id"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
+	Output      string `json:"output,omitempty"`
+	Delivery    string `json:"delivery,omitempty"`
+}
+
+// Execute runs one claimed occurrence: guards again, the script or agent,
+// delivery, then the ledger's terminal state and the job's last_* fields. It
+// blocks until the run ends (bounded by the job's wall-clock cap) and never
+// returns an error: failures are the execution's outcome.
+func (s *Scheduler) Execute(ctx context.Context, c Claim) Result {
+	job := c.Job
+	res := Result{ExecutionID: c.ExecutionID, JobID: job.ID}
+	if err := s.Ledger.Start(ctx, c.ExecutionID, s.now()); err != nil {
+		res.State, res.Error = StateFailed, err.Error()
+		return res
+	}
+	out := s.run(ctx, &job, c)
+
+	kind := DeliverOutput
+	switch {
+	case out.State != StateDone:
+		kind = DeliverAlert
+	case strings.TrimSpace(out.Output) == "":
+		kind = "" // silent
+	}
+	if kind != "" {
+		d := &deliverer{home: s.Home, client: s.HTTPClient, backoff: s.WebhookBackoff}
+		text := out.Output
+		if kind == DeliverAlert && text == "" {
+			text = out.Error
+		}
+		out.Delivery = d.deliver(context.WithoutCancel(ctx), job.Deliver, Message{
+			ExecutionID: c.ExecutionID, JobID: job.ID, JobName: job.Name, ScheduledAt: c.ScheduledAt,
+			Kind: kind, Status: out.State, Text: text, ExitCode: out.ExitCode, Error: out.Error,
+		})
+	} else {
+		out.Delivery = "silent"
+	}
+	fctx := context.WithoutCancel(ctx)
+	if _, err := s.Ledger.Finish(fctx, c.ExecutionID, out, s.now()); err != nil {
+		s.log().Error("ledger finish failed", "execution", c.ExecutionID, "err", err)
+	}
+	status := "ok"
+	if out.State != StateDone {
+		status = "error"
+	}
+	err := s.Store.Update(fctx, func(tx *Tx) error {
+		j, err := tx.Get(job.ID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		j.LastRunAt = NullString(fmtTime(c.ScheduledAt))
+		j.LastStatus = NullString(status)
+		j.LastError = NullString(out.Error)
+		return tx.Put(j)
+	})
+	if err != nil {
+		s.log().Error("store update after run failed", "job", job.ID, "err", err)
+	}
+	res.State, res.Error, res.Output, res.Delivery = out.State, out.Error, out.Output, out.Delivery
+	return res
+}
+
+// run executes the job body and classifies the outcome.
+func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
+	fail := func(format string, args ...any) Outcome {
+		return Outcome{State: StateFailed, Error: fmt.Sprintf(format, args...)}
+	}
+	scriptText := ""
+	scriptPath := ""
+	if job.Script != "" {
+		p, err := ResolveScript(s.Home, string(job.Script))
+		if err != nil {
+			return fail("%v", err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fail("read script: %v", err)
+		}
+		scriptPath, scriptText = p, string(b)
+	}
+	if fs := Scan(job.Prompt, scriptText); len(fs) > 0 {
+		return fail("blocked by guard: %s", describeFindings(fs))
+	}
+	maxRun := job.Policy.MaxRuntime()
+	rctx, cancel := context.WithTimeout(ctx, maxRun)
+	defer cancel()
+
+	var scriptOut string
+	if scriptPath != "" {
+		workdir := string(job.Workdir)
+		if workdir == "" {
+			workdir = s.Home
+		}
+		r := runScript(rctx, scriptRun{
+			Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
+			MaxRuntime: maxRun, Inactivity: job.Policy.Inactivity(),
+			Env: []string{
+				"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
+				"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),
+			},
+		})
+		code := r.ExitCode
+		switch {
+		case r.Err != nil:
+			return Outcome{State: StateFailed, Error: "script: " + r.Err.Error(), ExitCode: &code}
+		case r.TimedOut:
+			return Outcome{State: StateFailed, Error: "script stopped: " + r.Reason, Output: r.Stdout, ExitCode: &code}
+		case r.ExitCode != 0:
+			msg := fmt.Sprintf("script exited with status %d", r.ExitCode)
+			if tail := lastLines(r.Stderr, 20); tail != "" {
+				msg += "; stderr:\n" + tail
+			}
+			return Outcome{State: StateFailed, Error: msg, Output: r.Stdout, ExitCode: &code}
+		}
+		if job.NoAgent {
+			return Outcome{State: StateDone, Output: r.Stdout, ExitCode: &code}
+		}
+		if strings.TrimSpace(r.Stdout) == "" {
+			return Outcome{State: StateDone} // nothing to look at: silent, no agent call
+		}
+		scriptOut = r.Stdout
+	}
+	if job.NoAgent {
+		return fail("no_agent job has no script")
+	}
+	if s.Agent == nil {
+		return fail("no agent runner configured for agent jobs")
+	}
+	var contexts []contextOutput
+	for _, id := range job.ContextFrom {
+		e, ok, err := s.Ledger.LatestOutput(ctx, id)
+		if err != nil {
+			return fail("context_from %s: %v", id, err)
+		}
+		if !ok {
+			continue
+		}
+		name := id
+		if tx, err := s.Store.Load(); err == nil {
+			if j, err := tx.Get(id); err == nil {
+				name = j.Name
+			}
+		}
+		contexts = append(contexts, contextOutput{id: id, name: name, text: e.Output, at: e.ScheduledAt})
+	}
+	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	skills := []string(job.Skills)
+	workdir := string(job.Workdir)
+	ar, err := s.Agent.RunAgent(rctx, AgentJob{
+		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
+		Prompt: buildPrompt(job, contexts, scriptOut), Model: string(job.Model), Provider: string(job.Provider),
+		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
+		InactivityTimeout: job.Policy.Inactivity(), MaxRuntime: maxRun,
+	})
+	switch {
+	case err != nil:
+		return fail("agent: %v", err)
+	case rctx.Err() != nil && ctx.Err() == nil:
+		return Outcome{State: StateFailed, Error: fmt.Sprintf("wall-clock cap of %s reached", maxRun), Output: ar.Output}
+	case ar.Outcome != "" && ar.Outcome != schemas.OutcomeCompleted:
+		msg := "agent run ended with outcome " + string(ar.Outcome)
+		if ar.Error != "" {
+			msg += ": " + ar.Error
+		}
+		return Outcome{State: StateFailed, Error: msg, Output: ar.Output}
+	case ar.Error != "":
+		return Outcome{State: StateFailed, Error: ar.Error, Output: ar.Output}
+	}
+	return Outcome{State: StateDone, Output: ar.Output}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// TickReport is the outcome of one `cron tick` pass.
+type TickReport struct {
+	ClaimReport
+	Results []Result
+}
+
+// Tick is one full pass: ClaimDue, then every claimed occurrence executed
+// concurrently; it returns when all have finished. A busy tick lock is not an
+// error (Busy is set).
+func (s *Scheduler) Tick(ctx context.Context) (TickReport, error) {
+	cr, err := s.ClaimDue(ctx)
+	rep := TickReport{ClaimReport: cr}
+	if err != nil {
+		return rep, err
+	}
+	rep.Results = make([]Result, len(cr.Claims))
+	var wg sync.WaitGroup
+	for i, c := range cr.Claims {
+		wg.Go(func() { rep.Results[i] = s.Execute(ctx, c) })
+	}
+	wg.Wait()
+	return rep, nil
+}
+
+// RunNow executes a job immediately as a manual occurrence (it does not move
+// the schedule) and blocks until it ends.
+func (s *Scheduler) RunNow(ctx context.Context, jobID string) (Result, error) {
+	tx, err := s.Store.Load()
+	if err != nil {
+		return Result{}, err
+	}
+	job, err := tx.Get(jobID)
+	if err != nil {
+		return Result{}, err
+	}
+	now := s.now()
+	var id string
+	err = s.Ledger.Batch(ctx, func(b *LedgerTx) error {
+		var ins bool
+		id, ins, err = b.Insert(ctx, job.ID, now, TriggerManual, StateClaimed, "", now)
+		if err == nil && !ins {
+			err = fmt.Errorf("manual run %s already recorded", id)
+		}
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return s.Execute(ctx, Claim{ExecutionID: id, Job: *job, ScheduledAt: now, Trigger: TriggerManual, ClaimedAt: now}), nil
+}

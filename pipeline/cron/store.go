@@ -1,0 +1,582 @@
+package cron
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/tidwall/gjson"
+)
+
+// ErrCorrupt marks a jobs.json that cannot be parsed. The file is never
+// rewritten while corrupt.
+var ErrCorrupt = errors.New("corrupt cron store")
+
+// ErrLocked is returned when the store lock could not be taken in time; the
+// write was refused.
+var ErrLocked = errors.New("cron store is locked by another process")
+
+// ErrNotFound is returned for an unknown job id; it wraps ErrUsage.
+var ErrNotFound = fmt.Errorf("%w: no such job", ErrUsage)
+
+// Store is the jobs.json file under <home>/cron. Reads need no lock because
+// every write is an atomic rename; every read-modify-write holds an exclusive
+// file lock. Several Store values (in one process or many) may share a folder.
+type Store struct {
+	Dir         string           // <home>/cron
+	LockTimeout time.Duration    // how long Update waits for the lock; default 10 s
+	Now         func() time.Time // clock seam for updated_at; default time.Now
+}
+
+// NewStore returns the store of a hermes-pipe home folder. It does no I/O.
+func NewStore(home string) *Store {
+	return &Store{Dir: filepath.Join(home, "cron")}
+}
+
+// Path is the jobs.json path.
+func (s *Store) Path() string { return filepath.Join(s.Dir, "jobs.json") }
+
+func (s *Store) indexPath() string { return filepath.Join(s.Dir, ".jobs.index") }
+func (s *Store) lockPath() string  { return filepath.Join(s.Dir, ".jobs.lock") }
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Store) ensureDir() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("create cron folder: %w", err)
+	}
+	return nil
+}
+
+// entry is one job of the file: its raw JSON and, once decoded, the job.
+type entry struct {
+	raw     []byte
+	job     *Job
+	id      string
+	idKnown bool
+	dirty   bool
+	deleted bool
+}
+
+// Tx is a view of the store's jobs for one read or one read-modify-write.
+// Jobs are decoded lazily, so touching one job of 10,000 costs one decode.
+type Tx struct {
+	store   *Store
+	entries []*entry
+	byID    map[string]*entry
+	stamp   string
+	// prevDue is the index's next-due instant when the index matched the file.
+	prevDue     *time.Time
+	onlyAppends bool
+	changed     bool
+}
+
+// Load reads jobs.json without locking. A missing file is an empty store.
+func (s *Store) Load() (*Tx, error) {
+	data, stamp, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.parse(data, stamp)
+	if err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+func (s *Store) read() ([]byte, string, error) {
+	f, err := os.Open(s.Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read cron store: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, "", fmt.Errorf("read cron store: %w", err)
+	}
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, "", fmt.Errorf("read cron store %s: %w", s.Path(), err)
+	}
+	return data, stampOf(st), nil
+}
+
+func stampOf(st os.FileInfo) string {
+	var ino uint64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		ino = sys.Ino
+	}
+	return strconv.FormatInt(st.Size(), 10) + ":" + strconv.FormatInt(st.ModTime().UnixNano(), 10) + ":" + strconv.FormatUint(ino, 10)
+}
+
+func (s *Store) corrupt(reason string) error {
+	return fmt.Errorf("%w: %s: %s; the file was left untouched (the previous version is %s.bak) — fix or restore it", ErrCorrupt, s.Path(), reason, s.Path())
+}
+
+func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
+	tx := &Tx{store: s, stamp: stamp, onlyAppends: true}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if stamp != "" && len(data) > 0 {
+			return nil, s.corrupt("file is blank")
+		}
+		if stamp != "" {
+			return nil, s.corrupt("file is empty")
+		}
+		zero := time.Time{}
+		tx.prevDue = &zero
+		return tx, nil
+	}
+	if !gjson.ValidBytes(data) {
+		return nil, s.corrupt("not valid JSON")
+	}
+	root := gjson.ParseBytes(data)
+	list := root
+	if root.IsObject() {
+		list = root.Get("jobs")
+	}
+	switch {
+	case list.IsArray():
+		list.ForEach(func(_, v gjson.Result) bool {
+			tx.entries = append(tx.entries, &entry{raw: []byte(v.Raw)})
+			return true
+		})
+	case list.IsObject(): // Hermes' id-keyed map variant
+		list.ForEach(func(k, v gjson.Result) bool {
+			e := &entry{raw: []byte(v.Raw)}
+			if !v.Get("id").Exists() {
+				e.id, e.idKnown = k.String(), true
+				var j Job
+				if json.Unmarshal(e.raw, &j) == nil {
+					j.ID = k.String()
+					e.job = &j
+				}
+			}
+			tx.entries = append(tx.entries, e)
+			return true
+		})
+	default:
+		return nil, s.corrupt(`expected {"jobs": [...]}`)
+	}
+	for i, e := range tx.entries {
+		if len(e.raw) == 0 || e.raw[0] != '{' {
+			return nil, s.corrupt(fmt.Sprintf("job #%d is not an object", i+1))
+		}
+	}
+	if idx, err := os.ReadFile(s.indexPath()); err == nil {
+		var ix storeIndex
+		if json.Unmarshal(idx, &ix) == nil && ix.Stamp == stamp && stamp != "" {
+			t := time.Time{}
+			if ix.NextDue != "" {
+				t, _ = time.Parse(time.RFC3339, ix.NextDue)
+			}
+			tx.prevDue = &t
+		}
+	}
+	return tx, nil
+}
+
+func (e *entry) getID() string {
+	if !e.idKnown {
+		e.id = gjson.GetBytes(e.raw, "id").String()
+		e.idKnown = true
+	}
+	return e.id
+}
+
+func (e *entry) decode() (*Job, error) {
+	if e.job == nil {
+		var j Job
+		if err := json.Unmarshal(e.raw, &j); err != nil {
+			return nil, err
+		}
+		e.job = &j
+	}
+	return e.job, nil
+}
+
+func (tx *Tx) index() {
+	if tx.byID != nil {
+		return
+	}
+	tx.byID = make(map[string]*entry, len(tx.entries))
+	for _, e := range tx.entries {
+		if !e.deleted {
+			tx.byID[e.getID()] = e
+		}
+	}
+}
+
+// Len is the number of jobs.
+func (tx *Tx) Len() int {
+	n := 0
+	for _, e := range tx.entries {
+		if !e.deleted {
+			n++
+		}
+	}
+	return n
+}
+
+// Get decodes the job with id; the returned job may be modified and handed to
+// Put. Unknown ids give ErrNotFound.
+func (tx *Tx) Get(id string) (*Job, error) {
+	tx.index()
+	e, ok := tx.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	j, err := e.decode()
+	if err != nil {
+		return nil, tx.store.corrupt(fmt.Sprintf("job %s: %v", id, err))
+	}
+	return j, nil
+}
+
+// Jobs decodes every job, in file order.
+func (tx *Tx) Jobs() ([]*Job, error) {
+	out := make([]*Job, 0, len(tx.entries))
+	for _, e := range tx.entries {
+		if e.deleted {
+			continue
+		}
+		j, err := e.decode()
+		if err != nil {
+			return nil, tx.store.corrupt(fmt.Sprintf("job %q: %v", e.getID(), err))
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// Put marks a job obtained from Get as changed.
+func (tx *Tx) Put(j *Job) error {
+	tx.index()
+	e, ok := tx.byID[j.ID]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNotFound, j.ID)
+	}
+	e.job, e.dirty = j, true
+	tx.changed, tx.onlyAppends = true, false
+	return nil
+}
+
+// Add appends a new job. Its id must be unused.
+func (tx *Tx) Add(j *Job) error {
+	if j.ID == "" {
+		return fmt.Errorf("add job: empty id")
+	}
+	if tx.byID != nil || tx.Len() < 50_000 {
+		tx.index()
+		if _, dup := tx.byID[j.ID]; dup {
+			return usagef("job id %s already exists", j.ID)
+		}
+	}
+	e := &entry{job: j, id: j.ID, idKnown: true, dirty: true}
+	tx.entries = append(tx.entries, e)
+	if tx.byID != nil {
+		tx.byID[j.ID] = e
+	}
+	tx.changed = true
+	return nil
+}
+
+// Delete removes a job; it reports whether the id existed.
+func (tx *Tx) Delete(id string) bool {
+	tx.index()
+	e, ok := tx.byID[id]
+	if !ok {
+		return false
+	}
+	e.deleted = true
+	delete(tx.byID, id)
+	tx.changed, tx.onlyAppends = true, false
+	return true
+}
+
+// DueIDs lists the ids of enabled jobs whose next_run_at is at or before
+// now, reading only those two fields of each job.
+func (tx *Tx) DueIDs(now time.Time) []string {
+	var out []string
+	for _, e := range tx.entries {
+		if e.deleted {
+			continue
+		}
+		at, ok := e.nextDue()
+		if ok && !at.After(now) {
+			out = append(out, e.getID())
+		}
+	}
+	return out
+}
+
+// nextDue returns the entry's next_run_at if the job is runnable.
+func (e *entry) nextDue() (time.Time, bool) {
+	if e.job != nil {
+		if !e.job.Runnable() {
+			return time.Time{}, false
+		}
+		return e.job.NextRun()
+	}
+	r := gjson.GetManyBytes(e.raw, "enabled", "state", "next_run_at", "timezone")
+	if r[0].Exists() && !r[0].Bool() {
+		return time.Time{}, false
+	}
+	if st := r[1].String(); st == StatePaused || st == StateCompleted {
+		return time.Time{}, false
+	}
+	if r[2].Type != gjson.String {
+		return time.Time{}, false
+	}
+	loc := time.UTC
+	if tz := r[3].String(); tz != "" {
+		if l, err := time.LoadLocation(tz); err == nil {
+			loc = l
+		}
+	}
+	t, err := parseTimestamp(r[2].String(), loc)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// NextDue is the earliest next_run_at among runnable jobs (zero if none).
+func (tx *Tx) NextDue() time.Time {
+	var best time.Time
+	for _, e := range tx.entries {
+		if e.deleted {
+			continue
+		}
+		if at, ok := e.nextDue(); ok && (best.IsZero() || at.Before(best)) {
+			best = at
+		}
+	}
+	return best
+}
+
+type storeIndex struct {
+	Stamp   string `json:"stamp"`
+	NextDue string `json:"next_due"`
+	Jobs    int    `json:"jobs"`
+}
+
+// CachedNextDue returns the earliest next_run_at from the small index file
+// kept next to jobs.json, without parsing jobs.json. fresh is false when the
+// index does not describe the current file (a hand edit, a crash between the
+// two writes); callers then fall back to Load. Costs one stat and one small read.
+func (s *Store) CachedNextDue() (next time.Time, fresh bool) {
+	st, err := os.Stat(s.Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, true
+	}
+	if err != nil {
+		return time.Time{}, false
+	}
+	b, err := os.ReadFile(s.indexPath())
+	if err != nil {
+		return time.Time{}, false
+	}
+	var ix storeIndex
+	if json.Unmarshal(b, &ix) != nil || ix.Stamp != stampOf(st) {
+		return time.Time{}, false
+	}
+	if ix.NextDue == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339, ix.NextDue)
+	return t, err == nil
+}
+
+// Stamp identifies the current version of jobs.json (size, mtime, inode);
+// the daemon compares it to notice changes. Empty when the file is missing.
+func (s *Store) Stamp() string {
+	st, err := os.Stat(s.Path())
+	if err != nil {
+		return ""
+	}
+	return stampOf(st)
+}
+
+// Update runs fn on the current jobs under the exclusive store lock and, if fn
+// changed anything, writes jobs.json atomically (temp file, fsync, rename,
+// fsync of the folder) keeping the previous version as jobs.json.bak. It waits
+// up to LockTimeout for the lock and then refuses with ErrLocked; it never
+// writes without the lock, and never writes over a corrupt file.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	if err := s.ensureDir(); err != nil {
+		return err
+	}
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tx, err := s.Load()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if !tx.changed {
+		if tx.prevDue == nil && tx.stamp != "" {
+			// The index is stale (hand edit, crash): rebuild it, no rewrite of jobs.json.
+			return s.writeIndex(tx.stamp, tx.NextDue(), tx.Len())
+		}
+		return nil
+	}
+	return s.write(tx)
+}
+
+func (s *Store) writeIndex(stamp string, due time.Time, n int) error {
+	ix := storeIndex{Stamp: stamp, Jobs: n}
+	if !due.IsZero() {
+		ix.NextDue = fmtTime(due)
+	}
+	ib, _ := json.Marshal(ix)
+	// The index is a cache validated by the stamp: no fsync needed.
+	if err := atomicWrite(s.indexPath(), ib, false); err != nil {
+		return fmt.Errorf("write cron store index: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) lock(ctx context.Context) (func(), error) {
+	timeout := s.LockTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	fl := flock.New(s.lockPath(), flock.SetPermissions(0o600))
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok, err := fl.TryLockContext(lctx, 5*time.Millisecond)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("lock cron store: %w", err)
+	}
+	if !ok {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lock cron store: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("%w (waited %s for %s); nothing was written", ErrLocked, timeout, s.lockPath())
+	}
+	return func() { _ = fl.Unlock() }, nil
+}
+
+func (s *Store) write(tx *Tx) error {
+	var buf bytes.Buffer
+	buf.Grow(len(tx.entries)*800 + 64)
+	buf.WriteString("{\"jobs\": [")
+	first := true
+	for _, e := range tx.entries {
+		if e.deleted {
+			continue
+		}
+		if e.dirty {
+			b, err := json.Marshal(e.job)
+			if err != nil {
+				return fmt.Errorf("encode job %s: %w", e.job.ID, err)
+			}
+			e.raw, e.dirty = b, false
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.WriteString("\n")
+		buf.Write(e.raw)
+	}
+	buf.WriteString("\n], \"updated_at\": ")
+	ts, _ := json.Marshal(s.now().UTC().Format(time.RFC3339))
+	buf.Write(ts)
+	buf.WriteString("}\n")
+
+	var due time.Time
+	if tx.onlyAppends && tx.prevDue != nil {
+		due = *tx.prevDue
+		for _, e := range tx.entries {
+			if e.job != nil && !e.deleted {
+				if at, ok := e.nextDue(); ok && (due.IsZero() || at.Before(due)) {
+					due = at
+				}
+			}
+		}
+	} else {
+		due = tx.NextDue()
+	}
+	if err := atomicWrite(s.Path(), buf.Bytes(), true); err != nil {
+		return fmt.Errorf("write cron store: %w", err)
+	}
+	st, err := os.Stat(s.Path())
+	if err != nil {
+		return fmt.Errorf("write cron store: %w", err)
+	}
+	tx.stamp, tx.prevDue, tx.changed, tx.onlyAppends = stampOf(st), &due, false, true
+	return s.writeIndex(tx.stamp, due, tx.Len())
+}
+
+// atomicWrite writes data to path via a temp file in the same folder and a
+// rename. With backup, the file being replaced is kept as path.bak (a hard
+// link, so no copy). Mode 0600.
+func atomicWrite(path string, data []byte, durable bool) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if durable {
+		if err = f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if durable {
+		bakTmp := tmp + ".bak"
+		if os.Link(path, bakTmp) == nil {
+			_ = os.Rename(bakTmp, path+".bak")
+		}
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if durable {
+		if d, derr := os.Open(dir); derr == nil {
+			_ = d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
