@@ -1,0 +1,10 @@
+// Package docker is the sandbox driver that runs each session in its own
+// long-lived container and every command through docker exec, wrapped so
+// that `cd` and `export` persist (busybox ash is enough). Containers start
+// with secure defaults (all capabilities dropped, no-new-privileges, 256
+// pids, 512 MiB, 1 CPU, no network), are labelled with the run and rollout
+// ids, and are force-removed at Close; GC removes what a killed run left.
+//
+// It imports sandbox, the moby client and the standard library; it must not
+// import pipeline, stages or another driver.
+package docker

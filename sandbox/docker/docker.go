@@ -1,0 +1,416 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
+
+// Labels put on every container; GC finds containers by them.
+const (
+	LabelRun     = "hermes-pipe.run"
+	LabelRollout = "hermes-pipe.rollout"
+)
+
+// Defaults applied when the Config leaves a limit at zero.
+const (
+	DefaultPidsLimit   = 256
+	DefaultMemoryBytes = 512 << 20
+	DefaultCPUs        = 1.0
+	DefaultNetwork     = "none"
+)
+
+// stateDir holds the shell state inside each container; the container is
+// private to one session, so a fixed path is enough.
+const stateDir = "/tmp/.hermes-sandbox"
+
+// keepalive is the container's main process: it does nothing, works in
+// busybox, and exits on TERM. Reaping orphans is left to the shell's wait.
+const keepalive = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"
+
+// killAll kills every process of the container except PID 1 (the keepalive)
+// and the calling shell: kill(-1) skips both. Sessions run one command at a
+// time, so this is exactly the command's process tree.
+const killAll = "kill -9 -1 2>/dev/null"
+
+// Driver opens docker sessions through one client shared by all of them. It
+// is safe for concurrent use.
+type Driver struct {
+	cli *client.Client
+	cfg sandbox.Config
+}
+
+// Factory is the sandbox.Factory of the "docker" scheme.
+func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
+
+// New creates a client for the daemon at cfg.Docker.Host or, when empty, at
+// DOCKER_HOST / the default socket, as the docker CLI does. The API version
+// is negotiated with the daemon on first use. New does not contact the
+// daemon; call Ping to check it answers.
+func New(cfg sandbox.Config) (*Driver, error) {
+	opts := []client.Opt{client.FromEnv}
+	if cfg.Docker.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Docker.Host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox: create client: %w", err)
+	}
+	return &Driver{cli: cli, cfg: cfg}, nil
+}
+
+// Client returns the driver's daemon client, for callers (pre-flight) that
+// want to share its connection.
+func (d *Driver) Client() *client.Client { return d.cli }
+
+// Release closes the client's idle connections.
+func (d *Driver) Release() error { return d.cli.Close() }
+
+// Ping checks that the daemon answers; the error wraps sandbox.ErrUnavailable.
+func (d *Driver) Ping(ctx context.Context) error {
+	if _, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("docker sandbox ping: %w", unavailable(ctx, err))
+	}
+	return nil
+}
+
+// unavailable wraps a daemon error with sandbox.ErrUnavailable, unless the
+// caller's ctx ended (then ctx's error is what counts).
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+}
+
+// hostConfig builds the container's limits from cfg with secure defaults.
+func (d *Driver) hostConfig() *container.HostConfig {
+	c := d.cfg.Docker
+	hc := &container.HostConfig{
+		NetworkMode: container.NetworkMode(DefaultNetwork),
+		CapAdd:      slices.Clone(c.CapAdd),
+	}
+	if c.Network != "" {
+		hc.NetworkMode = container.NetworkMode(c.Network)
+	}
+	if !c.KeepCaps {
+		hc.CapDrop = []string{"ALL"}
+	}
+	if !c.AllowNewPrivileges {
+		hc.SecurityOpt = []string{"no-new-privileges"}
+	}
+	pids := int64(DefaultPidsLimit)
+	if c.PidsLimit != 0 {
+		pids = c.PidsLimit // negative: unlimited
+	}
+	hc.PidsLimit = &pids
+	switch {
+	case c.MemoryBytes == 0:
+		hc.Memory = DefaultMemoryBytes
+	case c.MemoryBytes > 0:
+		hc.Memory = c.MemoryBytes
+	}
+	if hc.Memory > 0 {
+		hc.MemorySwap = hc.Memory // no swap beyond the limit
+	}
+	switch {
+	case c.CPUs == 0:
+		hc.NanoCPUs = int64(DefaultCPUs * 1e9)
+	case c.CPUs > 0:
+		hc.NanoCPUs = int64(c.CPUs * 1e9)
+	}
+	return hc
+}
+
+// Open creates and starts the session's container. It blocks for the create
+// and start calls (a few hundred milliseconds); on any failure the container
+// is removed. Errors from the daemon wrap sandbox.ErrUnavailable.
+func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	spec = sandbox.Resolve(spec, d.cfg)
+	image := spec.Image
+	if image == "" {
+		image = d.cfg.Docker.DefaultImage
+	}
+	if image == "" {
+		return nil, errors.New("docker sandbox open: no image (set the row's image or a default image)")
+	}
+	run := spec.RunID
+	if run == "" {
+		run = d.cfg.RunID
+	}
+	env := make([]string, 0, len(spec.Env))
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	name := "hermes-" + safeName(run, 24) + "-" + safeName(spec.RolloutID, 40) + "-" + hex.EncodeToString(suffix)
+	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image:      image,
+			Entrypoint: []string{"sh"},
+			Cmd:        []string{"-c", keepalive},
+			Env:        env,
+			WorkingDir: spec.Cwd,
+			User:       d.cfg.Docker.User,
+			Labels:     map[string]string{LabelRun: run, LabelRollout: spec.RolloutID},
+		},
+		HostConfig: d.hostConfig(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox open %s: create container: %w", image, unavailable(ctx, err))
+	}
+	s := &Session{d: d, id: created.ID, spec: spec, image: image}
+	if _, err := d.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		_ = s.remove(ctx)
+		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
+	}
+	return s, nil
+}
+
+// safeName keeps characters docker accepts in a container name.
+func safeName(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > max {
+		s = s[len(s)-max:]
+	}
+	if s == "" {
+		s = "x"
+	}
+	return s
+}
+
+// GC force-removes every container labelled with runID ("" = every run of
+// hermes-pipe), e.g. after the run was killed. It returns how many it
+// removed. It is safe only when that run is no longer running.
+func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
+	label := LabelRun
+	if runID != "" {
+		label += "=" + runID
+	}
+	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", label),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("docker sandbox gc: list containers: %w", unavailable(ctx, err))
+	}
+	n := 0
+	var errs []error
+	for _, c := range list.Items {
+		_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("docker sandbox gc: remove containers: %w", unavailable(ctx, err))
+	}
+	return n, nil
+}
+
+// Session is one container. Exec calls are serialized.
+type Session struct {
+	d     *Driver
+	id    string
+	spec  sandbox.Spec
+	image string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// ContainerID returns the id of the session's container.
+func (s *Session) ContainerID() string { return s.id }
+
+// Exec runs cmd through docker exec and blocks until it ends, times out or
+// ctx is cancelled. On timeout or cancellation every process the command
+// started is killed from a second exec; a timeout returns exit 124 with the
+// output so far, cancellation returns ctx's error. Daemon failures wrap
+// sandbox.ErrUnavailable. Cost: three API calls plus the process start.
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = s.spec.Timeout
+	}
+	start := time.Now()
+	cli := s.d.cli
+	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		User:         s.d.cfg.Docker.User,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"sh", "-c", sandbox.StateScript(stateDir, killAll), "sh", cmd.Command},
+	})
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: create: %w", unavailable(ctx, err))
+	}
+	att, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: start: %w", unavailable(ctx, err))
+	}
+	defer att.Close()
+
+	outCap, errCap := sandbox.NewCapture(s.spec.MaxOutput), sandbox.NewCapture(s.spec.MaxOutput)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(outCap, errCap, att.Reader)
+		copied <- err
+	}()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var timedOut bool
+	var ctxErr, copyErr error
+	select {
+	case copyErr = <-copied:
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if timedOut || ctxErr != nil {
+		// Kill the command's tree from inside the container, then wait for the
+		// stream to end; cut it if the daemon does not close it.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		kerr := s.killAll(kctx)
+		cancel()
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+			att.Close()
+			<-copied
+		}
+		if ctxErr != nil {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", ctxErr)
+		}
+		if kerr != nil {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: kill timed-out command: %w", unavailable(ctx, kerr))
+		}
+	}
+	if copyErr != nil && !errors.Is(copyErr, io.EOF) {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: read output: %w", unavailable(ctx, copyErr))
+	}
+
+	res := sandbox.Result{TimedOut: timedOut}
+	var to, te bool
+	res.Stdout, to = outCap.Text()
+	res.Stderr, te = errCap.Text()
+	res.Truncated = to || te
+	if timedOut {
+		res.ExitCode = 124
+	} else {
+		code, err := s.exitCode(ctx, created.ID)
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: inspect: %w", unavailable(ctx, err))
+		}
+		res.ExitCode = code
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// exitCode waits for the exec to be reported finished and returns its code.
+// The output stream can end a moment before the daemon records the exit.
+func (s *Session) exitCode(ctx context.Context, execID string) (int, error) {
+	for i := 0; ; i++ {
+		in, err := s.d.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, err
+		}
+		if !in.Running {
+			return in.ExitCode, nil
+		}
+		if i >= 200 {
+			return 0, errors.New("exec still running after its output ended")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// killAll kills every process in the container except PID 1 and waits for
+// the killing exec to finish.
+func (s *Session) killAll(ctx context.Context) error {
+	cli := s.d.cli
+	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		User:         s.d.cfg.Docker.User,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"sh", "-c", killAll},
+	})
+	if err != nil {
+		return err
+	}
+	att, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return err
+	}
+	defer att.Close()
+	_, _ = io.Copy(io.Discard, att.Reader)
+	return nil
+}
+
+// Close force-removes the container. It waits for a running Exec to end
+// (Exec is bounded by its timeout), keeps working when ctx is already
+// cancelled (the removal gets its own 30 s budget), and is safe to call more
+// than once.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.remove(ctx); err != nil {
+		return fmt.Errorf("docker sandbox close: %w", err)
+	}
+	return nil
+}
+
+// remove force-removes the container even when ctx is cancelled.
+func (s *Session) remove(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err := s.d.cli.ContainerRemove(rctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return unavailable(rctx, err)
+	}
+	return nil
+}
