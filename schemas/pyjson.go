@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -234,7 +235,8 @@ func AppendPyJSON(dst []byte, v PyValue) []byte {
 // without building a tree (no allocations beyond growing dst) unless an
 // object repeats a key, where it falls back to PyLoads.
 func AppendPyJSONOf(dst []byte, src string) ([]byte, error) {
-	t := pyTranscoder{pyParser: pyParser{s: src}, out: dst}
+	t := getTranscoder(src, dst)
+	defer putTranscoder(t)
 	start := len(dst)
 	t.skipWS()
 	err := t.value(0)
@@ -598,6 +600,15 @@ func (p *pyParser) number() (PyValue, error) {
 // str parses a string starting at the opening quote. Without escapes or
 // invalid UTF-8 the result is a substring of the input.
 func (p *pyParser) str() (string, error) {
+	s, _, err := p.strKey(false)
+	return s, err
+}
+
+// strKey parses a string starting at the opening quote and returns its text
+// and, when identity is set, the key Python would compare: the same text
+// except that lone surrogates (which the text shows as U+FFFD) stay distinct,
+// encoded as their three generalized-UTF-8 bytes.
+func (p *pyParser) strKey(identity bool) (text, id string, err error) {
 	p.i++ // opening quote
 	start := p.i
 	for p.i < len(p.s) {
@@ -606,53 +617,76 @@ func (p *pyParser) str() (string, error) {
 		case c == '"':
 			s := p.s[start:p.i]
 			p.i++
-			return s, nil
+			return s, s, nil
 		case c == '\\':
-			p.scratch = append(p.scratch[:0], p.s[start:p.i]...)
-			return p.strSlow()
+			return p.strSlow(start, identity)
 		case c < 0x20:
-			return "", p.fail("invalid control character in string")
+			return "", "", p.fail("invalid control character in string")
 		case c < utf8.RuneSelf:
 			p.i++
 		default:
 			r, size := utf8.DecodeRuneInString(p.s[p.i:])
 			if r == utf8.RuneError && size == 1 {
-				p.scratch = append(p.scratch[:0], p.s[start:p.i]...)
-				return p.strSlow()
+				return p.strSlow(start, identity)
 			}
 			p.i += size
 		}
 	}
-	return "", p.fail("unterminated string")
+	return "", "", p.fail("unterminated string")
 }
 
-// strSlow continues a string that needs decoding into p.scratch.
-func (p *pyParser) strSlow() (string, error) {
-	var err error
-	p.scratch, err = p.decodeRest(p.scratch)
+// strSlow continues a string that needs decoding, from body offset start.
+func (p *pyParser) strSlow(start int, identity bool) (text, id string, err error) {
+	p.scratch = append(p.scratch[:0], p.s[start:p.i]...)
+	var lone bool
+	p.scratch, lone, err = p.decodeRest(p.scratch, identity)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return string(p.scratch), nil
+	id = string(p.scratch)
+	if !lone {
+		return id, id, nil
+	}
+	// Show each kept surrogate (ED A0..BF 80..BF) as U+FFFD.
+	b := make([]byte, 0, len(p.scratch))
+	for i := 0; i < len(p.scratch); {
+		if c := p.scratch[i]; c == 0xED && i+2 < len(p.scratch) && p.scratch[i+1] >= 0xA0 {
+			b = append(b, "\uFFFD"...)
+			i += 3
+			continue
+		}
+		b = append(b, p.scratch[i])
+		i++
+	}
+	return string(b), id, nil
 }
 
 // decodeRest decodes the string body from p.i up to and including the
-// closing quote, appending the text to dst.
-func (p *pyParser) decodeRest(dst []byte) ([]byte, error) {
+// closing quote, appending the text to dst. Lone surrogates become U+FFFD,
+// or, with keepLone, their generalized-UTF-8 bytes (reported by lone).
+func (p *pyParser) decodeRest(dst []byte, keepLone bool) (_ []byte, lone bool, _ error) {
 	for p.i < len(p.s) {
 		c := p.s[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return dst, nil
+			return dst, lone, nil
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
-				return dst, err
+				return dst, lone, err
+			}
+			if r >= 0xD800 && r <= 0xDFFF {
+				if keepLone {
+					dst = append(dst, 0xED, byte(0x80|(r>>6)&0x3F), byte(0x80|r&0x3F))
+					lone = true
+					continue
+				}
+				r = utf8.RuneError
 			}
 			dst = utf8.AppendRune(dst, r)
 		case c < 0x20:
-			return dst, p.fail("invalid control character in string")
+			return dst, lone, p.fail("invalid control character in string")
 		case c < utf8.RuneSelf:
 			dst = append(dst, c)
 			p.i++
@@ -667,11 +701,11 @@ func (p *pyParser) decodeRest(dst []byte) ([]byte, error) {
 			p.i += size
 		}
 	}
-	return dst, p.fail("unterminated string")
+	return dst, lone, p.fail("unterminated string")
 }
 
 // escape decodes one backslash escape at p.i, joining surrogate pairs as
-// Python does; a lone surrogate becomes U+FFFD.
+// Python does; a lone surrogate is returned as its code (D800..DFFF).
 func (p *pyParser) escape() (rune, error) {
 	if p.i+1 >= len(p.s) {
 		return 0, p.fail("unterminated string")
@@ -707,9 +741,6 @@ func (p *pyParser) escape() (rune, error) {
 				p.i += 6
 				return 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00), nil
 			}
-		}
-		if r >= 0xD800 && r <= 0xDFFF {
-			return utf8.RuneError, nil
 		}
 		return r, nil
 	}
@@ -783,12 +814,13 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 		p.i++
 		return v, nil
 	}
-	var index map[string]int // built once an object grows large
+	var index map[string]int // identity -> position, built once an object grows large
+	var ids []string         // identities, kept only once one differs from its key
 	for {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return PyValue{}, p.fail("expecting property name enclosed in double quotes")
 		}
-		key, err := p.str()
+		key, id, err := p.strKey(true)
 		if err != nil {
 			return PyValue{}, err
 		}
@@ -802,16 +834,22 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 		if err != nil {
 			return PyValue{}, err
 		}
+		if ids == nil && id != key {
+			ids = make([]string, len(v.dict), len(v.dict)+4)
+			for k := range v.dict {
+				ids[k] = v.dict[k].Key
+			}
+		}
 		// Python's dict(pairs): a repeated key keeps its first position and
 		// takes the last value.
 		at := -1
 		if index != nil {
-			if k, ok := index[key]; ok {
+			if k, ok := index[id]; ok {
 				at = k
 			}
 		} else {
 			for k := range v.dict {
-				if v.dict[k].Key == key {
+				if (ids == nil && v.dict[k].Key == id) || (ids != nil && ids[k] == id) {
 					at = k
 					break
 				}
@@ -821,12 +859,19 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 			v.dict[at].Value = val
 		} else {
 			v.dict = append(v.dict, PyMember{Key: key, Value: val})
+			if ids != nil {
+				ids = append(ids, id)
+			}
 			if index != nil {
-				index[key] = len(v.dict) - 1
+				index[id] = len(v.dict) - 1
 			} else if len(v.dict) > 16 {
 				index = make(map[string]int, 2*len(v.dict))
 				for k := range v.dict {
-					index[v.dict[k].Key] = k
+					if ids != nil {
+						index[ids[k]] = k
+					} else {
+						index[v.dict[k].Key] = k
+					}
 				}
 			}
 		}
@@ -847,6 +892,53 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 	}
 }
 
+// transcoders recycles pyTranscoder scratch space (key stack, decode buffer)
+// so that steady-state transcoding does not allocate.
+var transcoders = sync.Pool{New: func() any { return new(pyTranscoder) }}
+
+func getTranscoder(src string, out []byte) *pyTranscoder {
+	t := transcoders.Get().(*pyTranscoder)
+	t.s, t.i, t.out, t.keys, t.skip = src, 0, out, t.keys[:0], false
+	return t
+}
+
+func putTranscoder(t *pyTranscoder) {
+	clear(t.keys[:cap(t.keys)])
+	t.s, t.out, t.keys = "", nil, t.keys[:0]
+	if cap(t.scratch) > 64<<10 {
+		t.scratch = nil
+	}
+	transcoders.Put(t)
+}
+
+// skipStr validates the string at t.i without decoding it.
+func (p *pyParser) skipStr() error {
+	p.i++
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return nil
+		case c == '\\':
+			if _, err := p.escape(); err != nil {
+				return err
+			}
+		case c < 0x20:
+			return p.fail("invalid control character in string")
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				size = invalidUTF8Len(p.s[p.i:])
+			}
+			p.i += size
+		}
+	}
+	return p.fail("unterminated string")
+}
+
 // pyTranscoder re-encodes JSON text in json.dumps form while validating it,
 // without building a tree. It reports errPyDuplicate when an object repeats
 // a key, since Python's last-value-wins rule needs the whole object.
@@ -854,9 +946,16 @@ type pyTranscoder struct {
 	pyParser
 	out  []byte
 	keys []string // keys of the objects currently open, innermost last
+	// skip validates without producing output: strings are not copied,
+	// repeated keys are not looked for, and out is emptied before each
+	// value so it never grows.
+	skip bool
 }
 
 func (t *pyTranscoder) value(depth int) error {
+	if t.skip {
+		t.out = t.out[:0]
+	}
 	if t.i >= len(t.s) {
 		return t.fail("expecting value")
 	}
@@ -919,6 +1018,9 @@ func (t *pyTranscoder) value(depth int) error {
 
 // str decodes the string at t.i and writes its json.dumps form in one pass.
 func (t *pyTranscoder) str() error {
+	if t.skip {
+		return t.skipStr()
+	}
 	t.i++
 	t.out = append(t.out, '"')
 	start := t.i
@@ -1022,36 +1124,13 @@ func (t *pyTranscoder) object(depth int) error {
 		if t.i >= len(t.s) || t.s[t.i] != '"' {
 			return t.fail("expecting property name enclosed in double quotes")
 		}
-		keyStart := len(t.out)
 		rawStart := t.i
 		if err := t.str(); err != nil {
 			return err
 		}
-		key := t.s[rawStart+1 : t.i-1]
-		if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
-			// The decoded key is what Python compares; the encoded form
-			// just written is an unambiguous stand-in for it.
-			key = string(t.out[keyStart:])
-		} else {
-			key = t.s[rawStart:t.i] // quoted raw form: equal to the encoded form
-		}
-		if seen != nil {
-			if _, dup := seen[key]; dup {
-				return errPyDuplicate
-			}
-			seen[key] = struct{}{}
-		} else {
-			for _, k := range t.keys[base:] {
-				if k == key {
-					return errPyDuplicate
-				}
-			}
-			t.keys = append(t.keys, key)
-			if len(t.keys)-base > 32 {
-				seen = make(map[string]struct{}, 64)
-				for _, k := range t.keys[base:] {
-					seen[k] = struct{}{}
-				}
+		if !t.skip {
+			if err := t.checkKey(rawStart, base, &seen); err != nil {
+				return err
 			}
 		}
 		t.skipWS()
@@ -1076,6 +1155,91 @@ func (t *pyTranscoder) object(depth int) error {
 		case '}':
 			t.i++
 			t.out = append(t.out, '}')
+			return nil
+		default:
+			return t.fail("expecting ',' delimiter")
+		}
+	}
+}
+
+// checkKey records the key whose quoted text starts at rawStart in the
+// object whose keys start at keys[base], reporting errPyDuplicate when
+// Python would see it twice.
+func (t *pyTranscoder) checkKey(rawStart, base int, seenp *map[string]struct{}) error {
+	seen := *seenp
+	key := t.s[rawStart+1 : t.i-1]
+	if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
+		// Compare what Python compares: the decoded key, with lone
+		// surrogates kept distinct from U+FFFD.
+		sub := pyParser{s: t.s, i: rawStart}
+		_, key, _ = sub.strKey(true) // already validated
+	}
+	if seen != nil {
+		if _, dup := seen[key]; dup {
+			return errPyDuplicate
+		}
+		seen[key] = struct{}{}
+	} else {
+		for _, k := range t.keys[base:] {
+			if k == key {
+				return errPyDuplicate
+			}
+		}
+		t.keys = append(t.keys, key)
+		if len(t.keys)-base > 32 {
+			seen = make(map[string]struct{}, 64)
+			for _, k := range t.keys[base:] {
+				seen[k] = struct{}{}
+			}
+		}
+	}
+	*seenp = seen
+	return nil
+}
+
+// members walks the object at t.i in skip mode, calling visit with each
+// decoded key (as Python compares keys) and t.i at the start of its value;
+// visit must consume the value.
+func (t *pyTranscoder) members(depth int, visit func(key string) error) error {
+	if depth > pyMaxDepth {
+		return t.fail("nesting too deep")
+	}
+	t.i++
+	t.skipWS()
+	if t.i < len(t.s) && t.s[t.i] == '}' {
+		t.i++
+		return nil
+	}
+	for {
+		if t.i >= len(t.s) || t.s[t.i] != '"' {
+			return t.fail("expecting property name enclosed in double quotes")
+		}
+		_, key, err := t.strKey(true)
+		if err != nil {
+			return err
+		}
+		t.skipWS()
+		if t.i >= len(t.s) || t.s[t.i] != ':' {
+			return t.fail("expecting ':' delimiter")
+		}
+		t.i++
+		t.skipWS()
+		if t.i >= len(t.s) {
+			return t.fail("expecting value")
+		}
+		if err := visit(key); err != nil {
+			return err
+		}
+		t.skipWS()
+		if t.i >= len(t.s) {
+			return t.fail("expecting ',' delimiter")
+		}
+		switch t.s[t.i] {
+		case ',':
+			t.i++
+			t.skipWS()
+		case '}':
+			t.i++
 			return nil
 		default:
 			return t.fail("expecting ',' delimiter")

@@ -203,10 +203,10 @@ func TestToShareGPTShapes(t *testing.T) {
 
 func TestScratchpadAsThink(t *testing.T) {
 	cases := map[string]string{
-		"":                                    "",
-		"plain":                               "plain",
-		"a </REASONING_SCRATCHPAD> b":         "a </REASONING_SCRATCHPAD> b",
-		"<REASONING_SCRATCHPAD>x":             "<think>x",
+		"":                            "",
+		"plain":                       "plain",
+		"a </REASONING_SCRATCHPAD> b": "a </REASONING_SCRATCHPAD> b",
+		"<REASONING_SCRATCHPAD>x":     "<think>x",
 		"<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>y</REASONING_SCRATCHPAD>": "<think>x</think>y</think>",
 		"REASONING_SCRATCHPAD><REASONING_SCRATCHPAD>":                            "REASONING_SCRATCHPAD><think>",
 		"<</REASONING_SCRATCHPAD><REASONING_SCRATCHPAD>/REASONING_SCRATCHPAD>":   "<</think><think>/REASONING_SCRATCHPAD>",

@@ -29,47 +29,61 @@ func ToolResultSucceeded(content string) bool {
 	return !(len(s) >= 6 && asciiLowerEq(s[:6], "error:"))
 }
 
-// judgeJSONResult returns (succeeded, true) when content is JSON.
+// judgeJSONResult returns (succeeded, true) when content is JSON. It
+// validates the whole text like json.loads but keeps nothing: only the
+// members "error", "success" and "content" (and "error" inside "content")
+// are looked at, last occurrence winning as in a Python dict.
 func judgeJSONResult(content string) (bool, bool) {
-	// Only objects can fail; look at the first significant byte so that plain
-	// text (the common non-JSON case) costs nothing.
 	i := 0
 	for i < len(content) && (content[i] == ' ' || content[i] == '\t' || content[i] == '\n' || content[i] == '\r') {
 		i++
 	}
-	if i == len(content) {
-		return true, false // empty or blank: not JSON
+	if i == len(content) || !strings.ContainsRune(`{"[-0123456789ntfNI`, rune(content[i])) {
+		return true, false // blank or plain text: not JSON
 	}
-	if content[i] != '{' {
-		if !pyValidJSON(content) {
-			return true, false
-		}
-		return true, true
+	t := getTranscoder(content, nil)
+	defer putTranscoder(t)
+	t.i, t.skip = i, true
+	failed := false
+	var err error
+	if content[i] == '{' {
+		failed, err = t.judgeObject()
+	} else {
+		err = t.value(0)
 	}
-	v, err := PyLoadsString(content)
 	if err != nil {
 		return true, false
 	}
-	if e, ok := v.Get("error"); ok && !e.IsNone() {
-		return false, true
+	t.skipWS()
+	if t.i != len(content) {
+		return true, false
 	}
-	if inner, ok := v.Get("content"); ok && inner.Kind() == PyDict {
-		if e, ok := inner.Get("error"); ok && !e.IsNone() {
-			return false, true
-		}
-	}
-	if s, ok := v.Get("success"); ok && s.Kind() == PyBool && !s.Bool() {
-		return false, true
-	}
-	return true, true
+	return !failed, true
 }
 
-// pyValidJSON reports whether Python's json.loads accepts s, without keeping
-// the result.
-func pyValidJSON(s string) bool {
-	var buf [256]byte
-	_, err := AppendPyJSONOf(buf[:0], s)
-	return err == nil
+// judgeObject applies batch_runner's failure rules to the object at t.i.
+func (t *pyTranscoder) judgeObject() (failed bool, err error) {
+	var errorSet, successFalse, innerError bool
+	err = t.members(1, func(key string) error {
+		switch key {
+		case "error":
+			errorSet = t.s[t.i] != 'n' // only null starts with 'n'
+		case "success":
+			successFalse = t.s[t.i] == 'f' // only false starts with 'f'
+		case "content":
+			innerError = false
+			if t.s[t.i] == '{' {
+				return t.members(2, func(key string) error {
+					if key == "error" {
+						innerError = t.s[t.i] != 'n'
+					}
+					return t.value(2)
+				})
+			}
+		}
+		return t.value(1)
+	})
+	return errorSet || successFalse || innerError, err
 }
 
 func asciiLowerEq(s, lower string) bool {

@@ -11,10 +11,11 @@ Modes (all output is UTF-8, one line per item):
 
   hermes_ref.py convert FILE...   one line per FILE:
                                   {"file": <basename>, "conversations": [...]}
-  hermes_ref.py dumps             stdin: base64 lines of JSON text; stdout:
-                                  base64 of json.dumps(json.loads(text)) or ERR
-  hermes_ref.py judge             stdin: base64 lines of tool results; stdout:
-                                  1 (success) or 0 (failure) per line
+  hermes_ref.py dumps             stdin: lines of "x" + base64 of JSON text;
+                                  stdout: base64 of json.dumps(json.loads(text))
+                                  or ERR per line
+  hermes_ref.py judge             stdin: lines of "x" + base64 of a tool result;
+                                  stdout: 1 (success) or 0 (failure) per line
 
 Decisions hermes-pipe makes where Python has no answer (documented in
 schemas/pyjson.go) are applied here too, at the edges only:
@@ -237,7 +238,7 @@ def main():
         for raw in sys.stdin.buffer.read().split(b"\n"):
             if not raw:
                 continue
-            text = base64.b64decode(raw).decode("utf-8", "replace")
+            text = base64.b64decode(raw[1:]).decode("utf-8", "replace")
             try:
                 result = clean(json.dumps(json.loads(text), ensure_ascii=False))
                 out.write(base64.b64encode(result.encode("utf-8")) + b"\n")
