@@ -903,6 +903,9 @@ func getTranscoder(src string, out []byte) *pyTranscoder {
 }
 
 func putTranscoder(t *pyTranscoder) {
+	if t.skip && cap(t.out) <= 64<<10 {
+		t.own = t.out[:0]
+	}
 	clear(t.keys[:cap(t.keys)])
 	t.s, t.out, t.keys = "", nil, t.keys[:0]
 	if cap(t.scratch) > 64<<10 {
@@ -950,6 +953,7 @@ type pyTranscoder struct {
 	// repeated keys are not looked for, and out is emptied before each
 	// value so it never grows.
 	skip bool
+	own  []byte // out's buffer in skip mode, kept across uses
 }
 
 func (t *pyTranscoder) value(depth int) error {

@@ -323,6 +323,9 @@ func FuzzPyJSON(f *testing.F) {
 		if (err == nil) != (treeErr == nil) {
 			t.Fatalf("transcoder err %v, tree err %v", err, treeErr)
 		}
+		if _, isJSON := judgeJSONResult(doc); isJSON != (err == nil) {
+			t.Fatalf("tool-result judge says JSON=%v, transcoder err %v", isJSON, err)
+		}
 		if err != nil {
 			if json.Valid([]byte(doc)) && utf8.ValidString(doc) && !strings.Contains(doc, `\u`) && len(doc) < 1000 {
 				t.Fatalf("encoding/json accepts %q, we reject: %v", doc, err)

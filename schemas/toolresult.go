@@ -43,7 +43,7 @@ func judgeJSONResult(content string) (bool, bool) {
 	}
 	t := getTranscoder(content, nil)
 	defer putTranscoder(t)
-	t.i, t.skip = i, true
+	t.i, t.skip, t.out = i, true, t.own[:0]
 	failed := false
 	var err error
 	if content[i] == '{' {
