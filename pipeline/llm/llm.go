@@ -20,7 +20,10 @@ type Request struct {
 }
 
 // Response is the assistant's reply. Message.Reasoning holds reasoning from
-// `reasoning`/`reasoning_content` or a leading <think> block of the content.
+// the `reasoning`/`reasoning_content` (and `reasoning_details`) fields, joined
+// as Hermes joins them. A leading <think> block stays in Message.Content, as
+// Hermes keeps it, unless Options.ThinkToReasoning moves it into Reasoning;
+// SplitThink extracts it on demand.
 type Response struct {
 	Message      schemas.Message
 	FinishReason string

@@ -1,0 +1,414 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Options configure the client returned by New. Zero values mean defaults.
+type Options struct {
+	// BaseURL is the API root including its version path, e.g.
+	// "http://127.0.0.1:8080/v1". Required.
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends none. The environment is
+	// never read.
+	APIKey string
+	// Model is used when a Request names none.
+	Model string
+	// RequestTimeout bounds one HTTP attempt, streaming included (default
+	// 10m). An attempt that runs over is cancelled and retried, so a hung
+	// server costs one timeout per attempt, not the whole run.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a retryable failure is tried again after
+	// the first attempt (default 5; negative means never).
+	MaxRetries int
+	// BackoffBase and BackoffMax shape the jittered exponential backoff
+	// between attempts: attempt n waits between half and all of
+	// min(BackoffMax, BackoffBase*2^(n-1)). Defaults 500ms and 30s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// RetryAfterMax caps a server's Retry-After / retry-after-ms (default
+	// 5m); when present those replace the computed backoff.
+	RetryAfterMax time.Duration
+	// Stream makes every call a server-sent-events stream, assembled into
+	// one Response (tool-call deltas included).
+	Stream bool
+	// Controller, when set, bounds concurrent requests across every client
+	// that shares it and learns from 429s (see Controller).
+	Controller *Controller
+	// HTTPClient carries the requests (default: a client with a connection
+	// pool sized for many concurrent rollouts and no overall timeout).
+	HTTPClient *http.Client
+	// Seed makes the backoff jitter reproducible.
+	Seed uint64
+	// ThinkToReasoning moves a leading <think>...</think> block of the
+	// content into Message.Reasoning when the reply carries no reasoning
+	// field. Off by default, which keeps content exactly as the model sent
+	// it, as Hermes does (its trajectories keep inline think blocks in the
+	// content and only wrap field reasoning in <think>).
+	ThinkToReasoning bool
+	// Now and Sleep are the clock seams for tests (defaults time.Now and a
+	// context-aware timer). Sleep must return ctx.Err() if ctx ends first.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// client is the openai-go backed Client.
+type client struct {
+	opts   Options
+	svc    openai.ChatCompletionService
+	jitter atomic.Uint64
+}
+
+// New checks opts, fills defaults and returns a Client. It does no I/O.
+func New(opts Options) (Client, error) {
+	if opts.BaseURL == "" {
+		return nil, errors.New("llm client: base URL is empty")
+	}
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("llm client: base URL %q: want http(s)://host[:port]/path", opts.BaseURL)
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 10 * time.Minute
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 5
+	} else if opts.MaxRetries < 0 {
+		opts.MaxRetries = 0
+	}
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = 500 * time.Millisecond
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = 30 * time.Second
+	}
+	if opts.BackoffMax < opts.BackoffBase {
+		opts.BackoffMax = opts.BackoffBase
+	}
+	if opts.RetryAfterMax <= 0 {
+		opts.RetryAfterMax = 5 * time.Minute
+	}
+	if opts.HTTPClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 4096
+		tr.MaxIdleConnsPerHost = 4096
+		opts.HTTPClient = &http.Client{Transport: tr}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleepCtx
+	}
+	reqOpts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimSuffix(opts.BaseURL, "/") + "/"),
+		option.WithHTTPClient(opts.HTTPClient),
+		option.WithMaxRetries(0), // the retry policy is ours
+	}
+	if opts.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
+	}
+	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...)}, nil
+}
+
+// Chat sends req and blocks until a reply arrives, retrying retryable
+// failures with backoff. Each attempt holds one Controller slot (if any) and
+// is bounded by RequestTimeout; the slot is released while backing off. The
+// error, if any, is an *Error wrapping the last failure; when ctx ends the
+// error wraps ctx.Err().
+func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
+	params, err := c.params(req)
+	if err != nil {
+		return Response{}, &Error{Op: "chat completions", Err: err}
+	}
+	for attempt := 1; ; attempt++ {
+		resp, status, retryAfter, err := c.attempt(ctx, &params)
+		if err == nil {
+			resp.Attempts = attempt
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: ctx.Err()}
+		}
+		retryable := status == 0 || retryableStatus(status)
+		if !retryable || attempt > c.opts.MaxRetries {
+			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Retryable: retryable, Err: err}
+		}
+		wait := c.backoff(attempt)
+		if retryAfter >= 0 {
+			wait = min(retryAfter, c.opts.RetryAfterMax)
+		}
+		if err := c.opts.Sleep(ctx, wait); err != nil {
+			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: err}
+		}
+	}
+}
+
+// attempt makes one HTTP attempt. status is the HTTP status of a failed
+// reply (0 for transport, timeout and decode failures); retryAfter is the
+// server's requested wait, or -1 when it named none.
+func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams) (resp Response, status int, retryAfter time.Duration, err error) {
+	retryAfter = -1
+	if ctl := c.opts.Controller; ctl != nil {
+		release, err := ctl.Acquire(ctx)
+		if err != nil {
+			return Response{}, 0, -1, err
+		}
+		defer release()
+	}
+	actx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	if c.opts.Stream {
+		resp, err = c.stream(actx, params)
+	} else {
+		resp, err = c.once(actx, params)
+	}
+	if err == nil {
+		if ctl := c.opts.Controller; ctl != nil {
+			ctl.OnSuccess()
+		}
+		return resp, 0, -1, nil
+	}
+	var apiErr *openai.Error
+	switch {
+	case errors.As(err, &apiErr):
+		status = apiErr.StatusCode
+		if apiErr.Response != nil {
+			retryAfter = parseRetryAfter(apiErr.Response.Header, c.opts.Now())
+		}
+		if status == http.StatusTooManyRequests && c.opts.Controller != nil {
+			c.opts.Controller.OnRateLimit()
+		}
+		err = fmt.Errorf("http %d: %s", status, apiMessage(apiErr))
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded) || actx.Err() != nil:
+		err = fmt.Errorf("%w after %s", ErrTimeout, c.opts.RequestTimeout)
+	case errors.Is(err, ErrMalformed):
+	case isDecodeError(err):
+		err = fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return Response{}, status, retryAfter, err
+}
+
+// apiMessage is the server's error message, or the status text.
+func apiMessage(e *openai.Error) string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return http.StatusText(e.StatusCode)
+}
+
+// isDecodeError reports whether err came from reading a reply body rather
+// than from the transport.
+func isDecodeError(err error) bool {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syn) || errors.As(err, &typ) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "unexpected end of JSON")
+}
+
+// once makes a non-streaming call and converts the reply.
+func (c *client) once(ctx context.Context, params *openai.ChatCompletionNewParams) (Response, error) {
+	cc, err := c.svc.New(ctx, *params)
+	if err != nil {
+		return Response{}, err
+	}
+	if cc == nil || len(cc.Choices) == 0 {
+		return Response{}, fmt.Errorf("%w: reply has no choices", ErrMalformed)
+	}
+	ch := &cc.Choices[0]
+	m := &ch.Message
+	ex := m.JSON.ExtraFields
+	parts := []string{rawString(ex["reasoning"].Raw()), rawString(ex["reasoning_content"].Raw())}
+	parts = append(parts, detailsText(ex["reasoning_details"].Raw())...)
+	msg := schemas.Message{Role: "assistant", Content: m.Content, Reasoning: joinReasoning(parts...)}
+	for _, tc := range m.ToolCalls {
+		call := schemas.ToolCall{ID: tc.ID, Type: "function"}
+		if tc.Type == "custom" {
+			call.Function = schemas.FunctionCall{Name: tc.Custom.Name, Arguments: tc.Custom.Input}
+		} else {
+			call.Function = schemas.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+		}
+		msg.ToolCalls = append(msg.ToolCalls, call)
+	}
+	c.finishMessage(&msg)
+	return Response{
+		Message:      msg,
+		FinishReason: ch.FinishReason,
+		Usage: schemas.Usage{
+			PromptTokens:     cc.Usage.PromptTokens,
+			CompletionTokens: cc.Usage.CompletionTokens,
+			TotalTokens:      cc.Usage.TotalTokens,
+		},
+	}, nil
+}
+
+// finishMessage applies ThinkToReasoning.
+func (c *client) finishMessage(m *schemas.Message) {
+	if !c.opts.ThinkToReasoning || m.Reasoning != "" {
+		return
+	}
+	if think, rest, ok := SplitThink(m.Content); ok {
+		m.Reasoning, m.Content = think, rest
+	}
+}
+
+// params converts a Request into SDK parameters. Tool schemas are passed as
+// raw JSON so their key order reaches the server unchanged.
+func (c *client) params(req Request) (openai.ChatCompletionNewParams, error) {
+	model := req.Model
+	if model == "" {
+		model = c.opts.Model
+	}
+	if model == "" {
+		return openai.ChatCompletionNewParams{}, errors.New("no model named in the request or the client options")
+	}
+	if len(req.Messages) == 0 {
+		return openai.ChatCompletionNewParams{}, errors.New("request has no messages")
+	}
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+	p.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages))
+	for i := range req.Messages {
+		m, err := messageParam(&req.Messages[i])
+		if err != nil {
+			return p, fmt.Errorf("message %d: %w", i, err)
+		}
+		p.Messages = append(p.Messages, m)
+	}
+	for i := range req.Tools {
+		t := req.Tools[i]
+		if t.Type == "" {
+			t.Type = "function"
+		}
+		raw, err := json.Marshal(&t)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: %w", t.Function.Name, err)
+		}
+		fp := param.Override[openai.ChatCompletionFunctionToolParam](json.RawMessage(raw))
+		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &fp})
+	}
+	if req.MaxTokens > 0 {
+		p.MaxTokens = openai.Int(int64(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		p.Temperature = openai.Float(*req.Temperature)
+	}
+	if c.opts.Stream {
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+	}
+	return p, nil
+}
+
+func messageParam(m *schemas.Message) (openai.ChatCompletionMessageParamUnion, error) {
+	switch m.Role {
+	case "system":
+		return openai.SystemMessage(m.Content), nil
+	case "developer":
+		return openai.DeveloperMessage(m.Content), nil
+	case "user":
+		u := openai.UserMessage(m.Content)
+		if m.Name != "" {
+			u.OfUser.Name = openai.String(m.Name)
+		}
+		return u, nil
+	case "tool":
+		return openai.ToolMessage(m.Content, m.ToolCallID), nil
+	case "assistant":
+		a := openai.ChatCompletionAssistantMessageParam{}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			a.Content.OfString = openai.String(m.Content)
+		}
+		if m.Name != "" {
+			a.Name = openai.String(m.Name)
+		}
+		for _, tc := range m.ToolCalls {
+			fc := openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: tc.ID,
+				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+					Name:      tc.Function.Name,
+					Arguments: tc.Function.Arguments,
+				},
+			}
+			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &fc})
+		}
+		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
+	}
+	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+}
+
+// backoff is the jittered exponential wait before attempt n+1: a uniform
+// draw between half and all of min(BackoffMax, BackoffBase*2^(n-1)).
+func (c *client) backoff(n int) time.Duration {
+	d := c.opts.BackoffBase
+	for i := 1; i < n && d < c.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.BackoffMax)
+	u := float64(mix64(c.opts.Seed, c.jitter.Add(1))>>11) / (1 << 53)
+	return d/2 + time.Duration(u*float64(d/2))
+}
+
+// mix64 is splitmix64 over a and b.
+func mix64(a, b uint64) uint64 {
+	z := a + b*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// parseRetryAfter reads retry-after-ms (milliseconds) or Retry-After
+// (seconds or an HTTP date) and returns -1 when neither is usable.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e12 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return -1
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs < 0 || secs > 1e9 {
+			return -1
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return -1
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
