@@ -146,3 +146,14 @@ func Resolve(spec Spec, cfg Config) Spec {
 	}
 	return spec
 }
+
+// GC removes what runID ("" = every run) left behind in driver d, for
+// `hermes-pipe sandbox gc`. Drivers without leftovers to collect (fake,
+// ssh without a base folder) return an error saying so.
+func GC(ctx context.Context, d Driver, runID string) (int, error) {
+	c, ok := d.(Collector)
+	if !ok {
+		return 0, fmt.Errorf("sandbox gc: driver %T keeps nothing to collect", d)
+	}
+	return c.GC(ctx, runID)
+}
