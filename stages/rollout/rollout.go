@@ -130,15 +130,10 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	rec.Completed = outcome == schemas.OutcomeCompleted
 	rec.Partial = outcome == schemas.OutcomePartial
 	rec.Conversations = schemas.ToShareGPT(messages, tools)
-	rec.ToolStats, rec.ToolErrorCounts = schemas.ToolStatsOf(messages)
-	for _, t := range tools { // every offered tool appears, as Hermes' batch runner does
-		if _, ok := rec.ToolStats[t.Function.Name]; !ok {
-			rec.ToolStats[t.Function.Name] = schemas.ToolStat{}
-		}
-		if _, ok := rec.ToolErrorCounts[t.Function.Name]; !ok {
-			rec.ToolErrorCounts[t.Function.Name] = 0
-		}
-	}
+	// Every tool hermes-pipe knows appears with zero counts when unused, as
+	// Hermes' batch runner fills every possible tool.
+	stats, errs := schemas.ToolStatsOf(messages)
+	rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(stats, errs, AllToolNames())
 	rec.ReasoningStats = schemas.ReasoningStatsOf(messages)
 	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
 	return []*schemas.Record{rec}, nil

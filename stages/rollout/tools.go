@@ -45,6 +45,15 @@ func fn(name, desc, params string) schemas.Tool {
 	return schemas.Tool{Type: "function", Function: schemas.FunctionSpec{Name: name, Description: desc, Parameters: json.RawMessage(params)}}
 }
 
+// AllToolNames lists every built-in tool, in offer order.
+func AllToolNames() []string {
+	var out []string
+	for _, ts := range schemas.KnownToolsets {
+		out = append(out, toolsetTools[ts]...)
+	}
+	return out
+}
+
 // ToolsFor returns the tool definitions offered for the given toolsets, in a
 // stable order (toolsets sorted by name as given in KnownToolsets).
 func ToolsFor(toolsets []string) []schemas.Tool {

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+)
+
+// startFake serves fakellm on loopback and returns its /v1 URL.
+func startFake(t *testing.T, cfg fakellm.Config, scriptJSON string) string {
+	t.Helper()
+	if scriptJSON != "" {
+		s, err := fakellm.ParseScripts([]byte(scriptJSON))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Scripts = s
+	}
+	srv := httptest.NewServer(fakellm.New(cfg))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// hp runs the CLI in-process and returns the exit code and output.
+func hp(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(append([]string{"hermes-pipe"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writePrompts(t *testing.T, lines ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "prompts.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func catRecords(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	code, out, errs := hp(t, "cat", dir)
+	if code != 0 {
+		t.Fatalf("cat exit %d: %s", code, errs)
+	}
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("cat line: %v", err)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+func mustVerify(t *testing.T, dir string) {
+	t.Helper()
+	if code, out, errs := hp(t, "verify", dir); code != 0 {
+		t.Fatalf("verify exit %d:\n%s%s", code, out, errs)
+	}
+}
+
+const echoScript = `{"scripts": [{"match": "^echo (.*)$", "steps": [
+  {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo {{m1}}"}}]},
+  {"content": "printed {{m1}}"}]}]}`
+
+func TestGenerateWritesRecordsRejectsAndExitCodes(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := writePrompts(t,
+		`{"prompt": "echo one", "metadata": {"src": "a"}}`,
+		`{"prompt": 7}`,
+		`not json`,
+		`{"prompt": "echo two"}`,
+		`{"prompt": "echo two"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--samples", "2")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d, want 3 (rejected rows): %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 6 {
+		t.Fatalf("got %d records, want 3 rows × 2 samples", len(recs))
+	}
+	keys := map[string]bool{}
+	for i, r := range recs {
+		if r["outcome"] != "completed" {
+			t.Errorf("record %d outcome %v: %v", i, r["outcome"], r["error"])
+		}
+		keys[r["key"].(string)] = true
+	}
+	if len(keys) != 6 {
+		t.Errorf("keys not distinct: %v", keys)
+	}
+	// (prompt_index, sample) order.
+	if recs[0]["prompt_index"].(float64) != 0 || recs[1]["sample"].(float64) != 1 || recs[2]["prompt_index"].(float64) != 3 {
+		t.Errorf("order: %v %v %v", recs[0]["prompt_index"], recs[1]["sample"], recs[2]["prompt_index"])
+	}
+	if md, _ := json.Marshal(recs[0]["metadata"]); string(md) != `{"src":"a"}` {
+		t.Errorf("metadata = %s", md)
+	}
+	rj, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rj), "\n"); n != 2 || !strings.Contains(string(rj), `"line":2`) || !strings.Contains(string(rj), `"field":"prompt"`) || !strings.Contains(string(rj), `"raw":"not json"`) {
+		t.Errorf("rejects.jsonl:\n%s", rj)
+	}
+	mustVerify(t, out)
+
+	// A second run without --resume/--overwrite is refused before any work.
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m"); code != exitUsage || !strings.Contains(errs, "--resume") {
+		t.Fatalf("non-empty out: exit %d: %s", code, errs)
+	}
+	// --resume has nothing left to do but the rejects keep the exit code 3.
+	code, _, errs = hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--samples", "2", "--resume")
+	if code != exitRowsFailed || !strings.Contains(errs, "6 already done") {
+		t.Fatalf("resume: exit %d: %s", code, errs)
+	}
+	if n := len(catRecords(t, out)); n != 6 {
+		t.Fatalf("resume duplicated or lost records: %d", n)
+	}
+	st, err := pipeline.Stats(out)
+	if err != nil || st.Records != 6 || st.Tools["terminal"].Count != 6 {
+		t.Fatalf("stats = %+v, %v", st, err)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	prompts := writePrompts(t, `{"prompt": "x"}`)
+	for _, args := range [][]string{
+		{"generate", "--prompts", prompts, "--out", t.TempDir() + "/o", "--model", "m"}, // missing --base-url
+		{"generate", "--prompts", prompts, "--out", t.TempDir() + "/o", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--toolsets", "web"},
+		{"generate", "--prompts", prompts, "--out", t.TempDir() + "/o", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--toolsets", "file", "--distribution", "default"},
+		{"generate", "--prompts", prompts, "--out", t.TempDir() + "/o", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--resume", "--overwrite"},
+		{"generate", "--prompts", "/nonexistent", "--out", t.TempDir() + "/o", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"},
+		{"generate", "--bogus-flag"},
+		{"cat"},
+	} {
+		if code, _, errs := hp(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, errs)
+		}
+	}
+}
+
+// TestFaultyEndpointEveryRowEndsWithOutcome runs against an endpoint failing
+// 30% of attempts with 429 and 10% with 500: every row ends with an explicit
+// outcome, and --resume completes the rest; none is lost.
+func TestFaultyEndpointEveryRowEndsWithOutcome(t *testing.T) {
+	url := startFake(t, fakellm.Config{Fail429: 0.3, Fail500: 0.1, MaxFaults: -1, RetryAfter: time.Millisecond, Seed: 3}, echoScript)
+	var lines []string
+	for i := 0; i < 60; i++ {
+		lines = append(lines, fmt.Sprintf(`{"prompt": "echo row%d"}`, i))
+	}
+	prompts := writePrompts(t, lines...)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--workers", "16", "--max-retries", "1", "--toolsets", "terminal"}
+	code, _, errs := hp(t, args...)
+	recs := catRecords(t, out)
+	if len(recs) != 60 {
+		t.Fatalf("first run: %d records of 60 (exit %d): %s", len(recs), code, errs)
+	}
+	failed := 0
+	for _, r := range recs {
+		switch r["outcome"] {
+		case "completed":
+		case "api_error":
+			failed++
+		default:
+			t.Fatalf("unexpected outcome %v", r["outcome"])
+		}
+	}
+	if failed == 0 || code != exitRowsFailed {
+		t.Fatalf("with 40%% faults and one retry some rows must fail: failed=%d exit=%d", failed, code)
+	}
+	for i := 0; i < 30 && failed > 0; i++ {
+		code, _, errs = hp(t, append(args, "--resume", "--max-retries", "4")...)
+		recs = catRecords(t, out)
+		if len(recs) != 60 {
+			t.Fatalf("resume %d: %d records: %s", i, len(recs), errs)
+		}
+		failed = 0
+		for _, r := range recs {
+			if r["outcome"] != "completed" {
+				failed++
+			}
+		}
+	}
+	if failed != 0 || code != 0 {
+		t.Fatalf("after resumes: %d rows still failed, exit %d: %s", failed, code, errs)
+	}
+	mustVerify(t, out)
+}
+
+// TestLocalSandboxHidesSecretsAndKillsProcessTree runs real commands in the
+// local sandbox through generate.
+func TestLocalSandboxHidesSecretsAndKillsProcessTree(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not installed")
+	}
+	for _, name := range []string{"HP_TEST_API_KEY", "HP_TEST_TOKEN", "HP_TEST_SECRET", "HP_TEST_PASSWORD", "MY_KEYRING"} {
+		t.Setenv(name, "leaked-"+name)
+	}
+	url := startFake(t, fakellm.Config{}, `{"scripts": [
+	  {"match": "^env", "steps": [{"tool_calls": [{"name": "terminal", "arguments": {"command": "env"}}]}, {"content": "ok"}]},
+	  {"match": "^sleep", "steps": [{"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 1717 & sleep 1718", "timeout": 1}}]}, {"content": "ok"}]}]}`)
+	prompts := writePrompts(t, `{"prompt": "env"}`, `{"prompt": "sleep"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--toolsets", "terminal"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	envTurn := recs[0]["conversations"].([]any)[3].(map[string]any)["value"].(string)
+	if !strings.Contains(envTurn, "PATH=") {
+		t.Fatalf("env output missing: %s", envTurn)
+	}
+	for _, word := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD"} {
+		for _, line := range strings.Split(envTurn, `\n`) {
+			name, _, _ := strings.Cut(line, "=")
+			if strings.Contains(strings.ToUpper(name), word) {
+				t.Errorf("sandbox env shows %q", line)
+			}
+		}
+	}
+	sleepTurn := recs[1]["conversations"].([]any)[3].(map[string]any)["value"].(string)
+	if !strings.Contains(sleepTurn, `"exit_code": 124`) {
+		t.Errorf("timeout not reported as 124: %s", sleepTurn)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := processesWith("sleep 171")
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesWith lists the command lines of processes containing s.
+func processesWith(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, s) {
+			out = append(out, e.Name()+": "+cmd)
+		}
+	}
+	return out
+}
+
+// TestKillNineAndResumeLosesNothing kills a real generate process with
+// SIGKILL at ten random moments, resuming after each: at the end every
+// (row, sample) has exactly one record and verify passes.
+func TestKillNineAndResumeLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "hermes-pipe")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	url := startFake(t, fakellm.Config{Latency: 20 * time.Millisecond, Jitter: 30 * time.Millisecond}, echoScript)
+	var lines []string
+	for i := 0; i < 150; i++ {
+		lines = append(lines, fmt.Sprintf(`{"prompt": "echo row%d"}`, i%100)) // duplicated prompts are distinct rows
+	}
+	prompts := writePrompts(t, lines...)
+	out := filepath.Join(t.TempDir(), "out")
+	base := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none",
+		"--workers", "8", "--samples", "2", "--toolsets", "terminal", "--commit-interval", "100ms", "--shard-rows", "7"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 10; i++ {
+		args := base
+		if i > 0 {
+			args = append(append([]string{}, base...), "--resume")
+		}
+		cmd := exec.Command(bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	final := exec.Command(bin, append(base, "--resume")...)
+	if b, err := final.CombinedOutput(); err != nil {
+		t.Fatalf("final resume: %v\n%s", err, b)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 300 {
+		t.Fatalf("got %d records, want 300", len(recs))
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		k := fmt.Sprintf("%v/%v", r["prompt_index"], r["sample"])
+		if seen[k] {
+			t.Fatalf("duplicate record for %s", k)
+		}
+		seen[k] = true
+		if r["outcome"] != "completed" {
+			t.Errorf("%s: outcome %v", k, r["outcome"])
+		}
+	}
+	mustVerify(t, out)
+}
