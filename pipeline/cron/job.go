@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -239,10 +240,22 @@ func (j *Job) Location() *time.Location {
 	if j.Timezone == "" {
 		return time.UTC
 	}
-	loc, err := time.LoadLocation(j.Timezone)
+	return loadLocation(j.Timezone)
+}
+
+var locCache sync.Map // zone name -> *time.Location
+
+// loadLocation is time.LoadLocation with a cache (parsing tzdata costs tens
+// of microseconds); unknown zones give UTC.
+func loadLocation(name string) *time.Location {
+	if v, ok := locCache.Load(name); ok {
+		return v.(*time.Location)
+	}
+	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return time.UTC
 	}
+	locCache.Store(name, loc)
 	return loc
 }
 

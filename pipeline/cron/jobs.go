@@ -105,6 +105,9 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	if err := ValidateJob(home, j); err != nil {
 		return nil, err
 	}
+	if err := ValidateDeliver(j.Deliver); err != nil {
+		return nil, err
+	}
 	if sched.Kind == KindOnce {
 		at, _ := parseTimestamp(sched.RunAt, loc)
 		if now.Sub(at) > minGrace {
@@ -137,7 +140,9 @@ func defaultName(j *Job) string {
 	return src
 }
 
-// ValidateJob checks a job's fields (on add, edit and import). Errors wrap
+// ValidateJob checks a job's fields (on add, edit and import). The deliver
+// spec is not checked here: imported Hermes targets are kept and fall back to
+// local delivery; new values are checked with ValidateDeliver. Errors wrap
 // ErrUsage.
 func ValidateJob(home string, j *Job) error {
 	if !validJobID(j.ID) {
@@ -174,9 +179,6 @@ func ValidateJob(home string, j *Job) error {
 	}
 	if _, refused := NarrowToolsets(j.EnabledToolsets); len(refused) > 0 {
 		return usagef("toolsets %s are not available to cron jobs (no scheduling, messaging or asking the user)", strings.Join(refused, ", "))
-	}
-	if err := ValidateDeliver(j.Deliver); err != nil {
-		return err
 	}
 	if w := string(j.Workdir); w != "" {
 		if !filepath.IsAbs(w) {
@@ -358,7 +360,13 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 				j.State = StateScheduled
 			}
 			reason := ""
-			if err := ValidateJob(home, j); err != nil {
+			// Hermes targets hermes-pipe lacks (telegram, origin...) are kept:
+			// they fall back to local delivery at run time.
+			check := *j
+			if ValidateDeliver(check.Deliver) != nil {
+				check.Deliver = "local"
+			}
+			if err := ValidateJob(home, &check); err != nil {
 				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
 			} else if _, err := tx.Get(j.ID); err == nil {
 				reason = "a job with this id already exists"

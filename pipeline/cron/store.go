@@ -346,9 +346,7 @@ func (e *entry) nextDue() (time.Time, bool) {
 	}
 	loc := time.UTC
 	if tz := r[3].String(); tz != "" {
-		if l, err := time.LoadLocation(tz); err == nil {
-			loc = l
-		}
+		loc = loadLocation(tz)
 	}
 	t, err := parseTimestamp(r[2].String(), loc)
 	if err != nil {
