@@ -586,3 +586,54 @@ func TestControllerLearnsFromFake429(t *testing.T) {
 		t.Fatalf("limit %d inflight %d cuts %d", ctl.Limit(), ctl.InFlight(), ctl.Cuts())
 	}
 }
+
+func TestThousandCallsInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 2,000 loopback sockets")
+	}
+	srv, fs := startFake(t, fakellm.Config{Latency: 300 * time.Millisecond, Fail429: 0.05})
+	ctl := NewController(ControllerOptions{Max: 1000})
+	c, _ := newClient(t, srv.URL, Options{Controller: ctl})
+	var wg sync.WaitGroup
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if n := fs.Stats().InFlight; n > peak.Load() {
+					peak.Store(n)
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	errs := make(chan error, 1000)
+	for i := 0; i < 1000; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Chat(context.Background(), userReq(fmt.Sprintf("prompt %d", i))); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("1,000 calls of 300ms took %v: not concurrent", d)
+	}
+	if peak.Load() < 200 {
+		t.Fatalf("peak in flight at the server %d, want hundreds", peak.Load())
+	}
+	if ctl.InFlight() != 0 || fs.Stats().ByStatus["200"] != 1000 {
+		t.Fatalf("controller %d in flight; stats %+v", ctl.InFlight(), fs.Stats())
+	}
+	t.Logf("peak %d in flight, limit now %d after %d cuts, %v", peak.Load(), ctl.Limit(), ctl.Cuts(), time.Since(start))
+}

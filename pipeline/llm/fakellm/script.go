@@ -150,6 +150,28 @@ func LoadScripts(path string) ([]Script, error) {
 	return ParseScripts(data)
 }
 
+// clone returns a copy of s that shares no mutable memory with it.
+func (s Script) clone() Script {
+	s.Steps = append([]Step(nil), s.Steps...)
+	for i := range s.Steps {
+		s.Steps[i] = s.Steps[i].clone()
+	}
+	if s.Final != nil {
+		f := s.Final.clone()
+		s.Final = &f
+	}
+	return s
+}
+
+func (st Step) clone() Step {
+	st.ToolCalls = append([]ToolCallSpec(nil), st.ToolCalls...)
+	if st.Fault != nil {
+		f := *st.Fault
+		st.Fault = &f
+	}
+	return st
+}
+
 // compile checks the script and prepares its regex and arguments.
 func (s *Script) compile() error {
 	name := s.Name

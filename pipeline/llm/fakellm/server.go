@@ -88,15 +88,15 @@ func New(cfg Config) *Server {
 	if cfg.ReasoningField == "" {
 		cfg.ReasoningField = "reasoning_content"
 	}
+	// Deep-copy the scripts so the caller may reuse or change its values.
 	scripts := make([]Script, len(cfg.Scripts))
-	copy(scripts, cfg.Scripts)
-	for i := range scripts {
-		if scripts[i].re == nil {
-			if err := scripts[i].compile(); err != nil {
-				panic(fmt.Sprintf("fakellm: %v", err))
-			}
+	for i := range cfg.Scripts {
+		scripts[i] = cfg.Scripts[i].clone()
+		if err := scripts[i].compile(); err != nil {
+			panic(fmt.Sprintf("fakellm: %v", err))
 		}
 	}
+	cfg.Scripts = scripts
 	s := &Server{cfg: cfg, scripts: scripts}
 	s.attempts.init()
 	s.stats.init()
