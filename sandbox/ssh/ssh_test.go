@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
@@ -242,16 +244,18 @@ func TestAuthFailureIsNotUnavailable(t *testing.T) {
 }
 
 func TestPassphraseKeyRefusedWithoutPrompt(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, err := gossh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(t.TempDir(), "id")
+	// A legacy PEM key marked encrypted; the body is never decrypted, so
+	// random bytes stand in for key material.
+	body := make([]byte, 64)
+	_, _ = rand.Read(body)
+	key := filepath.Join(t.TempDir(), "id_rsa")
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: body, Headers: map[string]string{
+		"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00000000000000000000000000000000",
+	}}
 	if err := os.WriteFile(key, pem.EncodeToMemory(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{Addr: "127.0.0.1:1", User: "x", KeyFiles: []string{key}, NoAgent: true})
+	_, err := New(Options{Addr: "127.0.0.1:1", User: "x", KeyFiles: []string{key}, NoAgent: true})
 	if err == nil || !strings.Contains(err.Error(), "passphrase") {
 		t.Fatalf("New with an encrypted key: %v", err)
 	}
@@ -463,4 +467,90 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+}
+
+// TestAgentAuth authenticates through an ssh-agent (a real agent protocol
+// server on a unix socket holding the test key) with no key file given.
+func TestAgentAuth(t *testing.T) {
+	srv := sharedSSHD(t)
+	pemBytes, err := os.ReadFile(srv.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := gossh.ParseRawPrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				served <- n
+				return
+			}
+			n++
+			_ = agent.ServeAgent(keyring, c)
+			c.Close()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	o := srv.options()
+	o.KeyFiles, o.NoAgent = nil, false
+	d := newDriver(t, o)
+	s := open(t, d, sandbox.Spec{})
+	if res := execOK(t, s, "echo via-agent"); res.Stdout != "via-agent\n" {
+		t.Fatalf("got %q", res.Stdout)
+	}
+	l.Close()
+	if n := <-served; n == 0 {
+		t.Fatal("the agent was never asked")
+	}
+}
+
+// TestKeepAliveDropsHungConnection freezes the server side of the connection
+// (SIGSTOP): the keepalive probe goes unanswered, the driver drops the
+// connection, the command running on it fails with ErrUnavailable and the
+// next command runs on a fresh connection.
+func TestKeepAliveDropsHungConnection(t *testing.T) {
+	srv := privateSSHD(t)
+	o := srv.options()
+	o.KeepAlive = 300 * time.Millisecond
+	d := newDriver(t, o)
+	s := open(t, d, sandbox.Spec{})
+	execOK(t, s, "export K=1")
+	stopped := srv.signalConnections(t, syscall.SIGSTOP)
+	t.Cleanup(func() {
+		for _, pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	start := time.Now()
+	_, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "true"})
+	// The channel open hangs on the frozen server until the probe fails;
+	// then the driver redials once and the command runs.
+	if err != nil {
+		t.Fatalf("Exec across a hung connection: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("recovery took %v with a 300ms keepalive", took)
+	}
+	if res := execOK(t, s, "echo $K"); res.Stdout != "1\n" {
+		t.Fatalf("state after the hung connection: %q", res.Stdout)
+	}
+	if n := d.dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2", n)
+	}
 }

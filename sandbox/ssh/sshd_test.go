@@ -202,6 +202,12 @@ func (s server) pid(t *testing.T) int {
 // per-connection monitors, their unprivileged children and the commands they
 // run), which drops every connection to it. It returns how many it killed.
 func (s server) killConnections(t *testing.T) int {
+	return len(s.signalConnections(t, syscall.SIGKILL))
+}
+
+// signalConnections sends sig to every process the server forked, by pid,
+// and returns the pids signalled.
+func (s server) signalConnections(t *testing.T, sig syscall.Signal) []int {
 	t.Helper()
 	children := map[int][]int{}
 	ents, _ := os.ReadDir("/proc")
@@ -222,16 +228,16 @@ func (s server) killConnections(t *testing.T) int {
 		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], pid)
 	}
-	n := 0
+	var done []int
 	todo := append([]int(nil), children[s.pid(t)]...)
 	for len(todo) > 0 {
 		pid := todo[0]
 		todo = append(todo[1:], children[pid]...)
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			n++
+		if syscall.Kill(pid, sig) == nil {
+			done = append(done, pid)
 		}
 	}
-	return n
+	return done
 }
 
 // newDriver builds a Driver from o and releases it when the test ends.
