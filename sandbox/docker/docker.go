@@ -338,6 +338,13 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: inspect: %w", unavailable(ctx, err))
 		}
 		res.ExitCode = code
+		if code >= 128 {
+			// Killed by a signal: the daemon may be stopping or the container
+			// may have died; that is a driver failure, not the command's.
+			if err := s.alive(ctx); err != nil {
+				return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+			}
+		}
 	}
 	res.Duration = time.Since(start)
 	return res, nil
@@ -362,6 +369,31 @@ func (s *Session) exitCode(ctx context.Context, execID string) (int, error) {
 			return 0, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// alive checks that the session's container is still running, giving a
+// dying container a moment to be reported (a daemon shutting down kills the
+// container's processes a little before it records the container stopped).
+// The error wraps sandbox.ErrUnavailable. It costs one wait call and up to
+// 300 ms; Exec calls it only for commands killed by a signal.
+func (s *Session) alive(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	w := s.d.cli.ContainerWait(wctx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case r := <-w.Result:
+		return fmt.Errorf("%w: container %.12s stopped (status %d)", sandbox.ErrUnavailable, s.id, r.StatusCode)
+	case err := <-w.Error:
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return nil // still running when the grace period ended
+		}
+		return fmt.Errorf("wait for container: %w", unavailable(ctx, err))
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return nil
 	}
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -285,5 +288,66 @@ func TestConcurrentSessions(t *testing.T) {
 	t.Logf("%d concurrent sessions (open, 2 commands, close) in %v", n, time.Since(start))
 	if ids := containers(t, d, LabelRun, run); len(ids) > 0 {
 		t.Fatalf("%d containers leaked", len(ids))
+	}
+}
+
+// TestDaemonStopsMidRun stops a private dockerd while a command runs: Exec
+// and later Opens must fail with ErrUnavailable (outcome sandbox_error,
+// retried by --resume), not report a command result.
+func TestDaemonStopsMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dockertest.Require(t)
+	dir, err := os.MkdirTemp("", "hermes-dockerd-stop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := "unix://" + filepath.Join(dir, "docker.sock")
+	script := func(arg string) error {
+		cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "dockerd.sh"), arg)
+		cmd.Env = append(os.Environ(), "HERMES_DOCKERD_DIR="+dir, "DOCKER_HOST="+sock)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("dockerd.sh %s: %v: %s", arg, err, out)
+		}
+		return nil
+	}
+	if err := script("start"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = script("stop")
+		_ = os.RemoveAll(dir)
+	})
+	d := newDriver(t, sandbox.Config{Docker: sandbox.DockerConfig{Host: sock}})
+	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "stop", RolloutID: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	exec1(t, s, "echo up")
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 60"})
+		if err == nil {
+			t.Logf("result while stopping: %+v", res)
+		}
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := script("stop"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, sandbox.ErrUnavailable) {
+			t.Fatalf("Exec while dockerd stopped: %v, want ErrUnavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Exec did not return after dockerd stopped")
+	}
+	if _, err := d.Open(context.Background(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Open with dockerd stopped: %v", err)
 	}
 }

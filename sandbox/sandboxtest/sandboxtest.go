@@ -246,6 +246,7 @@ func (s *suite) exitCodes(t *testing.T) {
 	want(t, sess, "(exit 3)", 3, "")
 	want(t, sess, "sh -c 'exit 42'", 42, "")
 	want(t, sess, "no-such-command-xyz", 127, "")
+	want(t, sess, "sh -c 'kill -9 $$'", 137, "")
 	want(t, sess, "echo still alive", 0, "still alive")
 }
 
