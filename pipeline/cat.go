@@ -80,15 +80,15 @@ type liveRef struct {
 // liveRefs returns the live records of ix in (prompt_index, sample, key)
 // order; marker rows have no record and are left out.
 func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
-	refs := make([]liveRef, 0, len(ix.keys))
-	for k, e := range ix.keys {
+	refs := make([]liveRef, 0, ix.len())
+	for _, e := range ix.entries {
 		if e.n <= 0 || e.shard == 0 {
 			continue
 		}
 		if finalOnly && ix.outcomes[e.outcome].Retryable() {
 			continue
 		}
-		refs = append(refs, liveRef{key: k, off: e.off, pi: e.pi, sample: e.sample, n: e.n, shard: e.shard, oc: e.outcome})
+		refs = append(refs, liveRef{key: e.key, off: e.off, pi: e.pi, sample: e.sample, n: e.n, shard: e.shard, oc: e.outcome})
 	}
 	slices.SortFunc(refs, func(a, b liveRef) int {
 		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))

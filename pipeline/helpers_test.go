@@ -18,9 +18,8 @@ import (
 
 // funcStage is a Stage made of a function, with optional preflight and close.
 type funcStage struct {
-	name      string
-	fn        func(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error)
-	preflight func(ctx context.Context) error
+	name string
+	fn   func(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error)
 }
 
 func (s *funcStage) Name() string { return s.name }

@@ -413,7 +413,7 @@ func (o *Output) Done(key string) bool {
 func (o *Output) Keys() int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return len(o.ix.keys)
+	return o.ix.len()
 }
 
 // Dir returns the output folder path.

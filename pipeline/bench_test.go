@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// writeBigLedger writes a folder whose ledger holds keys finished keys in
+// shards of 1000 rows, keyed like schemas.RowKey does.
+func writeBigLedger(b *testing.B, dir string, keys int) []string {
+	b.Helper()
+	out, err := OpenOutput(dir, OutputOptions{Kind: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out.Close()
+	f, err := os.OpenFile(filepath.Join(dir, LedgerFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	all := make([]string, 0, keys)
+	var buf []byte
+	for s := 0; s*1000 < keys; s++ {
+		l := ledgerLine{Shard: fmt.Sprintf("data/shard-%05d.jsonl", s+1), Bytes: 1 << 20, SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+		for i := s * 1000; i < min(keys, (s+1)*1000); i++ {
+			k := fmt.Sprintf("row:%d:%012x#0", i, uint64(i)*0x9e3779b97f4a7c15>>16)
+			all = append(all, k)
+			l.Rows = append(l.Rows, ledgerRow{Key: k, Outcome: schemas.OutcomeCompleted, PromptIndex: int64(i), Len: 2400})
+		}
+		buf = appendLedgerLine(buf[:0], &l)
+		w.Write(buf)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	return all
+}
+
+// BenchmarkResumeOpen1M measures the "nothing to do" resume path: open a
+// folder whose ledger holds 1,000,000 finished keys and check every key.
+func BenchmarkResumeOpen1M(b *testing.B) {
+	dir := b.TempDir()
+	keys := writeBigLedger(b, dir, 1_000_000)
+	fi, _ := os.Stat(filepath.Join(dir, LedgerFile))
+	b.ReportMetric(float64(fi.Size())/(1<<20), "ledger-MiB")
+	b.ResetTimer()
+	for range b.N {
+		out, err := OpenOutput(dir, OutputOptions{Mode: ModeResume, Kind: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			if !out.Done(k) {
+				b.Fatalf("key %s not done", k)
+			}
+		}
+		out.Close()
+	}
+}
+
+// BenchmarkLedgerPhases splits BenchmarkResumeOpen1M into loading the
+// ledger and checking the keys.
+func BenchmarkLedgerPhases(b *testing.B) {
+	dir := b.TempDir()
+	keys := writeBigLedger(b, dir, 1_000_000)
+	path := filepath.Join(dir, LedgerFile)
+	b.Run("load", func(b *testing.B) {
+		for range b.N {
+			if _, err := loadLedger(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	ld, _ := loadLedger(path)
+	for _, order := range []string{"input-order", "shuffled"} {
+		ks := keys
+		if order == "shuffled" {
+			ks = append([]string(nil), keys...)
+			rand.New(rand.NewPCG(1, 1)).Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+		}
+		b.Run("check-"+order, func(b *testing.B) {
+			for range b.N {
+				for _, k := range ks {
+					if _, ok := ld.ix.lookup(k); !ok {
+						b.Fatal(k)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRunPerRecord measures the runtime's cost per record with a
+// trivial stage: scheduling, encoding, shard commits and the ledger.
+func BenchmarkRunPerRecord(b *testing.B) {
+	dir := b.TempDir()
+	recs := records(b.N)
+	out, err := OpenOutput(dir, OutputOptions{Kind: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	b.ResetTimer()
+	sum, err := Run(context.Background(), Options{Workers: 4}, SliceSource(recs), []Stage{completeStage()}, out)
+	if err != nil || sum.Written != b.N {
+		b.Fatalf("%+v %v", sum, err)
+	}
+}
