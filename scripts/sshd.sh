@@ -82,9 +82,11 @@ EOF
 
 	"$sshd" -t -f "$dir/sshd_config" || die "sshd -t rejected $dir/sshd_config"
 
-	# -D keeps sshd in the foreground so this script owns it; -e sends its log
-	# to the log file. It writes its pid file once it listens.
-	nohup "$sshd" -D -e -f "$dir/sshd_config" >"$dir/sshd.log" 2>&1 &
+	# -D keeps sshd from forking so the pid file names this very process; -e
+	# sends its log to the log file. setsid detaches it from the caller's
+	# session and process group, so a test runner killed by its timeout does
+	# not take it along; stop kills it by pid.
+	setsid "$sshd" -D -e -f "$dir/sshd_config" </dev/null >"$dir/sshd.log" 2>&1 &
 	i=0
 	until running && port_open; do
 		i=$((i + 1))

@@ -79,8 +79,9 @@ exit $rc
 // Open creates the session's remote folder (work, tmp and state inside, all
 // mode 0700) and its scripts in one SSH channel: one round trip plus a few
 // fork/execs on the remote. Spec.Cwd, when set, must be an existing remote
-// folder. The command environment is the remote login's, plus Spec.Env,
-// TMPDIR pointing into the session folder and the HERMES_SANDBOX marker.
+// folder. The command environment is the remote login's, plus TMPDIR
+// pointing into the session folder, Spec.Env (which may override TMPDIR) and
+// the HERMES_SANDBOX marker.
 // Failures to reach the host wrap sandbox.ErrUnavailable.
 func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	spec = sandbox.Resolve(spec, sandbox.Config{DefaultTimeout: d.opts.Timeout, MaxOutput: d.opts.MaxOutput})
@@ -97,11 +98,10 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	dir := path.Join(d.opts.RemoteTmp, name)
 	state := dir + "/state"
 
-	env := map[string]string{}
+	env := map[string]string{"TMPDIR": dir + "/tmp"}
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	env["TMPDIR"] = dir + "/tmp"
 	env[markerVar] = name
 	keys := make([]string, 0, len(env))
 	for k := range env {

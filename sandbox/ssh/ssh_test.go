@@ -554,3 +554,37 @@ func TestKeepAliveDropsHungConnection(t *testing.T) {
 		t.Fatalf("dials = %d, want 2", n)
 	}
 }
+
+// TestFactory opens the driver the way cmd does: through a registry and the
+// shared sandbox.Config.
+func TestFactory(t *testing.T) {
+	srv := sharedSSHD(t)
+	reg := sandbox.NewRegistry()
+	reg.Register("ssh", Factory)
+	drv, err := reg.Open("ssh", sandbox.Config{
+		RunID: "factory-run",
+		SSH: sandbox.SSHConfig{
+			Host: srv.Addr, User: srv.User, KeyFile: srv.Key, KnownHosts: srv.KnownHosts,
+			BaseDir: "/tmp/",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.(sandbox.Releaser).Release()
+	sess, err := drv.Open(testCtx(t), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sess.(*Session)
+	defer s.Close(context.Background())
+	if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-factory-run-") {
+		t.Fatalf("session folder %q does not carry the run id", s.Dir())
+	}
+	if res := execOK(t, s, "echo $HERMES_SANDBOX"); strings.TrimSpace(res.Stdout) != s.Marker() {
+		t.Fatalf("marker %q, want %q", res.Stdout, s.Marker())
+	}
+	if _, err := reg.Open("ssh", sandbox.Config{}); err == nil {
+		t.Fatal("Factory accepted an empty host")
+	}
+}
