@@ -1,0 +1,666 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
+)
+
+// cronDeps are what the cron command needs from outside: the agent runner
+// (backed by the rollout stage in production, a fake in tests) and seams.
+type cronDeps struct {
+	Agent  cron.AgentRunner       // runs agent jobs; nil makes them fail with a clear error
+	Now    func() time.Time       // clock; nil means time.Now
+	Getenv func(string) string    // environment lookup for the home folder; nil means os.Getenv
+	Notify func(chan<- os.Signal) // signal subscription for the daemon; nil means SIGINT+SIGTERM
+}
+
+const cronDSTHelp = `Time zones and DST: every job has an IANA zone (--tz, default the local zone);
+instants are stored in UTC and printed in the job's zone. Cron expressions and
+timestamps without an offset are wall-clock times in that zone:
+  - a time inside a spring-forward gap (02:30 on the night clocks jump from
+    02:00 to 03:00) fires once, at the first valid instant after the gap (03:00);
+  - a time repeated by a fall-back (01:30 on the night clocks go from 02:00
+    back to 01:00) fires once, at its first occurrence;
+  - 30-minute shifts (Australia/Lord_Howe) follow the same two rules;
+  - intervals ("every 2h") and "in 30m" count elapsed time and ignore DST.`
+
+const cronGrammarHelp = `Schedules:
+  in 30m, in 2h, in 1d          one-shot, that long from now
+  2026-07-01T09:00[:00][±hh:mm] one-shot at a timestamp (no offset: the job's zone)
+  every 30m, every 2h, every 1d repeating interval
+  "0 9 * * 1-5"                 5-field cron: minute hour day-of-month month day-of-week
+  @hourly @daily @weekly @monthly @yearly
+A bare duration such as "30m" is refused: write "every 30m" or "in 30m".`
+
+const cronMissedHelp = `Missed runs: the tick advances a job's next run before executing it, so an
+occurrence runs at most once, even across crashes. An occurrence found late runs
+if it is within its grace window (half the period clamped to 120 s – 2 h, or
+--starting-deadline); only the latest late occurrence runs, older ones are
+recorded as missed in the history. An execution whose process died is recorded
+as unknown and never retried.`
+
+func cronCommand(deps cronDeps) *cli.Command {
+	jobFlags := []cli.Flag{
+		&cli.StringFlag{Name: "name", Usage: "job name (default: the start of the prompt)"},
+		&cli.StringFlag{Name: "tz", Usage: "IANA time zone of the schedule (default: the local zone)"},
+		&cli.StringFlag{Name: "script", Usage: "script `NAME` inside <home>/cron/scripts; with --no-agent it is the job, otherwise its output is added to the prompt"},
+		&cli.BoolFlag{Name: "no-agent", Usage: "run only the script: its stdout is delivered"},
+		&cli.StringFlag{Name: "model", Usage: "model for agent jobs"},
+		&cli.StringFlag{Name: "provider", Usage: "provider label for agent jobs"},
+		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint for agent jobs"},
+		&cli.StringSliceFlag{Name: "skill", Usage: "skill to load (repeatable)"},
+		&cli.StringSliceFlag{Name: "context-from", Usage: "job `ID` whose latest output is added to the prompt (repeatable)"},
+		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringFlag{Name: "deliver", Usage: "where output goes: local, webhook:URL, or both comma-separated", Value: "local"},
+		&cli.StringFlag{Name: "workdir", Usage: "absolute working folder for the script or agent"},
+		&cli.IntFlag{Name: "repeat", Usage: "stop after N runs (0: forever; one-shots run once)"},
+		&cli.StringFlag{Name: "overlap", Usage: "when the previous run is still going: forbid (skip and record) or allow", Value: cron.OverlapForbid},
+		&cli.DurationFlag{Name: "starting-deadline", Usage: "how late a run may start (default: half the period, clamped to 120s-2h)"},
+		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout (0: none)", Value: cron.DefaultInactivityTimeout},
+		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run", Value: cron.DefaultMaxRuntime},
+		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
+	}
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+	return &cli.Command{
+		Name:  "cron",
+		Usage: "schedule agent and script jobs that fire once per occurrence",
+		Description: "Jobs live in <home>/cron/jobs.json (Hermes' format; `cron import` reads a Hermes file),\n" +
+			"executions in <home>/cron/executions.db. Run `cron daemon`, or `cron tick` from\n" +
+			"the system crontab every minute; any number of them may run together.\n\n" +
+			cronGrammarHelp + "\n\n" + cronDSTHelp + "\n\n" + cronMissedHelp,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "home", Usage: "hermes-pipe home `DIR` (default ~/.hermes-pipe)", EnvVars: []string{"HERMES_PIPE_HOME"}},
+		},
+		Subcommands: []*cli.Command{
+			{
+				Name: "add", Usage: "add a job", ArgsUsage: "SCHEDULE [PROMPT...]",
+				Description: "Prints the normalised schedule and the next three fire times.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
+				Flags:       append(append([]cli.Flag{}, jobFlags...), &cli.BoolFlag{Name: "paused", Usage: "add the job paused"}, jsonFlag),
+				Action: func(c *cli.Context) error {
+					if c.NArg() < 1 {
+						return cronUsage("add needs a SCHEDULE (quote cron expressions) and usually a PROMPT")
+					}
+					spec := specFromFlags(c)
+					spec.Schedule = c.Args().First()
+					spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
+					spec.Paused = c.Bool("paused")
+					home := cronHome(c, deps)
+					j, err := cron.AddJob(c.Context, cron.NewStore(home), home, spec, cronNow(deps))
+					if err != nil {
+						return fmt.Errorf("cron add: %w", err)
+					}
+					return printJob(c, j, "added", cronNow(deps))
+				},
+			},
+			{
+				Name: "list", Usage: "list jobs", Flags: []cli.Flag{jsonFlag},
+				Action: func(c *cli.Context) error {
+					tx, err := cron.NewStore(cronHome(c, deps)).Load()
+					if err != nil {
+						return fmt.Errorf("cron list: %w", err)
+					}
+					jobs, err := tx.Jobs()
+					if err != nil {
+						return fmt.Errorf("cron list: %w", err)
+					}
+					w := c.App.Writer
+					if c.Bool("json") {
+						if jobs == nil {
+							jobs = []*cron.Job{}
+						}
+						return writeJSON(w, jobs)
+					}
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tNEXT\tSTATE\tLAST")
+					for _, j := range jobs {
+						next := "-"
+						if at, ok := j.NextRun(); ok {
+							next = at.In(j.Location()).Format(time.RFC3339)
+						}
+						last := "-"
+						if j.LastStatus != "" {
+							last = string(j.LastStatus)
+						}
+						state := j.State
+						if !j.Enabled && state == cron.StateScheduled {
+							state = cron.StatePaused
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name: "show", Usage: "show one job", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag},
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					tx, err := cron.NewStore(cronHome(c, deps)).Load()
+					if err != nil {
+						return fmt.Errorf("cron show: %w", err)
+					}
+					j, err := tx.Get(id)
+					if err != nil {
+						return fmt.Errorf("cron show: %w", err)
+					}
+					return printJob(c, j, "job", cronNow(deps))
+				},
+			},
+			{
+				Name: "edit", Usage: "change a job (only the flags given)", ArgsUsage: "ID",
+				Flags: append(append([]cli.Flag{}, jobFlags...),
+					&cli.StringFlag{Name: "schedule", Usage: "new schedule"},
+					&cli.StringFlag{Name: "prompt", Usage: "new prompt"}, jsonFlag),
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					home := cronHome(c, deps)
+					now := cronNow(deps)
+					j, err := cron.ModifyJob(c.Context, cron.NewStore(home), home, id, now, func(j *cron.Job) error {
+						return applyEdits(c, j, now)
+					})
+					if err != nil {
+						return fmt.Errorf("cron edit: %w", err)
+					}
+					return printJob(c, j, "edited", now)
+				},
+			},
+			{
+				Name: "rm", Usage: "remove a job (its history is kept)", ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					if err := cron.RemoveJob(c.Context, cron.NewStore(cronHome(c, deps)), id); err != nil {
+						return fmt.Errorf("cron rm: %w", err)
+					}
+					fmt.Fprintf(c.App.Writer, "removed job %s\n", id)
+					return nil
+				},
+			},
+			{
+				Name: "pause", Usage: "pause a job", ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					home := cronHome(c, deps)
+					if _, err := cron.PauseJob(c.Context, cron.NewStore(home), home, id, cronNow(deps)); err != nil {
+						return fmt.Errorf("cron pause: %w", err)
+					}
+					fmt.Fprintf(c.App.Writer, "paused job %s\n", id)
+					return nil
+				},
+			},
+			{
+				Name: "resume", Usage: "resume a paused job from its next occurrence", ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					home := cronHome(c, deps)
+					j, err := cron.ResumeJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
+					if err != nil {
+						return fmt.Errorf("cron resume: %w", err)
+					}
+					at, _ := j.NextRun()
+					fmt.Fprintf(c.App.Writer, "resumed job %s; next run %s\n", id, at.In(j.Location()).Format(time.RFC3339))
+					return nil
+				},
+			},
+			{
+				Name: "run", Usage: "run a job now (recorded as a manual execution; the schedule does not move)", ArgsUsage: "ID",
+				Flags: []cli.Flag{jsonFlag},
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					s, err := openScheduler(c, deps)
+					if err != nil {
+						return err
+					}
+					defer s.Close()
+					r, err := s.RunNow(c.Context, id)
+					if err != nil {
+						return fmt.Errorf("cron run: %w", err)
+					}
+					if c.Bool("json") {
+						return writeJSON(c.App.Writer, r)
+					}
+					printResult(c.App.Writer, r)
+					if r.State != cron.StateDone {
+						return fmt.Errorf("cron run %s: %s", id, r.Error)
+					}
+					return nil
+				},
+			},
+			{
+				Name: "tick", Usage: "one scheduling pass: run what is due, then exit",
+				Description: "Takes the tick lock without waiting (another ticker holds it: exit 0 quietly).\n\n" + cronMissedHelp,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "now", Usage: "pretend the time is `RFC3339` (testing, replays)"},
+					jsonFlag,
+				},
+				Action: func(c *cli.Context) error {
+					if v := c.String("now"); v != "" {
+						at, err := time.Parse(time.RFC3339, v)
+						if err != nil {
+							return cronUsage("--now %q: want RFC3339 such as 2026-07-01T09:00:00Z", v)
+						}
+						deps.Now = func() time.Time { return at }
+					}
+					s, err := openScheduler(c, deps)
+					if err != nil {
+						return err
+					}
+					defer s.Close()
+					rep, err := s.Tick(c.Context)
+					if err != nil {
+						return fmt.Errorf("cron tick: %w", err)
+					}
+					if c.Bool("json") {
+						return writeJSON(c.App.Writer, rep)
+					}
+					for _, r := range rep.Results {
+						printResult(c.App.Writer, r)
+					}
+					if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
+						fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
+					}
+					return nil
+				},
+			},
+			{
+				Name: "daemon", Usage: "run jobs until SIGTERM, sleeping until the next due time",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "shutdown-grace", Usage: "how long running jobs may finish after SIGTERM", Value: 30 * time.Second},
+				},
+				Action: func(c *cli.Context) error {
+					s, err := openScheduler(c, deps)
+					if err != nil {
+						return err
+					}
+					defer s.Close()
+					s.Log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+					ctx, stop := context.WithCancel(c.Context)
+					defer stop()
+					sigs := make(chan os.Signal, 1)
+					if deps.Notify != nil {
+						deps.Notify(sigs)
+					} else {
+						signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+						defer signal.Stop(sigs)
+					}
+					go func() {
+						select {
+						case <-sigs:
+							s.Log.Info("stopping: no new runs; waiting for running jobs", "grace", c.Duration("shutdown-grace"))
+							stop()
+						case <-ctx.Done():
+						}
+					}()
+					s.Log.Info("cron daemon started", "home", s.Home, "pid", os.Getpid())
+					return s.RunDaemon(ctx, cron.DaemonOptions{ShutdownGrace: c.Duration("shutdown-grace")})
+				},
+			},
+			{
+				Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
+				Flags: []cli.Flag{jsonFlag, &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "ID")
+					if err != nil {
+						return err
+					}
+					s, err := openScheduler(c, deps)
+					if err != nil {
+						return err
+					}
+					defer s.Close()
+					h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
+					if err != nil {
+						return fmt.Errorf("cron history: %w", err)
+					}
+					if c.Bool("json") {
+						if h == nil {
+							h = []cron.Execution{}
+						}
+						return writeJSON(c.App.Writer, h)
+					}
+					loc := time.UTC
+					if tx, err := s.Store.Load(); err == nil {
+						if j, err := tx.Get(id); err == nil {
+							loc = j.Location()
+						}
+					}
+					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "SCHEDULED\tSTATE\tTRIGGER\tDURATION\tDETAIL")
+					for _, e := range h {
+						dur := "-"
+						if !e.StartedAt.IsZero() && !e.FinishedAt.IsZero() {
+							dur = e.FinishedAt.Sub(e.StartedAt).Round(time.Millisecond).String()
+						}
+						detail := e.Error
+						if detail == "" {
+							detail = e.Delivery
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ScheduledAt.In(loc).Format(time.RFC3339), e.State, e.Trigger, dur, clip(oneLine(detail), 80))
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name: "next", Usage: "print a schedule's next fire times", ArgsUsage: "SCHEDULE",
+				Description: "One RFC3339 timestamp per line, in the zone.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "tz", Usage: "IANA time zone (default: the local zone)"},
+					&cli.StringFlag{Name: "from", Usage: "start after `RFC3339` (default: now)"},
+					&cli.IntFlag{Name: "count", Usage: "how many", Value: 5},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return cronUsage("next needs exactly one SCHEDULE (quote cron expressions)")
+					}
+					loc, err := zone(c.String("tz"))
+					if err != nil {
+						return err
+					}
+					from := cronNow(deps)
+					if v := c.String("from"); v != "" {
+						if from, err = time.Parse(time.RFC3339, v); err != nil {
+							return cronUsage("--from %q: want RFC3339", v)
+						}
+					}
+					if c.Int("count") < 1 {
+						return cronUsage("--count must be at least 1")
+					}
+					s, err := cron.ParseSchedule(c.Args().First(), loc, from)
+					if err != nil {
+						return err
+					}
+					at := from
+					for range c.Int("count") {
+						next, ok := s.Next(at, loc)
+						if !ok {
+							break
+						}
+						fmt.Fprintln(c.App.Writer, next.In(loc).Format(time.RFC3339))
+						at = next
+					}
+					return nil
+				},
+			},
+			{
+				Name: "import", Usage: "import a Hermes jobs.json", ArgsUsage: "FILE",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
+					&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
+					jsonFlag,
+				},
+				Action: func(c *cli.Context) error {
+					file, err := oneArg(c, "FILE")
+					if err != nil {
+						return err
+					}
+					if tz := c.String("tz"); tz != "" {
+						if _, err := zone(tz); err != nil {
+							return err
+						}
+					}
+					home := cronHome(c, deps)
+					rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
+					if err != nil {
+						return fmt.Errorf("cron import: %w", err)
+					}
+					if c.Bool("json") {
+						return writeJSON(c.App.Writer, rep)
+					}
+					fmt.Fprintf(c.App.Writer, "imported %d jobs\n", len(rep.Imported))
+					for id, why := range rep.Rejected {
+						fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
+					}
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func cronUsage(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", cron.ErrUsage, fmt.Sprintf(format, a...))
+}
+
+func cronNow(deps cronDeps) time.Time {
+	if deps.Now != nil {
+		return deps.Now()
+	}
+	return time.Now()
+}
+
+// cronHome resolves --home, then HERMES_PIPE_HOME, then ~/.hermes-pipe.
+func cronHome(c *cli.Context, deps cronDeps) string {
+	if h := c.String("home"); h != "" {
+		return h
+	}
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if h := getenv("HERMES_PIPE_HOME"); h != "" {
+		return h
+	}
+	dir, err := os.UserHomeDir()
+	if err != nil {
+		return ".hermes-pipe"
+	}
+	return filepath.Join(dir, ".hermes-pipe")
+}
+
+func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
+	s, err := cron.NewScheduler(c.Context, cronHome(c, deps))
+	if err != nil {
+		return nil, err
+	}
+	s.Agent = deps.Agent
+	if deps.Now != nil {
+		s.Now = deps.Now
+		s.Store.Now = deps.Now
+	}
+	return s, nil
+}
+
+func zone(name string) (*time.Location, error) {
+	if name == "" {
+		name = cron.LocalZone()
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, cronUsage("time zone %q: %v", name, err)
+	}
+	return loc, nil
+}
+
+func oneArg(c *cli.Context, what string) (string, error) {
+	if c.NArg() != 1 {
+		return "", cronUsage("%s needs exactly one %s", c.Command.Name, what)
+	}
+	return c.Args().First(), nil
+}
+
+func specFromFlags(c *cli.Context) cron.JobSpec {
+	timeout := c.Duration("timeout")
+	return cron.JobSpec{
+		Name: c.String("name"), Timezone: c.String("tz"), Script: c.String("script"), NoAgent: c.Bool("no-agent"),
+		Model: c.String("model"), Provider: c.String("provider"), BaseURL: c.String("base-url"),
+		Skills: c.StringSlice("skill"), ContextFrom: c.StringSlice("context-from"), Toolsets: splitList(c.StringSlice("toolsets")),
+		Deliver: c.String("deliver"), Workdir: c.String("workdir"), Repeat: c.Int("repeat"), Overlap: c.String("overlap"),
+		StartingDeadline: c.Duration("starting-deadline"), Timeout: &timeout, MaxRuntime: c.Duration("max-runtime"),
+		EnvAllow: c.StringSlice("env-allow"),
+	}
+}
+
+func splitList(v []string) []string {
+	var out []string
+	for _, s := range v {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// applyEdits copies the flags the user set onto j.
+func applyEdits(c *cli.Context, j *cron.Job, now time.Time) error {
+	if c.IsSet("tz") {
+		if _, err := zone(c.String("tz")); err != nil {
+			return err
+		}
+		j.Timezone = c.String("tz")
+	}
+	if c.IsSet("schedule") {
+		s, err := cron.ParseSchedule(c.String("schedule"), j.Location(), now)
+		if err != nil {
+			return err
+		}
+		j.Schedule = s
+		if s.Kind == cron.KindOnce && j.Repeat.Times == nil {
+			one := 1
+			j.Repeat.Times = &one
+		}
+	}
+	set := func(name string, f func()) {
+		if c.IsSet(name) {
+			f()
+		}
+	}
+	set("name", func() { j.Name = c.String("name") })
+	set("prompt", func() { j.Prompt = c.String("prompt") })
+	set("script", func() { j.Script = cron.NullString(c.String("script")) })
+	set("no-agent", func() { j.NoAgent = c.Bool("no-agent") })
+	set("model", func() { j.Model = cron.NullString(c.String("model")) })
+	set("provider", func() { j.Provider = cron.NullString(c.String("provider")) })
+	set("base-url", func() { j.BaseURL = cron.NullString(strings.TrimRight(c.String("base-url"), "/")) })
+	set("skill", func() { j.Skills = c.StringSlice("skill") })
+	set("context-from", func() { j.ContextFrom = c.StringSlice("context-from") })
+	set("toolsets", func() { j.EnabledToolsets = splitList(c.StringSlice("toolsets")) })
+	set("workdir", func() { j.Workdir = cron.NullString(c.String("workdir")) })
+	set("overlap", func() { j.Policy.Overlap = c.String("overlap") })
+	set("starting-deadline", func() { j.Policy.StartingDeadlineSeconds = int(c.Duration("starting-deadline") / time.Second) })
+	set("timeout", func() { n := int(c.Duration("timeout") / time.Second); j.Policy.TimeoutSeconds = &n })
+	set("max-runtime", func() { j.Policy.MaxRuntimeSeconds = int(c.Duration("max-runtime") / time.Second) })
+	set("env-allow", func() { j.Policy.EnvAllow = c.StringSlice("env-allow") })
+	if c.IsSet("repeat") {
+		if n := c.Int("repeat"); n > 0 {
+			j.Repeat.Times = &n
+		} else {
+			j.Repeat.Times = nil
+		}
+	}
+	if c.IsSet("deliver") {
+		if err := cron.ValidateDeliver(c.String("deliver")); err != nil {
+			return err
+		}
+		j.Deliver = c.String("deliver")
+	}
+	return nil
+}
+
+// printJob echoes a job back: the normalised schedule and next three fire times.
+func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
+	loc := j.Location()
+	var next []string
+	if at, ok := j.NextRun(); ok {
+		next = append(next, at.In(loc).Format(time.RFC3339))
+		for len(next) < 3 && j.Schedule.Kind != cron.KindOnce {
+			if at, ok = j.Schedule.Next(at, loc); !ok {
+				break
+			}
+			next = append(next, at.In(loc).Format(time.RFC3339))
+		}
+	}
+	if c.Bool("json") {
+		raw, err := j.MarshalIndent()
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			next = []string{}
+		}
+		return writeJSON(c.App.Writer, map[string]any{"job": json.RawMessage(raw), "schedule": j.Schedule.Normalized(loc), "next": next})
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "%s %s %q\n", verb, j.ID, j.Name)
+	fmt.Fprintf(w, "schedule: %s\n", j.Schedule.Normalized(loc))
+	kind := "agent"
+	if j.NoAgent {
+		kind = "script " + string(j.Script)
+	} else if j.Script != "" {
+		kind = "agent with script " + string(j.Script)
+	}
+	fmt.Fprintf(w, "runs:     %s, deliver %s, overlap %s\n", kind, j.Deliver, j.Policy.OverlapMode())
+	if !j.Enabled {
+		fmt.Fprintf(w, "state:    %s\n", j.State)
+	}
+	for i, n := range next {
+		label := "          "
+		if i == 0 {
+			label = "next:     "
+		}
+		fmt.Fprintln(w, label+n)
+	}
+	if len(next) == 0 {
+		fmt.Fprintln(w, "next:     none")
+	}
+	return nil
+}
+
+func printResult(w io.Writer, r cron.Result) {
+	line := fmt.Sprintf("%s %s", r.ExecutionID, r.State)
+	if r.Error != "" {
+		line += ": " + oneLine(r.Error)
+	} else if r.Delivery != "" {
+		line += " (" + r.Delivery + ")"
+	}
+	fmt.Fprintln(w, line)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
