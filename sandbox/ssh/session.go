@@ -37,10 +37,11 @@ const killGrace = 3 * time.Second
 // uploaded to the session folder first (Linux caps one argument at 128 KiB).
 const argLimit = 96 << 10
 
-// killMarked is shell code killing every process whose environment has
-// markerVar equal to (-x) or starting with (no -x) the word that follows.
-// grep -z reads NUL-separated environ records; without /proc it matches
-// nothing.
+// killMarked returns shell code killing every process whose environment has
+// markerVar equal to value (exact) or starting with it. grep -z reads the
+// NUL-separated records of /proc/<pid>/environ, where ^ and $ anchor one
+// variable; without /proc (not Linux) it matches nothing. The shell running
+// it must not carry the marker itself.
 func killMarked(exact bool, value string) string {
 	flags := "-lsz"
 	pattern := sandbox.ShellQuote("^" + markerVar + "=" + regexp.QuoteMeta(value))

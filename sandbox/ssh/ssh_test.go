@@ -588,3 +588,16 @@ func TestFactory(t *testing.T) {
 		t.Fatal("Factory accepted an empty host")
 	}
 }
+
+func TestPreflightChecksRemoteFolder(t *testing.T) {
+	srv := sharedSSHD(t)
+	if err := newDriver(t, srv.options()).Preflight(testCtx(t)); err != nil {
+		t.Fatalf("Preflight: %v", err)
+	}
+	o := srv.options()
+	o.RemoteTmp = "/proc/hermes-not-writable"
+	err := newDriver(t, o).Preflight(testCtx(t))
+	if err == nil || !strings.Contains(err.Error(), "not writable") || errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Preflight with an unusable remote folder: %v", err)
+	}
+}
