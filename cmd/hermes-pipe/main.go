@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -105,6 +106,16 @@ ShareGPT trajectories to crash-safe, resumable JSONL shards.
 
 Exit codes: 0 all rows ok, 1 fatal error, 2 usage error, 3 finished with
 rejected or failed rows, 4 evaluation gate failed (swe), 130 interrupted.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
+		},
+		Before: func(c *cli.Context) error {
+			if f := c.String("cpuprofile"); f != "" {
+				return startCPUProfile(f)
+			}
+			return nil
+		},
+		After: func(*cli.Context) error { stopCPUProfile(); return nil },
 		Commands: []*cli.Command{
 			generateCommand(),
 			catCommand(),
@@ -172,5 +183,25 @@ func signalContext(parent context.Context, grace time.Duration, stderr io.Writer
 		signal.Stop(sigs)
 		close(done)
 		cancel()
+	}
+}
+
+var profileFile *os.File
+
+// startCPUProfile starts the hidden --cpuprofile; used by the benchmarks.
+func startCPUProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return usagef("--cpuprofile: %v", err)
+	}
+	profileFile = f
+	return pprof.StartCPUProfile(f)
+}
+
+func stopCPUProfile() {
+	if profileFile != nil {
+		pprof.StopCPUProfile()
+		profileFile.Close()
+		profileFile = nil
 	}
 }

@@ -147,7 +147,9 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 		}
 		return base, err.Error()
 	}
-	sess, err := s.o.Driver.Open(rctx, sandbox.Spec{
+	// The session opens while the first LLM call is in flight; an open
+	// failure surfaces at the first tool call as a sandbox_error.
+	sess := openAsync(rctx, s.o.Driver, sandbox.Spec{
 		RunID:     s.o.RunID,
 		RolloutID: rec.Key,
 		Image:     rec.Input.Image,
@@ -155,9 +157,6 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 		Timeout:   s.o.CommandTimeout,
 		MaxOutput: s.o.MaxOutput,
 	})
-	if err != nil {
-		return failed(fmt.Errorf("sandbox open: %w", err), schemas.OutcomeSandboxError)
-	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Benchmarks of `hermes-pipe generate` against a separate fakellm process.
+#   scheduling: N rollouts × 3 LLM calls at 100 ms, --workers 200; wall vs the
+#               ideal 3 × 100 ms × N / 200. Two variants: tool calls answered
+#               without the sandbox (runtime + client only), and real
+#               `terminal` commands in the local sandbox.
+#   cpu/call:   user+sys CPU of hermes-pipe divided by its LLM calls.
+#   memory:     1,000 rollouts in flight at 2 s per call; peak RSS.
+#   resume:     a finished 1,000,000-row run; `generate --resume` until
+#               "nothing to do".
+# Usage: scripts/bench-generate.sh [scheduling|memory|resume|all]  (default all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+N=${N:-2000}
+make -s build
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_fake() { # $1 = latency
+  rm -f "$work/addr"
+  bin/fakellm --addr 127.0.0.1:0 --addr-file "$work/addr" --scripts datasets/bench/fakellm-scripts.json --latency "$1" >"$work/fake.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do [ -s "$work/addr" ] && break; sleep 0.05; done
+  echo "http://$(cat "$work/addr")/v1"
+}
+stop_fake() { local p=${pids[${#pids[@]}-1]}; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; pids=("${pids[@]:0:${#pids[@]}-1}"); }
+
+# timed CMD...: runs CMD under GNU time, prints "wall_s user_s sys_s maxrss_kb"
+timed() {
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err"; return 1; }
+  cat "$work/time"
+}
+
+prompts() { # $1 = count, $2 = prompt prefix
+  awk -v n="$1" -v p="$2" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"%s %d\"}\n", p, i }' >"$work/prompts.jsonl"
+}
+
+scheduling() {
+  url=$(start_fake 100ms)
+  for variant in runtime terminal; do
+    prompts "$N" "bench $variant"
+    rm -rf "$work/out"
+    read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
+      --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0)
+    calls=$((N * 3))
+    ideal=$(awk -v n="$N" 'BEGIN { printf "%.2f", 3 * 0.1 * n / 200 }')
+    printf 'scheduling[%s]: %d rollouts x 3 calls, workers 200: wall %.2fs, ideal %ss, ratio %.3f; cpu/call %.3f ms; rss %d MB\n' \
+      "$variant" "$N" "$wall" "$ideal" "$(awk -v w="$wall" -v i="$ideal" 'BEGIN { print w / i }')" \
+      "$(awk -v u="$user" -v s="$sys" -v c="$calls" 'BEGIN { print (u + s) * 1000 / c }')" $((rss / 1024))
+    bin/hermes-pipe verify "$work/out" >/dev/null
+  done
+  stop_fake
+}
+
+memory() {
+  url=$(start_fake 2s)
+  prompts 1000 "bench answer"
+  rm -rf "$work/out"
+  read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
+    --base-url "$url" --model bench --workers 1000 --toolsets terminal --progress none --max-retries 0)
+  printf 'memory: 1000 rollouts in flight at 2s per call: wall %.2fs, peak RSS %d MB\n' "$wall" $((rss / 1024))
+  stop_fake
+}
+
+resume() {
+  R=${R:-1000000}
+  prompts "$R" "bench answer"
+  rm -rf "$work/out"
+  go run ./scripts/mkrun --prompts "$work/prompts.jsonl" --out "$work/out"
+  url=$(start_fake 0s)
+  read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
+    --base-url "$url" --model bench --resume --progress none)
+  grep -q "nothing to do" "$work/err" || { echo "resume did not report nothing to do:"; cat "$work/err"; return 1; }
+  printf 'resume: %d finished rows, generate --resume says nothing to do in %.2fs (rss %d MB)\n' "$R" "$wall" $((rss / 1024))
+  stop_fake
+}
+
+case $what in
+  scheduling) scheduling ;;
+  memory) memory ;;
+  resume) resume ;;
+  all) scheduling; memory; resume ;;
+  *) echo "usage: $0 [scheduling|memory|resume|all]"; exit 2 ;;
+esac
