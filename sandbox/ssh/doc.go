@@ -8,12 +8,19 @@
 // and never prompts. Host keys are checked against known_hosts, strictly
 // unless Options.AcceptNewHostKeys is set; a changed key is always refused.
 //
-// Each Session owns a private remote folder (mktemp -d, mode 0700) holding a
+// Each Session owns a private remote folder (a random name made like mktemp
+// -d: mkdir under umask 077, failing if the name exists) holding a
 // small POSIX sh wrapper and the shell state (exported variables and working
 // folder) that it restores before and saves after every command, so `cd` and
 // `export` persist. Commands run in their own process group under setsid so a
-// timeout or cancellation kills the whole remote process tree. The remote host
-// needs /bin/sh, mktemp and setsid.
+// timeout or cancellation kills the whole remote process tree, including
+// children that escaped the group (found on Linux hosts by the HERMES_SANDBOX
+// variable in /proc/<pid>/environ). The remote host needs /bin/sh, setsid
+// and grep; the login shell must accept a POSIX-quoted command line.
+//
+// Tests run against a real sshd on loopback started by scripts/sshd.sh (the
+// test helper starts it when its env file is missing; it needs root). They
+// skip only when /usr/sbin/sshd is absent, and fail instead when CI is set.
 //
 // It must not import pipeline or stages.
 package ssh
