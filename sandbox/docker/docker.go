@@ -267,13 +267,34 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	if timeout <= 0 {
 		timeout = s.spec.Timeout
 	}
+	res, err := s.execOnce(ctx, cmd.Command, timeout)
+	if err == nil && ociFailure(res) {
+		// The daemon could not start the process (the command never ran):
+		// try once more, then report the driver as failing.
+		time.Sleep(100 * time.Millisecond)
+		res, err = s.execOnce(ctx, cmd.Command, timeout)
+		if err == nil && ociFailure(res) {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w: %s", sandbox.ErrUnavailable, strings.TrimSpace(res.Stdout+res.Stderr))
+		}
+	}
+	return res, err
+}
+
+// ociFailure reports a result that is docker's own failure to start the exec
+// process (exit 126 with the runtime's message), not the command's.
+func ociFailure(res sandbox.Result) bool {
+	return res.ExitCode == 126 && strings.Contains(res.Stdout+res.Stderr, "OCI runtime exec failed")
+}
+
+// execOnce runs command once; see Exec.
+func (s *Session) execOnce(ctx context.Context, command string, timeout time.Duration) (sandbox.Result, error) {
 	start := time.Now()
 	cli := s.d.cli
 	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
 		User:         s.d.cfg.Docker.User,
 		AttachStdout: true,
 		AttachStderr: true,
-		Cmd:          []string{"sh", "-c", sandbox.StateScript(stateDir, killAll), "sh", cmd.Command},
+		Cmd:          []string{"sh", "-c", sandbox.StateScript(stateDir, killAll), "sh", command},
 	})
 	if err != nil {
 		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: create: %w", unavailable(ctx, err))
