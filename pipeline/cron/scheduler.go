@@ -325,7 +325,7 @@ func (s *Scheduler) Execute(ctx context.Context, c Claim) Result {
 		if err != nil {
 			return err
 		}
-		j.LastRunAt = NullString(fmtTime(c.ScheduledAt))
+		j.LastRunAt = NullString(fmtTime(c.ClaimedAt))
 		j.LastStatus = NullString(status)
 		j.LastError = NullString(out.Error)
 		return tx.Put(j)

@@ -143,6 +143,24 @@ func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
 		tx.prevDue = &zero
 		return tx, nil
 	}
+	if idx, err := os.ReadFile(s.indexPath()); err == nil && stamp != "" {
+		var ix storeIndex
+		if json.Unmarshal(idx, &ix) == nil && ix.Stamp == stamp {
+			t := time.Time{}
+			if ix.NextDue != "" {
+				t, _ = time.Parse(time.RFC3339, ix.NextDue)
+			}
+			// The file is exactly what this store last wrote: split its
+			// one-job-per-line layout without a full JSON scan.
+			if raws, ok := splitOwnLayout(data); ok && len(raws) == ix.Jobs {
+				for _, r := range raws {
+					tx.entries = append(tx.entries, &entry{raw: r})
+				}
+				tx.prevDue = &t
+				return tx, nil
+			}
+		}
+	}
 	if !gjson.ValidBytes(data) {
 		return nil, s.corrupt("not valid JSON")
 	}
@@ -179,17 +197,40 @@ func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
 			return nil, s.corrupt(fmt.Sprintf("job #%d is not an object", i+1))
 		}
 	}
-	if idx, err := os.ReadFile(s.indexPath()); err == nil {
-		var ix storeIndex
-		if json.Unmarshal(idx, &ix) == nil && ix.Stamp == stamp && stamp != "" {
-			t := time.Time{}
-			if ix.NextDue != "" {
-				t, _ = time.Parse(time.RFC3339, ix.NextDue)
-			}
-			tx.prevDue = &t
-		}
-	}
 	return tx, nil
+}
+
+const (
+	layoutHead = "{\"jobs\": ["
+	layoutTail = "], \"updated_at\": "
+)
+
+// splitOwnLayout splits a file in the layout write produces (a head line,
+// one compact job object per line, a tail line) into the jobs' raw bytes,
+// sharing data's memory. ok is false for any other layout.
+func splitOwnLayout(data []byte) (raws [][]byte, ok bool) {
+	if !bytes.HasPrefix(data, []byte(layoutHead+"\n")) && !bytes.HasPrefix(data, []byte(layoutHead+layoutTail)) {
+		return nil, false
+	}
+	rest := data[len(layoutHead):]
+	for len(rest) > 0 && rest[0] == '\n' {
+		rest = rest[1:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return nil, false
+		}
+		line := rest[:i]
+		if bytes.HasPrefix(line, []byte(layoutTail)) {
+			return raws, true
+		}
+		line = bytes.TrimSuffix(line, []byte(","))
+		if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+			return nil, false
+		}
+		raws = append(raws, line[:len(line):len(line)])
+		rest = rest[i:]
+	}
+	return raws, bytes.HasPrefix(rest, []byte(layoutTail))
 }
 
 func (e *entry) getID() string {
@@ -480,7 +521,7 @@ func (s *Store) lock(ctx context.Context) (func(), error) {
 func (s *Store) write(tx *Tx) error {
 	var buf bytes.Buffer
 	buf.Grow(len(tx.entries)*800 + 64)
-	buf.WriteString("{\"jobs\": [")
+	buf.WriteString(layoutHead)
 	first := true
 	for _, e := range tx.entries {
 		if e.deleted {
@@ -500,7 +541,7 @@ func (s *Store) write(tx *Tx) error {
 		buf.WriteString("\n")
 		buf.Write(e.raw)
 	}
-	buf.WriteString("\n], \"updated_at\": ")
+	buf.WriteString("\n" + layoutTail)
 	ts, _ := json.Marshal(s.now().UTC().Format(time.RFC3339))
 	buf.Write(ts)
 	buf.WriteString("}\n")
