@@ -34,6 +34,8 @@ type Driver struct {
 	client *gossh.Client
 	closed bool
 	dials  atomic.Int64 // successful dials, for tests and logs
+
+	killGrace time.Duration // killGrace; tests shorten it
 }
 
 var (
@@ -75,6 +77,8 @@ func New(opts Options) (*Driver, error) {
 		opts:  o,
 		keys:  &hostKeys{files: o.KnownHosts, acceptNew: o.AcceptNewHostKeys},
 		slots: make(chan struct{}, o.MaxSessions),
+
+		killGrace: killGrace,
 	}
 	for _, f := range o.KeyFiles {
 		pem, err := os.ReadFile(f)

@@ -30,7 +30,8 @@ const folderPrefix = "hermes-ssh-"
 const markerVar = "HERMES_SANDBOX"
 
 // killGrace is how long Exec waits for the remote side to end a command after
-// asking it to kill the process group, before closing the channel.
+// asking it to kill the process group, before closing the channel (and again
+// after closing it).
 const killGrace = 3 * time.Second
 
 // argLimit is the longest command passed as an argument; longer ones are
@@ -237,9 +238,9 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	case waitErr = <-done:
 	case <-timer.C:
 		timedOut = true
-		waitErr = kill(ch, stdin, done)
+		waitErr = kill(ch, stdin, done, s.d.killGrace)
 	case <-ctx.Done():
-		_ = kill(ch, stdin, done)
+		_ = kill(ch, stdin, done, s.d.killGrace)
 		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", ctx.Err())
 	}
 
@@ -250,6 +251,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	res.Truncated = t1 || t2
 	if timedOut {
 		res.ExitCode = 124
+		if errors.Is(waitErr, errKillUnconfirmed) {
+			// The channel never ended: the connection is likely hung, and
+			// the remote tree may still run.
+			return res, fmt.Errorf("ssh exec: timed out after %v: %w: %w", timeout, sandbox.ErrUnavailable, waitErr)
+		}
 		return res, nil
 	}
 	var ee *gossh.ExitError
@@ -271,12 +277,13 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 }
 
 // kill asks the remote watcher to kill the command's process tree, then
-// waits up to killGrace for the channel to end, closing it if it does not.
-func kill(ch *gossh.Session, stdin io.WriteCloser, done <-chan error) error {
+// waits up to grace for the channel to end, closes it if it does not and
+// waits up to grace again.
+func kill(ch *gossh.Session, stdin io.WriteCloser, done <-chan error, grace time.Duration) error {
 	if _, err := stdin.Write([]byte("k\n")); err != nil {
 		_ = ch.Close()
 	}
-	t := time.NewTimer(killGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case err := <-done:
@@ -287,10 +294,13 @@ func kill(ch *gossh.Session, stdin io.WriteCloser, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(killGrace):
-		return errors.New("remote command did not end after kill")
+	case <-time.After(grace):
+		return errKillUnconfirmed
 	}
 }
+
+// errKillUnconfirmed means the channel of a killed command did not end.
+var errKillUnconfirmed = errors.New("remote command did not end after kill")
 
 // upload writes a long command to the session's cmd file over its own channel.
 func (s *Session) upload(ctx context.Context, command string) error {

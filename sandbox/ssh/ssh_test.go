@@ -601,3 +601,40 @@ func TestPreflightChecksRemoteFolder(t *testing.T) {
 		t.Fatalf("Preflight with an unusable remote folder: %v", err)
 	}
 }
+
+// TestTimeoutOnHungConnection freezes the server while a command runs, with
+// keepalives off: the timeout cannot be confirmed remotely, so Exec returns
+// exit 124 together with an ErrUnavailable error instead of hanging.
+func TestTimeoutOnHungConnection(t *testing.T) {
+	srv := privateSSHD(t)
+	o := srv.options()
+	o.KeepAlive = -1
+	d := newDriver(t, o)
+	d.killGrace = 200 * time.Millisecond
+	s := open(t, d, sandbox.Spec{})
+	type outcome struct {
+		res sandbox.Result
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "echo started; sleep 30", Timeout: time.Second})
+		got <- outcome{res, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	stopped := srv.signalConnections(t, syscall.SIGSTOP)
+	defer func() {
+		for _, pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	select {
+	case o := <-got:
+		if o.res.ExitCode != 124 || !o.res.TimedOut || !errors.Is(o.err, sandbox.ErrUnavailable) {
+			t.Fatalf("got %+v, %v; want exit 124 and ErrUnavailable", o.res, o.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec hung on a frozen connection")
+	}
+}
