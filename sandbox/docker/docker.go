@@ -242,7 +242,9 @@ type Session struct {
 	spec  sandbox.Spec
 	image string
 
-	mu     sync.Mutex
+	mu sync.Mutex // serializes Exec
+
+	state  sync.Mutex // guards closed
 	closed bool
 }
 
@@ -257,7 +259,10 @@ func (s *Session) ContainerID() string { return s.id }
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	s.state.Lock()
+	closed := s.closed
+	s.state.Unlock()
+	if closed {
 		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -440,17 +445,17 @@ func (s *Session) killAll(ctx context.Context) error {
 	return nil
 }
 
-// Close force-removes the container. It waits for a running Exec to end
-// (Exec is bounded by its timeout), keeps working when ctx is already
-// cancelled (the removal gets its own 30 s budget), and is safe to call more
-// than once.
+// Close force-removes the container, which also ends a running Exec (that
+// Exec then returns an error). It keeps working when ctx is already cancelled
+// (the removal gets its own 30 s budget) and is safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.state.Lock()
 	if s.closed {
+		s.state.Unlock()
 		return nil
 	}
 	s.closed = true
+	s.state.Unlock()
 	if err := s.remove(ctx); err != nil {
 		return fmt.Errorf("docker sandbox close: %w", err)
 	}

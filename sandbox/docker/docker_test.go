@@ -351,3 +351,31 @@ func TestDaemonStopsMidRun(t *testing.T) {
 		t.Fatalf("Open with dockerd stopped: %v", err)
 	}
 }
+
+// TestCloseDuringExec checks that Close removes the container at once, ending
+// a running command with an error.
+func TestCloseDuringExec(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t, sandbox.Config{})
+	s := open(t, d, sandbox.Spec{RolloutID: "close-during-exec"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 30"})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Exec cut by Close returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec still running after Close")
+	}
+	if ids := containers(t, d, LabelRollout, "close-during-exec"); len(ids) > 0 {
+		t.Fatalf("container left")
+	}
+}

@@ -209,8 +209,11 @@ type Session struct {
 	env    []string
 	script string
 
-	mu     sync.Mutex
-	closed bool
+	mu sync.Mutex // serializes Exec and the final part of Close
+
+	smu     sync.Mutex // guards closed and running
+	closed  bool
+	running int // pid of the running command's shell, 0 when idle
 }
 
 // Dir returns the session's private folder. Tests use it to check that Close
@@ -227,7 +230,10 @@ func (s *Session) Marker() string { return s.marker }
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	s.smu.Lock()
+	closed := s.closed
+	s.smu.Unlock()
+	if closed {
 		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", sandbox.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -264,6 +270,18 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
 	}
 	pid := c.Process.Pid
+	s.smu.Lock()
+	s.running = pid
+	closedNow := s.closed
+	s.smu.Unlock()
+	defer func() {
+		s.smu.Lock()
+		s.running = 0
+		s.smu.Unlock()
+	}()
+	if closedNow {
+		killTree(pid, s.marker) // Close ran between the check and the start
+	}
 
 	outCap, errCap := sandbox.NewCapture(s.spec.MaxOutput), sandbox.NewCapture(s.spec.MaxOutput)
 	var readers sync.WaitGroup
@@ -339,16 +357,23 @@ func copyAll(wg *sync.WaitGroup, w io.Writer, r io.Reader) {
 	_, _ = io.Copy(w, r)
 }
 
-// Close kills every process the session's commands left and removes the
-// private folder. It waits for a running Exec to end (Exec is bounded by its
-// timeout) and is safe to call more than once.
+// Close kills the running command, if any, and every process the session's
+// commands left, then removes the private folder. It does not wait for a
+// running command to end on its own, and is safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.smu.Lock()
 	if s.closed {
+		s.smu.Unlock()
 		return nil
 	}
 	s.closed = true
+	pid := s.running
+	s.smu.Unlock()
+	if pid > 0 {
+		killTree(pid, s.marker)
+	}
+	s.mu.Lock() // the running Exec, if any, ends now
+	defer s.mu.Unlock()
 	killTree(0, s.marker)
 	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("local sandbox close: %w", err)

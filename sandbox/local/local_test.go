@@ -236,3 +236,29 @@ func BenchmarkExecTrue(b *testing.B) {
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
 }
+
+// TestCloseDuringExec checks that Close ends a running command at once.
+func TestCloseDuringExec(t *testing.T) {
+	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 30 & sleep 30"})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Exec still running after Close")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v", took)
+	}
+	if p := alive(0, s.Marker()); len(p) > 0 {
+		t.Fatalf("processes left: %v", p)
+	}
+}
