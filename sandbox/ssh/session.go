@@ -135,6 +135,7 @@ cat >%[2]s/state/run.sh <<'%[4]s'
 %[6]s%[4]s
 cat >%[2]s/state/env <<'%[4]s'
 %[7]s%[4]s
+if [ -n "$SHELL" ] && [ "$(readlink -f "$SHELL" 2>/dev/null)" = "$(readlink -f /bin/sh 2>/dev/null)" ]; then echo login-shell-is-sh; fi
 `, q(d.opts.RemoteTmp), q(dir), cwd, eof,
 		execScript(state, name), sandbox.StateScript(state, ""), envFile.String())
 
@@ -145,8 +146,8 @@ cat >%[2]s/state/env <<'%[4]s'
 	defer d.release()
 	defer ch.Close()
 	ch.Stdin = strings.NewReader(script.String())
-	var stderr bytes.Buffer
-	ch.Stderr = &stderr
+	var stdout, stderr bytes.Buffer
+	ch.Stdout, ch.Stderr = &stdout, &stderr
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
 	defer stop()
 	if err := ch.Run("exec /bin/sh -s"); err != nil {
@@ -160,7 +161,13 @@ cat >%[2]s/state/env <<'%[4]s'
 		}
 		return nil, fmt.Errorf("ssh open: set up %s on %s: %w: %w", dir, d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
-	return &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}, nil
+	s := &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}
+	// sshd runs every command line with the login shell. When that is
+	// /bin/sh itself, the launcher is sent inline instead of exec'ing a
+	// second /bin/sh: one exec less per command.
+	s.inline = strings.Contains(stdout.String(), "login-shell-is-sh")
+	s.launcher = execScript(state, name)
+	return s, nil
 }
 
 // Session is one rollout's folder and shell state on the remote host. Exec
@@ -171,6 +178,8 @@ type Session struct {
 	marker    string // value of HERMES_SANDBOX in the session's commands
 	timeout   time.Duration
 	maxOutput int
+	inline    bool   // the login shell is /bin/sh: send launcher inline
+	launcher  string // exec.sh's text
 
 	mu     sync.Mutex
 	closed bool
@@ -224,7 +233,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	}
 	stdout, stderr := newCapture(s.maxOutput), newCapture(s.maxOutput)
 	ch.Stdout, ch.Stderr = stdout, stderr
-	if err := ch.Start("exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg); err != nil {
+	line := "exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg
+	if s.inline {
+		line = "set -- " + arg + "\n" + s.launcher
+	}
+	if err := ch.Start(line); err != nil {
 		return sandbox.Result{}, fmt.Errorf("ssh exec: start: %w: %w", sandbox.ErrUnavailable, err)
 	}
 	done := make(chan error, 1)
