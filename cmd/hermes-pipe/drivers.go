@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"os"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh"
+	"github.com/hermes-pipe/hermes-pipe/stages/cronjob"
 	"github.com/urfave/cli/v2"
 )
 
@@ -42,4 +47,32 @@ func releaseSandbox(d sandbox.Driver) {
 }
 
 // extraCommands are the commands of the other modes.
-func extraCommands() []*cli.Command { return nil }
+func extraCommands() []*cli.Command {
+	return []*cli.Command{
+		cronCommand(cronDeps{Agent: cronAgent()}),
+	}
+}
+
+// cronAgent runs cron agent jobs through the rollout stage in the local
+// sandbox. Jobs without their own endpoint use HERMES_PIPE_BASE_URL and
+// HERMES_PIPE_MODEL; the key comes from OPENAI_API_KEY.
+func cronAgent() cron.AgentRunner {
+	return &cronjob.Runner{
+		Driver:         lazyDriver{scheme: "local"},
+		DefaultBaseURL: os.Getenv("HERMES_PIPE_BASE_URL"),
+		DefaultModel:   os.Getenv("HERMES_PIPE_MODEL"),
+		APIKey:         os.Getenv("OPENAI_API_KEY"),
+	}
+}
+
+// lazyDriver builds its driver on the first Open, so commands that never run
+// an agent job never touch a sandbox.
+type lazyDriver struct{ scheme string }
+
+func (l lazyDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	d, err := registry().Open(l.scheme, sandbox.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return d.Open(ctx, spec)
+}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/urfave/cli/v2"
 )
 
@@ -79,7 +80,7 @@ func exitCode(err error) int {
 		return st.code
 	}
 	var ue *usageError
-	if errors.As(err, &ue) || isCLIUsage(err) {
+	if errors.As(err, &ue) || isCLIUsage(err) || errors.Is(err, cron.ErrUsage) {
 		return exitUsage
 	}
 	if errors.Is(err, context.Canceled) {

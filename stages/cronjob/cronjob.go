@@ -1,0 +1,175 @@
+// Package cronjob runs cron agent jobs through the rollout stage, so cron
+// mode has no agent loop of its own. It adapts pipeline/cron's AgentRunner
+// contract (narrowed toolsets, inactivity timeout, wall-clock cap) to one
+// rollout in a sandbox session.
+//
+// It must not import cmd.
+package cronjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+)
+
+// Runner implements cron.AgentRunner. Jobs without their own model or base
+// URL use DefaultModel and DefaultBaseURL.
+type Runner struct {
+	Driver         sandbox.Driver
+	DefaultBaseURL string
+	DefaultModel   string
+	APIKey         string
+	MaxTurns       int // 0 = 20
+	// NewClient builds the LLM client for a base URL; nil = llm.New.
+	NewClient func(baseURL, apiKey string) (llm.Client, error)
+}
+
+// RunAgent runs one rollout for the job and returns its final answer. It
+// blocks until the rollout ends, the job's inactivity timeout passes with no
+// model reply and no tool result, or ctx (carrying MaxRuntime) ends.
+func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentResult, error) {
+	base, model := job.BaseURL, job.Model
+	if base == "" {
+		base = r.DefaultBaseURL
+	}
+	if model == "" {
+		model = r.DefaultModel
+	}
+	if base == "" || model == "" {
+		return cron.AgentResult{Outcome: schemas.OutcomeAPIError, Error: "agent job has no base_url or model (set them on the job, or pass --base-url/--model to the cron command)"}, nil
+	}
+	newClient := r.NewClient
+	if newClient == nil {
+		newClient = func(u, key string) (llm.Client, error) {
+			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model})
+		}
+	}
+	client, err := newClient(base, r.APIKey)
+	if err != nil {
+		return cron.AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+	}
+	maxTurns := r.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 20
+	}
+
+	// Inactivity: every LLM reply and tool result counts as progress.
+	var last atomic.Int64
+	touch := func() { last.Store(time.Now().UnixNano()) }
+	touch()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errInactive := fmt.Errorf("no model reply or tool result for %s (inactivity timeout)", job.InactivityTimeout)
+	if job.InactivityTimeout > 0 {
+		go func() {
+			t := time.NewTicker(minDur(job.InactivityTimeout/4, time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-actx.Done():
+					return
+				case <-t.C:
+					if time.Since(time.Unix(0, last.Load())) > job.InactivityTimeout {
+						cancel(errInactive)
+						return
+					}
+				}
+			}
+		}()
+	}
+	stage, err := rollout.New(rollout.Options{
+		Client:   activityClient{client, touch},
+		Model:    model,
+		Driver:   activityDriver{r.Driver, touch},
+		RunID:    "cron-" + job.JobID,
+		MaxTurns: maxTurns,
+		Toolsets: job.Toolsets,
+	})
+	if err != nil {
+		return cron.AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+	}
+	toolsets := job.Toolsets
+	if len(toolsets) == 0 {
+		toolsets = []string{"terminal"}
+	}
+	rec := &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets}}
+	out, err := stage.Process(actx, rec)
+	switch {
+	case err != nil && errors.Is(context.Cause(actx), errInactive):
+		return cron.AgentResult{Outcome: schemas.OutcomeTimeout, Error: errInactive.Error()}, nil
+	case err != nil && ctx.Err() != nil:
+		return cron.AgentResult{Outcome: schemas.OutcomeTimeout, Error: fmt.Sprintf("wall-clock cap reached: %v", ctx.Err())}, nil
+	case err != nil:
+		return cron.AgentResult{}, err
+	}
+	res := out[0]
+	return cron.AgentResult{Output: finalAnswer(res.Conversations), Outcome: res.Outcome, Error: res.Error}, nil
+}
+
+func minDur(a, b time.Duration) time.Duration {
+	if a < b && a > 0 {
+		return a
+	}
+	return b
+}
+
+// finalAnswer is the last gpt turn without its <think> block.
+func finalAnswer(turns []schemas.Turn) string {
+	for i := len(turns) - 1; i >= 0; i-- {
+		if turns[i].From != "gpt" {
+			continue
+		}
+		v := turns[i].Value
+		if strings.HasPrefix(v, "<think>") {
+			if j := strings.Index(v, "</think>"); j >= 0 {
+				v = v[j+len("</think>"):]
+			}
+		}
+		return strings.TrimSpace(v)
+	}
+	return ""
+}
+
+type activityClient struct {
+	llm.Client
+	touch func()
+}
+
+func (a activityClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
+	resp, err := a.Client.Chat(ctx, req)
+	a.touch()
+	return resp, err
+}
+
+type activityDriver struct {
+	sandbox.Driver
+	touch func()
+}
+
+func (a activityDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	s, err := a.Driver.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return activitySession{s, a.touch}, nil
+}
+
+type activitySession struct {
+	sandbox.Session
+	touch func()
+}
+
+func (a activitySession) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	res, err := a.Session.Exec(ctx, cmd)
+	a.touch()
+	return res, err
+}
