@@ -213,7 +213,8 @@ type Session struct {
 
 	smu     sync.Mutex // guards closed and running
 	closed  bool
-	running int // pid of the running command's shell, 0 when idle
+	running int  // pid of the running command's shell, 0 when idle
+	ran     bool // a command was started: Close must sweep for leftovers
 }
 
 // Dir returns the session's private folder. Tests use it to check that Close
@@ -272,6 +273,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	pid := c.Process.Pid
 	s.smu.Lock()
 	s.running = pid
+	s.ran = true
 	closedNow := s.closed
 	s.smu.Unlock()
 	defer func() {
@@ -374,7 +376,12 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.mu.Lock() // the running Exec, if any, ends now
 	defer s.mu.Unlock()
-	killTree(0, s.marker)
+	s.smu.Lock()
+	ran := s.ran
+	s.smu.Unlock()
+	if ran { // a session that never ran a command has no process to sweep for
+		killTree(0, s.marker)
+	}
 	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("local sandbox close: %w", err)
 	}

@@ -90,6 +90,9 @@ func killTree(leaderPID int, prefix string) int {
 			if pid == self || pid == 1 {
 				continue
 			}
+			if leaderPID <= 0 && !hasMarker(pid, prefix) {
+				continue // a marker-only sweep reads one file per process
+			}
 			st, ok := readStat(pid)
 			if !ok || st.zombie {
 				continue
