@@ -638,3 +638,25 @@ func TestTimeoutOnHungConnection(t *testing.T) {
 		t.Fatal("Exec hung on a frozen connection")
 	}
 }
+
+// TestLauncherFile runs commands through the launcher file, the path taken
+// when the login shell is not /bin/sh (the test user's is, so it is forced).
+func TestLauncherFile(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	if !s.inline {
+		t.Fatal("the test user's login shell is /bin/sh, but the launcher is not inline")
+	}
+	s.inline = false
+	if res := execOK(t, s, "cd /tmp; export A='x y'; echo it\\'s; exit 3"); res.ExitCode != 3 || res.Stdout != "it's\n" {
+		t.Fatalf("got %+v", res)
+	}
+	if res := execOK(t, s, `pwd; echo "$A"`); res.Stdout != "/tmp\nx y\n" {
+		t.Fatalf("got %q", res.Stdout)
+	}
+	res, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "echo a; sleep 30", Timeout: 300 * time.Millisecond})
+	if err != nil || res.ExitCode != 124 || res.Stdout != "a\n" {
+		t.Fatalf("timeout through the launcher file: %+v, %v", res, err)
+	}
+}
