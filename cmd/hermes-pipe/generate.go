@@ -270,6 +270,9 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer releaseSandbox(driver)
+	if c.String("sandbox") != "local" {
+		fmt.Fprintf(c.App.ErrWriter, "generate: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", runID, c.String("sandbox"), runID)
+	}
 
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	defer stop()
@@ -297,6 +300,7 @@ func runGenerate(c *cli.Context) error {
 			MaxTokens:      c.Int("max-tokens"),
 		},
 		CheckImages:    imageChecker(driver),
+		DefaultImage:   c.String("docker-image"),
 		MaxLineBytes:   c.Int("max-line-bytes"),
 		MaxShardRows:   c.Int("shard-rows"),
 		CommitInterval: c.Duration("commit-interval"),
@@ -304,7 +308,7 @@ func runGenerate(c *cli.Context) error {
 		Progress:       progress,
 		Logger:         logger,
 		ToolVersion:    version,
-		Record:         flagRecord(c),
+		Record:         withRunID(flagRecord(c), runID),
 	}
 	res, err := generate.Run(ctx, opts)
 	if err != nil {
@@ -320,7 +324,9 @@ func runGenerate(c *cli.Context) error {
 func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int, missing map[string]error) error {
 	w := c.App.ErrWriter
 	for img, why := range missing {
-		fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its rows are in rejects.jsonl and will be retried by --resume)\n", img, why)
+		if img != "" {
+			fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its rows are in rejects.jsonl and will be retried by --resume)\n", img, why)
+		}
 	}
 	out := c.String("out")
 	if nothing {
@@ -348,6 +354,11 @@ func flagRecord(c *cli.Context) map[string]any {
 			m[name] = c.Value(name)
 		}
 	}
+	return m
+}
+
+func withRunID(m map[string]any, id string) map[string]any {
+	m["run_id"] = id
 	return m
 }
 

@@ -114,8 +114,12 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		row.Line = s.line
 		row.Index = index
-		if reason, bad := s.opts.Unavailable[row.Image]; bad && row.Image != "" {
-			s.reject(line, "image", fmt.Sprintf("image unavailable: %s: %v", row.Image, reason))
+		if reason, bad := s.opts.Unavailable[row.Image]; bad {
+			name := row.Image
+			if name == "" {
+				name = "(none)"
+			}
+			s.reject(line, "image", fmt.Sprintf("image unavailable: %s: %v", name, reason))
 			continue
 		}
 		s.rows++

@@ -35,6 +35,9 @@ type Options struct {
 	// prompts file before any LLM call; rows whose image it reports missing are
 	// rejected (`image unavailable: ...`) and retried by the next --resume.
 	CheckImages func(ctx context.Context, images []string) map[string]error
+	// DefaultImage is the image of rows that name none (--docker-image). With
+	// CheckImages set and no default, such rows are rejected at pre-flight.
+	DefaultImage string
 
 	MaxLineBytes   int
 	MaxShardRows   int
@@ -74,8 +77,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("generate: pre-flight: %w", err)
 		}
+		if o.DefaultImage != "" {
+			images = append(images, o.DefaultImage)
+		}
+		res.MissingImages = map[string]error{}
 		if len(images) > 0 {
 			res.MissingImages = o.CheckImages(ctx, images)
+		}
+		// Rows without an image of their own run in the default image.
+		if o.DefaultImage == "" {
+			res.MissingImages[""] = errors.New("the row names no image and no default image is set (--docker-image)")
+		} else if err, bad := res.MissingImages[o.DefaultImage]; bad {
+			res.MissingImages[""] = fmt.Errorf("default image %s: %w", o.DefaultImage, err)
 		}
 	}
 	out, err := pipeline.OpenOutput(o.Out, pipeline.OutputOptions{

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+)
+
+func TestMain(m *testing.M) {
+	defer dockertest.Done()
+	m.Run()
+}
+
+// runContainers lists hermes-pipe containers still present.
+func runContainers(t *testing.T) []string {
+	t.Helper()
+	d, err := docker.New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun).Output()
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestGenerateDockerSandbox: cd and export persist inside the container, and
+// rows whose image is missing are rejected before any LLM request.
+func TestGenerateDockerSandbox(t *testing.T) {
+	dockertest.Require(t)
+	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [
+	  {"name": "env", "match": "^state", "steps": [
+	    {"tool_calls": [{"name": "terminal", "arguments": {"command": "cd /tmp && export X=1"}}]},
+	    {"tool_calls": [{"name": "terminal", "arguments": {"command": "pwd; echo $X"}}]},
+	    {"content": "done"}]},
+	  {"name": "missing", "match": "^ghost", "steps": [{"content": "must never be asked"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakellm.New(fakellm.Config{Scripts: scripts})
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	img := dockertest.Image()
+	prompts := writePrompts(t,
+		`{"prompt": "state", "image": "`+img+`"}`,
+		`{"prompt": "ghost row", "image": "hermes-pipe-test/no-such-image:404"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", srv.URL+"/v1", "--model", "m",
+		"--sandbox", "docker", "--toolsets", "terminal", "--progress", "none")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d (want 3: one row rejected): %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 1 || recs[0]["outcome"] != "completed" {
+		t.Fatalf("records = %v\n%s", recs, errs)
+	}
+	found := false
+	for _, turn := range recs[0]["conversations"].([]any) {
+		v := turn.(map[string]any)["value"].(string)
+		found = found || strings.Contains(v, `"output": "/tmp\n1\n", "exit_code": 0`)
+	}
+	if !found {
+		conv, _ := json.Marshal(recs[0]["conversations"])
+		t.Errorf("trajectory does not show /tmp and 1:\n%s", conv)
+	}
+	rj, _ := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
+	if !strings.Contains(string(rj), "image unavailable: hermes-pipe-test/no-such-image:404") {
+		t.Errorf("rejects.jsonl: %s", rj)
+	}
+	if n := fake.Stats().ByScript["missing"]; n != 0 {
+		t.Errorf("fakellm got %d requests for the row whose image is missing", n)
+	}
+	mustVerify(t, out)
+	if left := runContainers(t); len(left) != 0 {
+		t.Errorf("containers left after the run: %v", left)
+	}
+}
+
+// TestKilledDockerRunIsCollected: after kill -9 of a docker run, sandbox gc
+// leaves no container behind.
+func TestKilledDockerRunIsCollected(t *testing.T) {
+	dockertest.Require(t)
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "hermes-pipe")
+	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	scripts, _ := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "^work", "steps": [
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 30"}}]}, {"content": "done"}]}]}`))
+	srv := httptest.NewServer(fakellm.New(fakellm.Config{Scripts: scripts}))
+	defer srv.Close()
+	var lines []string
+	for i := 0; i < 4; i++ {
+		lines = append(lines, `{"prompt": "work `+string(rune('a'+i))+`"}`)
+	}
+	prompts := writePrompts(t, lines...)
+	cmd := exec.Command(bin, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "out"), "--base-url", srv.URL+"/v1",
+		"--model", "m", "--sandbox", "docker", "--docker-image", dockertest.Image(), "--toolsets", "terminal", "--progress", "none", "--workers", "4")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(runContainers(t)) < 4 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if n := len(runContainers(t)); n == 0 {
+		t.Fatal("no container was running when the run was killed; the test proves nothing")
+	}
+	if code, out, errs := hp(t, "sandbox", "gc"); code != 0 {
+		t.Fatalf("sandbox gc: exit %d: %s%s", code, out, errs)
+	}
+	if left := runContainers(t); len(left) != 0 {
+		t.Fatalf("containers left after gc: %v", left)
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
+	"github.com/urfave/cli/v2"
+)
+
+func sandboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sandbox",
+		Usage: "manage sandboxes",
+		Subcommands: []*cli.Command{{
+			Name:      "gc",
+			Usage:     "remove containers and folders left by a killed run",
+			UsageText: "hermes-pipe sandbox gc [--sandbox docker|local] [--run ID]",
+			Description: `Finds what runs left behind by label (docker: hermes-pipe.run=<id>) or by
+folder name (local) and removes it. Without --run it removes the leftovers of
+every run, so only use it when no run is going on.`,
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "driver whose leftovers to remove: docker or local"},
+				&cli.StringFlag{Name: "run", Usage: "only this run id (see run.json or the container labels)"},
+			},
+			Action: func(c *cli.Context) error {
+				d, err := openSandbox(c.String("sandbox"), sandbox.Config{})
+				if err != nil {
+					return err
+				}
+				defer releaseSandbox(d)
+				ctx, cancel := context.WithTimeout(c.Context, 5*time.Minute)
+				defer cancel()
+				n, err := sandbox.GC(ctx, d, c.String("run"))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "removed %d leftovers\n", n)
+				return nil
+			},
+		}},
+	}
+}
+
+func preflightCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "preflight",
+		Usage:     "check every image a prompts file needs, without spending a token",
+		UsageText: "hermes-pipe preflight --prompts FILE [--sandbox docker] [--docker-image IMAGE]",
+		Description: `Collects the distinct images of all rows (image or docker_image), inspects
+them, pulls missing ones with bounded concurrency and a timeout, and checks the
+platform. Prints one line per image; exits 3 when any image is unavailable.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "prompts", Required: true, Usage: "JSONL prompts file"},
+			&cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "driver that runs the images: docker"},
+			&cli.StringFlag{Name: "docker-image", Usage: "image of rows that name none"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound of the whole check"},
+		},
+		Action: func(c *cli.Context) error {
+			images, err := prompts.Images(c.String("prompts"))
+			if err != nil {
+				return usagef("%v", err)
+			}
+			d, err := openSandbox(c.String("sandbox"), sandbox.Config{})
+			if err != nil {
+				return err
+			}
+			defer releaseSandbox(d)
+			check := imageChecker(d)
+			if check == nil {
+				return usagef("--sandbox %s runs no images", c.String("sandbox"))
+			}
+			if img := c.String("docker-image"); img != "" {
+				images = append(images, img)
+			}
+			res := preflight.Check(c.Context, images, preflight.Options{Checker: preflight.CheckerFunc(check), Timeout: c.Duration("timeout")})
+			sort.Strings(res.Images)
+			for _, img := range res.Images {
+				if err := res.Err(img); err != nil {
+					fmt.Fprintf(c.App.Writer, "missing  %s: %v\n", img, res.Missing[img])
+				} else {
+					fmt.Fprintf(c.App.Writer, "ok       %s\n", img)
+				}
+			}
+			fmt.Fprintf(c.App.Writer, "%d images, %d unavailable, checked in %s\n", len(res.Images), len(res.Missing), res.Duration.Round(time.Millisecond))
+			if !res.OK() {
+				return &exitStatus{code: exitRowsFailed, msg: fmt.Sprintf("%d of %d images unavailable", len(res.Missing), len(res.Images))}
+			}
+			return nil
+		},
+	}
+}
