@@ -1,0 +1,195 @@
+package tokenizer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRegexTranslationMatchesStateMachines runs the Go translation of every
+// known pattern (lookahead emulated, && intersections computed) against its
+// hand-written state machine on random text: two independent
+// implementations of the same regex must cut the same pieces.
+func TestRegexTranslationMatchesStateMachines(t *testing.T) {
+	for name, pat := range map[string]string{"cl100k": patCL100K, "qwen2": patQwen2, "o200k": patO200K, "kimi": patKimi} {
+		t.Run(name, func(t *testing.T) {
+			re, err := compileLook(pat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast := knownSplitter(pat)
+			r := rand.New(rand.NewPCG(11, uint64(len(pat))))
+			for i := range 1500 {
+				s := sanitizeUTF8(randomText(r, 1+i%80))
+				want := splitIsolated(s, nil, re.find)
+				var got []string
+				for k := 0; k < len(s); {
+					j := fast.next(s, k)
+					got = append(got, s[k:j])
+					k = j
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%q:\nstate machine %q\nregex         %q", s, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestTranslateRegexErrors(t *testing.T) {
+	for _, pat := range []string{`a(?=b)`, `(?<!x)y`, `a++`, `(?>ab)`, `[a-`, `\p{NoSuchThing}`, `\q`} {
+		if _, err := compileLook(pat); err == nil {
+			t.Errorf("compileLook(%q) succeeded, want an error", pat)
+		}
+	}
+	if _, err := compileLook(`[\p{L}&&[^\p{Han}]]+|\s+(?!\S)|\s+`); err != nil {
+		t.Errorf("intersection and lookahead idiom: %v", err)
+	}
+}
+
+// writeVariant writes the qwen3-mini fixture with edit applied and returns
+// its path.
+func writeVariant(t *testing.T, edit func(m map[string]any)) string {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/qwen3-mini.tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "variant.tokenizer.json")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadErrorsNameFileAndField(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(m map[string]any)
+		field string
+	}{
+		{"unigram", func(m map[string]any) { m["model"].(map[string]any)["type"] = "Unigram" }, "model.type"},
+		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, "model.type"},
+		{"dropout", func(m map[string]any) { m["model"].(map[string]any)["dropout"] = 0.1 }, "model.dropout"},
+		{"metaspace", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, "pre_tokenizer.type"},
+		{"no-bytelevel", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\s+`}, "behavior": "Isolated"}
+		}, "pre_tokenizer"},
+		{"bad-regex", func(m map[string]any) {
+			seq := m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			seq[0].(map[string]any)["pattern"] = map[string]any{"Regex": `(?<=a)b`}
+		}, "pre_tokenizer.pretokenizers[0].pattern.Regex"},
+		{"bad-behavior", func(m map[string]any) {
+			seq := m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			seq[0].(map[string]any)["behavior"] = "Sideways"
+		}, "pre_tokenizer.pretokenizers[0].behavior"},
+		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "Precompiled"} }, "normalizer.type"},
+		{"merge-oov", func(m map[string]any) {
+			m["model"].(map[string]any)["merges"] = []any{[]any{"zzzq", "qqqz"}}
+		}, "model.merges[0]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeVariant(t, c.edit)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, path) || !strings.Contains(msg, c.field) {
+				t.Errorf("error %q should name the file and the field %s", msg, c.field)
+			}
+		})
+	}
+	if _, err := Load("p50k_base"); err == nil || !strings.Contains(err.Error(), "cl100k_base") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("missing file loaded")
+	}
+}
+
+// TestGzipAndMergesAsStrings loads the same tokenizer from merges written as
+// pairs, as "a b" strings, and gzip-compressed, and expects the same ids.
+func TestGzipAndMergesAsStrings(t *testing.T) {
+	_, inputs := corpus(t)
+	base := loadByGoldenName(t, "qwen3-mini")
+	strs := writeVariant(t, func(m map[string]any) {
+		model := m["model"].(map[string]any)
+		var out []any
+		for _, p := range model["merges"].([]any) {
+			pair := p.([]any)
+			out = append(out, pair[0].(string)+" "+pair[1].(string))
+		}
+		model["merges"] = out
+	})
+	alt, err := Load(strs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range inputs {
+		if !slices.Equal(base.Encode(in), alt.Encode(in)) {
+			t.Fatalf("%s: merges as strings give other ids", name)
+		}
+	}
+	raw, err := os.ReadFile("testdata/qwen3-mini.tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gzPath := filepath.Join(t.TempDir(), "tokenizer.json.gz")
+	if err := os.WriteFile(gzPath, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zipped, err := Load(gzPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := inputs["hermes-chat"]; !slices.Equal(base.Encode(in), zipped.Encode(in)) {
+		t.Fatal("gzip-compressed tokenizer.json gives other ids")
+	}
+	if base.Name() != "qwen3-mini.tokenizer.json" {
+		t.Errorf("Name() = %q", base.Name())
+	}
+}
+
+func TestInvalidUTF8IsReplacementChar(t *testing.T) {
+	for _, name := range []string{"cl100k_base", "o200k_base"} {
+		tok := ours(t, name)
+		for _, s := range []string{"a\xffb", "\xe2\x82A", "\xed\xa0\x80x", "ok \xc3"} {
+			got := tok.Encode(s)
+			ref := tok.Encode(sanitizeUTF8(s))
+			if !slices.Equal(got, ref) {
+				t.Errorf("%s %q: %v, want %v", name, s, got, ref)
+			}
+			if sanitizeUTF8(s) == s {
+				t.Errorf("%q was not sanitized", s)
+			}
+		}
+		if got, want := sanitizeUTF8("a\xe2\x82b"), "a\uFFFD\uFFFDb"; got != want {
+			t.Errorf("sanitize: %q, want %q (one U+FFFD per byte)", got, want)
+		}
+	}
+}
