@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -54,6 +56,7 @@ func BenchmarkResumeOpen1M(b *testing.B) {
 	b.ReportMetric(float64(fi.Size())/(1<<20), "ledger-MiB")
 	b.ResetTimer()
 	for range b.N {
+		cpu0 := cpuTime()
 		out, err := OpenOutput(dir, OutputOptions{Mode: ModeResume, Kind: "bench"})
 		if err != nil {
 			b.Fatal(err)
@@ -64,6 +67,7 @@ func BenchmarkResumeOpen1M(b *testing.B) {
 			}
 		}
 		out.Close()
+		b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds()), "cpu-ms/op")
 	}
 }
 
@@ -110,8 +114,18 @@ func BenchmarkRunPerRecord(b *testing.B) {
 	}
 	defer out.Close()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	sum, err := Run(context.Background(), Options{Workers: 4}, SliceSource(recs), []Stage{completeStage()}, out)
 	if err != nil || sum.Written != b.N {
 		b.Fatalf("%+v %v", sum, err)
 	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/rec")
+}
+
+// cpuTime is the process's user and system CPU time: on a shared machine it
+// is steadier than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

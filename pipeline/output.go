@@ -502,7 +502,7 @@ type batch struct {
 
 // commit writes b as one shard with the atomic-file protocol, journals it
 // with one fsynced ledger line and updates the index. Only the writer
-// goroutine calls it, so commits are serialised.
+// committer goroutine calls it, so commits are serialised.
 func (o *Output) commit(b *batch) error {
 	if len(b.rows) == 0 {
 		return nil
@@ -545,7 +545,6 @@ func (o *Output) commit(b *batch) error {
 	o.ix.apply(line)
 	o.committed += len(line.Rows)
 	o.mu.Unlock()
-	b.rows, b.bytes = b.rows[:0], 0
 	return nil
 }
 

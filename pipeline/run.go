@@ -457,57 +457,81 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 }
 
 // writeLoop batches finished records into the data and failed shards and
-// commits them on the row, byte and age limits and at the end. After a commit
-// failure it keeps draining results so workers never block, and returns the
-// error.
+// hands a batch to the committer when it reaches the row, byte or age limit,
+// and at the end. Committing (three fsyncs) overlaps with filling the next
+// batch. After a commit failure it keeps draining results so workers never
+// block, and returns the error.
 func (r *runner) writeLoop(results <-chan []pending) error {
 	o := r.out
-	data, failed := &batch{sub: DataDir}, &batch{sub: FailedDir}
-	tick := max(o.opts.CommitInterval/4, time.Millisecond)
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
-	var err error
-	commit := func(b *batch) {
-		if err != nil || len(b.rows) == 0 {
-			return
-		}
-		var w, ok, fl, filt int
-		for _, p := range b.rows {
-			switch {
-			case p.line == nil && p.outcome == outcomeFiltered:
-				filt++
-			case p.line != nil && p.outcome.OK():
-				w, ok = w+1, ok+1
-			case p.line != nil:
-				w, fl = w+1, fl+1
-			}
-		}
-		if err = o.commit(b); err != nil {
-			r.fatal(err)
-			return
-		}
-		r.written += w
-		r.ok += ok
-		r.failed += fl
-		r.filtered += filt
+	var (
+		errMu sync.Mutex
+		err   error
+	)
+	failedErr := func() error {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return err
 	}
+	batches := make(chan *batch, 1)
+	committerDone := make(chan struct{})
+	go func() {
+		defer close(committerDone)
+		for b := range batches {
+			if failedErr() != nil {
+				continue
+			}
+			var w, ok, fl, filt int
+			for _, p := range b.rows {
+				switch {
+				case p.line == nil && p.outcome == outcomeFiltered:
+					filt++
+				case p.line != nil && p.outcome.OK():
+					w, ok = w+1, ok+1
+				case p.line != nil:
+					w, fl = w+1, fl+1
+				}
+			}
+			if cerr := o.commit(b); cerr != nil {
+				errMu.Lock()
+				err = cerr
+				errMu.Unlock()
+				r.fatal(cerr)
+				continue
+			}
+			r.written += w
+			r.ok += ok
+			r.failed += fl
+			r.filtered += filt
+		}
+	}()
+	cur := map[string]*batch{DataDir: {sub: DataDir}, FailedDir: {sub: FailedDir}}
+	send := func(sub string) {
+		if b := cur[sub]; len(b.rows) > 0 {
+			batches <- b
+			cur[sub] = &batch{sub: sub}
+		}
+	}
+	ticker := time.NewTicker(max(o.opts.CommitInterval/4, time.Millisecond))
+	defer ticker.Stop()
 	for {
 		select {
 		case rows, more := <-results:
 			if !more {
-				commit(data)
-				commit(failed)
-				return err
+				send(DataDir)
+				send(FailedDir)
+				close(batches)
+				<-committerDone
+				return failedErr()
 			}
-			if err != nil {
+			if failedErr() != nil {
 				continue
 			}
 			r.processed.Add(1)
 			now := time.Now()
 			for _, p := range rows {
-				b := data
+				b := cur[DataDir]
 				if p.outcome.Retryable() {
-					b = failed
+					b = cur[FailedDir]
 				}
 				if len(b.rows) == 0 {
 					b.first = now
@@ -515,15 +539,15 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 				b.rows = append(b.rows, p)
 				b.bytes += int64(len(p.line))
 			}
-			for _, b := range []*batch{data, failed} {
+			for sub, b := range cur {
 				if len(b.rows) >= o.opts.MaxShardRows || b.bytes >= o.opts.MaxShardBytes {
-					commit(b)
+					send(sub)
 				}
 			}
 		case now := <-ticker.C:
-			for _, b := range []*batch{data, failed} {
+			for sub, b := range cur {
 				if len(b.rows) > 0 && now.Sub(b.first) >= o.opts.CommitInterval {
-					commit(b)
+					send(sub)
 				}
 			}
 		}
