@@ -67,7 +67,7 @@ func BenchmarkResumeOpen1M(b *testing.B) {
 			}
 		}
 		out.Close()
-		b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds()), "cpu-ms/op")
+		b.ReportMetric(float64((cpuTime() - cpu0).Milliseconds()), "cpu-ms/op")
 	}
 }
 
