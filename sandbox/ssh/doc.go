@@ -12,11 +12,14 @@
 // -d: mkdir under umask 077, failing if the name exists) holding a
 // small POSIX sh wrapper and the shell state (exported variables and working
 // folder) that it restores before and saves after every command, so `cd` and
-// `export` persist. Commands run in their own process group under setsid so a
-// timeout or cancellation kills the whole remote process tree, including
-// children that escaped the group (found on Linux hosts by the HERMES_SANDBOX
-// variable in /proc/<pid>/environ). The remote host needs /bin/sh, setsid
-// and grep; the login shell must accept a POSIX-quoted command line.
+// `export` persist. sshd starts each command in a new session, so its process
+// group holds everything the command starts; a watcher forked first kills that
+// group when the command ends (leftover background jobs), and on timeout or
+// cancellation also the processes that escaped it (found on Linux hosts by the
+// HERMES_SANDBOX variable in /proc/<pid>/environ). The remote host needs
+// /bin/sh and grep; the login shell must accept a POSIX-quoted command line.
+// A server that does not close a command's stdin when it exits (OpenSSH does)
+// leaves background jobs holding the output running until the timeout.
 //
 // Tests run against a real sshd on loopback started by scripts/sshd.sh (the
 // test helper starts it when its env file is missing; it needs root). They

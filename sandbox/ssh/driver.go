@@ -102,16 +102,15 @@ func New(opts Options) (*Driver, error) {
 }
 
 // Preflight connects (if not yet connected) and checks that the host is
-// reachable, its key trusted, the login accepted, setsid installed and the
-// remote folder writable: one dial plus one channel. Callers run it before a
-// batch so configuration errors surface before any work is spent.
+// reachable, its key trusted, the login accepted and the remote folder
+// writable: one dial plus one channel. Callers run it before a batch so
+// configuration errors surface before any work is spent.
 func (d *Driver) Preflight(ctx context.Context) error {
 	if _, err := d.conn(ctx); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
 	}
 	tmp := sandbox.ShellQuote(d.opts.RemoteTmp)
-	check := `command -v setsid >/dev/null || { echo "setsid is not installed" >&2; exit 1; }
-mkdir -p ` + tmp + ` && test -w ` + tmp + ` || { echo "remote folder "` + tmp + `" is not writable" >&2; exit 1; }`
+	check := `mkdir -p ` + tmp + ` && test -w ` + tmp + ` || { echo "remote folder "` + tmp + `" is not writable" >&2; exit 1; }`
 	if _, err := d.run(ctx, check, nil); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
 	}

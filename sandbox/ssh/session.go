@@ -53,29 +53,26 @@ func killMarked(exact bool, value string) string {
 		`f=${f#/proc/}; kill -9 "${f%/environ}" 2>/dev/null; done`
 }
 
-// execScript returns the per-command launcher for a session: $1 is the
-// command. It starts run.sh in a new session (process group) under setsid,
-// plus a watcher that kills that group and the session's marked processes as
-// soon as a line or EOF arrives on stdin — the client's way to time a command
-// out, and what happens when the channel or connection closes. When the
-// command ends, whatever it left running in its group is killed too, and the
-// watcher, unless it is already killing (it then ignores TERM and is waited
-// for, so the marker scan completes before the channel ends). The
-// exit code is run.sh's. Only POSIX sh features are used (dash, bash and
-// busybox ash all accept `kill -9 -PGID`).
+// execScript returns the per-command launcher of a session; $1 is the
+// command. sshd starts every command line in a new session, so the shell
+// running the launcher leads its own process group, and everything the
+// command starts (background jobs included) belongs to it unless it calls
+// setsid. The launcher first forks a watcher that waits on the channel's
+// stdin, then runs the command in the shell itself through the
+// state-restoring script (so the shell's exit code is the command's). A "k"
+// line on stdin (the client's timeout or cancellation) makes the watcher kill
+// the session's marked processes, which finds children that escaped the
+// group, and then the whole group, shell included; EOF, which sshd delivers
+// when the shell exits or the channel or connection closes, makes it kill
+// the group, i.e. what the command left running. The watcher is forked from
+// a subshell that exits at once, so it is no job of the command's shell
+// (`wait` and `jobs` do not see it). Costs two forks beyond the shell sshd
+// starts anyway.
 func execScript(state, marker string) string {
 	return `exec 3<&0
-setsid /bin/sh ` + sandbox.ShellQuote(state+"/run.sh") + ` "$1" </dev/null 3<&- &
-p=$!
-{ read -r x <&3; trap '' TERM; kill -9 -$p; ` + killMarked(true, marker) + `; } 2>/dev/null &
-w=$!
-exec 3<&-
-wait $p 2>/dev/null; rc=$?
-kill -9 -$p 2>/dev/null
-kill $w 2>/dev/null
-wait $w 2>/dev/null
-exit $rc
-`
+( { read -r x <&3 || x=; if [ "$x" = k ]; then ` + killMarked(true, marker) + `; fi; kill -9 0; } </dev/null >/dev/null 2>&1 & )
+exec 3<&- </dev/null
+` + sandbox.StateScript(state, "")
 }
 
 // Open creates the session's remote folder (work, tmp and state inside, all
@@ -123,7 +120,6 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	var script strings.Builder
 	fmt.Fprintf(&script, `set -e
 umask 077
-command -v setsid >/dev/null || { echo "setsid is not installed on the remote host" >&2; exit 4; }
 mkdir -p %[1]s
 mkdir %[2]s
 mkdir %[2]s/state %[2]s/work %[2]s/tmp
@@ -131,13 +127,10 @@ cd %[3]s 2>/dev/null || { printf 'working folder %%s is not an existing folder\n
 pwd >%[2]s/state/cwd
 cat >%[2]s/state/exec.sh <<'%[4]s'
 %[5]s%[4]s
-cat >%[2]s/state/run.sh <<'%[4]s'
-%[6]s%[4]s
 cat >%[2]s/state/env <<'%[4]s'
-%[7]s%[4]s
+%[6]s%[4]s
 if [ -n "$SHELL" ] && [ "$(readlink -f "$SHELL" 2>/dev/null)" = "$(readlink -f /bin/sh 2>/dev/null)" ]; then echo login-shell-is-sh; fi
-`, q(d.opts.RemoteTmp), q(dir), cwd, eof,
-		execScript(state, name), sandbox.StateScript(state, ""), envFile.String())
+`, q(d.opts.RemoteTmp), q(dir), cwd, eof, execScript(state, name), envFile.String())
 
 	ch, err := d.channel(ctx)
 	if err != nil {

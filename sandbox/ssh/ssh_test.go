@@ -660,3 +660,15 @@ func TestLauncherFile(t *testing.T) {
 		t.Fatalf("timeout through the launcher file: %+v, %v", res, err)
 	}
 }
+
+// TestWait checks that the driver's own helper process is not a job of the
+// command's shell: `wait` returns once the command's jobs end.
+func TestWait(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	res, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "sleep 0.2 & sleep 0.1 & wait; echo done", Timeout: 5 * time.Second})
+	if err != nil || res.TimedOut || res.Stdout != "done\n" {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+}
