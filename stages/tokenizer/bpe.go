@@ -11,13 +11,14 @@ import (
 // tiktoken ranks pairs by the rank of their concatenated bytes; Hugging Face
 // BPE ranks them by the position of the pair in the merges list. Both merge
 // the lowest ranked adjacent pair first, the leftmost one on ties, so one
-// algorithm serves both with two pair lookups.
+// algorithm over one pair table serves both (tiktoken's table is derived from
+// its ranks by pairMerges).
 type bpeModel struct {
 	// vocab maps token bytes to ids (tiktoken: ranks, which are the ids).
 	vocab map[string]int
 	// byteID maps each byte to the id of its one-byte token, -1 if none.
 	byteID [256]int32
-	// merges maps a pair of ids to rank<<32 | merged id (Hugging Face only).
+	// merges maps a pair of ids to rank<<32 | merged id.
 	merges map[uint64]uint64
 	// direct looks the whole piece up in vocab first (tiktoken always;
 	// Hugging Face when ignore_merges is set).
@@ -38,7 +39,7 @@ const noRank = math.MaxInt32
 const (
 	cacheMaxEntries = 1 << 15
 	cacheMaxPiece   = 64 // longer pieces are rarely repeated
-	linearMaxBytes  = 96 // longer pieces merge with a heap
+	linearMaxBytes  = 64 // longer pieces merge with a heap
 )
 
 // scratch holds per-goroutine buffers and the cache of merged pieces.
@@ -65,19 +66,12 @@ func (m *bpeModel) putScratch(sc *scratch) { m.pool.Put(sc) }
 
 // pairRank returns the rank and merged id of the adjacent symbols a and b,
 // or noRank.
-func (m *bpeModel) pairRank(piece string, a, b *symbol) (int32, int32) {
-	if m.merges != nil {
-		v, ok := m.merges[uint64(uint32(a.id))<<32|uint64(uint32(b.id))]
-		if !ok {
-			return noRank, -1
-		}
-		return int32(v >> 32), int32(uint32(v))
-	}
-	r, ok := m.vocab[piece[a.start:b.end]]
+func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
+	v, ok := m.merges[uint64(uint32(a.id))<<32|uint64(uint32(b.id))]
 	if !ok {
 		return noRank, -1
 	}
-	return int32(r), int32(r)
+	return int32(v >> 32), int32(uint32(v))
 }
 
 // encodePiece appends the ids of piece to out.
@@ -145,7 +139,7 @@ func (m *bpeModel) mergeLinear(piece string, syms []symbol, sc *scratch) []symbo
 	}
 	rk, nid := sc.rk[:n], sc.nid[:n]
 	for i := 0; i+1 < n; i++ {
-		rk[i], nid[i] = m.pairRank(piece, &syms[i], &syms[i+1])
+		rk[i], nid[i] = m.pairRank(&syms[i], &syms[i+1])
 	}
 	for n > 1 {
 		best, bi := int32(noRank), -1
@@ -164,29 +158,24 @@ func (m *bpeModel) mergeLinear(piece string, syms []symbol, sc *scratch) []symbo
 		copy(nid[bi+1:n], nid[bi+2:n])
 		n--
 		if bi+1 < n {
-			rk[bi], nid[bi] = m.pairRank(piece, &syms[bi], &syms[bi+1])
+			rk[bi], nid[bi] = m.pairRank(&syms[bi], &syms[bi+1])
 		} else {
 			rk[bi] = noRank
 		}
 		if bi > 0 {
-			rk[bi-1], nid[bi-1] = m.pairRank(piece, &syms[bi-1], &syms[bi])
+			rk[bi-1], nid[bi-1] = m.pairRank(&syms[bi-1], &syms[bi])
 		}
 	}
 	return syms[:n]
 }
 
-// heapEntry is a candidate merge of symbols left and right.
+// heapEntry is a candidate merge of symbol left = uint32(key) with the
+// symbol after it. key = rank<<32 | left: symbol indices grow with byte
+// positions, so ordering by key is "lowest rank, then leftmost".
 type heapEntry struct {
-	rank     int32
-	pos      int32 // start byte of left: ties go to the leftmost pair
-	left     int32
-	right    int32
-	rightEnd int32 // end byte of right when the entry was made
+	key      uint64
+	rightEnd int32 // end byte of the right symbol when the entry was made
 	id       int32
-}
-
-func entryLess(a, b *heapEntry) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
 }
 
 // mergeHeap gives the same result as mergeLinear in O(n log n) for long
@@ -204,51 +193,17 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 		prev[i] = int32(i - 1)
 	}
 	h := sc.heap[:0]
-	push := func(l, r int32) {
-		rank, id := m.pairRank(piece, &syms[l], &syms[r])
-		if rank == noRank {
-			return
-		}
-		h = append(h, heapEntry{rank: rank, pos: syms[l].start, left: l, right: r, rightEnd: syms[r].end, id: id})
-		for c := len(h) - 1; c > 0; {
-			p := (c - 1) / 2
-			if !entryLess(&h[c], &h[p]) {
-				break
-			}
-			h[c], h[p] = h[p], h[c]
-			c = p
-		}
-	}
-	pop := func() heapEntry {
-		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		for p := 0; ; {
-			c := 2*p + 1
-			if c >= len(h) {
-				break
-			}
-			if c+1 < len(h) && entryLess(&h[c+1], &h[c]) {
-				c++
-			}
-			if !entryLess(&h[c], &h[p]) {
-				break
-			}
-			h[c], h[p] = h[p], h[c]
-			p = c
-		}
-		return top
-	}
 	for i := 0; i+1 < n; i++ {
-		push(int32(i), int32(i+1))
+		h = m.heapPush(h, piece, syms, int32(i), int32(i+1))
 	}
 	const dead = -1
 	for len(h) > 0 {
-		e := pop()
-		l, r := e.left, e.right
-		if syms[l].start == dead || syms[r].start == dead || next[l] != r || syms[r].end != e.rightEnd {
-			continue // stale
+		e := h[0]
+		h = heapPop(h)
+		l := int32(uint32(e.key))
+		r := next[l]
+		if syms[l].start == dead || int(r) >= n || syms[r].end != e.rightEnd {
+			continue // stale: l was merged away, or its right neighbour changed
 		}
 		syms[l].end = syms[r].end
 		syms[l].id = e.id
@@ -258,10 +213,10 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 			prev[next[r]] = l
 		}
 		if prev[l] >= 0 {
-			push(prev[l], l)
+			h = m.heapPush(h, piece, syms, prev[l], l)
 		}
 		if int(next[l]) < n {
-			push(l, next[l])
+			h = m.heapPush(h, piece, syms, l, next[l])
 		}
 	}
 	sc.heap = h
@@ -273,4 +228,50 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 		}
 	}
 	return syms[:k]
+}
+
+func (m *bpeModel) heapPush(h []heapEntry, piece string, syms []symbol, l, r int32) []heapEntry {
+	rank, id := m.pairRank(&syms[l], &syms[r])
+	if rank == noRank {
+		return h
+	}
+	e := heapEntry{key: uint64(rank)<<32 | uint64(l), rightEnd: syms[r].end, id: id}
+	c := len(h)
+	h = append(h, e)
+	for c > 0 {
+		p := (c - 1) / 2
+		if h[p].key <= e.key {
+			break
+		}
+		h[c] = h[p]
+		c = p
+	}
+	h[c] = e
+	return h
+}
+
+func heapPop(h []heapEntry) []heapEntry {
+	last := len(h) - 1
+	e := h[last]
+	h = h[:last]
+	if last == 0 {
+		return h
+	}
+	p := 0
+	for {
+		c := 2*p + 1
+		if c >= last {
+			break
+		}
+		if c+1 < last && h[c+1].key < h[c].key {
+			c++
+		}
+		if e.key <= h[c].key {
+			break
+		}
+		h[p] = h[c]
+		p = c
+	}
+	h[p] = e
+	return h
 }

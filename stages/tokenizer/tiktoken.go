@@ -21,9 +21,33 @@ func loadTiktoken(name string) (*encoder, error) {
 		}
 		m.byteID[b] = int32(id)
 	}
+	m.merges = pairMerges(ranks)
 	pat := patCL100K
 	if name == "o200k_base" {
 		pat = patO200K
 	}
 	return &encoder{name: name, model: m, split: knownSplitter(pat)}, nil
+}
+
+// pairMerges turns tiktoken's ranks into the pair table of the merge loop:
+// for every token t and every split t = a+b with a and b tokens, the pair
+// (a, b) merges with rank(t) into t. Merging always joins two tokens, so this
+// is exactly tiktoken's "rank of the concatenated bytes", looked up by two
+// integers instead of hashing a byte string.
+func pairMerges(ranks map[string]int) map[uint64]uint64 {
+	m := make(map[uint64]uint64, len(ranks)*3)
+	for tok, r := range ranks {
+		for k := 1; k < len(tok); k++ {
+			a, okA := ranks[tok[:k]]
+			if !okA {
+				continue
+			}
+			b, okB := ranks[tok[k:]]
+			if !okB {
+				continue
+			}
+			m[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(r)<<32 | uint64(uint32(r))
+		}
+	}
+	return m
 }
