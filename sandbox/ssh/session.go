@@ -129,7 +129,9 @@ cat >%[2]s/state/exec.sh <<'%[4]s'
 %[5]s%[4]s
 cat >%[2]s/state/env <<'%[4]s'
 %[6]s%[4]s
-if [ -n "$SHELL" ] && [ "$(readlink -f "$SHELL" 2>/dev/null)" = "$(readlink -f /bin/sh 2>/dev/null)" ]; then echo login-shell-is-sh; fi
+a=$(readlink -f "$SHELL" 2>/dev/null) || a=
+b=$(readlink -f /bin/sh 2>/dev/null) || b=
+if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
 `, q(d.opts.RemoteTmp), q(dir), cwd, eof, execScript(state, name), envFile.String())
 
 	ch, err := d.channel(ctx)
