@@ -165,8 +165,12 @@ type Snapshot struct {
 	ETA      time.Duration // -1 unknown
 }
 
-// Snapshot returns the current counters. It is safe to call at any time.
+// Snapshot returns the current counters. It is safe to call at any time,
+// also on a nil Progress.
 func (p *Progress) Snapshot() Snapshot {
+	if p == nil {
+		return Snapshot{Total: -1, ETA: -1}
+	}
 	s := Snapshot{Total: -1, ETA: -1, Done: p.done.Load(), OK: p.ok.Load(), Failed: p.failed.Load(),
 		InFlight: p.inflight.Load(), Skipped: p.skipped.Load()}
 	if t := p.total.Load(); t >= 0 {

@@ -431,6 +431,12 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 		marker = outcomeFannedOut
 	}
 	for _, rec := range outs {
+		if rec.Key != key && r.out.Done(rec.Key) {
+			// A fanned-out record that an earlier attempt of this input
+			// already finished: keep the first, so data/ never holds a key
+			// twice.
+			continue
+		}
 		switch {
 		case rec.Outcome == "":
 			rec.Outcome = schemas.OutcomeInternal

@@ -384,6 +384,43 @@ func TestFilterAndFanOutAreJournalled(t *testing.T) {
 	}
 }
 
+func TestFanOutRetryKeepsFinishedParts(t *testing.T) {
+	dir := t.TempDir()
+	fan := func(failB bool) *funcStage {
+		return &funcStage{name: "fan", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+			a, b := *rec, *rec
+			a.Key, b.Key, b.Sample = rec.Key+"-a", rec.Key+"-b", 1
+			complete(&a)
+			complete(&b)
+			if failB {
+				b.Outcome = schemas.OutcomeTimeout
+			}
+			return []*schemas.Record{&a, &b}, nil
+		}}
+	}
+	if sum := runAll(t, dir, ModeFresh, 4, fan(true)); sum.Failed != 4 || sum.OK != 4 {
+		t.Fatalf("first run %+v", sum)
+	}
+	// The inputs are retried (their marker is retryable); the parts that
+	// already finished are not written twice.
+	if sum := runAll(t, dir, ModeResume, 4, fan(false)); sum.Skipped != 0 || sum.Written != 4 || sum.OK != 4 {
+		t.Fatalf("resume %+v", sum)
+	}
+	recs := catRecords(t, dir)
+	if len(recs) != 8 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, r := range recs {
+		if r.Outcome != schemas.OutcomeCompleted {
+			t.Fatalf("%s: %s", r.Key, r.Outcome)
+		}
+	}
+	mustVerify(t, dir)
+	if sum := runAll(t, dir, ModeResume, 4, fan(false)); sum.Skipped != 4 {
+		t.Fatalf("third run %+v", sum)
+	}
+}
+
 func TestBadStageOutputIsInternalError(t *testing.T) {
 	dir := t.TempDir()
 	stage := &funcStage{name: "bad", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
