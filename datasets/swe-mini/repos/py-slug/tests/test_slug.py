@@ -1,0 +1,5 @@
+from slug import slugify
+
+
+def test_spaces():
+    assert slugify("a  b c") == "a-b-c", slugify("a  b c")

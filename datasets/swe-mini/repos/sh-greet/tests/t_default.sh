@@ -1,0 +1,1 @@
+[ "$(sh greet.sh)" = "Hello, world" ]

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Print the lines of standard input last first.
+cat

@@ -1,0 +1,1 @@
+[ "$(echo one | sh rev_lines.sh)" = one ]

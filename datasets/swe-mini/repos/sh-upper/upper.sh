@@ -1,0 +1,3 @@
+#!/bin/sh
+# Print standard input in upper case.
+tr "[:upper:]" "[:lower:]"

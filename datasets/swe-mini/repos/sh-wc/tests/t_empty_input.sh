@@ -1,0 +1,1 @@
+[ "$(printf "" | sh count_words.sh)" = 0 ]

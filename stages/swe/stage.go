@@ -1,0 +1,347 @@
+package swe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+)
+
+// Sentinel is the line that submits the agent's work when it is the first
+// line of a command's output and the command exits 0.
+const Sentinel = "MINI_SWE_AGENT_FINAL_OUTPUT"
+
+// Exit statuses of the agent loop, recorded as extra.exit_status. Only
+// ExitSubmitted comes from the sentinel; the others are the rollout's own
+// outcomes (completed: replied without a tool call; max_turns; partial:
+// repeated invalid tool calls; timeout: the per-task time limit passed while
+// a command ran).
+const ExitSubmitted = "submitted"
+
+// Submitted reports whether a terminal command's result submits the task:
+// its stdout, leading blank space aside, begins with the line
+// MINI_SWE_AGENT_FINAL_OUTPUT and it exited 0. A sentinel printed later in
+// the output (by cat, grep or a test) does not count.
+func Submitted(res sandbox.Result) bool {
+	if res.ExitCode != 0 || res.TimedOut {
+		return false
+	}
+	first, _, _ := strings.Cut(strings.TrimLeft(res.Stdout, " \t\r\n"), "\n")
+	return strings.TrimRight(first, " \t\r") == Sentinel
+}
+
+// StageOptions configure the SWE stage. Rollout must carry the LLM client,
+// the sandbox driver and the model; Grade.Driver defaults to Rollout.Driver.
+type StageOptions struct {
+	Rollout rollout.Options
+	Grade   GradeOptions
+	// Tasks are the run's tasks; records are matched to them by Key.
+	Tasks []Task
+}
+
+// Stage runs one task: the agent loop in the task's image, the patch taken
+// with git in the agent's session, then GradePatch in a fresh session. It is
+// safe for concurrent use by the worker pool.
+type Stage struct {
+	o     StageOptions
+	tasks map[string]Task
+}
+
+var _ pipeline.Stage = (*Stage)(nil)
+
+// NewStage validates opts and returns the stage. It does no I/O.
+func NewStage(o StageOptions) (*Stage, error) {
+	if _, err := rollout.New(o.Rollout); err != nil {
+		return nil, fmt.Errorf("swe: %w", err)
+	}
+	if o.Grade.Driver == nil {
+		o.Grade.Driver = o.Rollout.Driver
+	}
+	if o.Grade.RunID == "" {
+		o.Grade.RunID = o.Rollout.RunID
+	}
+	if o.Rollout.SystemPrompt == "" {
+		o.Rollout.SystemPrompt = SystemPrompt
+	}
+	s := &Stage{o: o, tasks: make(map[string]Task, len(o.Tasks))}
+	for _, t := range o.Tasks {
+		s.tasks[t.Key] = t
+	}
+	return s, nil
+}
+
+// Name implements pipeline.Stage.
+func (s *Stage) Name() string { return "swe" }
+
+// Record builds the input record of task t, as the run's source yields it.
+func Record(t Task) *schemas.Record {
+	meta, _ := json.Marshal(map[string]string{"instance_id": t.InstanceID, "repo": t.Repo, "base_commit": t.BaseCommit, "image": t.Image})
+	return &schemas.Record{
+		Key:         t.Key,
+		ID:          t.InstanceID,
+		PromptIndex: t.Line - 1,
+		Metadata:    meta,
+		Input: &schemas.InputRow{
+			Line:     t.Line,
+			Index:    t.Line - 1,
+			Prompt:   t.Prompt(),
+			ID:       t.InstanceID,
+			Image:    t.Image,
+			Cwd:      t.Cwd,
+			Toolsets: []string{"terminal"},
+		},
+	}
+}
+
+// Process runs and grades one task. It blocks for the agent loop and the
+// grading. Every failure is recorded on the record: the model's results as
+// resolved / unresolved / empty_patch, infrastructure faults as a retryable
+// outcome. The error return is used only when ctx was cancelled (hard stop);
+// the record must then not be committed.
+func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	t, ok := s.tasks[rec.Key]
+	if !ok {
+		return nil, fmt.Errorf("swe %s: no task with this key", rec.Key)
+	}
+	start := time.Now()
+	h := &held{task: t}
+	defer h.close(ctx)
+	spy := &llmSpy{Client: s.o.Rollout.Client}
+	ro := s.o.Rollout
+	ro.Client = spy
+	ro.Driver = &holdDriver{Driver: s.o.Rollout.Driver, h: h}
+	ro.OnTerminal = func(_ string, res sandbox.Result) (schemas.Outcome, bool) {
+		return ExitSubmitted, Submitted(res)
+	}
+	st, err := rollout.New(ro)
+	if err != nil {
+		return nil, fmt.Errorf("swe %s: %w", t.InstanceID, err)
+	}
+	outs, err := st.Process(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(outs) != 1 || outs[0] != rec {
+		return nil, fmt.Errorf("swe %s: the rollout returned %d records", t.InstanceID, len(outs))
+	}
+	ex := extra{InstanceID: t.InstanceID, ExitStatus: string(rec.Outcome), AgentMS: time.Since(start).Milliseconds()}
+	defer func() { rec.Extra = ex.encode(rec.Extra) }()
+	agentErr := rec.Error
+
+	switch rec.Outcome {
+	case schemas.OutcomeAPIError, schemas.OutcomeSandboxError, schemas.OutcomeInternal:
+		ex.ExitStatus = ""
+		return []*schemas.Record{rec}, nil // infrastructure: retried by --resume
+	case schemas.OutcomeTimeout:
+		if spy.failed() {
+			// The time limit passed while the model endpoint was failing:
+			// the endpoint's fault, not the model's.
+			rec.Outcome = schemas.OutcomeAPIError
+			ex.ExitStatus = ""
+			return []*schemas.Record{rec}, nil
+		}
+	}
+
+	t0 := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, 2*helperTime)
+	patch, err := h.patch(pctx)
+	cancel()
+	h.close(ctx)
+	ex.PatchMS = time.Since(t0).Milliseconds()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("swe %s: %w", t.InstanceID, ctx.Err())
+	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		// git ran and failed: the agent broke its repository.
+		rec.Outcome, rec.Error = OutcomeUnresolved, fmt.Sprintf("cannot take the agent's patch: %v", err)
+		return []*schemas.Record{rec}, nil
+	case err != nil:
+		rec.Outcome, rec.Error = schemas.OutcomeSandboxError, fmt.Sprintf("take the agent's patch: %v", err)
+		return []*schemas.Record{rec}, nil
+	}
+	ex.Patch = &patch
+
+	g := GradePatch(ctx, s.o.Grade, t, patch)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("swe %s: %w", t.InstanceID, ctx.Err())
+	}
+	if g.GradedBy == "submission" && g.Outcome == OutcomeResolved && ex.ExitStatus != ExitSubmitted {
+		g.Outcome, g.Reason = OutcomeUnresolved, "the agent did not submit (exit status "+ex.ExitStatus+")"
+	}
+	ex.Grade = &g
+	ex.HarnessMS = ex.PatchMS + g.TotalMS
+	rec.Outcome = g.Outcome
+	rec.Error = g.Reason
+	if g.Outcome != OutcomeResolved && agentErr != "" {
+		rec.Error = strings.TrimPrefix(rec.Error+"; agent: "+agentErr, "; ")
+	}
+	rec.DurationMS = time.Since(start).Milliseconds()
+	return []*schemas.Record{rec}, nil
+}
+
+// extra is what the SWE stage adds to a record, under record.extra.
+type extra struct {
+	InstanceID string  `json:"instance_id"`
+	ExitStatus string  `json:"exit_status,omitempty"`
+	Patch      *string `json:"model_patch,omitempty"`
+	Grade      *Grade  `json:"grade,omitempty"`
+	AgentMS    int64   `json:"agent_ms"`
+	PatchMS    int64   `json:"patch_ms,omitempty"`
+	HarnessMS  int64   `json:"harness_ms,omitempty"`
+}
+
+func (e extra) encode(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	put := func(k string, v any) {
+		if b, err := json.Marshal(v); err == nil {
+			m[k] = b
+		}
+	}
+	put("instance_id", e.InstanceID)
+	if e.ExitStatus != "" {
+		put("exit_status", e.ExitStatus)
+	}
+	if e.Patch != nil {
+		put("model_patch", *e.Patch)
+	}
+	if e.Grade != nil {
+		put("grade", e.Grade)
+	}
+	put("agent_ms", e.AgentMS)
+	if e.Grade != nil {
+		put("patch_ms", e.PatchMS)
+		put("harness_ms", e.HarnessMS)
+	}
+	return m
+}
+
+// llmSpy remembers whether the last model call failed, so a time limit that
+// passes during endpoint retries is told apart from the model's own slowness.
+type llmSpy struct {
+	llm.Client
+	mu      sync.Mutex
+	lastErr error
+}
+
+func (c *llmSpy) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
+	resp, err := c.Client.Chat(ctx, req)
+	c.mu.Lock()
+	c.lastErr = err
+	c.mu.Unlock()
+	return resp, err
+}
+
+func (c *llmSpy) failed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr != nil
+}
+
+// held keeps the agent's session open after the rollout ends, so the patch
+// is taken even when the time limit ended the loop, and records where the
+// repository is and its starting commit.
+type held struct {
+	task Task
+
+	mu   sync.Mutex
+	sess sandbox.Session
+	err  error
+	root string
+	base string
+	done bool
+}
+
+// holdDriver opens sessions through the real driver, finds the repository
+// and its starting commit, and returns a session whose Close the rollout
+// cannot use: held.close ends it.
+type holdDriver struct {
+	sandbox.Driver
+	h *held
+}
+
+func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	sess, err := d.Driver.Open(ctx, spec)
+	if err == nil {
+		var res sandbox.Result
+		res, err = run(ctx, sess, "find the repository", ensureRepo+` && cd "$(git rev-parse --show-toplevel)" && pwd && git rev-parse HEAD`, helperTime)
+		if err == nil {
+			lines := strings.Fields(res.Stdout)
+			if len(lines) < 2 {
+				err = fmt.Errorf("find the repository: unexpected output %q", tail(res.Stdout, 200))
+			} else {
+				d.h.mu.Lock()
+				d.h.root, d.h.base = lines[len(lines)-2], lines[len(lines)-1]
+				d.h.mu.Unlock()
+			}
+		}
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_ = sess.Close(cctx)
+			cancel()
+			sess = nil
+		}
+	}
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	d.h.sess, d.h.err = sess, err
+	if err != nil {
+		return nil, err
+	}
+	return keepOpen{sess}, nil
+}
+
+// keepOpen hides Close from the rollout.
+type keepOpen struct{ sandbox.Session }
+
+func (keepOpen) Close(context.Context) error { return nil }
+
+// patch takes `git diff` of the working tree (new files included) against
+// the base commit in the agent's session.
+func (h *held) patch(ctx context.Context) (string, error) {
+	h.mu.Lock()
+	sess, err, root, base := h.sess, h.err, h.root, h.base
+	h.mu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("the agent's session did not open: %w", err)
+	}
+	if sess == nil {
+		return "", errors.New("the agent's session did not open")
+	}
+	if h.task.BaseCommit != "" {
+		base = h.task.BaseCommit
+	}
+	const out = "/tmp/.hermes-swe-agent.patch"
+	prefix := "cd " + q(root) + " && git add -A && git diff --cached --binary --no-color --no-ext-diff " + q(base) + " > " + out + " && "
+	data, err := readFile(ctx, sess, prefix, out)
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}
+
+// close ends the agent's session; it is safe to call more than once.
+func (h *held) close(ctx context.Context) {
+	h.mu.Lock()
+	sess, done := h.sess, h.done
+	h.done = true
+	h.mu.Unlock()
+	if sess == nil || done {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = sess.Close(cctx)
+}

@@ -1,0 +1,315 @@
+package swe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// DefaultCwd is the repository folder of SWE-bench images, used when an
+// instance names no cwd.
+const DefaultCwd = "/testbed"
+
+// Task is one evaluation instance. SWE-bench instances fill every field; the
+// simple Hermes form ({"task", "image", "test_cmd"?}) sets Simple and leaves
+// the SWE-bench fields empty.
+type Task struct {
+	InstanceID       string
+	Repo             string
+	BaseCommit       string // "" = the HEAD of the image's repository
+	ProblemStatement string
+	Image            string
+	Cwd              string // repository folder in the image; "" = the image's working folder
+	TestPatch        string
+	TestCmd          string
+	FailToPass       []string
+	PassToPass       []string
+	GoldPatch        string // the reference fix ("patch"), used only by tests and checks
+	Simple           bool
+
+	Line int    // 1-based line in the tasks file
+	Key  string // stable resume key
+}
+
+// TaskError is one bad line of a tasks file.
+type TaskError struct {
+	Line   int
+	Field  string
+	Reason string
+}
+
+func (e *TaskError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Reason)
+	}
+	return fmt.Sprintf("line %d: %s: %s", e.Line, e.Field, e.Reason)
+}
+
+// ReadTasks reads a JSONL tasks file (a JSON array file is accepted too). It
+// validates every line and returns every problem at once, joined, so a user
+// fixes the file in one go; any bad line or a repeated instance id makes the
+// whole file an error (a gate over a partly read suite would not mean much).
+// It costs one JSON decode per line.
+func ReadTasks(path string) ([]Task, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	return ParseTasks(data)
+}
+
+// ParseTasks is ReadTasks on the file's content.
+func ParseTasks(data []byte) ([]Task, error) {
+	lines, err := splitTasks(data)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		tasks []Task
+		errs  []error
+		seen  = map[string]int{}
+	)
+	index := 0
+	for _, l := range lines {
+		t, err := parseTask(l.text, l.line)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, dup := seen[t.InstanceID]; dup {
+			errs = append(errs, &TaskError{Line: l.line, Field: "instance_id", Reason: fmt.Sprintf("%q repeats line %d", t.InstanceID, prev)})
+			continue
+		}
+		seen[t.InstanceID] = l.line
+		id := t.InstanceID
+		if t.Simple && !l.hasID {
+			id = ""
+		}
+		t.Key = schemas.RowKey(index, id, l.text, 0)
+		index++
+		tasks = append(tasks, t)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("tasks file: %w", errors.Join(errs...))
+	}
+	if len(tasks) == 0 {
+		return nil, errors.New("tasks file: no tasks")
+	}
+	return tasks, nil
+}
+
+type taskLine struct {
+	line  int
+	text  []byte
+	hasID bool
+}
+
+// splitTasks returns the non-blank lines of a JSONL file, or the elements of
+// a JSON array file (each numbered by its position).
+func splitTasks(data []byte) ([]taskLine, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(trimmed, &items); err != nil {
+			return nil, fmt.Errorf("tasks file: a JSON array file must hold objects: %w", err)
+		}
+		out := make([]taskLine, 0, len(items))
+		for i, it := range items {
+			out = append(out, taskLine{line: i + 1, text: it, hasID: hasID(it)})
+		}
+		return out, nil
+	}
+	var out []taskLine
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		t := bytes.TrimSpace(sc.Bytes())
+		if len(t) == 0 {
+			continue
+		}
+		text := append([]byte(nil), t...)
+		out = append(out, taskLine{line: n, text: text, hasID: hasID(text)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("tasks file: line %d: %w", n+1, err)
+	}
+	return out, nil
+}
+
+func hasID(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	for _, k := range []string{"instance_id", "id"} {
+		if v, ok := m[k]; ok && string(v) != "null" && string(v) != `""` {
+			return true
+		}
+	}
+	return false
+}
+
+func parseTask(line []byte, n int) (Task, error) {
+	t := Task{Line: n}
+	if !utf8.Valid(line) {
+		return t, &TaskError{Line: n, Reason: "invalid UTF-8"}
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil || raw == nil {
+		return t, &TaskError{Line: n, Reason: "not a JSON object"}
+	}
+	str := func(dst *string, names ...string) error {
+		for _, name := range names {
+			v, ok := raw[name]
+			if !ok || string(v) == "null" {
+				continue
+			}
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return &TaskError{Line: n, Field: name, Reason: "must be a string"}
+			}
+			if s != "" {
+				*dst = s
+				return nil
+			}
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		dst   *string
+		names []string
+	}{
+		{&t.InstanceID, []string{"instance_id", "id"}},
+		{&t.Repo, []string{"repo"}},
+		{&t.BaseCommit, []string{"base_commit"}},
+		{&t.ProblemStatement, []string{"problem_statement", "task", "prompt"}},
+		{&t.Image, []string{"image", "docker_image", "image_name"}},
+		{&t.Cwd, []string{"cwd", "workdir"}},
+		{&t.TestPatch, []string{"test_patch"}},
+		{&t.TestCmd, []string{"test_cmd", "test_command"}},
+		{&t.GoldPatch, []string{"patch"}},
+	} {
+		if err := str(f.dst, f.names...); err != nil {
+			return t, err
+		}
+	}
+	var err error
+	if t.FailToPass, err = testList(raw, "FAIL_TO_PASS", n); err != nil {
+		return t, err
+	}
+	if t.PassToPass, err = testList(raw, "PASS_TO_PASS", n); err != nil {
+		return t, err
+	}
+	_, hasPS := raw["problem_statement"]
+	t.Simple = !hasPS
+	switch {
+	case t.ProblemStatement == "" && t.Simple:
+		return t, &TaskError{Line: n, Field: "task", Reason: "missing (a task needs \"problem_statement\" or, in the simple form, \"task\")"}
+	case t.ProblemStatement == "":
+		return t, &TaskError{Line: n, Field: "problem_statement", Reason: "empty"}
+	case t.Image == "":
+		return t, &TaskError{Line: n, Field: "image", Reason: "missing (the container image the task runs in)"}
+	}
+	if !t.Simple {
+		if t.InstanceID == "" {
+			return t, &TaskError{Line: n, Field: "instance_id", Reason: "missing"}
+		}
+		if t.TestCmd == "" {
+			return t, &TaskError{Line: n, Field: "test_cmd", Reason: "missing (the command that runs the task's tests)"}
+		}
+		if t.Cwd == "" {
+			t.Cwd = DefaultCwd
+		}
+	}
+	if t.InstanceID == "" {
+		t.InstanceID = "task-" + strconv.Itoa(n)
+	}
+	if strings.ContainsAny(t.InstanceID, "\n\r\t") {
+		return t, &TaskError{Line: n, Field: "instance_id", Reason: "must not contain control characters"}
+	}
+	if t.BaseCommit != "" && !isHex(t.BaseCommit) {
+		return t, &TaskError{Line: n, Field: "base_commit", Reason: fmt.Sprintf("%q is not a commit hash", t.BaseCommit)}
+	}
+	if t.Cwd != "" && !strings.HasPrefix(t.Cwd, "/") {
+		return t, &TaskError{Line: n, Field: "cwd", Reason: "must be an absolute path"}
+	}
+	return t, nil
+}
+
+// testList reads FAIL_TO_PASS / PASS_TO_PASS: a JSON list of strings, or a
+// string holding one (as the SWE-bench datasets store them).
+func testList(raw map[string]json.RawMessage, name string, n int) ([]string, error) {
+	v, ok := raw[name]
+	if !ok || string(v) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(v, &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		if strings.TrimSpace(s) == "" {
+			return nil, nil
+		}
+		if err := json.Unmarshal([]byte(s), &list); err == nil {
+			return list, nil
+		}
+	}
+	return nil, &TaskError{Line: n, Field: name, Reason: "must be a list of test names (or a string holding a JSON list)"}
+}
+
+func isHex(s string) bool {
+	if len(s) < 4 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// Graded reports how the task is judged: "tests" when FAIL_TO_PASS or
+// PASS_TO_PASS name tests, "exit_code" when only a test command is given,
+// and "submission" for a simple task without one (resolved when the agent
+// submitted a non-empty patch).
+func (t Task) Graded() string {
+	switch {
+	case len(t.FailToPass)+len(t.PassToPass) > 0:
+		return "tests"
+	case t.TestCmd != "":
+		return "exit_code"
+	}
+	return "submission"
+}
+
+// Prompt is the user message the agent gets: the problem statement and where
+// the repository is. The finishing instructions go in the system prompt.
+func (t Task) Prompt() string {
+	if t.Cwd == "" {
+		return t.ProblemStatement
+	}
+	return strings.TrimRight(t.ProblemStatement, "\n") + "\n\nThe repository is checked out at " + t.Cwd + "."
+}
+
+// SystemPrompt is the default system message of SWE runs. Like Hermes' mini
+// SWE runner it is sent to the model but not recorded in trajectories.
+const SystemPrompt = `You are a software engineer fixing an issue in a repository. Use the terminal tool to inspect the code, edit files and run commands; the working folder and exported variables persist between calls. Make the smallest change that resolves the issue and do not edit the tests.
+
+When you are done, submit by running exactly:
+
+echo MINI_SWE_AGENT_FINAL_OUTPUT
+
+The submission counts only when MINI_SWE_AGENT_FINAL_OUTPUT is the first line of a command's output and that command exits 0. Your patch is what ` + "`git diff`" + ` shows against the starting commit.`
