@@ -175,3 +175,25 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCountDoesNotAllocate checks that Count on text whose pieces are
+// cached builds no id slice.
+func TestCountDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under -race sync.Pool drops scratch space (and its cache) on purpose")
+	}
+	_, inputs := corpus(t)
+	text := inputs["english"] + inputs["code-go"] + inputs["chinese"]
+	for _, name := range []string{"cl100k_base", "o200k_base"} {
+		tok := ours(t, name)
+		want := len(tok.Encode(text))
+		allocs := testing.AllocsPerRun(50, func() {
+			if n := tok.Count(text); n != want {
+				t.Fatalf("Count = %d, want %d", n, want)
+			}
+		})
+		if allocs > 0.5 {
+			t.Errorf("%s: Count allocates %.1f times per call", name, allocs)
+		}
+	}
+}
