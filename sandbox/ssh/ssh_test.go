@@ -672,3 +672,15 @@ func TestWait(t *testing.T) {
 		t.Fatalf("got %+v, %v", res, err)
 	}
 }
+
+func TestShellKilledBySignal(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, srv.options())
+	s := open(t, d, sandbox.Spec{})
+	if res := execOK(t, s, "echo before; kill -9 $$"); res.ExitCode != 137 || res.Stdout != "before\n" {
+		t.Fatalf("got %+v", res)
+	}
+	if res := execOK(t, s, "echo after"); res.Stdout != "after\n" {
+		t.Fatalf("session unusable after its shell was killed: %+v", res)
+	}
+}
