@@ -276,6 +276,9 @@ func runGenerate(c *cli.Context) error {
 
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	defer stop()
+	if err := preflightDriver(ctx, driver); err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := generate.Options{
 		Prompts: c.String("prompts"),
@@ -372,6 +375,21 @@ func imageChecker(d sandbox.Driver) func(context.Context, []string) map[string]e
 		CheckImages(ctx context.Context, images []string) map[string]error
 	}); ok {
 		return ic.CheckImages
+	}
+	return nil
+}
+
+// preflightDriver lets a driver that can check itself (ssh: host key, login,
+// remote folder) fail before any token is spent.
+func preflightDriver(ctx context.Context, d sandbox.Driver) error {
+	p, ok := d.(interface{ Preflight(context.Context) error })
+	if !ok {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.Preflight(pctx); err != nil {
+		return fmt.Errorf("sandbox pre-flight: %w", err)
 	}
 	return nil
 }
