@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -71,6 +72,32 @@ func BenchmarkResumeOpen1M(b *testing.B) {
 	}
 }
 
+// BenchmarkResumeNothingToDo1M is the whole library side of a resume that
+// finds all 1,000,000 keys done: open, Run skipping every record, close.
+func BenchmarkResumeNothingToDo1M(b *testing.B) {
+	dir := b.TempDir()
+	keys := writeBigLedger(b, dir, 1_000_000)
+	os.WriteFile(filepath.Join(dir, StatisticsFile), []byte("{}\n"), 0o644)
+	recs := make([]*schemas.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &schemas.Record{Key: k, PromptIndex: i}
+	}
+	b.ResetTimer()
+	for range b.N {
+		cpu0 := cpuTime()
+		out, err := OpenOutput(dir, OutputOptions{Mode: ModeResume, Kind: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum, err := Run(context.Background(), Options{}, SliceSource(recs), []Stage{completeStage()}, out)
+		if err != nil || sum.Skipped != len(keys) {
+			b.Fatalf("%+v %v", sum, err)
+		}
+		out.Close()
+		b.ReportMetric(float64((cpuTime() - cpu0).Milliseconds()), "cpu-ms/op")
+	}
+}
+
 // BenchmarkLedgerPhases splits BenchmarkResumeOpen1M into loading the
 // ledger and checking the keys.
 func BenchmarkLedgerPhases(b *testing.B) {
@@ -128,4 +155,24 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCat100k measures Cat over a folder of 100,000 records that were
+// committed out of order across many shards.
+func BenchmarkCat100k(b *testing.B) {
+	dir := b.TempDir()
+	out, err := OpenOutput(dir, OutputOptions{Kind: "bench", MaxShardRows: 500})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Workers: 8}, SliceSource(records(100_000)), []Stage{completeStage()}, out); err != nil {
+		b.Fatal(err)
+	}
+	out.Close()
+	b.ResetTimer()
+	for range b.N {
+		if err := Cat(dir, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -256,7 +256,7 @@ produce:
 		case <-opts.Stop:
 			break produce
 		}
-		if runCtx.Err() != nil { // checked again: select picks at random
+		if runCtx.Err() != nil || isClosed(opts.Stop) { // checked again: select picks at random
 			<-sem
 			break
 		}
