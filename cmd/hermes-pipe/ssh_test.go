@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+)
+
+// sshEnv starts (or finds) the test sshd of scripts/sshd.sh and returns its
+// settings. It skips only when sshd is absent and CI is unset.
+func sshEnv(t *testing.T) map[string]string {
+	t.Helper()
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI: /usr/sbin/sshd is missing")
+		}
+		t.Skip("sshd not installed")
+	}
+	out, err := exec.Command("../../scripts/sshd.sh", "start").CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/sshd.sh start: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	f, err := os.Open(strings.TrimPrefix(lines[len(lines)-1], "running: "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
+		if ok {
+			env[k] = strings.Trim(v, `"'`)
+		}
+	}
+	return env
+}
+
+// TestGenerateSSHSandbox runs a rollout whose commands execute over ssh.
+func TestGenerateSSHSandbox(t *testing.T) {
+	env := sshEnv(t)
+	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "^state", "steps": [
+	    {"tool_calls": [{"name": "terminal", "arguments": {"command": "cd /tmp && export X=1"}}]},
+	    {"tool_calls": [{"name": "terminal", "arguments": {"command": "pwd; echo $X; whoami"}}]},
+	    {"content": "done"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fakellm.New(fakellm.Config{Scripts: scripts}))
+	defer srv.Close()
+	prompts := writePrompts(t, `{"prompt": "state"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", srv.URL+"/v1", "--model", "m",
+		"--sandbox", "ssh", "--ssh-host", env["HERMES_TEST_SSH_ADDR"], "--ssh-user", env["HERMES_TEST_SSH_USER"],
+		"--ssh-key", env["HERMES_TEST_SSH_KEY"], "--ssh-known-hosts", env["HERMES_TEST_SSH_KNOWN_HOSTS"],
+		"--toolsets", "terminal", "--progress", "none")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	want := `"output": "/tmp\n1\n` + env["HERMES_TEST_SSH_USER"] + `\n"`
+	found := false
+	for _, turn := range recs[0]["conversations"].([]any) {
+		found = found || strings.Contains(turn.(map[string]any)["value"].(string), want)
+	}
+	if !found {
+		t.Fatalf("trajectory lacks %s: %v", want, recs[0]["conversations"])
+	}
+	mustVerify(t, out)
+}
