@@ -42,6 +42,10 @@ type GradeOptions struct {
 	RunID       string
 	TestTimeout time.Duration // bound of the test command; its passing is a harness error
 	MaxOutput   int           // bytes of test output kept per stream
+	// Clone makes each session work on a private clone of the task's cwd
+	// (which must be a git checkout the driver can read) instead of the cwd
+	// itself: the local driver has no fresh image to start from.
+	Clone bool
 }
 
 // Grade is the verdict on one patch.
@@ -97,7 +101,7 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) Grade
 		RunID:     o.RunID,
 		RolloutID: t.InstanceID + "-grade",
 		Image:     t.Image,
-		Cwd:       t.Cwd,
+		Cwd:       sessionCwd(t, o.Clone),
 		Timeout:   o.TestTimeout,
 		MaxOutput: o.MaxOutput,
 	})
@@ -119,7 +123,7 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) Grade
 	if err := writeFiles(ctx, sess, file{modelPatchPath, []byte(patch)}, file{testPatchPath, []byte(t.TestPatch)}); err != nil {
 		return infra("grade: %v", err)
 	}
-	res, err := sess.Exec(ctx, sandbox.Cmd{Command: applyScript(t), Timeout: helperTime})
+	res, err := sess.Exec(ctx, sandbox.Cmd{Command: applyScript(t, o.Clone), Timeout: helperTime})
 	g.ApplyMS = time.Since(t0).Milliseconds()
 	if err != nil {
 		return infra("grade: apply patches: %v", err)
@@ -140,8 +144,8 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) Grade
 	}
 
 	t0 = time.Now()
-	cmd := t.TestCmd
-	if t.Cwd != "" {
+	cmd := t.TestCmd // the apply script left the shell at the repository's top
+	if t.Cwd != "" && !o.Clone {
 		cmd = "cd " + q(t.Cwd) + " && " + cmd
 	}
 	res, err = sess.Exec(ctx, sandbox.Cmd{Command: cmd, Timeout: o.TestTimeout})
@@ -198,13 +202,16 @@ func short(names []string) string {
 // touches to the base commit, and applies the test patch, as the SWE-bench
 // evaluation script does. Exit codes: 10 model patch, 11 test patch, 12 no
 // repository.
-func applyScript(t Task) string {
+func applyScript(t Task, clone bool) string {
 	ref := t.BaseCommit
 	if ref == "" {
 		ref = "HEAD"
 	}
 	var b strings.Builder
-	if t.Cwd != "" {
+	switch {
+	case clone:
+		fmt.Fprintf(&b, "%s || exit %d\n", cloneScript(t), exitNoRepo)
+	case t.Cwd != "":
 		fmt.Fprintf(&b, "cd %s || exit %d\n", q(t.Cwd), exitNoRepo)
 	}
 	fmt.Fprintf(&b, "%s || exit %d\n", ensureRepo, exitNoRepo)
@@ -225,3 +232,28 @@ func applyScript(t Task) string {
 // diff against. Agent and grading sessions run it alike.
 const ensureRepo = `{ git rev-parse --git-dir >/dev/null 2>&1 || { git init -q && git add -A && git -c user.name=hermes-pipe -c user.email=hermes-pipe@localhost commit -q --allow-empty -m base; }; }`
 
+// cloneDir is the clone's folder inside a session's private folder.
+const cloneDir = "repo"
+
+// sessionCwd is where a session of t starts: the task's cwd, or the
+// session's private folder when it works on a clone.
+func sessionCwd(t Task, clone bool) string {
+	if clone {
+		return ""
+	}
+	return t.Cwd
+}
+
+// cloneScript clones the task's repository into the session's private
+// folder at the base commit and enters it.
+func cloneScript(t Task) string {
+	src := t.Cwd
+	if src == "" {
+		src = "."
+	}
+	s := "git clone -q --no-hardlinks " + q(src) + " " + cloneDir + " && cd " + cloneDir
+	if t.BaseCommit != "" {
+		s += " && git checkout -q " + q(t.BaseCommit)
+	}
+	return "{ " + s + "; }"
+}

@@ -110,7 +110,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	recs := make([]*schemas.Record, len(tasks))
 	for i, t := range tasks {
-		recs[i] = Record(t)
+		recs[i] = Record(t, o.Grade.Clone)
 	}
 	sum, runErr := pipeline.Run(ctx, pipeline.Options{
 		Workers:  o.Workers,

@@ -82,8 +82,13 @@ func NewStage(o StageOptions) (*Stage, error) {
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "swe" }
 
-// Record builds the input record of task t, as the run's source yields it.
-func Record(t Task) *schemas.Record {
+// Record builds the input record of task t, as the run's source yields it;
+// clone as in GradeOptions.
+func Record(t Task, clone bool) *schemas.Record {
+	prompt := t.Prompt()
+	if clone {
+		prompt = strings.TrimRight(t.ProblemStatement, "\n") + "\n\nThe repository is checked out in the current working folder."
+	}
 	meta, _ := json.Marshal(map[string]string{"instance_id": t.InstanceID, "repo": t.Repo, "base_commit": t.BaseCommit, "image": t.Image})
 	return &schemas.Record{
 		Key:         t.Key,
@@ -93,10 +98,10 @@ func Record(t Task) *schemas.Record {
 		Input: &schemas.InputRow{
 			Line:     t.Line,
 			Index:    t.Line - 1,
-			Prompt:   t.Prompt(),
+			Prompt:   prompt,
 			ID:       t.InstanceID,
 			Image:    t.Image,
-			Cwd:      t.Cwd,
+			Cwd:      sessionCwd(t, clone),
 			Toolsets: []string{"terminal"},
 		},
 	}
@@ -113,7 +118,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		return nil, fmt.Errorf("swe %s: no task with this key", rec.Key)
 	}
 	start := time.Now()
-	h := &held{task: t}
+	h := &held{task: t, clone: s.o.Grade.Clone}
 	defer h.close(ctx)
 	spy := &llmSpy{Client: s.o.Rollout.Client}
 	ro := s.o.Rollout
@@ -254,7 +259,8 @@ func (c *llmSpy) failed() bool {
 // is taken even when the time limit ended the loop, and records where the
 // repository is and its starting commit.
 type held struct {
-	task Task
+	task  Task
+	clone bool
 
 	mu   sync.Mutex
 	sess sandbox.Session
@@ -276,7 +282,11 @@ func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Sessi
 	sess, err := d.Driver.Open(ctx, spec)
 	if err == nil {
 		var res sandbox.Result
-		res, err = run(ctx, sess, "find the repository", ensureRepo+` && cd "$(git rev-parse --show-toplevel)" && pwd && git rev-parse HEAD`, helperTime)
+		prep := ensureRepo + ` && cd "$(git rev-parse --show-toplevel)" && pwd && git rev-parse HEAD`
+		if d.h.clone {
+			prep = cloneScript(d.h.task) + " && " + prep
+		}
+		res, err = run(ctx, sess, "find the repository", prep, helperTime)
 		if err == nil {
 			lines := strings.Fields(res.Stdout)
 			if len(lines) < 2 {

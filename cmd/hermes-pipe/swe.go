@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+	"github.com/hermes-pipe/hermes-pipe/stages/swe"
+	"github.com/urfave/cli/v2"
+)
+
+// sweCommand is `hermes-pipe swe`: a SWE-bench-style evaluation whose exit
+// code a CI job can gate on.
+func sweCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "tasks", Usage: "JSONL tasks: SWE-bench instances {instance_id, repo, base_commit, problem_statement, image, test_patch, FAIL_TO_PASS, PASS_TO_PASS, test_cmd, cwd?} or {task, image, test_cmd?, id?}", Required: true},
+		&cli.StringFlag{Name: "out", Usage: "output folder: trajectories (data/, failed/), ledger, report.json, junit.xml, preds.json", Required: true},
+		&cli.IntFlag{Name: "max-turns", Value: 30, Usage: "assistant turns per task"},
+		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "agent time limit per task; when it passes during a command the patch so far is graded, during a model call the task is an error retried by --resume; 0 = none"},
+		&cli.DurationFlag{Name: "test-timeout", Value: swe.DefaultTestTimeout, Usage: "bound of one task's test command; passing it is a harness error (retried by --resume)"},
+		&cli.StringFlag{Name: "baseline", Usage: "a previous report.json (this tool's or the SWE-bench harness's): the gate fails when an instance resolved there is not resolved now"},
+		&cli.StringFlag{Name: "min-resolved", Value: "0", Usage: "gate: minimum resolved rate, as a fraction (0.42) or a percentage (42%)"},
+		&cli.StringFlag{Name: "system-prompt", Usage: "file whose text replaces the default system prompt (which explains the MINI_SWE_AGENT_FINAL_OUTPUT sentinel)"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
+		&cli.IntFlag{Name: "summary-rows", Value: 20, Usage: "instances listed in the summary table on stdout"},
+	}
+	flags = append(flags, llmFlags()...)
+	for _, f := range runFlags() {
+		switch f.Names()[0] {
+		case "format", "shard-rows":
+			continue // SWE output is JSONL with the default shard size
+		case "workers":
+			f = &cli.IntFlag{Name: "workers", Value: 4, Usage: "tasks run at once (each holds up to two containers)"}
+		}
+		flags = append(flags, f)
+	}
+	for _, f := range sandboxFlags() {
+		if f.Names()[0] == "sandbox" {
+			f = &cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "where the agent and the tests run: docker (each task in its image) or local"}
+		}
+		flags = append(flags, f)
+	}
+	return &cli.Command{
+		Name:      "swe",
+		Usage:     "evaluate an agent on SWE-bench-style tasks and gate CI on the resolved rate",
+		UsageText: "hermes-pipe swe --tasks FILE --out DIR --base-url URL --model NAME [--workers N] [--resume] [--baseline REPORT] [--min-resolved RATE]",
+		Description: `Runs the agent on every task in the task's image with the terminal tool. The
+agent submits by running a command whose output begins with the line
+MINI_SWE_AGENT_FINAL_OUTPUT and exits 0 (the sentinel shown by cat or grep,
+or by a failing command, does not count); it also stops when it replies
+without a tool call or at --max-turns / --timeout.
+
+The patch (git diff against the base commit, new files included) is graded in
+a fresh container of the same image: apply it, reset the test files and apply
+the task's test_patch, run test_cmd with --test-timeout, and read per-test
+results (pytest "PASSED name" / "name PASSED", "PASS name" / "FAIL name",
+"--- PASS: name", "ok name" / "not ok name"). Outcomes: resolved (every
+FAIL_TO_PASS and PASS_TO_PASS test passes), unresolved, empty_patch, or error
+(image missing, container or harness failure, test timeout, model endpoint
+down). Errors never count as model failures and --resume runs them again;
+tasks whose image is missing cost no token.
+
+Writes trajectories like generate, plus report.json, junit.xml (one testcase
+per task) and preds.json (the SWE-bench harness's predictions format), rebuilt
+from the whole folder after every run, and prints a summary table.
+
+Exit codes: 0 the gate passed (resolved rate >= --min-resolved and no
+--baseline instance regressed); 4 the gate failed; 1 the gate cannot be judged
+(errors or unfinished tasks could change the verdict: --resume) or the run
+failed; 2 usage; 130 interrupted.`,
+		Flags:  flags,
+		Action: runSWE,
+	}
+}
+
+// parseRate reads --min-resolved: a fraction in [0, 1] or a percentage.
+func parseRate(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	if pct {
+		v /= 100
+	}
+	if v < 0 || v > 1 {
+		return 0, fmt.Errorf("%q is not within 0..1 (or 0%%..100%%)", s)
+	}
+	return v, nil
+}
+
+func runSWE(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("swe takes no arguments, got %q", c.Args().First())
+	}
+	mode, err := outputMode(c)
+	if err != nil {
+		return err
+	}
+	workers := c.Int("workers")
+	if workers < 1 {
+		return usagef("--workers must be at least 1, got %d", workers)
+	}
+	if c.Int("max-turns") < 1 {
+		return usagef("--max-turns must be at least 1, got %d", c.Int("max-turns"))
+	}
+	if c.Duration("timeout") < 0 || c.Duration("test-timeout") < 0 {
+		return usagef("--timeout and --test-timeout must not be negative")
+	}
+	minRate, err := parseRate(c.String("min-resolved"))
+	if err != nil {
+		return usagef("--min-resolved: %v", err)
+	}
+	if _, err := os.Stat(c.String("tasks")); err != nil {
+		return usagef("--tasks: %v", err)
+	}
+	if b := c.String("baseline"); b != "" {
+		if _, err := swe.ReadBaseline(b); err != nil {
+			return usagef("--baseline: %v", err)
+		}
+	}
+	systemPrompt := swe.SystemPrompt
+	if f := c.String("system-prompt"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return usagef("--system-prompt: %v", err)
+		}
+		systemPrompt = string(b)
+	}
+	progress, err := progressFor(c, "swe")
+	if err != nil {
+		return err
+	}
+	client, _, err := buildLLM(c, workers)
+	if err != nil {
+		return err
+	}
+	runID := newRunID()
+	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
+	if err != nil {
+		return err
+	}
+	defer releaseSandbox(driver)
+
+	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := swe.Run(ctx, swe.Options{
+		Tasks:   c.String("tasks"),
+		Out:     c.String("out"),
+		Mode:    mode,
+		Workers: workers,
+		Rollout: rollout.Options{
+			Client:         client,
+			Model:          c.String("model"),
+			Driver:         driver,
+			RunID:          runID,
+			MaxTurns:       c.Int("max-turns"),
+			Timeout:        c.Duration("timeout"),
+			CommandTimeout: c.Duration("command-timeout"),
+			MaxOutput:      c.Int("max-output"),
+			SystemPrompt:   systemPrompt,
+			MaxTokens:      c.Int("max-tokens"),
+		},
+		Grade: swe.GradeOptions{
+			TestTimeout: c.Duration("test-timeout"),
+			// The local driver has no image to start fresh from: agent and
+			// grading each work on a private clone of the task's cwd.
+			Clone: c.String("sandbox") == "local",
+		},
+		CheckImages:    imageChecker(driver),
+		MinResolved:    minRate,
+		Baseline:       c.String("baseline"),
+		CommitInterval: c.Duration("commit-interval"),
+		Stop:           soft,
+		Progress:       progress,
+		Logger:         logger,
+		ToolVersion:    version,
+		Record:         flagRecord(c),
+	})
+	if errors.Is(err, swe.ErrInput) || err != nil && strings.Contains(err.Error(), "is not empty") {
+		return usagef("%v", err)
+	}
+	return reportSWE(c, res, err)
+}
+
+// reportSWE prints the summary table and maps the run to the CI exit code.
+func reportSWE(c *cli.Context, res swe.Result, runErr error) error {
+	out := c.String("out")
+	w := c.App.ErrWriter
+	for img, why := range res.MissingImages {
+		fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its tasks are errors; --resume retries them)\n", img, why)
+	}
+	if res.Report != nil {
+		if err := res.Report.WriteSummary(c.App.Writer, c.Int("summary-rows")); err != nil {
+			return fmt.Errorf("print summary: %w", err)
+		}
+		fmt.Fprintf(c.App.Writer, "report: %s/%s  junit: %s/%s  preds: %s/%s\n", out, swe.ReportFile, out, swe.JUnitFile, out, swe.PredsFile)
+	}
+	switch {
+	case res.Summary.Interrupted:
+		return &exitStatus{code: exitInterrupted, msg: fmt.Sprintf("interrupted: finished tasks are committed; run again with --resume to finish %s", out)}
+	case runErr != nil:
+		return runErr
+	case res.Report == nil || res.Report.Gate == nil:
+		return &exitStatus{code: exitFatal, msg: "no report: the gate cannot be judged"}
+	}
+	g := res.Report.Gate
+	switch g.Verdict {
+	case swe.GatePass:
+		return nil
+	case swe.GateFail:
+		return &exitStatus{code: exitGate, msg: "gate failed: " + strings.Join(g.Reasons, "; ")}
+	default:
+		return &exitStatus{code: exitFatal, msg: "gate cannot be judged: " + strings.Join(g.Reasons, "; ")}
+	}
+}
