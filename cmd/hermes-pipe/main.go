@@ -9,12 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/urfave/cli/v2"
 )
@@ -153,38 +152,11 @@ func isCLIUsage(err error) bool {
 
 // signalContext returns a soft-stop channel closed on the first SIGINT or
 // SIGTERM, and a context cancelled on the second signal or when grace passes
-// after the first. stop() releases the signal handler.
+// after the first (pipeline.ShutdownOnSignal); stop() releases the handler.
 func signalContext(parent context.Context, grace time.Duration, stderr io.Writer) (ctx context.Context, soft <-chan struct{}, stop func()) {
-	ctx, cancel := context.WithCancel(parent)
-	softCh := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
-		fmt.Fprintf(stderr, "\nhermes-pipe: stopping: no new rows; waiting up to %s for rollouts in flight (signal again to cancel them)\n", grace)
-		close(softCh)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-sigs:
-			fmt.Fprintln(stderr, "hermes-pipe: cancelling rollouts in flight")
-		case <-t.C:
-			fmt.Fprintln(stderr, "hermes-pipe: grace period over; cancelling rollouts in flight")
-		case <-done:
-			return
-		}
-		cancel()
-	}()
-	return ctx, softCh, func() {
-		signal.Stop(sigs)
-		close(done)
-		cancel()
-	}
+	return pipeline.ShutdownOnSignal(parent, grace, func(msg string) {
+		fmt.Fprintf(stderr, "\nhermes-pipe: %s\n", msg)
+	})
 }
 
 var profileFile *os.File
