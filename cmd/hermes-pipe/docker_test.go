@@ -96,10 +96,7 @@ func TestKilledDockerRunIsCollected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "hermes-pipe")
-	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
-	}
+	bin := buildBinary(t)
 	scripts, _ := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "^work", "steps": [
 	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 30"}}]}, {"content": "done"}]}]}`))
 	srv := httptest.NewServer(fakellm.New(fakellm.Config{Scripts: scripts}))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -279,10 +281,7 @@ func TestKillNineAndResumeLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "hermes-pipe")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	url := startFake(t, fakellm.Config{Latency: 20 * time.Millisecond, Jitter: 30 * time.Millisecond}, echoScript)
 	var lines []string
 	for i := 0; i < 150; i++ {
@@ -326,6 +325,80 @@ func TestKillNineAndResumeLosesNothing(t *testing.T) {
 		if r["outcome"] != "completed" {
 			t.Errorf("%s: outcome %v", k, r["outcome"])
 		}
+	}
+	mustVerify(t, out)
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// buildBinary builds hermes-pipe once per test process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hermes-pipe-test-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hermes-pipe")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// TestInterruptCommitsFinishedRowsAndExits130: the first SIGINT stops
+// dispatch, lets rollouts in flight finish and commits them; exit 130; a
+// --resume finishes the run with no duplicate.
+func TestInterruptCommitsFinishedRowsAndExits130(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	url := startFake(t, fakellm.Config{Latency: 150 * time.Millisecond}, echoScript)
+	var lines []string
+	for i := 0; i < 60; i++ {
+		lines = append(lines, fmt.Sprintf(`{"prompt": "echo r%d"}`, i))
+	}
+	prompts := writePrompts(t, lines...)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--workers", "4", "--toolsets", "terminal"}
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit = %v, want 130\n%s", err, stderr.String())
+	}
+	first := catRecords(t, out)
+	if len(first) == 0 || len(first) == 60 {
+		t.Fatalf("after the interrupt %d of 60 records were committed; want some but not all", len(first))
+	}
+	for _, r := range first {
+		if r["outcome"] != "completed" {
+			t.Fatalf("in-flight rollout not finished cleanly: %v (%v)", r["outcome"], r["error"])
+		}
+	}
+	mustVerify(t, out)
+	if b, err := exec.Command(bin, append(args, "--resume")...).CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, b)
+	}
+	if n := len(catRecords(t, out)); n != 60 {
+		t.Fatalf("after resume %d records, want 60", n)
 	}
 	mustVerify(t, out)
 }
