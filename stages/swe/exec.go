@@ -55,31 +55,42 @@ type file struct {
 // writes into as few commands as the argument limit allows: one command for
 // everything under 64 KiB.
 func writeFiles(ctx context.Context, s sandbox.Session, files ...file) error {
-	var parts []string
-	size := 0
-	flush := func() error {
-		if len(parts) == 0 {
-			return nil
+	for _, c := range writeCommands(files...) {
+		if _, err := run(ctx, s, "write files", c, helperTime); err != nil {
+			return err
 		}
-		_, err := run(ctx, s, "write files", strings.Join(parts, " && "), helperTime)
-		parts, size = parts[:0], 0
-		return err
+	}
+	return nil
+}
+
+// writeCommands returns the shell commands that write files, each under the
+// argument limit.
+func writeCommands(files ...file) []string {
+	var (
+		cmds  []string
+		parts []string
+		size  int
+	)
+	flush := func() {
+		if len(parts) > 0 {
+			cmds = append(cmds, strings.Join(parts, " && "))
+		}
+		parts, size = nil, 0
 	}
 	for _, f := range files {
 		data, op := f.data, ">"
 		for first := true; first || len(data) > 0; first = false {
 			n := min(len(data), writeChunk)
 			if size > 0 && size+n > writeChunk {
-				if err := flush(); err != nil {
-					return err
-				}
+				flush()
 			}
 			parts = append(parts, "printf %s "+q(base64.StdEncoding.EncodeToString(data[:n]))+" | base64 -d "+op+" "+q(f.path))
 			size += n + 64
 			data, op = data[n:], ">>"
 		}
 	}
-	return flush()
+	flush()
+	return cmds
 }
 
 // readFile returns the content of path, which must exist, in readChunk

@@ -33,6 +33,7 @@ const (
 	exitModelPatchFailed = 10
 	exitTestPatchFailed  = 11
 	exitNoRepo           = 12
+	exitWriteFailed      = 13
 )
 
 // GradeOptions configure Grade. Driver is required; the zero value of the
@@ -120,10 +121,16 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) Grade
 	}()
 
 	t0 := time.Now()
-	if err := writeFiles(ctx, sess, file{modelPatchPath, []byte(patch)}, file{testPatchPath, []byte(t.TestPatch)}); err != nil {
-		return infra("grade: %v", err)
+	// Small patches travel in the apply command itself: one exec in all.
+	writes := writeCommands(file{modelPatchPath, []byte(patch)}, file{testPatchPath, []byte(t.TestPatch)})
+	last := writes[len(writes)-1]
+	for _, c := range writes[:len(writes)-1] {
+		if _, err := run(ctx, sess, "write patches", c, helperTime); err != nil {
+			return infra("grade: %v", err)
+		}
 	}
-	res, err := sess.Exec(ctx, sandbox.Cmd{Command: applyScript(t, o.Clone), Timeout: helperTime})
+	script := fmt.Sprintf("{ %s; } || exit %d\n%s", last, exitWriteFailed, applyScript(t, o.Clone))
+	res, err := sess.Exec(ctx, sandbox.Cmd{Command: script, Timeout: helperTime})
 	g.ApplyMS = time.Since(t0).Milliseconds()
 	if err != nil {
 		return infra("grade: apply patches: %v", err)
