@@ -33,6 +33,16 @@ func (e *FieldError) Error() string {
 // *FieldError naming the field. Unknown fields are ignored. Called once per line
 // by the prompts source; it costs one JSON decode.
 func ParseInputRow(line []byte) (InputRow, error) {
+	if row, ok := parseInputRowFast(line); ok {
+		return row, nil
+	}
+	return parseInputRowSlow(line)
+}
+
+// parseInputRowSlow validates with encoding/json and explains the first
+// problem it finds; the fast path falls back to it for any row it does not
+// accept, so both agree on what is valid.
+func parseInputRowSlow(line []byte) (InputRow, error) {
 	var row InputRow
 	if !utf8.Valid(line) {
 		return row, &FieldError{Reason: "invalid UTF-8"}
@@ -171,5 +181,12 @@ func RowKey(index int, id string, line []byte, sample int) string {
 		return "id:" + q[1:len(q)-1] + "#" + strconv.Itoa(sample)
 	}
 	sum := sha256.Sum256(bytes.TrimSpace(line))
-	return fmt.Sprintf("row:%d:%s#%d", index, hex.EncodeToString(sum[:6]), sample)
+	b := make([]byte, 0, 40)
+	b = append(b, "row:"...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, ':')
+	b = hex.AppendEncode(b, sum[:6])
+	b = append(b, '#')
+	b = strconv.AppendInt(b, int64(sample), 10)
+	return string(b)
 }

@@ -16,17 +16,20 @@ N=${N:-2000}
 make -s build
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-start_fake() { # $1 = latency
+# start_fake LATENCY: starts fakellm (in this shell, so its PID is kept) and
+# sets url.
+start_fake() {
   rm -f "$work/addr"
   bin/fakellm --addr 127.0.0.1:0 --addr-file "$work/addr" --scripts datasets/bench/fakellm-scripts.json --latency "$1" >"$work/fake.log" 2>&1 &
-  pids+=($!)
+  fake_pid=$!
+  pids+=("$fake_pid")
   for _ in $(seq 200); do [ -s "$work/addr" ] && break; sleep 0.05; done
-  echo "http://$(cat "$work/addr")/v1"
+  url="http://$(cat "$work/addr")/v1"
 }
-stop_fake() { local p=${pids[${#pids[@]}-1]}; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; pids=("${pids[@]:0:${#pids[@]}-1}"); }
+stop_fake() { kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; }
 
 # timed CMD...: runs CMD under GNU time, prints "wall_s user_s sys_s maxrss_kb"
 timed() {
@@ -39,7 +42,7 @@ prompts() { # $1 = count, $2 = prompt prefix
 }
 
 scheduling() {
-  url=$(start_fake 100ms)
+  start_fake 100ms
   for variant in runtime terminal; do
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
@@ -56,7 +59,7 @@ scheduling() {
 }
 
 memory() {
-  url=$(start_fake 2s)
+  start_fake 2s
   prompts 1000 "bench answer"
   rm -rf "$work/out"
   read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
@@ -70,7 +73,7 @@ resume() {
   prompts "$R" "bench answer"
   rm -rf "$work/out"
   go run ./scripts/mkrun --prompts "$work/prompts.jsonl" --out "$work/out"
-  url=$(start_fake 0s)
+  start_fake 0s
   read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
     --base-url "$url" --model bench --resume --progress none)
   grep -q "nothing to do" "$work/err" || { echo "resume did not report nothing to do:"; cat "$work/err"; return 1; }

@@ -1,0 +1,58 @@
+package schemas
+
+import (
+	"reflect"
+	"testing"
+)
+
+var inputCorpus = []string{
+	`{"prompt": "hi"}`,
+	`{"prompt": "hi", "id": "a", "image": "img:1", "cwd": "/w", "toolsets": ["file", "terminal"], "metadata": {"k": [1, 2]}}`,
+	`{"prompt": "hi", "docker_image": "img:2", "extra": {"x": 1}}`,
+	`{"prompt": "hi", "image": "a", "docker_image": "b"}`,
+	`{"prompt": "hi", "image": "a", "docker_image": "a"}`,
+	`{"prompt": "hi", "id": null, "image": null, "toolsets": null, "metadata": null}`,
+	`{"prompt": "hi", "prompt": "again"}`,
+	`{"pr\u006fmpt": "escaped key"}`,
+	`{"prompt": "caf\u00e9 \ud83c\udf0d"}`,
+	`{"prompt": ""}`,
+	`{"prompt": 1}`,
+	`{"prompt": "x", "toolsets": []}`,
+	`{"prompt": "x", "toolsets": ["web"]}`,
+	`{"prompt": "x", "toolsets": [1]}`,
+	`{"prompt": "x", "metadata": "str"}`,
+	`{"prompt": "x", "id": 5}`,
+	`{"prompt": "x"} trailing`,
+	`[1, 2]`,
+	`{"prompt": "x",}`,
+	`{"id": "no prompt"}`,
+	`{"prompt": "tab\there", "cwd": "/a b"}`,
+	`{"prompt": "lone \ud800 surrogate \udc00 x"}`,
+	`{"prompt": "nul \u0000 and \/ slash"}`,
+}
+
+// TestFastAndSlowParsersAgree: the fast path accepts only rows the slow,
+// explaining path accepts, and yields the same row.
+func TestFastAndSlowParsersAgree(t *testing.T) {
+	for _, line := range inputCorpus {
+		checkAgree(t, []byte(line))
+	}
+}
+
+func checkAgree(t *testing.T, line []byte) {
+	slow, serr := parseInputRowSlow(line)
+	fast, ok := parseInputRowFast(line)
+	if ok && serr != nil {
+		t.Errorf("%s: fast path accepted a row the slow path rejects (%v)", line, serr)
+	}
+	if ok && !reflect.DeepEqual(fast, slow) {
+		t.Errorf("%s: fast %+v != slow %+v", line, fast, slow)
+	}
+}
+
+func FuzzInputParsersAgree(f *testing.F) {
+	for _, l := range inputCorpus {
+		f.Add([]byte(l))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkAgree(t, line) })
+}
