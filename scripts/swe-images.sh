@@ -122,6 +122,12 @@ build_task() {
 	docker commit -c 'WORKDIR /testbed' "$name" "$image" >/dev/null
 	docker rm -f "$name" >/dev/null
 	log "built $image (base commit $head)"
+	local want
+	want=$(grep -F "\"repo\": \"swe-mini/$(basename "$dir")\"" "$suite/tasks.jsonl" | sed -n 's/.*"base_commit": "\([0-9a-f]*\)".*/\1/p' || true)
+	if [ -n "$want" ] && [ "$want" != "$head" ]; then
+		log "$image: base commit $head differs from tasks.jsonl ($want): update the task"
+		return 1
+	fi
 }
 
 build_base
