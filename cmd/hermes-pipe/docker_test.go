@@ -1,18 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
-	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
 )
@@ -22,15 +24,30 @@ func TestMain(m *testing.M) {
 	m.Run()
 }
 
-// runContainers lists hermes-pipe containers still present.
-func runContainers(t *testing.T) []string {
+var runIDPattern = regexp.MustCompile(`generate: run (\S+) `)
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runContainers lists the containers of one run still present.
+func runContainers(t *testing.T, runID string) []string {
 	t.Helper()
-	d, err := docker.New(sandbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Release()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun).Output()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+docker.LabelRun+"="+runID).Output()
 	if err != nil {
 		t.Fatalf("docker ps: %v", err)
 	}
@@ -84,7 +101,15 @@ func TestGenerateDockerSandbox(t *testing.T) {
 		t.Errorf("fakellm got %d requests for the row whose image is missing", n)
 	}
 	mustVerify(t, out)
-	if left := runContainers(t); len(left) != 0 {
+	var manifest struct {
+		Options struct {
+			RunID string `json:"run_id"`
+		} `json:"options"`
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "run.json")); err != nil || json.Unmarshal(b, &manifest) != nil || manifest.Options.RunID == "" {
+		t.Fatalf("run.json has no run id: %v", err)
+	}
+	if left := runContainers(t, manifest.Options.RunID); len(left) != 0 {
 		t.Errorf("containers left after the run: %v", left)
 	}
 }
@@ -108,22 +133,33 @@ func TestKilledDockerRunIsCollected(t *testing.T) {
 	prompts := writePrompts(t, lines...)
 	cmd := exec.Command(bin, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "out"), "--base-url", srv.URL+"/v1",
 		"--model", "m", "--sandbox", "docker", "--docker-image", dockertest.Image(), "--toolsets", "terminal", "--progress", "none", "--workers", "4")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The run prints its id; other packages' tests may have containers of
+	// their own running, so only this run's are counted and collected.
+	var runID string
 	deadline := time.Now().Add(30 * time.Second)
-	for len(runContainers(t)) < 4 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		if m := runIDPattern.FindStringSubmatch(stderr.String()); m != nil {
+			runID = m[1]
+			if len(runContainers(t, runID)) >= 4 {
+				break
+			}
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	if n := len(runContainers(t)); n == 0 {
-		t.Fatal("no container was running when the run was killed; the test proves nothing")
+	if runID == "" || len(runContainers(t, runID)) == 0 {
+		t.Fatalf("no container of the run was up when it was killed; the test proves nothing\n%s", stderr.String())
 	}
-	if code, out, errs := hp(t, "sandbox", "gc"); code != 0 {
+	if code, out, errs := hp(t, "sandbox", "gc", "--run", runID); code != 0 {
 		t.Fatalf("sandbox gc: exit %d: %s%s", code, out, errs)
 	}
-	if left := runContainers(t); len(left) != 0 {
+	if left := runContainers(t, runID); len(left) != 0 {
 		t.Fatalf("containers left after gc: %v", left)
 	}
 }
