@@ -41,7 +41,7 @@ func sweCommand() *cli.Command {
 	}
 	for _, f := range sandboxFlags() {
 		if f.Names()[0] == "sandbox" {
-			f = &cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "where the agent and the tests run: docker (each task in its image) or local"}
+			f = &cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "where the agent and the tests run: docker (each session a fresh container of the task's image), or local / ssh (each session a private git clone of the task's cwd)"}
 		}
 		flags = append(flags, f)
 	}
@@ -170,9 +170,10 @@ func runSWE(c *cli.Context) error {
 		},
 		Grade: swe.GradeOptions{
 			TestTimeout: c.Duration("test-timeout"),
-			// The local driver has no image to start fresh from: agent and
-			// grading each work on a private clone of the task's cwd.
-			Clone: c.String("sandbox") == "local",
+			// Only docker starts each session fresh from the image; with
+			// the other drivers agent and grader each work on a private
+			// clone of the task's cwd, which stays untouched.
+			Clone: c.String("sandbox") != "docker",
 		},
 		CheckImages:    imageChecker(driver),
 		MinResolved:    minRate,
