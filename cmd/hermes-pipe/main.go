@@ -54,7 +54,7 @@ func main() {
 // run builds the app and runs it; tests call it directly.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(reorderArgs(app, args))
 	code := exitCode(err)
 	if err != nil {
 		var st *exitStatus
