@@ -76,9 +76,9 @@ type Grade struct {
 // not apply) give outcome sandbox_error; the verdict never depends on the
 // agent's session. It blocks for the whole grading: a container start,
 // about three commands and the tests.
-func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) Grade {
+func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Grade) {
 	start := time.Now()
-	g := Grade{GradedBy: t.Graded()}
+	g.GradedBy = t.Graded()
 	defer func() { g.TotalMS = time.Since(start).Milliseconds() }()
 	if strings.TrimSpace(patch) == "" {
 		g.Outcome, g.Reason = OutcomeEmptyPatch, "the agent's patch is empty"

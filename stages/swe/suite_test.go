@@ -270,6 +270,9 @@ func checkFiles(t *testing.T, out string, r *Report) {
 		if patch := p["model_patch"].(string); (id == "swe-mini__py-median") != (patch == "") {
 			t.Errorf("pred %s: patch %q", id, patch)
 		}
+		if strings.Contains(p["model_patch"].(string), "__pycache__") {
+			t.Errorf("pred %s: the patch holds ignored build files", id)
+		}
 		if p["model_name_or_path"] != "fake" {
 			t.Errorf("pred %s: model %v", id, p["model_name_or_path"])
 		}
