@@ -1,0 +1,164 @@
+package compress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
+)
+
+// Options configure one compress run. Inputs, Out, Tokenizer, Client and
+// Model are required; the zero value of every other field is the default.
+type Options struct {
+	Inputs    []Input // see ExpandInputs
+	Out       string
+	Mode      pipeline.Mode
+	Format    string // "jsonl" (default)
+	Workers   int
+	Tokenizer tokenizer.Tokenizer
+	Config    Config
+	// Summary configures the summary requests; its Tokens is taken from
+	// Config.SummaryTokens.
+	Summary SummaryOptions
+	// RowTimeout caps all summary calls of one row (default 5m); a row that
+	// runs over keeps its original conversation with outcome summary_failed.
+	RowTimeout time.Duration
+	// OverLimit is OverLimitKeep (default), OverLimitDrop or
+	// OverLimitQuarantine.
+	OverLimit string
+
+	MaxLineBytes   int
+	MaxShardRows   int
+	CommitInterval time.Duration
+	Stop           <-chan struct{}
+	Progress       *pipeline.Progress
+	Logger         *slog.Logger
+	ToolVersion    string
+	// Record is what run.json keeps of the options (flags as given).
+	Record any
+	// Now is the clock of the metrics times (default time.Now).
+	Now func() time.Time
+}
+
+// Result is what a compress run did.
+type Result struct {
+	Summary        pipeline.Summary
+	Metrics        Report // compression_metrics.json as written
+	NothingToDo    bool
+	PreviouslyDone int
+}
+
+// Run performs one compress run and blocks until it ends: the inputs are
+// streamed through the compress stage in a bounded worker pool and committed
+// to Out; compression_metrics.json is written at the end, also after an
+// interrupt. The error is a fatal fault (unreadable input, output refused,
+// disk full); per-row failures are outcomes in the summary.
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
+	if len(o.Inputs) == 0 || o.Out == "" {
+		return res, errors.New("compress: inputs and an output folder are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch o.OverLimit {
+	case "":
+		o.OverLimit = OverLimitKeep
+	case OverLimitKeep, OverLimitDrop, OverLimitQuarantine:
+	default:
+		return res, fmt.Errorf("compress: over-limit policy %q is not keep, drop or quarantine", o.OverLimit)
+	}
+	if o.RowTimeout <= 0 {
+		o.RowTimeout = 5 * time.Minute
+	}
+	comp, err := newCompressor(o.Config, o.Tokenizer)
+	if err != nil {
+		return res, fmt.Errorf("compress: %w", err)
+	}
+	o.Summary.Tokens = comp.cfg.SummaryTokens
+	summarize, err := newLLMSummarizer(o.Summary)
+	if err != nil {
+		return res, fmt.Errorf("compress: %w", err)
+	}
+	start := o.Now()
+	out, err := pipeline.OpenOutput(o.Out, pipeline.OutputOptions{
+		Mode:           o.Mode,
+		Kind:           "compress",
+		Format:         o.Format,
+		ToolVersion:    o.ToolVersion,
+		Options:        o.Record,
+		Outcomes:       Outcomes,
+		MaxShardRows:   o.MaxShardRows,
+		CommitInterval: o.CommitInterval,
+		Logger:         o.Logger,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer out.Close()
+	res.PreviouslyDone = out.Keys()
+	var prev *Report
+	if o.Mode == pipeline.ModeResume {
+		if prev, err = readReport(o.Out); err != nil {
+			return res, fmt.Errorf("compress: %w", err)
+		}
+	} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, fmt.Errorf("compress: remove old %s: %w", MetricsFile, err)
+	}
+	q, err := openQuarantine(o.Out, o.Mode != pipeline.ModeResume)
+	if err != nil {
+		return res, fmt.Errorf("compress: %w", err)
+	}
+	defer q.close()
+	agg := newAggregate(prev, Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
+		SummaryTokens: comp.cfg.SummaryTokens, TurnOverhead: comp.cfg.TurnOverhead, ProtectLast: comp.cfg.ProtectLast,
+		OverLimit: o.OverLimit}, start)
+	known := knownOutcomes()
+	stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
+		agg: agg, quarantine: q, known: func(oc schemas.Outcome) bool { return known[oc] }}
+	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject})
+	defer src.Close()
+	sum, runErr := pipeline.Run(ctx, pipeline.Options{
+		Workers:  o.Workers,
+		Stop:     o.Stop,
+		Progress: o.Progress,
+		Logger:   o.Logger,
+	}, src, []pipeline.Stage{stage}, out)
+	res.Summary = sum
+	res.Metrics = agg.Report(o.Now())
+	metricsErr := writeReport(o.Out, res.Metrics)
+	qErr := q.close()
+	closeErr := out.Close()
+	if runErr != nil {
+		return res, runErr
+	}
+	if err := errors.Join(metricsErr, qErr); err != nil {
+		return res, fmt.Errorf("compress: %w", err)
+	}
+	if closeErr != nil {
+		return res, fmt.Errorf("compress: close output: %w", closeErr)
+	}
+	res.NothingToDo = sum.Processed == 0 && sum.Read > 0 && sum.Skipped == sum.Read && sum.Rejected == 0
+	return res, nil
+}
+
+// knownOutcomes are the outcomes a record may keep as its own: the runtime's
+// and compress's.
+func knownOutcomes() map[schemas.Outcome]bool {
+	m := map[schemas.Outcome]bool{
+		schemas.OutcomeCompleted: true, schemas.OutcomeMaxTurns: true, schemas.OutcomePartial: true,
+		schemas.OutcomeAPIError: true, schemas.OutcomeTimeout: true, schemas.OutcomeSandboxError: true,
+		schemas.OutcomeInternal: true, "summary_failed": true, "error": true,
+	}
+	for _, o := range Outcomes {
+		m[o] = true
+	}
+	return m
+}

@@ -1,0 +1,342 @@
+package compress
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// mixedInputs writes n rows over three files (plain, gzip and zstd, the
+// second in Python's spaced style); every third row is over budget. It
+// returns the paths and the lines in input order.
+func mixedInputs(t *testing.T, dir string, n int) ([]string, [][]byte, [][]schemas.Turn) {
+	t.Helper()
+	var lines [][]byte
+	var convs [][]schemas.Turn
+	per := [][]byte{nil, nil, nil}
+	for i := range n {
+		steps, words := 3, 40
+		if i%3 == 1 {
+			steps, words = 16, 90
+		}
+		tr := trajectory(uint64(i), steps, words)
+		l := row("r"+itoa(i), tr, (i*3)/n == 1)
+		lines = append(lines, l)
+		convs = append(convs, tr)
+		f := (i * 3) / n
+		per[f] = append(per[f], l...)
+		per[f] = append(per[f], '\n')
+	}
+	paths := []string{filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl.gz"), filepath.Join(dir, "c.jsonl.zst")}
+	mustWrite(t, paths[0], per[0])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(per[1])
+	zw.Close()
+	mustWrite(t, paths[1], gz.Bytes())
+	enc, _ := zstd.NewWriter(nil)
+	mustWrite(t, paths[2], enc.EncodeAll(per[2], nil))
+	return paths, lines, convs
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestRunCompressesEveryRowInOrder(t *testing.T) {
+	dir := t.TempDir()
+	fk, url := fake(t, fakellm.Config{SummaryWords: 60})
+	paths, lines, convs := mixedInputs(t, dir, 30)
+	out := filepath.Join(dir, "out")
+	o := testOptions(t, url, paths, out)
+	res, err := Run(bg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := pipeline.ExitCode(res.Summary); code != 0 {
+		t.Fatalf("exit code %d, summary %+v", code, res.Summary)
+	}
+	got := catLines(t, out)
+	if len(got) != len(lines) {
+		t.Fatalf("%d output rows for %d input rows", len(got), len(lines))
+	}
+	tok := cl100k(t)
+	compressed := 0
+	for i, l := range got {
+		r := decode(t, l)
+		if r.ID != "r"+itoa(i) {
+			t.Fatalf("row %d is %s: output order differs from input order", i, r.ID)
+		}
+		in := convs[i]
+		total := countTurns(tok, in, 4)
+		if total <= 1500 {
+			if !bytes.Equal(l, lines[i]) {
+				t.Errorf("row %d under budget was changed:\n%s\n%s", i, lines[i], l)
+			}
+			continue
+		}
+		m := metricsOf(t, r)
+		if m["outcome"] != "compressed" {
+			t.Errorf("row %d: outcome %v", i, m["outcome"])
+			continue
+		}
+		compressed++
+		if n := countTurns(tok, r.Conversations, 4); n > 1500 || n != int(m["compressed_tokens"].(float64)) {
+			t.Errorf("row %d: %d tokens after compression (metrics %v), budget 1500", i, n, m["compressed_tokens"])
+		}
+		// Fields keep their order; compression_metrics comes last.
+		var keys []string
+		gjson.ParseBytes(l).ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+		if strings.Join(keys, ",") != "id,conversations,meta,compression_metrics" {
+			t.Errorf("row %d: fields %v", i, keys)
+		}
+		var mkeys []string
+		gjson.GetBytes(l, "compression_metrics").ForEach(func(k, _ gjson.Result) bool { mkeys = append(mkeys, k.Str); return true })
+		if strings.Join(mkeys[:8], ",") != "original_tokens,compressed_tokens,tokens_saved,compression_ratio,original_turns,compressed_turns,turns_removed,compression_region" {
+			t.Errorf("row %d: metrics fields %v", i, mkeys)
+		}
+		// Protected turns: the head and the last four, byte for byte.
+		if r.Conversations[0].Value != in[0].Value+DefaultNotice {
+			t.Errorf("row %d: system turn %q", i, r.Conversations[0].Value)
+		}
+		for k := 1; k < 4; k++ {
+			if r.Conversations[k] != in[k] {
+				t.Errorf("row %d: protected turn %d changed", i, k)
+			}
+		}
+		for k := 1; k <= 4; k++ {
+			if r.Conversations[len(r.Conversations)-k] != in[len(in)-k] {
+				t.Errorf("row %d: protected tail turn -%d changed", i, k)
+			}
+		}
+		for k, tt := range r.Conversations {
+			if strings.HasPrefix(tt.Value, SummaryPrefix) && (tt.From != "human" || r.Conversations[k+1].From == "tool") {
+				t.Errorf("row %d: summary turn %d is %s followed by %s", i, k, tt.From, r.Conversations[k+1].From)
+			}
+		}
+		if spaced := bytes.Contains(lines[i], []byte(`"from": `)); spaced != bytes.Contains(l, []byte(`{"from": "human", "value": "[CONTEXT SUMMARY]:`)) {
+			t.Errorf("row %d: the summary turn does not follow the line's style", i)
+		}
+	}
+	if compressed != 10 {
+		t.Errorf("%d rows compressed, want 10", compressed)
+	}
+	if st := fk.Stats(); st.Requests != int64(compressed) {
+		t.Errorf("fakellm saw %d requests for %d compressed rows", st.Requests, compressed)
+	}
+	rep, err := readReport(out)
+	if err != nil || rep == nil {
+		t.Fatalf("metrics file: %v", err)
+	}
+	if rep.Summary.TotalTrajectories != 30 || rep.Summary.TrajectoriesCompressed != 10 || rep.Summary.SkippedUnderTarget != 20 ||
+		rep.Summarization.TotalAPICalls != 10 || rep.Outcomes["compressed"] != 10 {
+		t.Errorf("aggregate %+v", rep)
+	}
+	verifyOK(t, out)
+
+	// Resume of a finished run: nothing to do, no call.
+	o2 := testOptions(t, url, paths, out)
+	o2.Mode = pipeline.ModeResume
+	res2, err := Run(bg, o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res2.NothingToDo || fk.Stats().Requests != int64(compressed) {
+		t.Errorf("resume of a finished run: %+v, %d requests", res2.Summary, fk.Stats().Requests)
+	}
+	if rep2, _ := readReport(out); rep2.Summary.TotalTrajectories != 30 || rep2.Sums.Runs != 2 {
+		t.Errorf("aggregate after resume: %+v", rep2.Summary)
+	}
+}
+
+func TestSummaryFailuresKeepRowsAndFail(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  fakellm.Config
+		row  func(i int) []schemas.Turn
+	}{
+		{"500s", fakellm.Config{Fail500: 1, MaxFaults: -1}, nil},
+		{"hangs", fakellm.Config{Hang: 1, MaxFaults: -1, HangFor: time.Minute}, nil},
+		{"truncates", fakellm.Config{}, func(i int) []schemas.Turn {
+			tr := trajectory(uint64(i), 16, 90)
+			tr[5].Value += " [[words=5000]]"
+			return tr
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, url := fake(t, tc.cfg)
+			var lines [][]byte
+			for i := range 4 {
+				tr := trajectory(uint64(i), 16, 90)
+				if tc.row != nil {
+					tr = tc.row(i)
+				}
+				lines = append(lines, row("r"+itoa(i), tr, false))
+			}
+			writeLines(t, filepath.Join(dir, "in.jsonl"), lines)
+			out := filepath.Join(dir, "out")
+			o := testOptions(t, url, []string{filepath.Join(dir, "in.jsonl")}, out)
+			if tc.name == "hangs" {
+				o.Summary.Client = client(t, url, 100*time.Millisecond, 1)
+			}
+			res, err := Run(bg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := pipeline.ExitCode(res.Summary); code != pipeline.ExitFailedRows || res.Summary.Failed != 4 {
+				t.Fatalf("exit code %d, summary %+v", code, res.Summary)
+			}
+			got := catLines(t, out)
+			if len(got) != 4 {
+				t.Fatalf("%d rows out of 4", len(got))
+			}
+			for i, l := range got {
+				r := decode(t, l)
+				want := decode(t, lines[i])
+				if len(r.Conversations) != len(want.Conversations) {
+					t.Fatalf("row %d: conversation changed on failure", i)
+				}
+				for k := range r.Conversations {
+					if r.Conversations[k] != want.Conversations[k] {
+						t.Fatalf("row %d turn %d changed on failure", i, k)
+					}
+				}
+				if !bytes.Contains(l, []byte(gjson.GetBytes(lines[i], "conversations").Raw)) {
+					t.Errorf("row %d: conversations not byte-identical", i)
+				}
+				m := metricsOf(t, r)
+				if m["outcome"] != "summary_failed" || m["error"] == "" || m["summarization_errors"].(float64) < 1 {
+					t.Errorf("row %d metrics %v", i, m)
+				}
+			}
+			verifyOK(t, out)
+		})
+	}
+}
+
+func TestResumeAfterKillRepeatsNoPaidCall(t *testing.T) {
+	dir := t.TempDir()
+	fk, url := fake(t, fakellm.Config{Latency: 40 * time.Millisecond})
+	var lines [][]byte
+	for i := range 60 {
+		lines = append(lines, row("r"+itoa(i), trajectory(uint64(i), 16, 90), false))
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	writeLines(t, in, lines)
+	out := filepath.Join(dir, "out")
+	o := testOptions(t, url, []string{in}, out)
+	o.Workers = 4
+	ctx, cancel := context.WithCancel(bg)
+	go func() {
+		// Kill once some rows are committed.
+		for ctx.Err() == nil {
+			if data, _ := os.ReadFile(filepath.Join(out, pipeline.LedgerFile)); bytes.Count(data, []byte("\n")) >= 2 {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	res, err := Run(ctx, o)
+	cancel()
+	if err != nil && !strings.Contains(err.Error(), "context canceled") {
+		t.Fatal(err)
+	}
+	if !res.Summary.Interrupted {
+		t.Fatalf("the run was not interrupted: %+v", res.Summary)
+	}
+	done := len(catLines(t, out))
+	if done == 0 || done == 60 {
+		t.Fatalf("%d rows done before the kill; the test needs a partial run", done)
+	}
+	before := fk.Stats().Requests
+
+	o2 := testOptions(t, url, []string{in}, out)
+	o2.Mode = pipeline.ModeResume
+	res2, err := Run(bg, o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := fk.Stats().Requests - before
+	if after != int64(60-done) {
+		t.Errorf("resume made %d calls for %d unfinished rows (%d were done)", after, 60-done, done)
+	}
+	if res2.Summary.Skipped != done || len(catLines(t, out)) != 60 {
+		t.Errorf("resume skipped %d of %d done; %d rows out", res2.Summary.Skipped, done, len(catLines(t, out)))
+	}
+	verifyOK(t, out)
+}
+
+func TestOverLimitPolicies(t *testing.T) {
+	for _, policy := range []string{OverLimitKeep, OverLimitDrop, OverLimitQuarantine} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			fk, url := fake(t, fakellm.Config{})
+			// Two steps: every turn is protected, nothing can be summarised.
+			lines := [][]byte{row("fits", trajectory(1, 1, 20), false), row("big", trajectory(2, 2, 900), false),
+				row("fits2", trajectory(3, 1, 20), false)}
+			in := filepath.Join(dir, "in.jsonl")
+			writeLines(t, in, lines)
+			out := filepath.Join(dir, "out")
+			o := testOptions(t, url, []string{in}, out)
+			o.OverLimit = policy
+			res, err := Run(bg, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := catLines(t, out)
+			q, _ := os.ReadFile(filepath.Join(out, QuarantineFile))
+			switch policy {
+			case OverLimitKeep:
+				if len(got) != 3 || metricsOf(t, decode(t, got[1]))["outcome"] != "still_over_limit" {
+					t.Fatalf("keep: %d rows", len(got))
+				}
+			case OverLimitDrop, OverLimitQuarantine:
+				if len(got) != 2 || res.Summary.Filtered != 1 {
+					t.Fatalf("%s: %d rows, summary %+v", policy, len(got), res.Summary)
+				}
+				rep, _ := readReport(out)
+				if rep.Outcomes[map[string]string{"drop": "dropped", "quarantine": "quarantined"}[policy]] != 1 {
+					t.Errorf("not counted: %v", rep.Outcomes)
+				}
+			}
+			if policy == OverLimitQuarantine {
+				var e QuarantineEntry
+				if err := json.Unmarshal(bytes.TrimSpace(q), &e); err != nil || e.Reason != "still_over_limit" ||
+					gjson.GetBytes(e.Record, "id").Str != "big" || !gjson.GetBytes(e.Record, "compression_metrics").Exists() {
+					t.Errorf("quarantine file %q: %v", q, err)
+				}
+			} else if len(q) != 0 {
+				t.Errorf("quarantine file written under %s", policy)
+			}
+			if fk.Stats().Requests != 0 {
+				t.Errorf("%d calls for rows that cannot be compressed", fk.Stats().Requests)
+			}
+			// Resume does not redo the dropped or quarantined row.
+			o2 := testOptions(t, url, []string{in}, out)
+			o2.Mode, o2.OverLimit = pipeline.ModeResume, policy
+			res2, err := Run(bg, o2)
+			if err != nil || !res2.NothingToDo {
+				t.Errorf("resume: %v %+v", err, res2.Summary)
+			}
+			if q2, _ := os.ReadFile(filepath.Join(out, QuarantineFile)); !bytes.Equal(q, q2) {
+				t.Errorf("resume changed the quarantine file")
+			}
+			verifyOK(t, out)
+		})
+	}
+}

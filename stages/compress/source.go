@@ -1,0 +1,448 @@
+package compress
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// DefaultMaxLineBytes is the longest input line accepted; longer rows are
+// rejected (and skipped without being held in memory).
+const DefaultMaxLineBytes = 256 << 20
+
+// Input kinds.
+const (
+	kindJSONL   = "jsonl"
+	kindGzip    = "gzip"
+	kindZstd    = "zstd"
+	kindParquet = "parquet"
+	kindRun     = "run" // a hermes-pipe output folder, read through pipeline.Cat
+)
+
+// Input is one file or output folder the source reads, in reading order.
+type Input struct {
+	Path string // as found
+	Name string // the name used in keys and rejects: relative to the --in folder, or the base name
+	Kind string
+}
+
+// ExpandInputs turns --in arguments into the inputs to read, in order: a file
+// is read as JSONL unless its name ends in .gz, .zst/.zstd or .parquet; a
+// folder holding run.json is a hermes-pipe output folder (its live final
+// records, in prompt order); any other folder is walked in name order for
+// *.jsonl, *.ndjson, *.json (also .gz/.zst) and *.parquet files, taking
+// output folders inside it whole. Hidden entries are skipped. A missing path
+// or an argument that yields nothing is an error.
+func ExpandInputs(args []string) ([]Input, error) {
+	var out []Input
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", a, err)
+		}
+		if !st.IsDir() {
+			out = append(out, Input{Path: a, Name: filepath.Base(a), Kind: fileKind(a, true)})
+			continue
+		}
+		n := len(out)
+		if isRunDir(a) {
+			out = append(out, Input{Path: a, Name: filepath.Base(filepath.Clean(a)), Kind: kindRun})
+			continue
+		}
+		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p != a && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			rel, _ := filepath.Rel(a, p)
+			rel = filepath.ToSlash(rel)
+			if d.IsDir() {
+				if p != a && isRunDir(p) {
+					out = append(out, Input{Path: p, Name: rel, Kind: kindRun})
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if k := fileKind(p, false); k != "" {
+				out = append(out, Input{Path: p, Name: rel, Kind: k})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", a, err)
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("input %s: no .jsonl, .json, .ndjson (optionally .gz or .zst) or .parquet file and no output folder in it", a)
+		}
+	}
+	return out, nil
+}
+
+func isRunDir(p string) bool {
+	_, err := os.Stat(filepath.Join(p, pipeline.ManifestFile))
+	return err == nil
+}
+
+// fileKind names the reader of a file; with explicit (a file named on the
+// command line) unknown names are read as JSONL, else they are skipped ("").
+func fileKind(p string, explicit bool) string {
+	n := strings.ToLower(filepath.Base(p))
+	switch {
+	case strings.HasSuffix(n, ".parquet"):
+		return kindParquet
+	case strings.HasSuffix(n, ".gz"):
+		if explicit || isJSONName(strings.TrimSuffix(n, ".gz")) {
+			return kindGzip
+		}
+	case strings.HasSuffix(n, ".zst") || strings.HasSuffix(n, ".zstd"):
+		if explicit || isJSONName(strings.TrimSuffix(strings.TrimSuffix(n, ".zst"), ".zstd")) {
+			return kindZstd
+		}
+	case explicit || isJSONName(n):
+		return kindJSONL
+	}
+	return ""
+}
+
+func isJSONName(n string) bool {
+	return strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".ndjson") || strings.HasSuffix(n, ".json")
+}
+
+// SourceOptions configure a Source. Reject receives every bad row.
+type SourceOptions struct {
+	Inputs       []Input
+	MaxLineBytes int // 0 = DefaultMaxLineBytes
+	Reject       func(schemas.Reject)
+}
+
+// Source streams the rows of its inputs as records, in input order. Each
+// record carries its line in Raw, a resume key (the row's own "key", else
+// input name, line and a hash of the line), and its position: the row's own
+// prompt_index and sample when it carries a key (hermes-pipe records), else
+// the global position of the row and sample 0, so the output is in input
+// order. Bad rows (not JSON, no conversations array, over-long, a repeated
+// key, a retryable outcome) go to Reject. Memory is one line plus a set of
+// 8-byte key hashes. Next is called from one goroutine.
+type Source struct {
+	opts  SourceOptions
+	i     int        // current input
+	cur   lineReader // open reader of inputs[i]
+	pos   int        // rows seen across inputs (blank lines excluded)
+	seen  map[uint64]struct{}
+	seed  maphash.Seed
+	rows  int
+	drops int
+}
+
+// OpenSource returns a source over opts.Inputs; files are opened one at a
+// time as reading reaches them. The caller must Close it.
+func OpenSource(opts SourceOptions) *Source {
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.Reject == nil {
+		opts.Reject = func(schemas.Reject) {}
+	}
+	return &Source{opts: opts, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
+}
+
+// Rows is how many records Next has returned; Rejected how many rows it
+// reported bad.
+func (s *Source) Rows() int     { return s.rows }
+func (s *Source) Rejected() int { return s.drops }
+
+// Close releases the open input, if any.
+func (s *Source) Close() error {
+	if s.cur != nil {
+		err := s.cur.close()
+		s.cur = nil
+		return err
+	}
+	return nil
+}
+
+// Next returns the next good row, or io.EOF after the last input. It blocks
+// on reads only; an unreadable input is an error that stops the run.
+func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.cur == nil {
+			if s.i >= len(s.opts.Inputs) {
+				return nil, io.EOF
+			}
+			r, err := openInput(s.opts.Inputs[s.i], s.opts.MaxLineBytes)
+			if err != nil {
+				return nil, err
+			}
+			s.cur = r
+		}
+		in := s.opts.Inputs[s.i]
+		line, n, err := s.cur.next()
+		if errors.Is(err, io.EOF) {
+			cerr := s.cur.close()
+			s.cur = nil
+			s.i++
+			if cerr != nil {
+				return nil, fmt.Errorf("read %s: %w", in.Path, cerr)
+			}
+			continue
+		}
+		var long *lineTooLong
+		if errors.As(err, &long) {
+			s.pos++
+			s.reject(in, n, "", fmt.Sprintf("line longer than %d bytes", s.opts.MaxLineBytes), long.head)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", in.Path, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		pos := s.pos
+		s.pos++
+		if rec := s.record(in, n, pos, line); rec != nil {
+			s.rows++
+			return rec, nil
+		}
+	}
+}
+
+// record checks one line and builds its record; nil when it was rejected.
+func (s *Source) record(in Input, lineNo, pos int, line []byte) *schemas.Record {
+	line = bytes.TrimSpace(line)
+	if !gjson.ValidBytes(line) || line[0] != '{' {
+		s.reject(in, lineNo, "", "not a JSON object", line)
+		return nil
+	}
+	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "conversations", "outcome")
+	if _, err := parseRow(line); err != nil {
+		s.reject(in, lineNo, "conversations", err.Error(), line)
+		return nil
+	}
+	rec := &schemas.Record{PromptIndex: pos, Raw: append([]byte(nil), line...)}
+	if f[0].Type == gjson.String && f[0].Str != "" {
+		rec.Key = f[0].Str
+		if f[1].Type == gjson.Number {
+			rec.PromptIndex = int(f[1].Int())
+		}
+		if f[2].Type == gjson.Number {
+			rec.Sample = int(f[2].Int())
+		}
+		if oc := schemas.Outcome(f[4].Str); f[4].Type == gjson.String && oc.Retryable() {
+			s.reject(in, lineNo, "outcome", fmt.Sprintf("record %s has outcome %s: it is waiting for a retry, not a finished trajectory", rec.Key, oc), line)
+			return nil
+		}
+	} else {
+		sum := sha256.Sum256(line)
+		rec.Key = in.Name + ":" + strconv.Itoa(lineNo) + ":" + hex.EncodeToString(sum[:6])
+	}
+	h := maphash.String(s.seed, rec.Key)
+	if _, dup := s.seen[h]; dup {
+		s.reject(in, lineNo, "key", fmt.Sprintf("key %s was already read: the same record is given twice", rec.Key), line)
+		return nil
+	}
+	s.seen[h] = struct{}{}
+	return rec
+}
+
+func (s *Source) reject(in Input, line int, field, reason string, raw []byte) {
+	s.drops++
+	r := schemas.Reject{File: in.Path, Line: line, Field: field, Reason: reason}
+	const keep = 64 << 10
+	if len(raw) > keep {
+		raw = raw[:keep]
+		r.Reason += fmt.Sprintf(" (raw text cut to its first %d bytes)", keep)
+	}
+	if utf8.Valid(raw) {
+		r.Raw = string(raw)
+	} else {
+		r.Raw = strings.ToValidUTF8(string(raw), "\uFFFD")
+		r.RawBase64 = base64.StdEncoding.EncodeToString(raw)
+	}
+	s.opts.Reject(r)
+}
+
+// lineReader yields the lines of one input. next returns a line without its
+// newline (valid until the next call) and its 1-based number, a
+// *lineTooLong error for an over-long line (already skipped), or io.EOF.
+type lineReader interface {
+	next() ([]byte, int, error)
+	close() error
+}
+
+type lineTooLong struct{ head []byte }
+
+func (e *lineTooLong) Error() string { return "line too long" }
+
+func openInput(in Input, maxLine int) (lineReader, error) {
+	switch in.Kind {
+	case kindRun:
+		return openRun(in.Path, maxLine), nil
+	case kindParquet:
+		r, err := openParquet(in.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", in.Path, err)
+		}
+		return r, nil
+	}
+	r, err := openStream(in.Path, in.Kind)
+	if err != nil {
+		return nil, err
+	}
+	return newJSONLReader(r, maxLine, r), nil
+}
+
+// openStream opens a file and its decompressor, if any.
+func openStream(path, kind string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open input: %w", err)
+	}
+	switch kind {
+	case kindGzip:
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: gzip: %w", path, err)
+		}
+		return &stream{Reader: zr, closers: []io.Closer{zr, f}}, nil
+	case kindZstd:
+		zr, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: zstd: %w", path, err)
+		}
+		return &stream{Reader: zr, closers: []io.Closer{zstdCloser{zr}, f}}, nil
+	}
+	return f, nil
+}
+
+// stream is a decompressing reader that closes its layers in order.
+type stream struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (s *stream) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type zstdCloser struct{ d *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.d.Close(); return nil }
+
+// jsonlReader splits a stream into lines with one reusable buffer.
+type jsonlReader struct {
+	r       *bufio.Reader
+	max     int
+	line    int
+	buf     []byte
+	closers []io.Closer
+}
+
+func newJSONLReader(r io.Reader, max int, closers ...io.Closer) *jsonlReader {
+	return &jsonlReader{r: bufio.NewReaderSize(r, 256<<10), max: max, closers: closers}
+}
+
+func (j *jsonlReader) next() ([]byte, int, error) {
+	j.buf = j.buf[:0]
+	j.line++
+	for {
+		chunk, err := j.r.ReadSlice('\n')
+		if len(j.buf)+len(chunk) > j.max {
+			head := append([]byte(nil), j.buf[:min(len(j.buf), 64<<10)]...)
+			if len(head) < 64<<10 {
+				head = append(head, chunk[:min(len(chunk), 64<<10-len(head))]...)
+			}
+			j.buf = j.buf[:0]
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = j.r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, j.line, err
+			}
+			return nil, j.line, &lineTooLong{head: head}
+		}
+		j.buf = append(j.buf, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimRight(j.buf, "\r\n"), j.line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(j.buf) == 0 {
+				return nil, j.line, io.EOF
+			}
+			return j.buf, j.line, nil
+		default:
+			return nil, j.line, err
+		}
+	}
+}
+
+func (j *jsonlReader) close() error {
+	var errs []error
+	for _, c := range j.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// openRun streams the live final records of an output folder through
+// pipeline.CatWith in a goroutine; close stops it.
+func openRun(dir string, maxLine int) lineReader {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := pipeline.CatWith(dir, pw, pipeline.CatOptions{Final: true})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	return &runReader{jsonlReader: newJSONLReader(pr, maxLine), pr: pr, done: done}
+}
+
+type runReader struct {
+	*jsonlReader
+	pr   *io.PipeReader
+	done chan error
+}
+
+func (r *runReader) close() error {
+	r.pr.CloseWithError(errors.New("input closed"))
+	err := <-r.done
+	if err != nil && strings.Contains(err.Error(), "input closed") {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,149 @@
+package compress
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// Over-limit policies: what happens to a row still over budget after
+// compression.
+const (
+	OverLimitKeep       = "keep"       // written with outcome still_over_limit
+	OverLimitDrop       = "drop"       // left out of the output, counted
+	OverLimitQuarantine = "quarantine" // written to quarantine.jsonl instead, counted
+)
+
+// Stage is the compress stage: it fits the conversation of each record (kept
+// in rec.Raw) into the token budget, editing only `conversations`, adding
+// `compression_metrics`, and for records that carry the runtime's fields,
+// `outcome` when a summary failed. Rows under budget pass through
+// byte-identical. Create it with newStage; it is safe for concurrent use.
+type Stage struct {
+	comp       *compressor
+	summarize  Summarizer
+	overLimit  string
+	rowTimeout time.Duration
+	agg        *Aggregate
+	quarantine *quarantine
+	known      func(schemas.Outcome) bool
+}
+
+// Name implements pipeline.Stage.
+func (s *Stage) Name() string { return "compress" }
+
+// Process compresses one record. It blocks on summary calls, at most
+// rowTimeout in all. It returns an error only when ctx ends (the record is
+// then redone by --resume) or the quarantine file cannot be written.
+func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	p, err := parseRow(rec.Raw)
+	if err != nil {
+		// The source checks this; a record that still fails is a bug.
+		return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+	}
+	rctx := ctx
+	if s.rowTimeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, s.rowTimeout)
+		defer cancel()
+	}
+	res, err := s.comp.compress(rctx, p.turns, s.summarize)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The row's own deadline (--row-timeout) passed during a summary.
+		res.outcome, res.turns, res.changed, res.err = OutcomeSummaryFailed, p.turns, false, err
+		m := &res.metrics
+		m.Outcome, m.Error = string(OutcomeSummaryFailed), fmt.Sprintf("row timeout after %s: %v", s.rowTimeout, err)
+		m.StillOverLimit, m.WasCompressed = true, false
+		m.CompressedTokens, m.CompressedTurns, m.TokensSaved, m.TurnsRemoved = m.OriginalTokens, m.OriginalTurns, 0, 0
+	}
+	m := &res.metrics
+	if res.outcome == OutcomeUnderTarget {
+		rec.Outcome = s.keptOutcome(rec.Raw, res.outcome)
+		s.agg.Add(m, "")
+		return []*schemas.Record{rec}, nil
+	}
+
+	out := rec.Raw
+	if res.changed {
+		out, err = setMember(out, "conversations", encodeTurns(p, res.turns), p.spaced)
+		if err != nil {
+			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+		}
+	}
+	oc := res.outcome
+	keyed := gjson.GetBytes(rec.Raw, "key").Type == gjson.String
+	inOC := gjson.GetBytes(rec.Raw, "outcome")
+	recOC := oc
+	if keyed && inOC.Type == gjson.String {
+		// A hermes-pipe record keeps its own outcome unless compress failed
+		// it or the outcome is one only compress can judge.
+		in := schemas.Outcome(inOC.Str)
+		if oc != OutcomeSummaryFailed && in.OK() && s.known(in) && !isCompressOutcome(in) {
+			recOC = in
+		} else if in != oc {
+			m.InputOutcome = inOC.Str
+		}
+	}
+	mj, err := m.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("compress %s: encode metrics: %w", rec.Key, err)
+	}
+	if p.spaced {
+		mj = spaceJSON(mj)
+	}
+	if out, err = setMember(out, "compression_metrics", mj, p.spaced); err != nil {
+		return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+	}
+	if keyed && inOC.Type == gjson.String && recOC != schemas.Outcome(inOC.Str) {
+		if out, err = setMember(out, "outcome", schemas.AppendPyString(nil, string(recOC)), p.spaced); err != nil {
+			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+		}
+	}
+	rec.Raw = out
+	rec.Outcome = recOC
+	if oc == OutcomeStillOverLimit {
+		switch s.overLimit {
+		case OverLimitDrop:
+			s.agg.Add(m, "dropped")
+			return nil, nil
+		case OverLimitQuarantine:
+			if err := s.quarantine.add(rec.Key, m, out); err != nil {
+				return nil, err
+			}
+			s.agg.Add(m, "quarantined")
+			return nil, nil
+		}
+	}
+	s.agg.Add(m, "")
+	return []*schemas.Record{rec}, nil
+}
+
+// keptOutcome is the outcome of a record passed through unchanged: its own
+// when it is a hermes-pipe record (it carries key and a known final outcome,
+// and verify holds the record and the ledger to the same outcome), else oc.
+func (s *Stage) keptOutcome(raw []byte, oc schemas.Outcome) schemas.Outcome {
+	r := gjson.GetManyBytes(raw, "key", "outcome")
+	if r[0].Type == gjson.String && r[1].Type == gjson.String {
+		in := schemas.Outcome(r[1].Str)
+		if s.known(in) && !in.Retryable() {
+			return in
+		}
+	}
+	return oc
+}
+
+func isCompressOutcome(o schemas.Outcome) bool {
+	for _, c := range Outcomes {
+		if o == c {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package compress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// SummaryOptions configure the LLM summariser. Client and Model are required;
+// the zero value of every other field means its default.
+type SummaryOptions struct {
+	Client llm.Client
+	Model  string
+	// Tokens is the summary budget; requests allow twice as many (max_tokens).
+	Tokens int
+	// Attempts bounds the requests for one summary when the reply is cut at
+	// max_tokens (finish_reason "length") or empty (default 3). HTTP faults
+	// (429, 5xx, timeouts) are retried inside the client with backoff.
+	Attempts int
+	// Backoff is the first wait between such attempts, doubled after each
+	// (default 1s).
+	Backoff time.Duration
+	// Temperature is sent when set.
+	Temperature *float64
+}
+
+// errTruncated marks a summary cut at max_tokens.
+var errTruncated = errors.New("summary cut at max_tokens (finish_reason=length)")
+
+// newLLMSummarizer returns a Summarizer asking o.Client for each summary. It
+// counts every HTTP attempt as a summarisation call and every failed or cut
+// attempt as an error, in the row's metrics.
+func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
+	if o.Client == nil {
+		return nil, errors.New("summariser: an LLM client is required")
+	}
+	if o.Tokens <= 0 {
+		o.Tokens = DefaultSummaryTokens
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	return func(ctx context.Context, content string, m *RowMetrics) (string, error) {
+		req := llm.Request{
+			Model:       o.Model,
+			Messages:    []schemas.Message{{Role: "user", Content: summaryPrompt(content, o.Tokens)}},
+			MaxTokens:   2 * o.Tokens,
+			Temperature: o.Temperature,
+		}
+		var last error
+		for a := 1; a <= o.Attempts; a++ {
+			if a > 1 {
+				t := time.NewTimer(o.Backoff << (a - 2))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return "", fmt.Errorf("summary: %w (after %v)", ctx.Err(), last)
+				case <-t.C:
+				}
+			}
+			resp, err := o.Client.Chat(ctx, req)
+			calls := max(resp.Attempts, 1)
+			m.SummarizationCalls += calls
+			if err != nil {
+				m.SummarizationErrs += calls
+				// The client has already retried what can be retried.
+				return "", fmt.Errorf("summary: %w", err)
+			}
+			m.SummarizationErrs += calls - 1
+			if strings.EqualFold(resp.FinishReason, "length") {
+				m.SummarizationErrs++
+				last = errTruncated
+				continue
+			}
+			text := strings.TrimSpace(resp.Message.Content)
+			if _, rest, ok := llm.SplitThink(text); ok {
+				text = strings.TrimSpace(rest)
+			}
+			if text == "" {
+				m.SummarizationErrs++
+				last = errors.New("summary reply is empty")
+				continue
+			}
+			if !strings.HasPrefix(text, SummaryPrefix) {
+				text = SummaryPrefix + " " + text
+			}
+			return text, nil
+		}
+		return "", fmt.Errorf("summary: %d attempts: %w", o.Attempts, last)
+	}, nil
+}
+
+// summaryPrompt is the user message of a summary request.
+func summaryPrompt(content string, tokens int) string {
+	var b strings.Builder
+	b.WriteString("The turns below are the middle of an AI agent's conversation. They will be replaced in the ")
+	b.WriteString("conversation history by your summary, so the agent must be able to continue from it.\n\n")
+	b.WriteString("Write in the language the turns are written in; do not translate.\n")
+	b.WriteString("Describe, from a neutral point of view:\n")
+	b.WriteString("- the actions the assistant took (tool calls, commands, searches, file edits);\n")
+	b.WriteString("- the results and information those actions produced;\n")
+	b.WriteString("- decisions made and conclusions reached;\n")
+	b.WriteString("- concrete details still needed: file names, paths, values, identifiers, outputs.\n\n")
+	b.WriteString("Be factual and brief: about ")
+	b.WriteString(strconv.Itoa(tokens))
+	b.WriteString(" tokens.\n\n=== TURNS ===\n")
+	b.WriteString(content)
+	b.WriteString("\n=== END OF TURNS ===\n\nReply with the summary only, beginning with \"")
+	b.WriteString(SummaryPrefix)
+	b.WriteString("\".")
+	return b.String()
+}
