@@ -14,7 +14,7 @@ import (
 )
 
 // parquetSupported says whether --format parquet is wired in this build.
-const parquetSupported = false
+const parquetSupported = true
 
 // registry returns the sandbox drivers this binary offers. Drivers are
 // registered here explicitly; no package registers itself.
@@ -49,6 +49,7 @@ func releaseSandbox(d sandbox.Driver) {
 // extraCommands are the commands of the other modes.
 func extraCommands() []*cli.Command {
 	return []*cli.Command{
+		sweCommand(),
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),
