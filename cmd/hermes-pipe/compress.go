@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
+	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
+	"github.com/urfave/cli/v2"
+)
+
+// compressLLMFlags are the llm flags, optional here because --dry-run calls
+// no model, with a per-attempt timeout suited to summaries.
+func compressLLMFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range llmFlags() {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			if f.Name == "base-url" || f.Name == "model" {
+				f.Required = false
+				f.Usage += " (required unless --dry-run)"
+			}
+		case *cli.DurationFlag:
+			if f.Name == "request-timeout" {
+				f.Value = 2 * time.Minute
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func compressCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringSliceFlag{Name: "in", Usage: "input: JSONL file (.gz and .zst too), Parquet file, folder of them, or a hermes-pipe output folder (repeatable)", Required: true},
+		&cli.StringFlag{Name: "out", Usage: "output folder (required unless --dry-run)"},
+		&cli.IntFlag{Name: "target-tokens", Value: compress.DefaultTargetTokens, Usage: "token budget of one row, turn overhead included"},
+		&cli.IntFlag{Name: "summary-tokens", Value: compress.DefaultSummaryTokens, Usage: "expected summary length; requests allow twice as many (max_tokens)"},
+		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base or the path of a Hugging Face tokenizer.json"},
+		&cli.IntFlag{Name: "protect-last", Value: compress.DefaultProtectLast, Usage: "final turns never summarised"},
+		&cli.IntFlag{Name: "turn-overhead", Usage: "tokens the chat template adds per turn, counted against the budget"},
+		&cli.StringFlag{Name: "summary-role", Value: "human", Usage: "\"from\" of the inserted summary turn"},
+		&cli.BoolFlag{Name: "no-notice", Usage: "do not append the summarised-turns notice to the system turn"},
+		&cli.IntFlag{Name: "max-passes", Value: compress.DefaultMaxPasses, Usage: "summaries per row at most, when one pass leaves it over budget"},
+		&cli.StringFlag{Name: "over-limit", Value: compress.OverLimitKeep, Usage: "rows still over budget: keep (outcome still_over_limit), drop (counted), or quarantine (to quarantine.jsonl)"},
+		&cli.DurationFlag{Name: "row-timeout", Value: 5 * time.Minute, Usage: "cap on all summary calls of one row; past it the row keeps its original text (summary_failed)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "tokenise everything and report rows over budget, projected calls and tokens, and the length distribution; no API call, nothing written"},
+		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the report as JSON"},
+		&cli.IntFlag{Name: "max-line-bytes", Value: compress.DefaultMaxLineBytes, Usage: "longest input row accepted"},
+	}
+	flags = append(flags, compressLLMFlags()...)
+	flags = append(flags, runFlags()...)
+	return &cli.Command{
+		Name:      "compress",
+		Usage:     "fit trajectories into a token budget by summarising their middle turns",
+		UsageText: "hermes-pipe compress --in PATH... --out DIR --base-url URL --model NAME [options]\n   hermes-pipe compress --in PATH... --dry-run [--tokenizer T]",
+		Description: `Counts each row's tokens with an exact offline tokenizer (plus --turn-overhead
+per turn). Rows within --target-tokens pass through byte-identical (outcome
+under_target). For a longer row, the first system, human, gpt and tool turns
+and the last --protect-last turns are kept; from the turns after the protected
+head, just enough are replaced by one summary turn ("[CONTEXT SUMMARY]: ...")
+to fit, never separating a tool call from its result. A row still over budget
+is widened or summarised again, up to --max-passes (outcome compressed, or
+still_over_limit: see --over-limit). A summary that fails (errors after
+retries, timeouts, a reply cut at max_tokens) leaves the row as it was, with
+outcome summary_failed, and the run exits 3.
+
+Every other field of a record keeps its bytes and its place; compressed rows
+get a compression_metrics object, and compression_metrics.json sums the run.
+Output is crash-safe and --resume never pays twice for a finished row.`,
+		Flags:  flags,
+		Action: runCompress,
+	}
+}
+
+func runCompress(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("compress takes no arguments, got %q (inputs go after --in)", c.Args().First())
+	}
+	inputs, err := compress.ExpandInputs(c.StringSlice("in"))
+	if err != nil {
+		return usagef("--in: %v", err)
+	}
+	for _, name := range []string{"target-tokens", "summary-tokens"} {
+		if c.Int(name) < 1 {
+			return usagef("--%s must be at least 1, got %d", name, c.Int(name))
+		}
+	}
+	if c.Int("summary-tokens") >= c.Int("target-tokens") {
+		return usagef("--summary-tokens (%d) must be below --target-tokens (%d)", c.Int("summary-tokens"), c.Int("target-tokens"))
+	}
+	if c.Int("turn-overhead") < 0 || c.Int("max-passes") < 1 {
+		return usagef("--turn-overhead must not be negative and --max-passes must be at least 1")
+	}
+	switch c.String("over-limit") {
+	case compress.OverLimitKeep, compress.OverLimitDrop, compress.OverLimitQuarantine:
+	default:
+		return usagef("--over-limit: %q is not keep, drop or quarantine", c.String("over-limit"))
+	}
+	workers := c.Int("workers")
+	if workers < 1 {
+		return usagef("--workers must be at least 1, got %d", workers)
+	}
+	protect := c.Int("protect-last")
+	if protect < 0 {
+		return usagef("--protect-last must not be negative")
+	}
+	if protect == 0 {
+		protect = -1 // the library's "protect none"
+	}
+	cfg := compress.Config{
+		TargetTokens:  c.Int("target-tokens"),
+		SummaryTokens: c.Int("summary-tokens"),
+		ProtectLast:   protect,
+		TurnOverhead:  c.Int("turn-overhead"),
+		SummaryRole:   c.String("summary-role"),
+		NoNotice:      c.Bool("no-notice"),
+		MaxPasses:     c.Int("max-passes"),
+	}
+	if !c.Bool("dry-run") {
+		for _, name := range []string{"out", "base-url", "model"} {
+			if c.String(name) == "" {
+				return usagef("--%s is required (unless --dry-run)", name)
+			}
+		}
+	}
+	tok, err := tokenizer.Load(c.String("tokenizer"))
+	if err != nil {
+		return usagef("--tokenizer: %v", err)
+	}
+	if c.Bool("dry-run") {
+		return dryRunCompress(c, inputs, tok, cfg, workers)
+	}
+
+	mode, err := outputMode(c)
+	if err != nil {
+		return err
+	}
+	format, err := checkFormat(c)
+	if err != nil {
+		return err
+	}
+	progress, err := progressFor(c, "compress")
+	if err != nil {
+		return err
+	}
+	client, _, err := buildLLM(c, workers)
+	if err != nil {
+		return err
+	}
+	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := compress.Run(ctx, compress.Options{
+		Inputs:         inputs,
+		Out:            c.String("out"),
+		Mode:           mode,
+		Format:         format,
+		Workers:        workers,
+		Tokenizer:      tok,
+		Config:         cfg,
+		Summary:        compress.SummaryOptions{Client: client, Model: c.String("model")},
+		RowTimeout:     c.Duration("row-timeout"),
+		OverLimit:      c.String("over-limit"),
+		MaxLineBytes:   c.Int("max-line-bytes"),
+		MaxShardRows:   c.Int("shard-rows"),
+		CommitInterval: c.Duration("commit-interval"),
+		Stop:           soft,
+		Progress:       progress,
+		Logger:         logger,
+		ToolVersion:    version,
+		Record:         flagRecord(c),
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "is not empty") || strings.Contains(err.Error(), "holds a") {
+			return usagef("%v", err) // refused before any work
+		}
+		return err
+	}
+	m := res.Metrics
+	fmt.Fprintf(c.App.ErrWriter, "compress: %d rows: %d under target, %d compressed, %d still over limit (%d dropped, %d quarantined), %d summary failed; tokens %d -> %d; %d summary calls, %d errors\n",
+		m.Summary.TotalTrajectories, m.Outcomes["under_target"], m.Outcomes["compressed"], m.Outcomes["still_over_limit"],
+		m.Outcomes["dropped"], m.Outcomes["quarantined"], m.Outcomes["summary_failed"], m.Tokens.TotalBefore, m.Tokens.TotalAfter,
+		m.Summarization.TotalAPICalls, m.Summarization.TotalErrors)
+	return reportCompress(c, res)
+}
+
+// reportCompress prints the end-of-run line and maps the summary to the exit
+// status, as generate does.
+func reportCompress(c *cli.Context, res compress.Result) error {
+	s, out, w := res.Summary, c.String("out"), c.App.ErrWriter
+	if res.NothingToDo {
+		fmt.Fprintf(w, "nothing to do: all %d rows in %s are already done\n", res.PreviouslyDone, out)
+	} else {
+		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d left out by --over-limit, %d rejected, %d already done, in %s\n",
+			out, s.Written, s.OK, s.Failed, s.Filtered, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
+	}
+	switch code := pipeline.ExitCode(s); code {
+	case exitOK:
+		return nil
+	case exitInterrupted:
+		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
+	default:
+		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows (summary_failed rows keep their original text): see %s/rejects.jsonl and `hermes-pipe stats %s`", out, out)}
+	}
+}
+
+func dryRunCompress(c *cli.Context, inputs []compress.Input, tok tokenizer.Tokenizer, cfg compress.Config, workers int) error {
+	rejected := 0
+	rep, err := compress.DryRun(c.Context, compress.DryRunOptions{
+		Inputs: inputs, Tokenizer: tok, Config: cfg, Workers: min(workers, 8), MaxLineBytes: c.Int("max-line-bytes"),
+		Reject: func(r schemas.Reject) {
+			if rejected < 5 {
+				fmt.Fprintf(c.App.ErrWriter, "dry run: %s:%d: %s\n", r.File, r.Line, r.Reason)
+			}
+			rejected++
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := writeDryRun(c.App.Writer, rep); err != nil {
+		return err
+	}
+	if rep.Rejected > 0 {
+		return &exitStatus{code: exitRowsFailed, msg: fmt.Sprintf("dry run: %d rows would be rejected", rep.Rejected)}
+	}
+	return nil
+}
+
+func writeDryRun(w io.Writer, r compress.DryRunReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "tokenizer\t%s (+%d per turn), target %d tokens\n", r.Tokenizer, r.TurnOverhead, r.TargetTokens)
+	fmt.Fprintf(tw, "rows\t%d (%d rejected)\n", r.Rows, r.Rejected)
+	fmt.Fprintf(tw, "under target\t%d\n", r.UnderTarget)
+	fmt.Fprintf(tw, "over target\t%d (%d cannot be summarised, %d would still be over after one summary)\n", r.OverTarget, r.Unfixable, r.ProjectedOver)
+	fmt.Fprintf(tw, "projected summary calls\t%d\n", r.ProjectedCalls)
+	fmt.Fprintf(tw, "projected tokens\t%d prompt, %d completion (at most %d)\n", r.ProjectedPromptTokens, r.ProjectedCompletionTokens, r.MaxCompletionTokens)
+	d := r.Distribution
+	fmt.Fprintf(tw, "row length\tmin %d, mean %d, p50 %d, p90 %d, p99 %d, max %d (total %d)\n", d.Min, d.Mean, d.P50, d.P90, d.P99, d.Max, r.TotalTokens)
+	prev := 0
+	for _, b := range r.Buckets {
+		label := fmt.Sprintf("  %d-%d", prev+1, b.UpTo)
+		if b.UpTo == 0 {
+			label = fmt.Sprintf("  >%d", prev)
+		}
+		fmt.Fprintf(tw, "%s\t%d\n", label, b.Rows)
+		prev = b.UpTo
+	}
+	return tw.Flush()
+}
+
+func tokensCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "tokens",
+		Usage:     "print the token count of each file and the total",
+		UsageText: "hermes-pipe tokens [--tokenizer T] FILE...",
+		Description: `Counts the tokens of each file's whole text (.gz and .zst files are
+decompressed first) with an exact offline tokenizer: cl100k_base, o200k_base,
+or a Hugging Face tokenizer.json given by path.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base or the path of a Hugging Face tokenizer.json"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return usagef("tokens needs at least one FILE")
+			}
+			tok, err := tokenizer.Load(c.String("tokenizer"))
+			if err != nil {
+				return usagef("--tokenizer: %v", err)
+			}
+			var total int64
+			for _, path := range c.Args().Slice() {
+				f, err := compress.OpenText(path)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				n, err := compress.CountTokens(tok, f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+				total += n
+				fmt.Fprintf(c.App.Writer, "%d\t%s\n", n, path)
+			}
+			fmt.Fprintf(c.App.Writer, "%d\ttotal\n", total)
+			return nil
+		},
+	}
+}

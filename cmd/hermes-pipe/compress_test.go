@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
+	"github.com/urfave/cli/v2"
+)
+
+// hpc runs the CLI in-process like hp, with the compress and tokens commands
+// present whether or not the app lists them yet.
+func hpc(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := newApp(&out, &errb)
+	have := map[string]bool{}
+	for _, c := range app.Commands {
+		have[c.Name] = true
+	}
+	for _, c := range []func() *cli.Command{compressCommand, tokensCommand} {
+		cmd := c()
+		if !have[cmd.Name] {
+			setUsageHandler(cmd)
+			app.Commands = append(app.Commands, cmd)
+		}
+	}
+	err := app.Run(append([]string{"hermes-pipe"}, args...))
+	code := exitCode(err)
+	if err != nil {
+		fmt.Fprintf(&errb, "hermes-pipe: %v\n", err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// startFakeServer is startFake that also returns the server for /stats.
+func startFakeServer(t *testing.T, cfg fakellm.Config) (*fakellm.Server, string) {
+	t.Helper()
+	s := fakellm.New(cfg)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv.URL + "/v1"
+}
+
+// trajLine is one ShareGPT row: a head, steps tool-call pairs of about words
+// words each, and a final answer.
+func trajLine(id string, steps, words int) string {
+	w := func(n, salt int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "w%d ", (i*7+salt)%97)
+		}
+		return b.String()
+	}
+	turns := []map[string]string{{"from": "system", "value": "You are a function calling AI model."}, {"from": "human", "value": "do " + id}}
+	for i := range steps {
+		turns = append(turns, map[string]string{"from": "gpt", "value": "<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"},
+			map[string]string{"from": "tool", "value": "<tool_response>\n" + w(words, i) + "\n</tool_response>"})
+	}
+	turns = append(turns, map[string]string{"from": "gpt", "value": "done"})
+	b, _ := json.Marshal(map[string]any{"conversations": turns, "id": id})
+	return string(b)
+}
+
+func TestCompressCLI(t *testing.T) {
+	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var lines []string
+	for i := range 9 {
+		steps := 2
+		if i%3 == 0 {
+			steps = 12
+		}
+		lines = append(lines, trajLine("t"+strconv.Itoa(i), steps, 200))
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// --dry-run: a report, and not one request.
+	code, out, errs := hpc(t, "compress", "--in", in, "--dry-run", "--json", "--target-tokens", "1500", "--summary-tokens", "100", "--base-url", url, "--model", "m")
+	if code != 0 {
+		t.Fatalf("dry run exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Rows           int `json:"rows"`
+		OverTarget     int `json:"over_target"`
+		ProjectedCalls int `json:"projected_calls"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("dry run output %q: %v", out, err)
+	}
+	if rep.Rows != 9 || rep.OverTarget != 3 || rep.ProjectedCalls != 3 {
+		t.Errorf("dry run report %+v", rep)
+	}
+	if n := fk.Stats().Requests; n != 0 {
+		t.Fatalf("--dry-run made %d API calls", n)
+	}
+	if code, out, _ := hpc(t, "compress", "--in", in, "--dry-run", "--target-tokens", "1500", "--summary-tokens", "100"); code != 0 || !strings.Contains(out, "over target") {
+		t.Errorf("dry run table: exit %d %q", code, out)
+	}
+
+	// A real run: 3 rows compressed with 3 calls, all rows out, verify clean.
+	dst := filepath.Join(dir, "out")
+	code, _, errs = hpc(t, "compress", "--in", in, "--out", dst, "--target-tokens", "1500", "--summary-tokens", "100", "--base-url", url, "--model", "m", "--progress", "none")
+	if code != 0 {
+		t.Fatalf("compress exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "3 compressed") || fk.Stats().Requests != 3 {
+		t.Errorf("compress: %s (%d requests)", errs, fk.Stats().Requests)
+	}
+	recs := catRecords(t, dst)
+	if len(recs) != 9 {
+		t.Fatalf("%d rows out of 9", len(recs))
+	}
+	for i, r := range recs {
+		if r["id"] != "t"+strconv.Itoa(i) {
+			t.Fatalf("row %d is %v", i, r["id"])
+		}
+		if _, has := r["compression_metrics"]; has != (i%3 == 0) {
+			t.Errorf("row %d: compression_metrics present=%v", i, has)
+		}
+	}
+	if code, _, errs := hp(t, "stats", dst); code != 0 {
+		t.Errorf("stats: %s", errs)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "compression_metrics.json")); err != nil {
+		t.Error(err)
+	}
+
+	// A second run into the same folder needs --resume; with it nothing is redone.
+	if code, _, _ := hpc(t, "compress", "--in", in, "--out", dst, "--base-url", url, "--model", "m"); code != exitUsage {
+		t.Errorf("non-empty --out: exit %d", code)
+	}
+	code, _, errs = hpc(t, "compress", "--in", in, "--out", dst, "--target-tokens", "1500", "--summary-tokens", "100", "--base-url", url, "--model", "m", "--progress", "none", "--resume")
+	if code != 0 || !strings.Contains(errs, "nothing to do") || fk.Stats().Requests != 3 {
+		t.Errorf("resume: exit %d, %d requests: %s", code, fk.Stats().Requests, errs)
+	}
+}
+
+func TestCompressCLIFailuresAndUsage(t *testing.T) {
+	_, url := startFakeServer(t, fakellm.Config{Fail500: 1, MaxFaults: -1})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(trajLine("a", 12, 200)+"\n"+trajLine("b", 1, 10)+"\n{not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "out")
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", dst, "--target-tokens", "1500", "--summary-tokens", "100",
+		"--base-url", url, "--model", "m", "--progress", "none", "--max-retries", "1")
+	if code != exitRowsFailed || !strings.Contains(errs, "1 summary failed") {
+		t.Fatalf("exit %d, want 3: %s", code, errs)
+	}
+	recs := catRecords(t, dst)
+	if len(recs) != 2 || recs[0]["compression_metrics"].(map[string]any)["outcome"] != "summary_failed" {
+		t.Fatalf("records %v", recs)
+	}
+	rej, _ := os.ReadFile(filepath.Join(dst, pipeline.RejectsFile))
+	if !bytes.Contains(rej, []byte(`"line":3`)) {
+		t.Errorf("rejects: %s", rej)
+	}
+
+	for _, args := range [][]string{
+		{"compress", "--in", in, "--out", filepath.Join(dir, "o2"), "--base-url", url, "--model", "m", "--over-limit", "burn"},
+		{"compress", "--in", in, "--base-url", url, "--model", "m"},
+		{"compress", "--in", in, "--out", filepath.Join(dir, "o3"), "--model", "m"},
+		{"compress", "--in", filepath.Join(dir, "missing.jsonl"), "--dry-run"},
+		{"compress", "--in", in, "--dry-run", "--tokenizer", "no_such_encoding"},
+		{"compress", "--in", in, "--dry-run", "--summary-tokens", "2000", "--target-tokens", "1000"},
+		{"tokens"},
+	} {
+		if code, _, errs := hpc(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, errs)
+		}
+	}
+}
+
+func TestTokensCLI(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.jsonl")
+	ta := strings.Repeat("Hello, world! 你好，世界。 func main() { return 42 }\n", 50000)
+	tb := trajLine("x", 3, 50)
+	os.WriteFile(a, []byte(ta), 0o644)
+	os.WriteFile(b, []byte(tb), 0o644)
+	tok, err := tokenizer.Load("o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := hpc(t, "tokens", "--tokenizer", "o200k_base", a, b)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	na, nb := tok.Count(ta), tok.Count(tb)
+	want := fmt.Sprintf("%d\t%s\n%d\t%s\n%d\ttotal\n", na, a, nb, b, na+nb)
+	if out != want {
+		t.Errorf("tokens printed\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestCompressGenerateOutput(t *testing.T) {
+	url := startFake(t, fakellm.Config{SummaryWords: 30}, `{"scripts": [{"match": "^count", "steps": [
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 1 250"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 251 500"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 501 750"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 751 1000"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 1001 1250"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "seq 1251 1500"}}]},
+	  {"content": "counted"}]}]}`)
+	prompts := writePrompts(t, `{"prompt": "count a"}`, `{"prompt": "count b"}`, `{"prompt": "count c"}`)
+	dir := t.TempDir()
+	gen := filepath.Join(dir, "gen")
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", gen, "--base-url", url, "--model", "m", "--progress", "none", "--toolsets", "terminal"); code != 0 {
+		t.Fatalf("generate exit %d: %s", code, errs)
+	}
+	dst := filepath.Join(dir, "out")
+	code, _, errs := hpc(t, "compress", "--in", gen, "--out", dst, "--target-tokens", "3000", "--summary-tokens", "100", "--turn-overhead", "5",
+		"--base-url", url, "--model", "m", "--progress", "none")
+	if code != 0 {
+		t.Fatalf("compress exit %d: %s", code, errs)
+	}
+	genRecs, recs := catRecords(t, gen), catRecords(t, dst)
+	if len(recs) != 3 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, r := range recs {
+		if r["key"] != genRecs[i]["key"] || r["outcome"] != "completed" {
+			t.Errorf("record %d: key %v outcome %v (input %v)", i, r["key"], r["outcome"], genRecs[i]["key"])
+		}
+		m, ok := r["compression_metrics"].(map[string]any)
+		if !ok || m["outcome"] != "compressed" {
+			t.Errorf("record %d not compressed: %v", i, r["compression_metrics"])
+		}
+	}
+	// verify holds record and ledger to the same key, outcome and position;
+	// the two files compress adds are the only expected complaints until
+	// verify learns them.
+	_, out, _ := hp(t, "verify", dst)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, "shards") || strings.HasPrefix(line, "compression_metrics.json: unexpected file") || strings.HasPrefix(line, "quarantine.jsonl: unexpected file") {
+			continue
+		}
+		t.Errorf("verify: %s", line)
+	}
+}
