@@ -56,8 +56,8 @@ func openReadOnly(dir string) (*ledgerIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("not an output folder: no %s", ManifestFile)
 	}
-	if man.Format != FormatJSONL {
-		return nil, fmt.Errorf("reading %s shards is not supported", man.Format)
+	if _, err := formatByName(man.Format); err != nil {
+		return nil, fmt.Errorf("%s: %w", ManifestFile, err)
 	}
 	ld, err := loadLedger(filepath.Join(dir, LedgerFile))
 	if err != nil {
@@ -97,13 +97,35 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
 }
 
 // eachLive calls fn with every live record line (newline included) in order.
+// A record of a Parquet shard is its raw_json column, the same line the
+// JSONL format holds; its ledger offset is its row number.
 func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref liveRef, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
 	files := newFileCache(dir, 64)
 	defer files.close()
+	var pq *parquetLines
+	defer func() {
+		if pq != nil {
+			pq.close()
+		}
+	}()
 	const maxRead = 1 << 20
 	var buf []byte
 	for i := 0; i < len(refs); {
+		if name := ix.shards[refs[i].shard].name; strings.HasSuffix(name, parquetExt) {
+			if pq == nil {
+				pq = newParquetLines(dir)
+			}
+			line, err := pq.line(name, refs[i].off)
+			if err != nil {
+				return err
+			}
+			if err := fn(refs[i], line); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
 		// Coalesce records that sit back to back in the same shard.
 		j, end := i+1, refs[i].off+int64(refs[i].n)
 		for j < len(refs) && refs[j].shard == refs[i].shard && refs[j].off == end && end-refs[i].off < maxRead {

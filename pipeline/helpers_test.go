@@ -53,8 +53,12 @@ func records(n int) []*schemas.Record {
 	return recs
 }
 
+// testFormat is the shard format of testOutOpts; TestParquetCrashAndKill9
+// switches it to run the crash tests on Parquet shards.
+var testFormat = FormatJSONL
+
 func testOutOpts(mode Mode) OutputOptions {
-	return OutputOptions{Mode: mode, Kind: "test", ToolVersion: "test", MaxShardRows: 7, CommitInterval: 20 * time.Millisecond,
+	return OutputOptions{Mode: mode, Kind: "test", Format: testFormat, ToolVersion: "test", MaxShardRows: 7, CommitInterval: 20 * time.Millisecond,
 		Options: map[string]any{"workers": 4}}
 }
 

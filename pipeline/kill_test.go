@@ -14,7 +14,10 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
-const kill9Env = "PIPELINE_KILL9_DIR"
+const (
+	kill9Env       = "PIPELINE_KILL9_DIR"
+	kill9FormatEnv = "PIPELINE_KILL9_FORMAT"
+)
 
 // TestKill9Resume re-executes the test binary as a child that runs a slow
 // pipeline on a shared output folder and SIGKILLs it at random moments, then
@@ -47,7 +50,7 @@ func TestKill9Resume(t *testing.T) {
 	kills, midRun := 0, 0
 	for i := range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Resume$", "-test.count=1")
-		cmd.Env = append(os.Environ(), kill9Env+"="+dir)
+		cmd.Env = append(os.Environ(), kill9Env+"="+dir, kill9FormatEnv+"="+testFormat)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +84,7 @@ func TestKill9Resume(t *testing.T) {
 }
 
 func kill9Child(t *testing.T, dir string, n int) {
-	opts := OutputOptions{Mode: ModeResume, Kind: "test", MaxShardRows: 5, CommitInterval: 5 * time.Millisecond}
+	opts := OutputOptions{Mode: ModeResume, Kind: "test", Format: os.Getenv(kill9FormatEnv), MaxShardRows: 5, CommitInterval: 5 * time.Millisecond}
 	out, err := OpenOutput(dir, opts)
 	if err != nil {
 		t.Fatal(err)

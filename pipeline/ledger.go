@@ -22,7 +22,7 @@ import (
 //
 // Each row is [key, outcome, prompt_index, sample, length]: length is the
 // number of bytes the record occupies in the shard (its line and newline for
-// JSONL), 0 when the format has no row offsets, and -1 for a marker row that
+// JSONL), 1 for Parquet (so the offset is the row number), and -1 for a marker row that
 // names an input key without a line of its own (the input was filtered out or
 // fanned out into records with other keys). Rows appear in shard order, so a
 // row's byte offset is the sum of the lengths before it. A line with an empty

@@ -360,8 +360,8 @@ func (o *Output) adoptOrphans() error {
 // content. Every line must be a record with a key and an outcome that belongs
 // in the shard's folder.
 func (o *Output) scanOrphan(rel string) (*ledgerLine, error) {
-	if o.format.name != FormatJSONL {
-		return nil, fmt.Errorf("cannot read %s shards", o.format.name)
+	if o.format.name == FormatParquet {
+		return scanParquetOrphan(o.dir, rel)
 	}
 	data, err := os.ReadFile(filepath.Join(o.dir, filepath.FromSlash(rel)))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -20,8 +21,9 @@ const FormatJSONL = "jsonl"
 // once; it never calls them concurrently. A Parquet writer plugs in here.
 type ShardWriter interface {
 	// WriteRecord appends rec, whose EncodeRecord form is line (no newline),
-	// and returns the number of bytes the record occupies in the file, or 0
-	// when the format has no per-record byte ranges.
+	// and returns the record's length in the ledger: the number of bytes it
+	// occupies in the file (JSONL), or 1 for a format addressed by row
+	// (Parquet), so that the ledger offset of a record is its row number.
 	WriteRecord(rec *schemas.Record, line []byte) (int64, error)
 	// Close flushes everything to the underlying writer; it does not close it.
 	Close() error
@@ -39,8 +41,10 @@ func formatByName(name string) (shardFormat, error) {
 	switch name {
 	case "", FormatJSONL:
 		return shardFormat{name: FormatJSONL, ext: ".jsonl", newWriter: newJSONLWriter}, nil
+	case FormatParquet:
+		return shardFormat{name: FormatParquet, ext: parquetExt, newWriter: newParquetWriter}, nil
 	}
-	return shardFormat{}, fmt.Errorf("unknown output format %q (supported: %s)", name, FormatJSONL)
+	return shardFormat{}, fmt.Errorf("unknown output format %q (supported: %s, %s)", name, FormatJSONL, FormatParquet)
 }
 
 type jsonlWriter struct{ w *bufio.Writer }
@@ -63,7 +67,41 @@ func (j *jsonlWriter) Close() error { return j.w.Flush() }
 // rec.Raw verbatim when set (compacted only if it spans several lines), else
 // the JSON of the record's fields with <, > and & left unescaped, as Hermes
 // writes them. Workers call it once per finished record.
+//
+// The line is always valid UTF-8: every byte that does not start a valid
+// UTF-8 sequence becomes U+FFFD, the rule encoding/json applies to Go
+// strings, here applied also to raw JSON (Raw, Metadata, Extra) that
+// encoding/json copies through unchecked. Every shard format stores strings
+// taken from this line, so JSONL and Parquet agree byte for byte.
 func EncodeRecord(rec *schemas.Record) ([]byte, error) {
+	line, err := encodeRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	return validUTF8(line), nil
+}
+
+// validUTF8 returns s with every byte that does not start a valid UTF-8
+// sequence replaced by U+FFFD; when s is valid it returns s itself without
+// copying. Validation runs at several GB/s.
+func validUTF8(s []byte) []byte {
+	if utf8.Valid(s) {
+		return s
+	}
+	dst := make([]byte, 0, len(s)+32)
+	for len(s) > 0 {
+		r, n := utf8.DecodeRune(s)
+		if r == utf8.RuneError && n == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, s[:n]...)
+		}
+		s = s[n:]
+	}
+	return dst
+}
+
+func encodeRecord(rec *schemas.Record) ([]byte, error) {
 	if len(rec.Raw) > 0 {
 		if !json.Valid(rec.Raw) {
 			return nil, fmt.Errorf("encode record %s: raw is not valid JSON", rec.Key)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -90,7 +91,12 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 	err := eachLive(dir, ix, false, func(ref liveRef, line []byte) error {
 		var r statRecord
 		if err := json.Unmarshal(line, &r); err != nil {
-			return fmt.Errorf("%s: record %s: %w", ix.shards[ref.shard].name, ref.key, err)
+			// A verbatim record may carry a known field with another type
+			// ("completed": "yes"): it counts, without that field.
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return fmt.Errorf("%s: record %s: %w", ix.shards[ref.shard].name, ref.key, err)
+			}
 		}
 		st.Records++
 		oc := r.Outcome

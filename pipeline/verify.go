@@ -76,9 +76,11 @@ func Verify(dir string) (VerifyReport, error) {
 		v.add(ManifestFile, 0, "%v", err)
 	case !ok:
 		v.add(ManifestFile, 0, "missing: not an output folder")
-	case man.Format != FormatJSONL:
-		v.add(ManifestFile, 0, "verifying %s shards is not supported", man.Format)
-		return v.rep, nil
+	default:
+		if _, err := formatByName(man.Format); err != nil {
+			v.add(ManifestFile, 0, "%v", err)
+			return v.rep, nil
+		}
 	}
 	v.known = knownOutcomes(man.Outcomes)
 	if err := v.ledger(); err != nil {
@@ -183,6 +185,10 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 	rows := l.Rows
 	for i := len(rows) - 1; i >= 0 && rows[i].Len < 0; i-- {
 		rows = rows[:i]
+	}
+	if strings.HasSuffix(l.Shard, parquetExt) {
+		v.verifyParquet(n, l.Shard, sub, data, rows)
+		return
 	}
 	lineNo := 0
 	for len(data) > 0 {

@@ -1,0 +1,626 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/parquet-go/parquet-go"
+)
+
+// richStage fills every record field with text that is hard to store:
+// invalid UTF-8, escapes, HTML characters, CJK, emoji, NUL, empty and null
+// values, and turns some records into verbatim (Raw) records with arbitrary
+// fields, as compress writes them. Every fifth record fails retryably.
+func richStage() *funcStage {
+	return &funcStage{name: "rich", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+		i := rec.PromptIndex
+		complete(rec)
+		texts := []string{
+			"plain ascii",
+			"line\nbreaks\r\n\ttabs \"quotes\" \\ back\\slash",
+			"<tool_call>{\"name\":\"x\",\"arguments\":{\"a\":\"<b>&</b>\"}}</tool_call>",
+			"中文 日本語 한국어 🚀 emoji \u2028 sep \u0000 nul",
+			"bad utf8: \xff\xfe end \xe2\x82 cut",
+			"",
+		}
+		rec.Conversations = []schemas.Turn{
+			{From: "system", Value: texts[i%len(texts)]},
+			{From: "human", Value: texts[(i+1)%len(texts)]},
+			{From: "gpt", Value: texts[(i+2)%len(texts)] + strings.Repeat(" long text", i%50)},
+			{From: "tool", Value: "<tool_response>\n" + texts[(i+3)%len(texts)] + "\n</tool_response>"},
+		}
+		rec.Usage = schemas.Usage{PromptTokens: int64(i) * 100, CompletionTokens: int64(i), TotalTokens: int64(i) * 101}
+		rec.ToolsetsUsed = []string{"terminal", "web\xff"}
+		rec.ToolStats = map[string]schemas.ToolStat{"terminal": {Count: i, Success: i / 2, Failure: i - i/2}}
+		rec.ToolErrorCounts = map[string]int{"terminal": i - i/2}
+		rec.ReasoningStats = schemas.ReasoningStats{TotalAssistantTurns: 2, TurnsWithReasoning: i % 3, TurnsWithoutReason: 2 - i%3, HasAnyReasoning: i%3 > 0}
+		rec.Model = "model-x"
+		rec.ID = fmt.Sprintf("id-%d", i)
+		rec.Metadata = json.RawMessage("{\"source\": \"test\xff\",\n \"n\": [1, 2.5, null]}")
+		rec.Extra = map[string]json.RawMessage{"compression_metrics": json.RawMessage(`{"ratio":0.5}`)}
+		switch i % 7 {
+		case 1:
+			rec.Conversations = nil
+			rec.ToolsetsUsed = nil
+			rec.ToolStats = nil
+			rec.Metadata = nil
+			rec.Extra = nil
+			rec.ID = ""
+		case 2:
+			rec.Conversations = []schemas.Turn{}
+		case 3, 4:
+			// A verbatim record keeps every input field in its order.
+			rec.Raw = json.RawMessage(fmt.Sprintf(`{"zeta": {"deep": [1, {"x": "y"}]}, "conversations": [{"from": "human", "value": "raw \u00e9\ud83d\ude80 \ud800 lone %d"}, {"from": "gpt", "value": ["not", "a", "string"]}, {"value": "no from"}], "api_calls": %d, "completed": "yes", "usage": {"prompt_tokens": 5}, "duration_ms": 1e3, "metadata": null, "bad": "`+"\xff"+`"}`, i, i))
+			if i%7 == 4 {
+				rec.Raw = json.RawMessage("{\n  \"conversations\": 3,\n  \"name\": \"" + rec.Key + "\"\n}")
+			}
+		}
+		if i%5 == 0 {
+			rec.Outcome, rec.Error = schemas.OutcomeAPIError, "HTTP 502 \xff"
+		}
+		return []*schemas.Record{rec}, nil
+	}}
+}
+
+// runFormat runs n records through stage into a fresh folder of the given
+// format and returns the folder.
+func runFormat(t testing.TB, format string, n int, opts OutputOptions, stage Stage) string {
+	t.Helper()
+	dir := t.TempDir()
+	opts.Format = format
+	out, err := OpenOutput(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Workers: 4}, SliceSource(records(n)), []Stage{stage}, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func catString(t testing.TB, dir string, final bool) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := CatWith(dir, &b, CatOptions{Final: final}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestParquetMatchesJSONL runs the same records into a JSONL and a Parquet
+// folder: Cat, Stats and Verify must agree byte for byte, and the files must
+// hold what an independent reader expects.
+func TestParquetMatchesJSONL(t *testing.T) {
+	const n = 120
+	opts := testOutOpts(ModeFresh)
+	opts.MaxShardRows = 13
+	jdir := runFormat(t, FormatJSONL, n, opts, richStage())
+	pdir := runFormat(t, FormatParquet, n, opts, richStage())
+
+	for _, final := range []bool{false, true} {
+		j, p := catString(t, jdir, final), catString(t, pdir, final)
+		if j != p {
+			t.Fatalf("cat (final=%v) differs:\njsonl:\n%.2000s\nparquet:\n%.2000s", final, j, p)
+		}
+		if i := strings.Index(j, string(schemas.OutcomeInternal)); i >= 0 {
+			t.Fatalf("a test record did not encode:\n%.1000s", j[max(0, i-500):])
+		}
+		if !final && strings.Count(j, "\n") != n {
+			t.Fatalf("cat shows %d records, want %d", strings.Count(j, "\n"), n)
+		}
+		if !strings.Contains(j, `\ufffd`) || !strings.Contains(j, "\uFFFD") {
+			t.Fatalf("test data lost its invalid UTF-8: %v %v", strings.Contains(j, `\ufffd`), strings.Contains(j, "\uFFFD"))
+		}
+	}
+	js, err := Stats(jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := Stats(pdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(js, ps) {
+		t.Fatalf("stats differ:\n%+v\n%+v", js, ps)
+	}
+	jf, _ := os.ReadFile(filepath.Join(jdir, StatisticsFile))
+	pf, _ := os.ReadFile(filepath.Join(pdir, StatisticsFile))
+	if !bytes.Equal(jf, pf) {
+		t.Fatalf("statistics.json differ")
+	}
+	jr, pr := mustVerify(t, jdir), mustVerify(t, pdir)
+	if jr.Records != pr.Records || jr.LiveKeys != pr.LiveKeys {
+		t.Fatalf("verify reports differ: %+v %+v", jr, pr)
+	}
+	shards, _ := filepath.Glob(filepath.Join(pdir, "*", "shard-*"+parquetExt))
+	if len(shards) < 2 || pr.Shards != len(shards) {
+		t.Fatalf("parquet shards %v, verify saw %d", shards, pr.Shards)
+	}
+	checkParquetIndependently(t, pdir, catString(t, jdir, false))
+}
+
+// readBack is the record as a reader that knows only the documented column
+// names sees it; parquet-go maps the file's columns onto it by name.
+type readBack struct {
+	Key           string `parquet:"key"`
+	PromptIndex   int64  `parquet:"prompt_index"`
+	Sample        int64  `parquet:"sample"`
+	Outcome       string `parquet:"outcome"`
+	Conversations []struct {
+		From  string `parquet:"from"`
+		Value string `parquet:"value"`
+	} `parquet:"conversations,list,optional"`
+	APICalls *int64 `parquet:"api_calls,optional"`
+	Usage    *struct {
+		PromptTokens int64 `parquet:"prompt_tokens"`
+	} `parquet:"usage,optional"`
+	ToolStats *string `parquet:"tool_stats,optional"`
+	Metadata  *string `parquet:"metadata,optional"`
+	Error     *string `parquet:"error,optional"`
+	RawJSON   string  `parquet:"raw_json"`
+}
+
+// checkParquetIndependently reads every shard of pdir with parquet-go's
+// generic reader into readBack and compares each row with the JSONL line of
+// the same key in jsonlCat, decoded by encoding/json.
+func checkParquetIndependently(t *testing.T, pdir, jsonlCat string) {
+	t.Helper()
+	byKey := map[string]map[string]any{}
+	lines := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(jsonlCat, "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := m["key"].(string)
+		if k == "" {
+			// A verbatim record without a key: find it by its raw line.
+			k = line
+		}
+		byKey[k], lines[k] = m, line
+	}
+	shards, _ := filepath.Glob(filepath.Join(pdir, "*", "shard-*"+parquetExt))
+	rows := 0
+	for _, shard := range shards {
+		f, err := os.Open(shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		pf, err := parquet.OpenFile(f, fi.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := pf.Lookup(parquetSchemaKey); v != parquetSchemaVersion {
+			t.Fatalf("%s: schema version %q", shard, v)
+		}
+		for _, col := range pf.Metadata().RowGroups[0].Columns {
+			if c := col.MetaData.Codec.String(); c != "ZSTD" {
+				t.Fatalf("%s: column %v compressed with %s", shard, col.MetaData.PathInSchema, c)
+			}
+		}
+		got, err := parquet.Read[readBack](f, fi.Size())
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", shard, err)
+		}
+		for _, r := range got {
+			rows++
+			k := r.Key
+			if _, ok := byKey[k]; !ok {
+				k = r.RawJSON
+			}
+			m, ok := byKey[k]
+			if !ok {
+				t.Fatalf("%s: row %s is not in the JSONL output", shard, r.Key)
+			}
+			if r.RawJSON != lines[k] {
+				t.Fatalf("%s: raw_json of %s differs from the JSONL line", shard, r.Key)
+			}
+			convs, _ := m["conversations"].([]any)
+			if _, isList := m["conversations"].([]any); !isList {
+				if r.Conversations != nil {
+					t.Fatalf("%s: conversations of %s should be null, got %v", shard, r.Key, r.Conversations)
+				}
+			} else if len(convs) != len(r.Conversations) {
+				t.Fatalf("%s: %s has %d turns, JSONL %d", shard, r.Key, len(r.Conversations), len(convs))
+			}
+			for i, c := range convs {
+				turn := c.(map[string]any)
+				want := func(v any) string {
+					if s, ok := v.(string); ok {
+						return s
+					}
+					if v == nil {
+						return ""
+					}
+					b, _ := json.Marshal(v)
+					return string(b)
+				}
+				if r.Conversations[i].From != want(turn["from"]) || (isString(turn["value"]) && r.Conversations[i].Value != turn["value"]) {
+					t.Fatalf("%s: %s turn %d = %+v, JSONL %v", shard, r.Key, i, r.Conversations[i], turn)
+				}
+			}
+			if api, ok := m["api_calls"].(float64); ok != (r.APICalls != nil) || ok && float64(*r.APICalls) != api {
+				t.Fatalf("%s: %s api_calls %v, JSONL %v", shard, r.Key, r.APICalls, m["api_calls"])
+			}
+			if e, ok := m["error"].(string); ok != (r.Error != nil) || ok && *r.Error != e {
+				t.Fatalf("%s: %s error %v, JSONL %q", shard, r.Key, r.Error, e)
+			}
+			if u, ok := m["usage"].(map[string]any); ok {
+				if r.Usage == nil || float64(r.Usage.PromptTokens) != u["prompt_tokens"] {
+					t.Fatalf("%s: %s usage %+v, JSONL %v", shard, r.Key, r.Usage, u)
+				}
+			}
+			for name, col := range map[string]*string{"tool_stats": r.ToolStats, "metadata": r.Metadata} {
+				v, present := m[name]
+				if present && v != nil {
+					var got any
+					if col == nil || json.Unmarshal([]byte(*col), &got) != nil || !reflect.DeepEqual(got, v) {
+						t.Fatalf("%s: %s %s = %v, JSONL %v", shard, r.Key, name, col, v)
+					}
+				} else if col != nil {
+					t.Fatalf("%s: %s %s should be null, got %s", shard, r.Key, name, *col)
+				}
+			}
+		}
+	}
+	if rows != len(byKey) {
+		t.Fatalf("parquet holds %d rows, JSONL %d", rows, len(byKey))
+	}
+}
+
+func isString(v any) bool { _, ok := v.(string); return ok }
+
+// TestParquetSchema pins the file schema external readers rely on.
+func TestParquetSchema(t *testing.T) {
+	got := parquetSchema.String()
+	for _, want := range []string{
+		"optional group conversations (LIST) {\n\t\trepeated group list {\n\t\t\trequired group element {\n\t\t\t\trequired binary from (STRING);\n\t\t\t\trequired binary value (STRING);",
+		"required binary raw_json (STRING);",
+		"optional group usage {",
+		"optional binary tool_stats (STRING);",
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("schema lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestJSONStringMatchesEncodingJSON(t *testing.T) {
+	cases := []string{`""`, `"abc"`, `"a\nb\t\"\\\/"`, `"\u00e9\u4e2d"`, `"\ud83d\ude80"`, `"\ud800"`, `"\ud800x"`, `"\ud800\u0041"`,
+		`"\udc00\ud800"`, `"\u0000"`, `"\b\f\r"`, `"é中🚀"`, `"\uD83D\uDE80"`}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			switch rng.IntN(6) {
+			case 0:
+				fmt.Fprintf(&b, `\u%04x`, 0xd800+rng.IntN(0x800))
+			case 1:
+				fmt.Fprintf(&b, `\u%04X`, rng.IntN(0x10000))
+			case 2:
+				b.WriteString(`\n\"`)
+			default:
+				b.WriteRune(rune(rng.IntN(0x3000)) + 0x20)
+			}
+		}
+		q := `"` + b.String() + `"`
+		if json.Valid([]byte(q)) {
+			cases = append(cases, q)
+		}
+	}
+	for _, c := range cases {
+		var want string
+		if err := json.Unmarshal([]byte(c), &want); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		got, ok := jsonString(c)
+		if !ok || got != want {
+			t.Fatalf("jsonString(%s) = %q, %v; want %q", c, got, ok, want)
+		}
+	}
+	for _, c := range []string{`1`, `"a`, `null`, `"\x"`} {
+		if _, ok := jsonString(c); ok {
+			t.Fatalf("jsonString accepted %s", c)
+		}
+	}
+}
+
+func TestJSONInt(t *testing.T) {
+	for raw, want := range map[string]int64{"0": 0, "-12": -12, "1e3": 1000, "2.0": 2, "9007199254740993": 9007199254740993} {
+		if got, ok := jsonInt(raw); !ok || got != want {
+			t.Fatalf("jsonInt(%s) = %d, %v", raw, got, ok)
+		}
+	}
+	for _, raw := range []string{"1.5", "true", `"1"`, "1e30", "null"} {
+		if _, ok := jsonInt(raw); ok {
+			t.Fatalf("jsonInt accepted %s", raw)
+		}
+	}
+}
+
+func TestEncodeRecordValidUTF8(t *testing.T) {
+	rec := &schemas.Record{Key: "k", Conversations: []schemas.Turn{{From: "gpt", Value: "a\xffb"}}, Metadata: json.RawMessage("{\"m\":\"x\xe2\x82\"}")}
+	line, err := EncodeRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(line), `"value":"a\ufffdb"`) || !strings.Contains(string(line), "\"metadata\":{\"m\":\"x\uFFFD\uFFFD\"}") {
+		t.Fatalf("line %s", line)
+	}
+	rec = &schemas.Record{Key: "k", Raw: json.RawMessage("{\"a\":\"\xff\"}")}
+	if line, _ := EncodeRecord(rec); string(line) != "{\"a\":\"\uFFFD\"}" {
+		t.Fatalf("raw line %q", line)
+	}
+	rec.Raw = json.RawMessage(`{"a":"é"}`)
+	if line, _ := EncodeRecord(rec); string(line) != `{"a":"é"}` {
+		t.Fatalf("valid raw line changed: %q", line)
+	}
+}
+
+// TestParquetVerifyCatchesCorruption checks that Verify reads Parquet
+// shards: a flipped byte, a truncated file and a ledger that disagrees with
+// the rows are reported.
+func TestParquetVerifyCatchesCorruption(t *testing.T) {
+	opts := testOutOpts(ModeFresh)
+	dir := runFormat(t, FormatParquet, 30, opts, completeStage())
+	mustVerify(t, dir)
+	shards, _ := filepath.Glob(filepath.Join(dir, DataDir, "shard-*"+parquetExt))
+	if len(shards) < 2 {
+		t.Fatalf("shards %v", shards)
+	}
+
+	c1 := t.TempDir()
+	copyDir(t, dir, c1)
+	p := filepath.Join(c1, DataDir, filepath.Base(shards[0]))
+	data, _ := os.ReadFile(p)
+	os.WriteFile(p, data[:len(data)-10], 0o644)
+	rep, _ := Verify(c1)
+	if !problemsContain(rep, filepath.Base(shards[0]), "not a whole parquet file") || !problemsContain(rep, filepath.Base(shards[0]), "size") {
+		t.Fatalf("truncation: %v", rep.Problems)
+	}
+	if err := Cat(c1, io.Discard); err == nil {
+		t.Fatal("cat read a truncated shard")
+	}
+
+	// A ledger naming the rows in another order: keys disagree.
+	c2 := t.TempDir()
+	copyDir(t, dir, c2)
+	ledger := filepath.Join(c2, LedgerFile)
+	lb, _ := os.ReadFile(ledger)
+	var l ledgerLine
+	first, rest, _ := strings.Cut(string(lb), "\n")
+	if err := parseLedgerLine(first, &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Rows[0], l.Rows[1] = l.Rows[1], l.Rows[0]
+	os.WriteFile(ledger, append(appendLedgerLine(nil, &l), rest...), 0o644)
+	rep, _ = Verify(c2)
+	if !problemsContain(rep, "shard-00001", "ledger line 1 says") {
+		t.Fatalf("swapped rows: %v", rep.Problems)
+	}
+}
+
+// TestParquetOrphanAdopted drops the last ledger line of a Parquet run: the
+// shard must be adopted with the same ledger line; a torn shard is removed.
+func TestParquetOrphanAdopted(t *testing.T) {
+	opts := testOutOpts(ModeResume)
+	opts.Format = FormatParquet
+	dir := runFormat(t, FormatParquet, 10, opts, completeStage())
+	ledger := filepath.Join(dir, LedgerFile)
+	data, _ := os.ReadFile(ledger)
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	last := lines[len(lines)-1]
+	os.WriteFile(ledger, []byte(strings.Join(lines[:len(lines)-1], "")), 0o644)
+	var l1 ledgerLine
+	if err := parseLedgerLine(strings.TrimSpace(last), &l1); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(l1.Shard)))
+	bad := filepath.Join(dir, DataDir, "shard-00050"+parquetExt)
+	os.WriteFile(bad, whole[:len(whole)/2], 0o644)
+
+	out, err := OpenOutput(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if out.adopted != 1 {
+		t.Fatalf("adopted %d", out.adopted)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Fatalf("torn orphan kept: %v", err)
+	}
+	now, _ := os.ReadFile(ledger)
+	nowLines := strings.Split(strings.TrimSpace(string(now)), "\n")
+	var l2 ledgerLine
+	if err := parseLedgerLine(nowLines[len(nowLines)-1], &l2); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(l1, l2) {
+		t.Fatalf("adopted entry differs from the lost one:\n%+v\n%+v", l2, l1)
+	}
+	out.Close()
+	checkWhole(t, dir, 10)
+}
+
+// TestParquetCrashAndKill9 runs the crash-at-every-commit-step and kill -9
+// tests with Parquet shards.
+func TestParquetCrashAndKill9(t *testing.T) {
+	old := testFormat
+	testFormat = FormatParquet
+	t.Cleanup(func() { testFormat = old })
+	t.Run("commit-steps", TestCrashAtEveryCommitStep)
+	t.Run("commit-failure", TestCommitFailureIsFatalAndCleansUp)
+	t.Run("kill9", TestKill9Resume)
+}
+
+// TestParquetDuckDB reads the Parquet shards of a run with DuckDB (npm
+// @duckdb/node-api, through scripts/parquet-check.mjs) and compares every row
+// with the JSONL output of the same records. It skips when node is absent;
+// under CI=1 a missing package fails (install with npm ci --prefix scripts).
+func TestParquetDuckDB(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not installed")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	scripts := filepath.Join(filepath.Dir(file), "..", "scripts")
+	if _, err := os.Stat(filepath.Join(scripts, "node_modules", "@duckdb", "node-api", "package.json")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("@duckdb/node-api is not installed (run npm ci --prefix scripts): %v", err)
+		}
+		t.Skip("@duckdb/node-api not installed: npm ci --prefix scripts")
+	}
+	const n = 300
+	opts := testOutOpts(ModeFresh)
+	opts.MaxShardRows = 40
+	jdir := runFormat(t, FormatJSONL, n, opts, richStage())
+	pdir := runFormat(t, FormatParquet, n, opts, richStage())
+	jsonl := filepath.Join(t.TempDir(), "all.jsonl")
+	if err := os.WriteFile(jsonl, []byte(catString(t, jdir, false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := filepath.Glob(filepath.Join(pdir, "*", "shard-*"+parquetExt))
+	type result struct {
+		Rows     int      `json:"rows"`
+		Compared int      `json:"compared"`
+		Problems []string `json:"problems"`
+	}
+	check := func(jsonl string) (result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(scripts, "parquet-check.mjs"), "--jsonl", jsonl}, shards...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		var res result
+		if jerr := json.Unmarshal(stdout, &res); jerr != nil {
+			t.Fatalf("parquet-check: %v; output %q: %v\n%s", err, stdout, jerr, stderr.String())
+		}
+		return res, err
+	}
+	res, err := check(jsonl)
+	if err != nil || res.Rows != n || res.Compared != n || len(res.Problems) > 0 {
+		t.Fatalf("parquet-check: %v: %d rows, %d compared, problems:\n%s", err, res.Rows, res.Compared, strings.Join(res.Problems, "\n"))
+	}
+	// The check must be able to fail: one changed string is reported.
+	data, _ := os.ReadFile(jsonl)
+	changed := filepath.Join(t.TempDir(), "changed.jsonl")
+	os.WriteFile(changed, bytes.Replace(data, []byte("plain ascii"), []byte("plain ASCII"), 1), 0o644)
+	if res, err := check(changed); err == nil || len(res.Problems) < 2 || !strings.Contains(strings.Join(res.Problems, "\n"), "turn 0") {
+		t.Fatalf("parquet-check missed a changed string: %v %v", err, res.Problems)
+	}
+}
+
+// benchRecords returns n finished records of realistic agent text (about
+// 12 KB each: prose, code, tool calls, some CJK) with their JSONL lines.
+func benchRecords(b *testing.B, n int) ([]*schemas.Record, [][]byte, int64) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("the of and to in a is that for it as was with be by on not he I this are or his from at which but have an they you were her she there been one all we their if has will so no would " +
+		"func return err nil := if for range package import struct string int fmt.Println defer go chan select case default 中文 日本語 数据 模型")
+	text := func(nbytes int) string {
+		var sb strings.Builder
+		for sb.Len() < nbytes {
+			sb.WriteString(words[rng.IntN(len(words))])
+			if rng.IntN(12) == 0 {
+				sb.WriteString("\n")
+			} else {
+				sb.WriteByte(' ')
+			}
+		}
+		return sb.String()
+	}
+	recs := make([]*schemas.Record, n)
+	lines := make([][]byte, n)
+	var total int64
+	for i := range recs {
+		rec := &schemas.Record{Key: fmt.Sprintf("row:%d:%012x#0", i, i*7919), PromptIndex: i}
+		complete(rec)
+		rec.Conversations = []schemas.Turn{{From: "system", Value: text(1500)}, {From: "human", Value: text(500)}}
+		for range 4 {
+			rec.Conversations = append(rec.Conversations,
+				schemas.Turn{From: "gpt", Value: "<think>\n" + text(600) + "\n</think>\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls -la\"}}\n</tool_call>"},
+				schemas.Turn{From: "tool", Value: "<tool_response>\n" + text(1800) + "\n</tool_response>"})
+		}
+		rec.ToolStats = map[string]schemas.ToolStat{"terminal": {Count: 4, Success: 4}}
+		rec.ToolErrorCounts = map[string]int{"terminal": 0}
+		rec.ToolsetsUsed = []string{"terminal"}
+		line, err := EncodeRecord(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs[i], lines[i] = rec, line
+		total += int64(len(line))
+	}
+	return recs, lines, total
+}
+
+// BenchmarkParquetWrite measures the Parquet shard writer alone (rows built
+// from the JSONL lines, zstd, footer) on 64 MiB shards; MB/s counts JSON
+// text in. Run it on one core: GOMAXPROCS=1 go test -run '^$' -bench Parquet ./pipeline/
+func BenchmarkParquetWrite(b *testing.B) {
+	recs, lines, total := benchRecords(b, 2000)
+	b.SetBytes(total)
+	b.ResetTimer()
+	var size int64
+	for range b.N {
+		cw := &countWriter{w: io.Discard}
+		w := newParquetWriter(cw)
+		for i, rec := range recs {
+			if _, err := w.WriteRecord(rec, lines[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		size = cw.n
+	}
+	b.ReportMetric(float64(size)/float64(total), "size-ratio")
+}
+
+// BenchmarkParquetCat measures Cat on a Parquet folder (rows in ledger
+// order); MB/s counts JSON text out.
+func BenchmarkParquetCat(b *testing.B) {
+	recs, lines, total := benchRecords(b, 2000)
+	dir := b.TempDir()
+	out, err := OpenOutput(dir, OutputOptions{Kind: "bench", Format: FormatParquet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rows []pending
+	for i, rec := range recs {
+		rows = append(rows, pending{key: rec.Key, outcome: rec.Outcome, pi: int64(i), rec: rec, line: lines[i]})
+	}
+	if err := out.commit(&batch{sub: DataDir, rows: rows}); err != nil {
+		b.Fatal(err)
+	}
+	out.Close()
+	b.SetBytes(total)
+	b.ResetTimer()
+	for range b.N {
+		w := bufio.NewWriter(io.Discard)
+		if err := Cat(dir, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
