@@ -25,7 +25,9 @@ type CatOptions struct {
 //
 // It orders records from the ledger alone and copies their lines verbatim
 // from the shards with positioned reads, coalescing adjacent ones; it never
-// holds more than 1 MiB of record text. Its memory cost is the ledger index:
+// holds more than 1 MiB of record text. From Parquet shards it prints the
+// raw_json column, the same bytes, decoding one row group at a time and
+// keeping the last four (about 32 MiB of text). Its memory cost is the ledger index:
 // about 100 bytes per key plus the ledger file, so 1,000,000 keys cost about
 // 150 MB.
 func Cat(dir string, w io.Writer) error { return CatWith(dir, w, CatOptions{}) }

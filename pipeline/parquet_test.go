@@ -156,6 +156,54 @@ func TestParquetMatchesJSONL(t *testing.T) {
 	checkParquetIndependently(t, pdir, catString(t, jdir, false))
 }
 
+// TestParquetSmallRowGroupsAfterResume makes every shard hold many row
+// groups and resumes a run whose first pass failed a quarter of the records,
+// so Cat reads rows from several shards and groups in alternation: the
+// output must equal the JSONL run's.
+func TestParquetSmallRowGroupsAfterResume(t *testing.T) {
+	old := parquetRowGroupBytes
+	parquetRowGroupBytes = 600
+	t.Cleanup(func() { parquetRowGroupBytes = old })
+	const n = 300
+	var cats []string
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		opts := testOutOpts(ModeFresh)
+		opts.MaxShardRows = 50
+		dir := runFormat(t, format, n, opts, flakyStage())
+		opts.Mode = ModeResume
+		opts.Format = format
+		out, err := OpenOutput(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Run(context.Background(), Options{Workers: 4}, SliceSource(records(n)), []Stage{completeStage()}, out); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		checkWhole(t, dir, n)
+		cats = append(cats, catString(t, dir, false))
+		if format == FormatParquet {
+			shards, _ := filepath.Glob(filepath.Join(dir, DataDir, "shard-*"+parquetExt))
+			f, err := os.Open(shards[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			pf, err := parquet.OpenFile(f, fi.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := len(pf.RowGroups()); g < 5 {
+				t.Fatalf("%s has %d row groups, want several", shards[0], g)
+			}
+			f.Close()
+		}
+	}
+	if cats[0] != cats[1] {
+		t.Fatal("cat of the Parquet folder differs from the JSONL folder")
+	}
+}
+
 // readBack is the record as a reader that knows only the documented column
 // names sees it; parquet-go maps the file's columns onto it by name.
 type readBack struct {
