@@ -31,7 +31,8 @@ const rawJSONColumn = "raw_json"
 type parquetReader struct {
 	f      *os.File
 	raw    *parquet.GenericReader[rawRow]
-	rows   *parquet.Reader
+	rows   *parquet.GenericReader[map[string]any]
+	maps   []map[string]any
 	schema *parquet.Schema
 	buf    []rawRow
 	pend   []rawRow
@@ -63,7 +64,8 @@ func openParquet(path string) (lineReader, error) {
 		r.raw = parquet.NewGenericReader[rawRow](pf)
 		r.buf = make([]rawRow, 64)
 	} else {
-		r.rows = parquet.NewReader(pf)
+		r.rows = parquet.NewGenericReader[map[string]any](pf, pf.Schema())
+		r.maps = make([]map[string]any, 1)
 	}
 	return r, nil
 }
@@ -85,11 +87,15 @@ func (r *parquetReader) next() ([]byte, int, error) {
 		r.pend = r.pend[1:]
 		return []byte(line), r.line, nil
 	}
-	m := map[string]any{}
-	if err := r.rows.Read(&m); err != nil {
+	r.maps[0] = map[string]any{}
+	n, err := r.rows.Read(r.maps)
+	if n == 0 {
+		if err == nil {
+			err = io.EOF
+		}
 		return nil, r.line, err
 	}
-	r.out = appendGroup(r.out[:0], r.schema, m)
+	r.out = appendGroup(r.out[:0], r.schema, r.maps[0])
 	return r.out, r.line, nil
 }
 
