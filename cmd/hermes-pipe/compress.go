@@ -104,6 +104,11 @@ func runCompress(c *cli.Context) error {
 	default:
 		return usagef("--over-limit: %q is not keep, drop or quarantine", c.String("over-limit"))
 	}
+	switch c.String("summary-role") {
+	case "human", "gpt", "system":
+	default:
+		return usagef("--summary-role: %q is not human, gpt or system", c.String("summary-role"))
+	}
 	workers := c.Int("workers")
 	if workers < 1 {
 		return usagef("--workers must be at least 1, got %d", workers)

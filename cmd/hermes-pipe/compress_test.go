@@ -177,6 +177,7 @@ func TestCompressCLIFailuresAndUsage(t *testing.T) {
 		{"compress", "--in", filepath.Join(dir, "missing.jsonl"), "--dry-run"},
 		{"compress", "--in", in, "--dry-run", "--tokenizer", "no_such_encoding"},
 		{"compress", "--in", in, "--dry-run", "--summary-tokens", "2000", "--target-tokens", "1000"},
+		{"compress", "--in", in, "--dry-run", "--summary-role", "assistant"},
 		{"tokens"},
 	} {
 		if code, _, errs := hpc(t, args...); code != exitUsage {
