@@ -58,6 +58,10 @@ type OutputOptions struct {
 	// Outcomes lists outcomes beyond the schemas constants that this kind of
 	// run produces; they are final, recorded in run.json and accepted by Verify.
 	Outcomes []schemas.Outcome
+	// Artifacts names files the mode writes into the output folder itself
+	// (report.json, compression_metrics.json, ...); they are recorded in
+	// run.json and Verify accepts them.
+	Artifacts []string
 
 	MaxShardRows   int           // commit a shard at this many records; default 1000
 	MaxShardBytes  int64         // … or this many encoded bytes; default 64 MiB
@@ -96,6 +100,7 @@ type Manifest struct {
 	ToolVersion string            `json:"tool_version"`
 	Options     json.RawMessage   `json:"options,omitempty"`
 	Outcomes    []schemas.Outcome `json:"outcomes,omitempty"`
+	Artifacts   []string          `json:"artifacts,omitempty"`
 	Runs        int               `json:"runs"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
@@ -226,6 +231,11 @@ func (o *Output) open() error {
 	for _, oc := range o.opts.Outcomes {
 		if !slices.Contains(man.Outcomes, oc) {
 			man.Outcomes = append(man.Outcomes, oc)
+		}
+	}
+	for _, a := range o.opts.Artifacts {
+		if !slices.Contains(man.Artifacts, a) {
+			man.Artifacts = append(man.Artifacts, a)
 		}
 	}
 	man.UpdatedAt = now
@@ -622,8 +632,11 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeAtomic replaces dir/name with data using the atomic-file protocol.
-func writeAtomic(dir, name string, data []byte) error {
+// WriteAtomic writes data to dir/name so that a reader sees either the old
+// file or the whole new one, after restic's local backend: a temp file in the
+// same folder, write, fsync, close, rename, fsync the folder; the temp file is
+// removed on error. Modes use it for the reports they keep beside the shards.
+func WriteAtomic(dir, name string, data []byte) error {
 	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -684,7 +697,7 @@ func (o *Output) writeManifest() error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", ManifestFile, err)
 	}
-	return writeAtomic(o.dir, ManifestFile, append(data, '\n'))
+	return WriteAtomic(o.dir, ManifestFile, append(data, '\n'))
 }
 
 // knownOutcomes returns the outcomes a record may carry: the schemas
@@ -720,7 +733,7 @@ func (o *Output) writeRejects() error {
 		}
 	}
 	bw.Flush()
-	return writeAtomic(o.dir, RejectsFile, buf.Bytes())
+	return WriteAtomic(o.dir, RejectsFile, buf.Bytes())
 }
 
 // finish writes what a run leaves besides shards: rejects.jsonl,
@@ -738,7 +751,7 @@ func (o *Output) finish() error {
 			var data []byte
 			data, err = json.MarshalIndent(st, "", "  ")
 			if err == nil {
-				err = writeAtomic(o.dir, StatisticsFile, append(data, '\n'))
+				err = WriteAtomic(o.dir, StatisticsFile, append(data, '\n'))
 			}
 		}
 		errs = append(errs, err)

@@ -83,6 +83,7 @@ func Verify(dir string) (VerifyReport, error) {
 		}
 	}
 	v.known = knownOutcomes(man.Outcomes)
+	v.artifacts = man.Artifacts
 	if err := v.ledger(); err != nil {
 		return v.rep, err
 	}
@@ -92,6 +93,7 @@ func Verify(dir string) (VerifyReport, error) {
 
 type verifier struct {
 	dir       string
+	artifacts []string // files the mode keeps in the folder (run.json says which)
 	known     map[schemas.Outcome]bool
 	rep       VerifyReport
 	final     map[string]Problem // key → where its final record is
@@ -305,6 +307,9 @@ func (v *verifier) files() {
 		return
 	}
 	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true}
+	for _, a := range v.artifacts {
+		allowed[a] = true
+	}
 	for _, e := range entries {
 		name := e.Name()
 		switch {

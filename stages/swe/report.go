@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -277,44 +275,9 @@ func (r *Report) WriteFiles(dir string) error {
 		name string
 		data []byte
 	}{{PredsFile, preds}, {JUnitFile, junit}, {ReportFile, rep}} {
-		if err := writeAtomic(dir, f.name, append(f.data, '\n')); err != nil {
+		if err := pipeline.WriteAtomic(dir, f.name, append(f.data, '\n')); err != nil {
 			return fmt.Errorf("swe report: %w", err)
 		}
-	}
-	return nil
-}
-
-// writeAtomic replaces dir/name with data through a temp file in dir.
-func writeAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: sync folder: %w", name, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: sync folder: %w", name, err)
 	}
 	return nil
 }

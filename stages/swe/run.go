@@ -102,6 +102,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ToolVersion:    o.ToolVersion,
 		Options:        o.Record,
 		Outcomes:       Outcomes,
+		Artifacts:      []string{PredsFile, JUnitFile, ReportFile},
 		CommitInterval: o.CommitInterval,
 		Logger:         o.Logger,
 	})
