@@ -10,15 +10,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
-type completeStage struct{}
-
-func (completeStage) Name() string { return "complete" }
-
-func (completeStage) Process(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
-	rec.Outcome = schemas.OutcomeCompleted
-	return []*schemas.Record{rec}, nil
-}
-
 // TestDeclaredArtifactsPassVerify: files a mode declares are accepted by
 // Verify; any other file is still reported.
 func TestDeclaredArtifactsPassVerify(t *testing.T) {
@@ -28,7 +19,7 @@ func TestDeclaredArtifactsPassVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := SliceSource([]*schemas.Record{{Key: "a#0"}})
-	if _, err := Run(context.Background(), Options{}, src, []Stage{completeStage{}}, out); err != nil {
+	if _, err := Run(context.Background(), Options{}, src, []Stage{completeStage()}, out); err != nil {
 		t.Fatal(err)
 	}
 	if err := out.Close(); err != nil {
