@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+)
+
+// StatusOptions configure Status. The zero value counts remaining rows
+// against the prompts file recorded in run.json when it can be read.
+type StatusOptions struct {
+	Prompts string        // generate input; "" = the one run.json records
+	Window  time.Duration // rate window; default 5 minutes
+	Now     func() time.Time
+}
+
+// ShardStatus is the progress of one shard.
+type ShardStatus struct {
+	Index      int       `json:"index"`
+	Dir        string    `json:"dir"`
+	Started    bool      `json:"started"`
+	Done       int       `json:"done"`      // keys with a final OK outcome (or a marker)
+	Failed     int       `json:"failed"`    // keys with a final outcome that is not OK
+	Retryable  int       `json:"retryable"` // keys waiting for a retry
+	Expected   int       `json:"expected"`  // input keys owned by the shard; -1 unknown
+	Remaining  int       `json:"remaining"` // Expected - Done - Failed; -1 unknown
+	Rate       float64   `json:"rate"`      // records committed per second over the window
+	LastCommit time.Time `json:"last_commit,omitzero"`
+}
+
+// Status reports the progress of every shard of the run in out, for a run in
+// flight or finished. It reads each shard's ledger (not the records) and, to
+// know what remains, the prompts file once; it takes no lock and writes
+// nothing. The rate counts the records of shard files committed within the
+// window, divided by the window.
+func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus, error) {
+	if opts.Window <= 0 {
+		opts.Window = 5 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	specs, n, err := layout(out)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	now := opts.Now()
+	sts := make([]ShardStatus, n)
+	for i := range sts {
+		sts[i] = ShardStatus{Index: i, Dir: Spec{Index: i, Count: n}.Name(), Expected: -1, Remaining: -1}
+	}
+	path := opts.Prompts
+	for _, sp := range specs {
+		st := &sts[sp.Index]
+		dir := sp.Dir(out)
+		st.Started = true
+		if path == "" {
+			if man, err := readManifestFile(dir); err == nil && man.Kind == "generate" {
+				if p, _ := recordedOptions(man)["prompts"].(string); p != "" {
+					if _, err := os.Stat(p); err == nil {
+						path = p
+					}
+				}
+			}
+		}
+		lv, err := readLedger(dir)
+		if err != nil {
+			return nil, fmt.Errorf("status %s: %w", sp.Name(), err)
+		}
+		for _, u := range lv.units {
+			switch {
+			case u.outcome.Retryable():
+				st.Retryable++
+			case !u.record || u.outcome.OK():
+				st.Done++
+			default:
+				st.Failed++
+			}
+		}
+		recent := 0
+		for name, rows := range lv.files {
+			fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+			if err != nil {
+				continue
+			}
+			if fi.ModTime().After(st.LastCommit) {
+				st.LastCommit = fi.ModTime()
+			}
+			if now.Sub(fi.ModTime()) <= opts.Window {
+				recent += rows
+			}
+		}
+		st.Rate = float64(recent) / opts.Window.Seconds()
+	}
+	if path != "" {
+		samples, maxLine := 1, 0
+		if len(specs) > 0 {
+			if man, err := readManifestFile(specs[0].Dir(out)); err == nil {
+				o := recordedOptions(man)
+				samples, maxLine = intOption(o, "samples", 1), intOption(o, "max-line-bytes", 0)
+			}
+		}
+		for i := range sts {
+			sts[i].Expected = 0
+		}
+		if err := eachInputKey(ctx, path, samples, maxLine, func(key string) { sts[Of(key, n)].Expected++ }); err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		for i := range sts {
+			sts[i].Remaining = max(0, sts[i].Expected-sts[i].Done-sts[i].Failed)
+		}
+	}
+	return sts, nil
+}
+
+// WriteStatus prints sts as an aligned table with a total line.
+func WriteStatus(w io.Writer, sts []ShardStatus, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shard\tdone\tfailed\tretry\tremaining\trate/s\tlast commit\t")
+	var done, failed, retry, remaining int
+	var rate float64
+	unknown := false
+	for _, s := range sts {
+		rem, last := "?", "-"
+		if s.Remaining >= 0 {
+			rem = fmt.Sprint(s.Remaining)
+			remaining += s.Remaining
+		} else {
+			unknown = true
+		}
+		if !s.Started {
+			last = "not started"
+		} else if !s.LastCommit.IsZero() {
+			last = now.Sub(s.LastCommit).Round(time.Second).String() + " ago"
+		}
+		done, failed, retry, rate = done+s.Done, failed+s.Failed, retry+s.Retryable, rate+s.Rate
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%s\t\n", s.Dir, s.Done, s.Failed, s.Retryable, rem, s.Rate, last)
+	}
+	rem := fmt.Sprint(remaining)
+	if unknown {
+		rem = "?"
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%s\t%.1f\t\t\n", done, failed, retry, rem, rate)
+	return tw.Flush()
+}
