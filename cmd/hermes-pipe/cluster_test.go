@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+	"github.com/urfave/cli/v2"
+)
+
+// shardGenerateApp is generate with the shard flags wired as the generate
+// command wires them (shardFilter gives the filter and the folder), on the
+// local sandbox. The tests run it in-process and as child processes.
+func shardGenerateApp(stderr *bytes.Buffer) *cli.App {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "prompts", Required: true},
+		&cli.StringFlag{Name: "out", Required: true},
+		&cli.StringFlag{Name: "base-url", Required: true},
+		&cli.IntFlag{Name: "samples", Value: 1},
+	}
+	return &cli.App{
+		Name: "hermes-pipe", Writer: stderr, ErrWriter: stderr, ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{
+			Name:  "generate",
+			Flags: append(flags, shardFlags()...),
+			Action: func(c *cli.Context) error {
+				filter, dir, err := shardFilter(c)
+				if err != nil {
+					return err
+				}
+				client, err := llm.New(llm.Options{BaseURL: c.String("base-url"), Model: "m", MaxRetries: 3})
+				if err != nil {
+					return err
+				}
+				runID := newRunID()
+				driver, err := openSandbox("local", sandbox.Config{RunID: runID, DefaultTimeout: 20 * time.Second, MaxOutput: 64 << 10})
+				if err != nil {
+					return err
+				}
+				defer releaseSandbox(driver)
+				res, err := generate.Run(c.Context, generate.Options{
+					Prompts: c.String("prompts"), Out: dir, Mode: pipeline.ModeResume, Workers: 4, Samples: c.Int("samples"),
+					Rollout: rollout.Options{Client: client, Model: "m", Driver: driver, RunID: runID, MaxTurns: 4,
+						CommandTimeout: 20 * time.Second, MaxOutput: 64 << 10, Toolsets: []string{"terminal"}},
+					MaxShardRows: 5, CommitInterval: 50 * time.Millisecond, ToolVersion: version,
+					Record: flagRecord(c), Filter: filter,
+				})
+				if err != nil {
+					return err
+				}
+				if s := res.Summary; s.Failed > 0 || s.Rejected > 0 || s.Interrupted {
+					return fmt.Errorf("summary %+v", s)
+				}
+				return nil
+			},
+		}},
+	}
+}
+
+func shardGenerate(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var stderr bytes.Buffer
+	err := shardGenerateApp(&stderr).Run(append([]string{"hermes-pipe", "generate"}, args...))
+	return stderr.String(), err
+}
+
+// clusterApp runs the CLI with the cluster commands registered.
+func clusterCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := newApp(&out, &errb)
+	for _, c := range []*cli.Command{mergeCommand(), statusCommand()} {
+		if app.Command(c.Name) == nil {
+			setUsageHandler(c)
+			app.Commands = append(app.Commands, c)
+		}
+	}
+	err := app.Run(reorderArgs(app, append([]string{"hermes-pipe"}, args...)))
+	code := exitCode(err)
+	if err != nil {
+		fmt.Fprintf(&errb, "hermes-pipe: %v\n", err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func echoPrompts(t *testing.T, n int) string {
+	var lines []string
+	for i := 0; i < n; i++ {
+		lines = append(lines, fmt.Sprintf(`{"prompt": "echo row%d"}`, i%(n/2+1)))
+	}
+	return writePrompts(t, lines...)
+}
+
+// recordsOf reads every record of a sharded run through CatAll, with the
+// wall-clock field removed, keyed by key.
+func recordsOf(t *testing.T, out string) map[string]string {
+	t.Helper()
+	dirs, err := cluster.ShardDirs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := cluster.CatAll(dirs, &b); err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]string{}
+	for _, line := range bytes.Split(bytes.TrimSpace(b.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "duration_ms")
+		key := m["key"].(string)
+		if _, dup := recs[key]; dup {
+			t.Fatalf("key %s twice", key)
+		}
+		j, _ := json.Marshal(m)
+		recs[key] = string(j)
+	}
+	return recs
+}
+
+// TestShardsOfFakeLLMRunMatchOneShard: with the deterministic fake endpoint,
+// the same input as 1 shard and as 7 shards (indices from --shard, from
+// JOB_COMPLETION_INDEX and from SLURM_ARRAY_TASK_ID) gives the same keys and
+// records; a shard with another N is refused; merge and status agree.
+func TestShardsOfFakeLLMRunMatchOneShard(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 40)
+	base := []string{"--prompts", prompts, "--base-url", url, "--samples", "2"}
+	one, seven := filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "seven")
+	if msg, err := shardGenerate(t, nil, append(base, "--out", one, "--shard", "0/1")...); err != nil {
+		t.Fatalf("1 shard: %v\n%s", err, msg)
+	}
+	for i := 0; i < 7; i++ {
+		var env map[string]string
+		args := append(base, "--out", seven)
+		switch i % 3 {
+		case 0:
+			args = append(args, "--shard", fmt.Sprintf("%d/7", i))
+		case 1:
+			env = map[string]string{"JOB_COMPLETION_INDEX": fmt.Sprint(i)}
+			args = append(args, "--shard-count", "7")
+		case 2:
+			env = map[string]string{"SLURM_ARRAY_TASK_ID": fmt.Sprint(i + 1), "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "7"}
+		}
+		msg, err := shardGenerate(t, env, args...)
+		if err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+		if want := fmt.Sprintf("shard %d/7 (from ", i); !strings.Contains(msg, want) {
+			t.Fatalf("shard %d did not say which it is: %q", i, msg)
+		}
+		os.Unsetenv("JOB_COMPLETION_INDEX")
+		os.Unsetenv("SLURM_ARRAY_TASK_ID")
+	}
+	a, b := recordsOf(t, one), recordsOf(t, seven)
+	if len(a) != 80 || len(b) != 80 {
+		t.Fatalf("records: 1 shard %d, 7 shards %d, want 80", len(a), len(b))
+	}
+	for k, v := range a {
+		if b[k] != v {
+			t.Fatalf("record %s differs:\n1: %s\n7: %s", k, v, b[k])
+		}
+	}
+
+	msg, err := shardGenerate(t, nil, append(base, "--out", seven, "--shard", "3/8")...)
+	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "already holds a 7-shard run") {
+		t.Fatalf("wrong N: %v (exit %d)\n%s", err, exitCode(err), msg)
+	}
+
+	code, stdout, stderr := clusterCLI(t, "merge", seven)
+	if code != 0 || !strings.Contains(stdout, "7 shards complete, 80 records") || !strings.Contains(stdout, "all 80 input keys") {
+		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = clusterCLI(t, "status", seven)
+	if code != 0 || !regexpTotal(stdout, 80) {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, bad := range [][]string{{"merge"}, {"merge", t.TempDir()}, {"status", t.TempDir()}} {
+		if code, _, _ := clusterCLI(t, bad...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+func regexpTotal(table string, done int) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && f[0] == "total" {
+			return f[1] == fmt.Sprint(done) && f[4] == "0"
+		}
+	}
+	return false
+}
+
+// TestClusterChildProcess is the body of a shard process started by
+// TestKilledShardsRerunToCompleteMerge; it does nothing (and passes) in a
+// normal run.
+func TestClusterChildProcess(t *testing.T) {
+	args := os.Getenv("HERMES_PIPE_CLUSTER_CHILD")
+	if args == "" {
+		return
+	}
+	var list []string
+	if err := json.Unmarshal([]byte(args), &list); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	err := shardGenerateApp(&stderr).RunContext(context.Background(), append([]string{"hermes-pipe", "generate"}, list...))
+	os.Stderr.Write(stderr.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKilledShardsRerunToCompleteMerge: 4 shard processes on one machine, some
+// killed with SIGKILL at random moments (several times), merge refuses the
+// incomplete run; re-running only the killed indices completes it with
+// exactly one record per row, and every shard verifies.
+func TestKilledShardsRerunToCompleteMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	url := startFake(t, fakellm.Config{Latency: 10 * time.Millisecond, Jitter: 20 * time.Millisecond}, echoScript)
+	prompts := echoPrompts(t, 100)
+	out := filepath.Join(t.TempDir(), "out")
+	start := func(i int) *exec.Cmd {
+		args, _ := json.Marshal([]string{"--prompts", prompts, "--base-url", url, "--samples", "2", "--out", out, "--shard", fmt.Sprintf("%d/4", i)})
+		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChildProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "HERMES_PIPE_CLUSTER_CHILD="+string(args))
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	killed := map[int]bool{1: true, 3: true}
+	var cmds []*exec.Cmd
+	for i := 0; i < 4; i++ {
+		cmds = append(cmds, start(i))
+	}
+	for round := 0; round < 3; round++ {
+		for i := range killed {
+			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+			_ = cmds[i].Process.Signal(syscall.SIGKILL) // by PID, only our child
+			_ = cmds[i].Wait()
+			if round < 2 {
+				cmds[i] = start(i)
+			}
+		}
+	}
+	for i, cmd := range cmds {
+		if killed[i] {
+			continue
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, cmd.Stdout)
+		}
+	}
+	code, stdout, stderr := clusterCLI(t, "merge", out)
+	if code == 0 {
+		t.Logf("merge after kills passed (the killed shards had finished): %s", stdout)
+	} else if !strings.Contains(stderr, "run index") && !strings.Contains(stderr, "missing") {
+		t.Fatalf("merge of killed shards: exit %d\n%s", code, stderr)
+	}
+	var idx []int
+	for i := range killed {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx { // re-run only the killed indices
+		cmd := start(i)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("re-run shard %d: %v\n%s", i, err, cmd.Stdout)
+		}
+	}
+	code, stdout, stderr = clusterCLI(t, "merge", out)
+	if code != 0 || !strings.Contains(stdout, "4 shards complete, 200 records (200 ok, 0 failed)") {
+		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
+	}
+	recs := recordsOf(t, out)
+	if len(recs) != 200 {
+		t.Fatalf("%d records, want 200", len(recs))
+	}
+	dirs, _ := cluster.ShardDirs(out)
+	for _, d := range dirs {
+		mustVerify(t, d)
+	}
+}
