@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -277,36 +278,7 @@ func writeReport(dir string, r Report) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", MetricsFile, err)
 	}
-	return writeAtomic(dir, MetricsFile, append(data, '\n'))
-}
-
-// writeAtomic replaces dir/name with data: temp file in dir, write, fsync,
-// close, rename, fsync the folder; the temp file is removed on error. The
-// temp name starts with ".tmp-", which the runtime clears on open.
-func writeAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	return pipeline.WriteAtomic(dir, MetricsFile, append(data, '\n'))
 }
 
 // syncDir fsyncs a folder so a file created or renamed in it is durable.

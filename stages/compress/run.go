@@ -95,6 +95,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ToolVersion:    o.ToolVersion,
 		Options:        o.Record,
 		Outcomes:       Outcomes,
+		Artifacts:      []string{MetricsFile, QuarantineFile},
 		MaxShardRows:   o.MaxShardRows,
 		CommitInterval: o.CommitInterval,
 		Logger:         o.Logger,
