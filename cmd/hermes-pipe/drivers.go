@@ -49,6 +49,8 @@ func releaseSandbox(d sandbox.Driver) {
 // extraCommands are the commands of the other modes.
 func extraCommands() []*cli.Command {
 	return []*cli.Command{
+		compressCommand(),
+		tokensCommand(),
 		sweCommand(),
 		preflightCommand(),
 		sandboxCommand(),
