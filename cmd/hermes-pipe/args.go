@@ -44,7 +44,6 @@ func reorderArgs(app *cli.App, args []string) []string {
 			a := args[i]
 			if a == "--" {
 				pos = append(pos, args[i:]...)
-				i = len(args)
 				break
 			}
 			if isFlag(a) {

@@ -245,41 +245,19 @@ func runGenerate(c *cli.Context) error {
 			return usagef("--distribution: unknown distribution %q (known: %s)", name, strings.Join(rollout.DistributionNames(), ", "))
 		}
 	}
-	var systemPrompt string
-	if f := c.String("system-prompt"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return usagef("--system-prompt: %v", err)
-		}
-		systemPrompt = string(b)
+	systemPrompt, err := readSystemPrompt(c, "")
+	if err != nil {
+		return err
 	}
 	if _, err := os.Stat(c.String("prompts")); err != nil {
 		return usagef("--prompts: %v", err)
 	}
-	progress, err := progressFor(c, "generate")
+	ar, err := startAgentRun(c, "generate", workers)
 	if err != nil {
 		return err
 	}
-	client, _, err := buildLLM(c, workers)
-	if err != nil {
-		return err
-	}
-	runID := newRunID()
-	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
-	if err != nil {
-		return err
-	}
-	defer releaseSandbox(driver)
-	if c.String("sandbox") != "local" {
-		fmt.Fprintf(c.App.ErrWriter, "generate: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", runID, c.String("sandbox"), runID)
-	}
-
-	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
-	defer stop()
-	if err := preflightDriver(ctx, driver); err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	defer ar.close()
+	client, driver, runID, ctx, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.ctx, ar.soft, ar.progress, ar.logger
 	opts := generate.Options{
 		Prompts: c.String("prompts"),
 		Out:     c.String("out"),
@@ -392,4 +370,60 @@ func preflightDriver(ctx context.Context, d sandbox.Driver) error {
 		return fmt.Errorf("sandbox pre-flight: %w", err)
 	}
 	return nil
+}
+
+// readSystemPrompt returns the text of --system-prompt, or def without it.
+func readSystemPrompt(c *cli.Context, def string) (string, error) {
+	f := c.String("system-prompt")
+	if f == "" {
+		return def, nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", usagef("--system-prompt: %v", err)
+	}
+	return string(b), nil
+}
+
+// agentRun is what every mode that runs agent rollouts sets up from its
+// flags: progress, the LLM client, the sandbox driver (checked before any
+// token is spent), the signal-driven stops and a logger.
+type agentRun struct {
+	client   llm.Client
+	driver   sandbox.Driver
+	runID    string
+	ctx      context.Context
+	soft     <-chan struct{}
+	progress *pipeline.Progress
+	logger   *slog.Logger
+	close    func()
+}
+
+// startAgentRun builds an agentRun; the caller must call close when done.
+func startAgentRun(c *cli.Context, label string, workers int) (*agentRun, error) {
+	progress, err := progressFor(c, label)
+	if err != nil {
+		return nil, err
+	}
+	client, _, err := buildLLM(c, workers)
+	if err != nil {
+		return nil, err
+	}
+	runID := newRunID()
+	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
+	if err != nil {
+		return nil, err
+	}
+	if c.String("sandbox") != "local" {
+		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, runID, c.String("sandbox"), runID)
+	}
+	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
+	ar := &agentRun{client: client, driver: driver, runID: runID, ctx: ctx, soft: soft, progress: progress,
+		logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		close:  func() { stop(); releaseSandbox(driver) }}
+	if err := preflightDriver(ctx, driver); err != nil {
+		ar.close()
+		return nil, err
+	}
+	return ar, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -125,33 +124,17 @@ func runSWE(c *cli.Context) error {
 			return usagef("--baseline: %v", err)
 		}
 	}
-	systemPrompt := swe.SystemPrompt
-	if f := c.String("system-prompt"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return usagef("--system-prompt: %v", err)
-		}
-		systemPrompt = string(b)
-	}
-	progress, err := progressFor(c, "swe")
+	systemPrompt, err := readSystemPrompt(c, swe.SystemPrompt)
 	if err != nil {
 		return err
 	}
-	client, _, err := buildLLM(c, workers)
+	ar, err := startAgentRun(c, "swe", workers)
 	if err != nil {
 		return err
 	}
-	runID := newRunID()
-	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
-	if err != nil {
-		return err
-	}
-	defer releaseSandbox(driver)
-
-	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
-	defer stop()
-	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	res, err := swe.Run(ctx, swe.Options{
+	defer ar.close()
+	client, driver, runID, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.soft, ar.progress, ar.logger
+	res, err := swe.Run(ar.ctx, swe.Options{
 		Tasks:   c.String("tasks"),
 		Out:     c.String("out"),
 		Mode:    mode,
@@ -183,7 +166,7 @@ func runSWE(c *cli.Context) error {
 		Progress:       progress,
 		Logger:         logger,
 		ToolVersion:    version,
-		Record:         flagRecord(c),
+		Record:         withRunID(flagRecord(c), runID),
 	})
 	if errors.Is(err, swe.ErrInput) || err != nil && strings.Contains(err.Error(), "is not empty") {
 		return usagef("%v", err)
