@@ -261,7 +261,7 @@ func (o *Output) open() error {
 	if err := o.writeManifest(); err != nil {
 		return err
 	}
-	return syncDir(o.dir)
+	return SyncDir(o.dir)
 }
 
 // removeRun deletes the files of a previous run, data first and run.json
@@ -612,7 +612,7 @@ func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, er
 	if err := o.hook(stepRenamed); err != nil {
 		return 0, "", err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return 0, "", err
 	}
 	if err := o.hook(stepDirSynced); err != nil {
@@ -656,10 +656,12 @@ func WriteAtomic(dir, name string, data []byte) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a folder so that a file created, renamed or removed in it
+// is durable; part of the atomic-file protocol, also used by modes' journals.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("sync folder %s: %w", dir, err)

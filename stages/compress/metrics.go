@@ -280,19 +280,3 @@ func writeReport(dir string, r Report) error {
 	}
 	return pipeline.WriteAtomic(dir, MetricsFile, append(data, '\n'))
 }
-
-// syncDir fsyncs a folder so a file created or renamed in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
-	}
-	return nil
-}

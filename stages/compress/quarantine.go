@@ -100,7 +100,7 @@ func (q *quarantine) add(key string, m *RowMetrics, record []byte) error {
 			return fmt.Errorf("open %s: %w: %w", QuarantineFile, err, pipeline.ErrFatal)
 		}
 		q.f = f
-		if err := syncDir(filepath.Dir(q.path)); err != nil {
+		if err := pipeline.SyncDir(filepath.Dir(q.path)); err != nil {
 			return fmt.Errorf("%w: %w", err, pipeline.ErrFatal)
 		}
 	}
