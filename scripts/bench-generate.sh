@@ -37,6 +37,9 @@ timed() {
   cat "$work/time"
 }
 
+# cpu_ms PID: user+system CPU time of a process so far, in milliseconds.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+
 prompts() { # $1 = count, $2 = prompt prefix
   awk -v n="$1" -v p="$2" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"%s %d\"}\n", p, i }' >"$work/prompts.jsonl"
 }
@@ -46,13 +49,16 @@ scheduling() {
   for variant in runtime terminal; do
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
+    fake_before=$(cpu_ms "$fake_pid")
     read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
       --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0)
+    fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))
     ideal=$(awk -v n="$N" 'BEGIN { printf "%.2f", 3 * 0.1 * n / 200 }')
-    printf 'scheduling[%s]: %d rollouts x 3 calls, workers 200: wall %.2fs, ideal %ss, ratio %.3f; cpu/call %.3f ms; rss %d MB\n' \
+    printf 'scheduling[%s]: %d rollouts x 3 calls, workers 200: wall %.2fs, ideal %ss, ratio %.3f; cpu/call %.3f ms (fakellm %.3f ms); rss %d MB; load %s\n' \
       "$variant" "$N" "$wall" "$ideal" "$(awk -v w="$wall" -v i="$ideal" 'BEGIN { print w / i }')" \
-      "$(awk -v u="$user" -v s="$sys" -v c="$calls" 'BEGIN { print (u + s) * 1000 / c }')" $((rss / 1024))
+      "$(awk -v u="$user" -v s="$sys" -v c="$calls" 'BEGIN { print (u + s) * 1000 / c }')" \
+      "$(awk -v f="$fake_cpu" -v c="$calls" 'BEGIN { print f / c }')" $((rss / 1024)) "$(cut -d' ' -f1 /proc/loadavg)"
     bin/hermes-pipe verify "$work/out" >/dev/null
   done
   stop_fake
