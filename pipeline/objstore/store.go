@@ -1,0 +1,444 @@
+package objstore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+)
+
+// Object names under a store's prefix, besides the shard files (data/…,
+// failed/…) that keep their folder-relative names.
+const (
+	SegmentDir = "ledger/"
+	MarkerName = "ledger/commit.json"
+)
+
+// IsURL reports whether out names object storage rather than a local folder.
+func IsURL(out string) bool {
+	for _, s := range []string{"s3://", "file://", "gs://", "azblob://"} {
+		if strings.HasPrefix(out, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Store is one prefix of a bucket. Its methods are safe for concurrent use;
+// pushes are serialised.
+type Store struct {
+	url    string
+	bucket *blob.Bucket // already prefixed
+	root   *blob.Bucket // the unprefixed bucket, closed by Close
+
+	pushMu sync.Mutex
+	marker *Marker // the marker as of the last push or pull; nil = not read yet
+}
+
+// Open opens the store at rawURL: s3://BUCKET/PREFIX?endpoint=…&region=… (the
+// gocloud.dev s3blob URL parameters; credentials from the usual AWS
+// environment) or file:///PATH (a folder, created if missing). gs:// and
+// azblob:// are not linked into this build. It makes no request.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
+	}
+	mux := new(blob.URLMux)
+	mux.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
+	mux.RegisterBucket(fileblob.Scheme, new(fileblob.URLOpener))
+	prefix := ""
+	switch u.Scheme {
+	case s3blob.Scheme:
+		prefix = strings.Trim(u.Path, "/")
+		u.Path = ""
+	case fileblob.Scheme:
+		q := u.Query()
+		q.Set("create_dir", "true")
+		q.Set("metadata", "skip")
+		u.RawQuery = q.Encode()
+	default:
+		return nil, fmt.Errorf("open store %s: scheme %q is not supported in this build (use s3:// or file://)", rawURL, u.Scheme)
+	}
+	root, err := mux.OpenBucketURL(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
+	}
+	s := &Store{url: rawURL, root: root, bucket: root}
+	if prefix != "" {
+		s.bucket = blob.PrefixedBucket(root, prefix+"/")
+	}
+	return s, nil
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.root.Close() }
+
+// URL is the URL the store was opened with.
+func (s *Store) URL() string { return s.url }
+
+// Sub returns the store of a sub-prefix (a shard's folder). It shares the
+// bucket: close only the parent.
+func (s *Store) Sub(name string) *Store {
+	u := strings.TrimRight(s.url, "/")
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		u = strings.TrimRight(u[:q], "/") + "/" + name + u[q:]
+	} else {
+		u += "/" + name
+	}
+	return &Store{url: u, root: s.root, bucket: blob.PrefixedBucket(s.bucket, name+"/")}
+}
+
+// Children lists the immediate sub-prefixes of the store ("shard-0-of-8", …),
+// sorted. It costs one listing request per 1000 names.
+func (s *Store) Children(ctx context.Context) ([]string, error) {
+	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
+	var names []string
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", s.url, err)
+		}
+		if obj.IsDir {
+			names = append(names, strings.TrimSuffix(obj.Key, "/"))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Marker is ledger/commit.json: the ledger is the concatenation of Segments.
+type Marker struct {
+	Segments []Segment `json:"segments"`
+	Bytes    int64     `json:"bytes"`  // total ledger bytes
+	SHA256   string    `json:"sha256"` // of the whole ledger
+}
+
+// Segment is one immutable piece of the ledger.
+type Segment struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// ReadMarker returns the commit marker, or an empty one when the store holds
+// no run yet.
+func (s *Store) ReadMarker(ctx context.Context) (*Marker, error) {
+	b, err := s.bucket.ReadAll(ctx, MarkerName)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return &Marker{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", s.url, MarkerName, err)
+	}
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", s.url, MarkerName, err)
+	}
+	return &m, nil
+}
+
+// PushStats says what one Push uploaded.
+type PushStats struct {
+	Files    int   // shard files uploaded
+	Segments int   // ledger segments uploaded (0 or 1)
+	Bytes    int64 // bytes uploaded, small files included
+}
+
+// Push uploads what the output folder dir has committed and the store lacks:
+// the shard files named by ledger lines past the marker, those lines as one
+// new segment, the new marker, then run.json, rejects.jsonl and
+// statistics.json. It may run while a run appends to dir (it reads only
+// complete ledger lines, whose files are already committed). It refuses a dir
+// whose ledger does not continue the store's (another run, or --overwrite
+// without clearing the store). It blocks for the uploads.
+func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
+	s.pushMu.Lock()
+	defer s.pushMu.Unlock()
+	var st PushStats
+	// Read the marker every time (one small GET): a writer whose spool fell
+	// behind the store (another process pushed this prefix) must be refused,
+	// not allowed to replace the marker.
+	m, err := s.ReadMarker(ctx)
+	if err != nil {
+		return st, err
+	}
+	s.marker = m
+	ledger, err := os.ReadFile(filepath.Join(dir, pipeline.LedgerFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return st, fmt.Errorf("push %s: %w", dir, err)
+	}
+	ledger = ledger[:bytes.LastIndexByte(ledger, '\n')+1] // complete lines only
+	if int64(len(ledger)) < m.Bytes || sha(ledger[:m.Bytes]) != m.SHA256 && m.Bytes > 0 {
+		return st, fmt.Errorf("push %s to %s: the store holds another run's ledger (%d bytes) than the local folder (%d bytes): resume from the store (an empty spool), or clear the store for a fresh run", dir, s.url, m.Bytes, len(ledger))
+	}
+	fresh := ledger[m.Bytes:]
+	if len(fresh) > 0 {
+		sc := bufio.NewScanner(bytes.NewReader(fresh))
+		sc.Buffer(nil, len(fresh)+1)
+		for sc.Scan() {
+			var line struct {
+				Shard  string `json:"shard"`
+				Bytes  int64  `json:"bytes"`
+				SHA256 string `json:"sha256"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				return st, fmt.Errorf("push %s: ledger: %w", dir, err)
+			}
+			if line.Shard == "" {
+				continue
+			}
+			n, err := s.putFile(ctx, filepath.Join(dir, filepath.FromSlash(line.Shard)), line.Shard, line.SHA256)
+			if err != nil {
+				return st, fmt.Errorf("push %s: %w", dir, err)
+			}
+			st.Files++
+			st.Bytes += n
+		}
+		seg := Segment{Name: fmt.Sprintf("%s%06d.jsonl", SegmentDir, len(m.Segments)+1), Bytes: int64(len(fresh)), SHA256: sha(fresh)}
+		if err := s.bucket.WriteAll(ctx, seg.Name, fresh, &blob.WriterOptions{ContentType: "application/x-ndjson"}); err != nil {
+			return st, fmt.Errorf("push %s: write %s: %w", dir, seg.Name, err)
+		}
+		next := &Marker{Segments: append(append([]Segment(nil), m.Segments...), seg), Bytes: int64(len(ledger)), SHA256: sha(ledger)}
+		b, _ := json.MarshalIndent(next, "", "  ")
+		if err := s.bucket.WriteAll(ctx, MarkerName, b, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+			return st, fmt.Errorf("push %s: write %s: %w", dir, MarkerName, err)
+		}
+		s.marker = next
+		st.Segments = 1
+		st.Bytes += int64(len(fresh) + len(b))
+	}
+	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return st, fmt.Errorf("push %s: %w", dir, err)
+		}
+		if err := s.bucket.WriteAll(ctx, name, b, nil); err != nil {
+			return st, fmt.Errorf("push %s: write %s: %w", dir, name, err)
+		}
+		st.Bytes += int64(len(b))
+	}
+	return st, nil
+}
+
+// putFile streams a committed shard file to the object key, checking its
+// SHA-256 against the ledger's on the way; on a mismatch or error the object
+// is not written (the writer's context is cancelled before Close).
+func (s *Store) putFile(ctx context.Context, local, key, want string) (int64, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	defer f.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, key, nil)
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), f)
+	if err == nil && want != "" && hex.EncodeToString(h.Sum(nil)) != want {
+		err = fmt.Errorf("SHA-256 differs from the ledger's: the local folder is damaged (run verify)")
+	}
+	if err != nil {
+		cancel()
+		_ = w.Close()
+		return 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// PullOptions configure Pull.
+type PullOptions struct {
+	// LedgerOnly fetches run.json and the ledger but no shard file (enough
+	// for status; not for cat or verify).
+	LedgerOnly bool
+}
+
+// Pull rebuilds the output folder dir from the store as of its commit
+// marker: the ledger from the listed segments, every shard file the ledger
+// names (each checked against its SHA-256), run.json, rejects.jsonl and
+// statistics.json. dir must be missing or empty, or hold exactly a previous
+// pull (then shard files already present with the right size are kept). A
+// store with no run leaves dir empty. It blocks for the downloads.
+func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
+	m, err := s.ReadMarker(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("pull %s: %w", s.url, err)
+	}
+	var ledger bytes.Buffer
+	for _, seg := range m.Segments {
+		b, err := s.bucket.ReadAll(ctx, seg.Name)
+		if err != nil {
+			return fmt.Errorf("pull %s: read %s: %w", s.url, seg.Name, err)
+		}
+		if int64(len(b)) != seg.Bytes || sha(b) != seg.SHA256 {
+			return fmt.Errorf("pull %s: %s does not match the commit marker", s.url, seg.Name)
+		}
+		ledger.Write(b)
+	}
+	if sha(ledger.Bytes()) != m.SHA256 && m.Bytes > 0 {
+		return fmt.Errorf("pull %s: the ledger segments do not add up to the commit marker", s.url)
+	}
+	if !opts.LedgerOnly {
+		sc := bufio.NewScanner(bytes.NewReader(ledger.Bytes()))
+		sc.Buffer(nil, ledger.Len()+1)
+		for sc.Scan() {
+			var line struct {
+				Shard  string `json:"shard"`
+				Bytes  int64  `json:"bytes"`
+				SHA256 string `json:"sha256"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				return fmt.Errorf("pull %s: ledger: %w", s.url, err)
+			}
+			if line.Shard == "" {
+				continue
+			}
+			local := filepath.Join(dir, filepath.FromSlash(path.Clean(line.Shard)))
+			if !strings.HasPrefix(local, filepath.Clean(dir)+string(filepath.Separator)) {
+				return fmt.Errorf("pull %s: ledger names %q outside the folder", s.url, line.Shard)
+			}
+			if fi, err := os.Stat(local); err == nil && fi.Size() == line.Bytes {
+				continue
+			}
+			if err := s.getFile(ctx, line.Shard, local, line.SHA256); err != nil {
+				return fmt.Errorf("pull %s: %w", s.url, err)
+			}
+		}
+	}
+	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {
+		b, err := s.bucket.ReadAll(ctx, name)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("pull %s: read %s: %w", s.url, name, err)
+		}
+		if err := writeFile(filepath.Join(dir, name), func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+			return fmt.Errorf("pull %s: %w", s.url, err)
+		}
+	}
+	if m.Bytes > 0 || len(m.Segments) > 0 {
+		if err := writeFile(filepath.Join(dir, pipeline.LedgerFile), func(w io.Writer) error { _, err := w.Write(ledger.Bytes()); return err }); err != nil {
+			return fmt.Errorf("pull %s: %w", s.url, err)
+		}
+	}
+	s.pushMu.Lock()
+	s.marker = m
+	s.pushMu.Unlock()
+	return nil
+}
+
+// getFile downloads key to local through a temp file, checking the SHA-256.
+func (s *Store) getFile(ctx context.Context, key, local, want string) error {
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", key, err)
+	}
+	defer r.Close()
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return fmt.Errorf("download %s: %w", key, err)
+	}
+	return writeFile(local, func(w io.Writer) error {
+		h := sha256.New()
+		if _, err := io.Copy(io.MultiWriter(w, h), r); err != nil {
+			return fmt.Errorf("download %s: %w", key, err)
+		}
+		if want != "" && hex.EncodeToString(h.Sum(nil)) != want {
+			return fmt.Errorf("download %s: SHA-256 differs from the ledger's", key)
+		}
+		return nil
+	})
+}
+
+// writeFile writes path atomically: a temp file in the same folder, fsync,
+// rename.
+func writeFile(path string, fill func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-pull-*")
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// Clear deletes every object under the store's prefix (for --overwrite).
+func (s *Store) Clear(ctx context.Context) error {
+	it := s.bucket.List(nil)
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("clear %s: %w", s.url, err)
+		}
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("clear %s: %w", s.url, err)
+		}
+	}
+	s.pushMu.Lock()
+	s.marker = &Marker{}
+	s.pushMu.Unlock()
+	return nil
+}
+
+// WriteFile uploads one small file (merged.json) under the store.
+func (s *Store) WriteFile(ctx context.Context, name string, b []byte) error {
+	if err := s.bucket.WriteAll(ctx, name, b, nil); err != nil {
+		return fmt.Errorf("write %s/%s: %w", s.url, name, err)
+	}
+	return nil
+}
+
+func sha(b []byte) string {
+	var h hash.Hash = sha256.New()
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,230 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// StartS3 starts a real S3-compatible server on loopback with scripts/s3.sh
+// (stopped by PID at cleanup) and returns an s3:// URL prefix for the
+// bucket; HERMES_PIPE_S3_URL, when set, is used instead.
+func startS3(t *testing.T) string {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	if u := os.Getenv("HERMES_PIPE_S3_URL"); u != "" {
+		return u
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "s3.sh")
+	dir := t.TempDir()
+	cmd := exec.Command("bash", script, "start", dir, "hermes")
+	cmd.Env = os.Environ()
+	if os.Getenv("HERMES_PIPE_S3_BIN") == "" {
+		cache, err := os.UserCacheDir()
+		if err == nil {
+			cmd.Env = append(cmd.Env, "HERMES_PIPE_S3_BIN="+filepath.Join(cache, "hermes-pipe-s3"))
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("start S3 server: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("bash", script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("stop S3 server: %v\n%s", err, out)
+		}
+	})
+	endpoint := strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
+	return "s3://hermes/PREFIX?endpoint=" + endpoint + "&use_path_style=true&region=us-east-1&disable_https=true"
+}
+
+func s3URL(base, prefix string) string { return strings.Replace(base, "PREFIX", prefix, 1) }
+
+type okStage struct{}
+
+func (okStage) Name() string { return "ok" }
+
+func (okStage) Process(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	rec.Conversations = []schemas.Turn{{From: "human", Value: rec.Key}, {From: "gpt", Value: "fine"}}
+	rec.Outcome, rec.Completed = schemas.OutcomeCompleted, true
+	return []*schemas.Record{rec}, nil
+}
+
+func records(from, to int) []*schemas.Record {
+	var recs []*schemas.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &schemas.Record{Key: fmt.Sprintf("k%04d", i), PromptIndex: i})
+	}
+	return recs
+}
+
+// run commits recs to the output folder dir (resuming it).
+func run(t *testing.T, dir string, recs []*schemas.Record) {
+	t.Helper()
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "test", MaxShardRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(recs), []pipeline.Stage{okStage{}}, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cat(t *testing.T, dir string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pipeline.Cat(dir, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func verify(t *testing.T, dir string) {
+	t.Helper()
+	rep, err := pipeline.Verify(dir)
+	if err != nil || !rep.OK() {
+		var b bytes.Buffer
+		_ = rep.WriteText(&b)
+		t.Fatalf("verify %s: %v\n%s", dir, err, b.String())
+	}
+}
+
+func TestPushPullRoundTrip(t *testing.T) {
+	s3 := startS3(t)
+	for name, url := range map[string]string{"s3": s3URL(s3, "round/trip"), "file": "file://" + filepath.Join(t.TempDir(), "bucket")} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := objstore.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			spool := t.TempDir()
+			run(t, spool, records(0, 10))
+			ps, err := st.Push(ctx, spool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ps.Files != 3 || ps.Segments != 1 {
+				t.Fatalf("first push: %+v", ps)
+			}
+			if ps, err := st.Push(ctx, spool); err != nil || ps.Files != 0 || ps.Segments != 0 {
+				t.Fatalf("idle push: %+v %v", ps, err)
+			}
+			run(t, spool, records(0, 17)) // resume: 7 more
+			if ps, err := st.Push(ctx, spool); err != nil || ps.Files != 2 || ps.Segments != 1 {
+				t.Fatalf("second push: %+v %v", ps, err)
+			}
+			m, err := st.ReadMarker(ctx)
+			if err != nil || len(m.Segments) != 2 {
+				t.Fatalf("marker %+v %v", m, err)
+			}
+
+			// A reader on another machine, and a resumed run from the store.
+			other, err := objstore.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			cache := filepath.Join(t.TempDir(), "cache")
+			if err := other.Pull(ctx, cache, objstore.PullOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			verify(t, cache)
+			if got, want := cat(t, cache), cat(t, spool); got != want || strings.Count(got, "\n") != 17 {
+				t.Fatalf("pulled folder differs:\n%s\n---\n%s", got, want)
+			}
+			run(t, cache, records(0, 20))
+			if ps, err := other.Push(ctx, cache); err != nil || ps.Segments != 1 {
+				t.Fatalf("push of the resumed run: %+v %v", ps, err)
+			}
+			// The first spool is now behind the store's ledger: refused,
+			// and the store keeps the resumed run.
+			run(t, spool, records(0, 18))
+			if _, err := st.Push(ctx, spool); err == nil || !strings.Contains(err.Error(), "another run") {
+				t.Fatalf("diverged spool: %v", err)
+			}
+			final := t.TempDir()
+			if err := st.Pull(ctx, final, objstore.PullOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			verify(t, final)
+			if got := strings.Count(cat(t, final), "\n"); got != 20 {
+				t.Fatalf("store holds %d records, want 20", got)
+			}
+		})
+	}
+}
+
+// TestInterruptedPushIsInvisibleAndDamageIsCaught: objects of a push that
+// never wrote its marker are ignored by readers; a damaged object is refused.
+func TestInterruptedPushIsInvisibleAndDamageIsCaught(t *testing.T) {
+	ctx := context.Background()
+	bucket := filepath.Join(t.TempDir(), "bucket")
+	url := "file://" + bucket
+	st, err := objstore.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	spool := t.TempDir()
+	run(t, spool, records(0, 8))
+	if _, err := st.Push(ctx, spool); err != nil {
+		t.Fatal(err)
+	}
+	// Half a push: a shard file and a segment without the marker.
+	if err := st.WriteFile(ctx, "data/shard-99999.jsonl", []byte("{\"half\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteFile(ctx, "ledger/000002.jsonl", []byte("{\"shard\":\"data/shard-99999.jsonl\"")); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	if err := st.Pull(ctx, cache, objstore.PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	verify(t, cache)
+	if n := strings.Count(cat(t, cache), "\n"); n != 8 {
+		t.Fatalf("pulled %d records, want 8", n)
+	}
+	// Damage a committed shard object.
+	if err := os.WriteFile(filepath.Join(bucket, "data", "shard-00001.jsonl"), []byte("junk\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Pull(ctx, t.TempDir(), objstore.PullOptions{}); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Fatalf("damaged object: %v", err)
+	}
+	if err := st.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.ReadMarker(ctx); err != nil || len(m.Segments) != 0 {
+		t.Fatalf("after clear: %+v %v", m, err)
+	}
+}
+
+func TestOpenRefusesUnknownSchemes(t *testing.T) {
+	for _, u := range []string{"gs://b/x", "ftp://x/y", "azblob://c"} {
+		if _, err := objstore.Open(context.Background(), u); err == nil {
+			t.Errorf("%s: no error", u)
+		}
+	}
+	if !objstore.IsURL("s3://b/p") || objstore.IsURL("/tmp/out") || objstore.IsURL("out") {
+		t.Error("IsURL")
+	}
+}
