@@ -52,7 +52,6 @@ type Store struct {
 	root   *blob.Bucket // the unprefixed bucket, closed by Close
 
 	pushMu sync.Mutex
-	marker *Marker // the marker as of the last push or pull; nil = not read yet
 }
 
 // Open opens the store at rawURL: s3://BUCKET/PREFIX?endpoint=…&region=… (the
@@ -186,7 +185,6 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 	if err != nil {
 		return st, err
 	}
-	s.marker = m
 	ledger, err := os.ReadFile(filepath.Join(dir, pipeline.LedgerFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return st, fmt.Errorf("push %s: %w", dir, err)
@@ -227,7 +225,6 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 		if err := s.bucket.WriteAll(ctx, MarkerName, b, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 			return st, fmt.Errorf("push %s: write %s: %w", dir, MarkerName, err)
 		}
-		s.marker = next
 		st.Segments = 1
 		st.Bytes += int64(len(fresh) + len(b))
 	}
@@ -357,9 +354,6 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
-	s.pushMu.Lock()
-	s.marker = m
-	s.pushMu.Unlock()
 	return nil
 }
 
@@ -423,9 +417,6 @@ func (s *Store) Clear(ctx context.Context) error {
 			return fmt.Errorf("clear %s: %w", s.url, err)
 		}
 	}
-	s.pushMu.Lock()
-	s.marker = &Marker{}
-	s.pushMu.Unlock()
 	return nil
 }
 
