@@ -5,8 +5,9 @@
 #   scripts/s3.sh stop DIR             stop the server started in DIR, by its PID
 #
 # The server is gofakes3 (github.com/johannesboyne/gofakes3, pinned below), a
-# separate process speaking the S3 REST API over HTTP, storing objects on disk
-# under DIR/data. It builds from the Go module proxy in about 10 s.
+# separate process speaking the S3 REST API over HTTP, storing objects in a bbolt
+# database under DIR/data (its "fs" backend answers NoSuchBucket when a prefix
+# has no object yet, so it is not used). It builds from the Go module proxy in about 10 s.
 # HERMES_PIPE_S3_BIN, when set, is the folder the binary is built into and
 # reused from (default DIR/bin). DIR/pid holds its PID, DIR/endpoint its URL, DIR/log its output.
 # Use it with: --out "s3://BUCKET/run?endpoint=$(cat DIR/endpoint)&use_path_style=true&region=us-east-1&disable_https=true"
@@ -34,7 +35,7 @@ start)
 		GOBIN="$bin" GOFLAGS=-mod=mod go install "github.com/johannesboyne/gofakes3/cmd/gofakes3@$VERSION"
 	fi
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-	"$bin/gofakes3" -host "127.0.0.1:$port" -backend fs -fs.path "$dir/data" -fs.create \
+	"$bin/gofakes3" -host "127.0.0.1:$port" -backend bolt -bolt.db "$dir/data/s3.db" \
 		-initialbucket "$bucket" -quiet >"$dir/log" 2>&1 &
 	echo $! >"$dir/pid"
 	echo "http://127.0.0.1:$port" >"$dir/endpoint"

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/urfave/cli/v2"
 )
@@ -18,7 +25,99 @@ func shardFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "shard", Usage: "run shard I of N (0-based, e.g. 3/8) into OUT/shard-I-of-N; without it the index comes from JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (Slurm array)"},
 		&cli.IntFlag{Name: "shard-count", EnvVars: []string{"HERMES_PIPE_SHARD_COUNT"}, Usage: "N, the number of shards, when the index comes from the environment (SLURM_ARRAY_TASK_COUNT is read when set)"},
+		&cli.StringFlag{Name: "spool", Usage: "local folder for work in progress when --out is an s3:// or file:// URL (default: a folder under the temp dir named after --out and the shard)"},
+		&cli.DurationFlag{Name: "upload-interval", Value: 30 * time.Second, Usage: "how often committed work is uploaded when --out is a URL (and once at the end)"},
 	}
+}
+
+// shardOut is where a run writes: the shard's filter (nil when unsharded),
+// the local output folder, and for an object-storage --out the upload to
+// finish after the run.
+type shardOut struct {
+	Filter func(*schemas.Record) bool
+	Dir    string
+	// Finish stops the periodic upload and uploads what the run committed;
+	// call it once after the output is closed, whatever the run's result. It
+	// is a no-op for a local --out.
+	Finish func(ctx context.Context) error
+}
+
+// shardOutput is shardFilter for every kind of --out. For an s3:// or
+// file:// URL the run writes to a local spool folder: a spool without a run is
+// first filled from the store (a retried pod on a fresh machine resumes
+// there), committed work is uploaded every --upload-interval and at Finish;
+// --overwrite clears the store's prefix first. The shard's prefix is
+// OUT/shard-I-of-N/, refused when OUT holds another N.
+func shardOutput(c *cli.Context) (*shardOut, error) {
+	out := c.String("out")
+	if !objstore.IsURL(out) {
+		filter, dir, err := shardFilter(c)
+		if err != nil {
+			return nil, err
+		}
+		return &shardOut{Filter: filter, Dir: dir, Finish: func(context.Context) error { return nil }}, nil
+	}
+	sp, from, sharded, err := cluster.Resolve(c.String("shard"), c.Int("shard-count"), os.Getenv)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	root, err := objstore.Open(ctx, out)
+	if err != nil {
+		return nil, usagef("--out: %v", err)
+	}
+	store := root
+	res := &shardOut{}
+	if sharded {
+		names, err := root.Children(ctx)
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+		m, err := root.ReadMarker(ctx)
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+		if err := cluster.CheckCount(out, names, len(m.Segments) > 0, sp); err != nil {
+			root.Close()
+			return nil, usagef("%v", err)
+		}
+		store = root.Sub(sp.Name())
+		res.Filter = func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }
+	}
+	spool := c.String("spool")
+	if spool == "" {
+		h := sha256.Sum256([]byte(out + "\x00" + sp.Name()))
+		spool = filepath.Join(os.TempDir(), "hermes-pipe-spool", hex.EncodeToString(h[:8]))
+	}
+	if c.Bool("overwrite") {
+		if err := store.Clear(ctx); err != nil {
+			root.Close()
+			return nil, err
+		}
+	} else if _, err := os.Stat(filepath.Join(spool, pipeline.ManifestFile)); err != nil {
+		if err := store.Pull(ctx, spool, objstore.PullOptions{}); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("restore the spool from %s: %w", store.URL(), err)
+		}
+	}
+	res.Dir = spool
+	if sharded {
+		fmt.Fprintf(c.App.ErrWriter, "shard %s (from %s): rows whose key hashes to %d of %d, spooled in %s, uploaded to %s\n", sp, from, sp.Index, sp.Count, spool, store.URL())
+	} else {
+		fmt.Fprintf(c.App.ErrWriter, "spooled in %s, uploaded to %s\n", spool, store.URL())
+	}
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	syncer := objstore.StartSync(ctx, store, spool, c.Duration("upload-interval"), logger)
+	res.Finish = func(ctx context.Context) error {
+		err := syncer.Stop(ctx)
+		return errors.Join(err, root.Close())
+	}
+	return res, nil
 }
 
 // shardFilter reads the shard flags and environment. When the run is sharded
@@ -28,6 +127,9 @@ func shardFlags() []cli.Flag {
 // nil filter and --out unchanged. Errors are usage errors (exit 2).
 func shardFilter(c *cli.Context) (func(*schemas.Record) bool, string, error) {
 	out := c.String("out")
+	if objstore.IsURL(out) {
+		return nil, "", usagef("--out %s: object storage needs shardOutput (spool and upload)", out)
+	}
 	sp, from, ok, err := cluster.Resolve(c.String("shard"), c.Int("shard-count"), os.Getenv)
 	if err != nil {
 		return nil, "", usagef("%v", err)
@@ -62,6 +164,7 @@ the indices it names with --resume, then merge again).`,
 			&cli.BoolFlag{Name: "no-input", Usage: "do not check the keys against the input"},
 			&cli.BoolFlag{Name: "allow-retryable", Usage: "accept rows that still carry a retryable outcome (api_error, timeout, …)"},
 			&cli.BoolFlag{Name: "json", Usage: "print merged.json instead of a summary"},
+			&cli.StringFlag{Name: "cache", Usage: "local read cache when OUT is an s3:// or file:// URL (default: under the temp dir)"},
 		},
 		Action: runMerge,
 	}
@@ -71,9 +174,12 @@ func runMerge(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("merge takes one argument, the sharded output folder")
 	}
-	out := c.Args().First()
+	out, err := localRun(c, c.Args().First(), false)
+	if err != nil {
+		return err
+	}
 	if !cluster.IsSharded(out) {
-		return usagef("merge %s: no shard-I-of-N folder: not a sharded run", out)
+		return usagef("merge %s: no shard-I-of-N folder: not a sharded run", c.Args().First())
 	}
 	m, err := cluster.Merge(c.Context, out, cluster.MergeOptions{
 		Prompts:        c.String("prompts"),
@@ -86,6 +192,11 @@ func runMerge(c *cli.Context) error {
 			return &exitStatus{code: exitFatal, msg: inc.Error()}
 		}
 		return err
+	}
+	if url := c.Args().First(); objstore.IsURL(url) {
+		if err := uploadMerged(c, url, out); err != nil {
+			return err
+		}
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
@@ -112,6 +223,7 @@ prompts file the shards recorded (or --prompts). Safe while the shards run.`,
 			&cli.StringFlag{Name: "prompts", Usage: "generate input to count remaining rows against (default: the one recorded in run.json)"},
 			&cli.DurationFlag{Name: "window", Value: 5 * time.Minute, Usage: "rate over the records committed within this window"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringFlag{Name: "cache", Usage: "local read cache when OUT is an s3:// or file:// URL (default: under the temp dir)"},
 		},
 		Action: runStatus,
 	}
@@ -121,9 +233,12 @@ func runStatus(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("status takes one argument, the sharded output folder")
 	}
-	out := c.Args().First()
+	out, err := localRun(c, c.Args().First(), true)
+	if err != nil {
+		return err
+	}
 	if !cluster.IsSharded(out) {
-		return usagef("status %s: no shard-I-of-N folder: not a sharded run", out)
+		return usagef("status %s: no shard-I-of-N folder: not a sharded run", c.Args().First())
 	}
 	if c.Duration("window") <= 0 {
 		return usagef("--window must be positive")
@@ -138,4 +253,81 @@ func runStatus(c *cli.Context) error {
 		return enc.Encode(sts)
 	}
 	return cluster.WriteStatus(c.App.Writer, sts, time.Now())
+}
+
+// localRun returns a local folder holding the sharded run out: out itself
+// when it is a folder, else a read cache under the temp dir (or --cache)
+// that it first brings up to date from the store, shard by shard, as of each
+// shard's commit marker. ledgerOnly skips the shard files (enough for status,
+// whose rate is then 0). cat, stats and verify can call it too.
+func localRun(c *cli.Context, out string, ledgerOnly bool) (string, error) {
+	if !objstore.IsURL(out) {
+		return out, nil
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	root, err := objstore.Open(ctx, out)
+	if err != nil {
+		return "", usagef("%v", err)
+	}
+	defer root.Close()
+	names, err := root.Children(ctx)
+	if err != nil {
+		return "", err
+	}
+	cache := ""
+	if c.IsSet("cache") {
+		cache = c.String("cache")
+	}
+	if cache == "" {
+		h := sha256.Sum256([]byte(out))
+		cache = filepath.Join(os.TempDir(), "hermes-pipe-cache", hex.EncodeToString(h[:8]))
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("read cache: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, name := range names {
+		if _, ok := cluster.ParseName(name); !ok {
+			continue
+		}
+		keep[name] = true
+		if err := root.Sub(name).Pull(ctx, filepath.Join(cache, name), objstore.PullOptions{LedgerOnly: ledgerOnly}); err != nil {
+			return "", err
+		}
+	}
+	ents, err := os.ReadDir(cache)
+	if err != nil {
+		return "", fmt.Errorf("read cache: %w", err)
+	}
+	for _, e := range ents {
+		if _, ok := cluster.ParseName(e.Name()); ok && !keep[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(cache, e.Name())); err != nil {
+				return "", fmt.Errorf("read cache: %w", err)
+			}
+		}
+	}
+	return cache, nil
+}
+
+// uploadMerged copies merged.json and the merged statistics next to the
+// shards in the store.
+func uploadMerged(c *cli.Context, url, local string) error {
+	root, err := objstore.Open(c.Context, url)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, name := range []string{pipeline.StatisticsFile, cluster.MergedFile} {
+		b, err := os.ReadFile(filepath.Join(local, name))
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", name, err)
+		}
+		if err := root.WriteFile(c.Context, name, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -40,11 +41,13 @@ func shardGenerateApp(stderr *bytes.Buffer) *cli.App {
 		Commands: []*cli.Command{{
 			Name:  "generate",
 			Flags: append(flags, shardFlags()...),
-			Action: func(c *cli.Context) error {
-				filter, dir, err := shardFilter(c)
+			Action: func(c *cli.Context) (err error) {
+				so, err := shardOutput(c)
 				if err != nil {
 					return err
 				}
+				defer func() { err = errors.Join(err, so.Finish(context.Background())) }()
+				filter, dir := so.Filter, so.Dir
 				client, err := llm.New(llm.Options{BaseURL: c.String("base-url"), Model: "m", MaxRetries: 3})
 				if err != nil {
 					return err
@@ -242,11 +245,34 @@ func TestKilledShardsRerunToCompleteMerge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	url := startFake(t, fakellm.Config{Latency: 10 * time.Millisecond, Jitter: 20 * time.Millisecond}, echoScript)
+	killAndRerun(t, filepath.Join(t.TempDir(), "out"), "")
+}
+
+// TestKilledShardsOnS3RerunToCompleteMerge is the same against a real S3
+// server on loopback (scripts/s3.sh, stopped by PID): each start of a shard
+// uses a fresh spool, as a pod rescheduled on another machine would, so it
+// resumes from what the store holds.
+func TestKilledShardsOnS3RerunToCompleteMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and an S3 server")
+	}
+	base := startS3(t)
+	killAndRerun(t, strings.Replace(base, "PREFIX", "runs/kill", 1), t.TempDir())
+}
+
+// killAndRerun runs the scenario; spools, when set, makes each shard start
+// use a new spool folder under it (out is then a URL).
+func killAndRerun(t *testing.T, out, spools string) {
+	url := startFake(t, fakellm.Config{Latency: 40 * time.Millisecond, Jitter: 40 * time.Millisecond}, echoScript)
 	prompts := echoPrompts(t, 100)
-	out := filepath.Join(t.TempDir(), "out")
+	starts := 0
 	start := func(i int) *exec.Cmd {
-		args, _ := json.Marshal([]string{"--prompts", prompts, "--base-url", url, "--samples", "2", "--out", out, "--shard", fmt.Sprintf("%d/4", i)})
+		list := []string{"--prompts", prompts, "--base-url", url, "--samples", "2", "--out", out, "--shard", fmt.Sprintf("%d/4", i)}
+		if spools != "" {
+			starts++
+			list = append(list, "--spool", filepath.Join(spools, fmt.Sprintf("spool-%d-%d", i, starts)), "--upload-interval", "150ms")
+		}
+		args, _ := json.Marshal(list)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChildProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "HERMES_PIPE_CLUSTER_CHILD="+string(args))
 		var b bytes.Buffer
@@ -264,7 +290,7 @@ func TestKilledShardsRerunToCompleteMerge(t *testing.T) {
 	}
 	for round := 0; round < 3; round++ {
 		for i := range killed {
-			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+			time.Sleep(time.Duration(150+rng.IntN(300)) * time.Millisecond)
 			_ = cmds[i].Process.Signal(syscall.SIGKILL) // by PID, only our child
 			_ = cmds[i].Wait()
 			if round < 2 {
@@ -280,11 +306,18 @@ func TestKilledShardsRerunToCompleteMerge(t *testing.T) {
 			t.Fatalf("shard %d: %v\n%s", i, err, cmd.Stdout)
 		}
 	}
-	code, stdout, stderr := clusterCLI(t, "merge", out)
-	if code == 0 {
-		t.Logf("merge after kills passed (the killed shards had finished): %s", stdout)
-	} else if !strings.Contains(stderr, "run index") && !strings.Contains(stderr, "missing") {
+	cache := filepath.Join(t.TempDir(), "cache")
+	local := out
+	if spools != "" {
+		local = cache
+	}
+	code, stdout, stderr := clusterCLI(t, "merge", out, "--cache", cache)
+	if code == 0 || !strings.Contains(stderr, "run index") && !strings.Contains(stderr, "missing") {
 		t.Fatalf("merge of killed shards: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = clusterCLI(t, "status", out, "--cache", cache)
+	if code != 0 || !strings.Contains(stdout, "total") {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
 	var idx []int
 	for i := range killed {
@@ -297,16 +330,56 @@ func TestKilledShardsRerunToCompleteMerge(t *testing.T) {
 			t.Fatalf("re-run shard %d: %v\n%s", i, err, cmd.Stdout)
 		}
 	}
-	code, stdout, stderr = clusterCLI(t, "merge", out)
+	code, stdout, stderr = clusterCLI(t, "merge", out, "--cache", cache)
 	if code != 0 || !strings.Contains(stdout, "4 shards complete, 200 records (200 ok, 0 failed)") {
 		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
 	}
-	recs := recordsOf(t, out)
+	recs := recordsOf(t, local)
 	if len(recs) != 200 {
 		t.Fatalf("%d records, want 200", len(recs))
 	}
-	dirs, _ := cluster.ShardDirs(out)
+	dirs, _ := cluster.ShardDirs(local)
 	for _, d := range dirs {
 		mustVerify(t, d)
 	}
+	wrong := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", "1/5", "--spool", filepath.Join(t.TempDir(), "s")}
+	if _, err := shardGenerate(t, nil, wrong...); err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "already holds a 4-shard run") {
+		t.Fatalf("wrong N: %v", err)
+	}
+}
+
+// startS3 starts a real S3-compatible server on loopback with scripts/s3.sh
+// (stopped by PID at cleanup) and returns an s3:// URL with PREFIX to
+// replace; HERMES_PIPE_S3_URL, when set, is used instead.
+func startS3(t *testing.T) string {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	if u := os.Getenv("HERMES_PIPE_S3_URL"); u != "" {
+		return u
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "s3.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", script, "start", dir, "hermes")
+	cmd.Env = os.Environ()
+	if os.Getenv("HERMES_PIPE_S3_BIN") == "" {
+		if cache, err := os.UserCacheDir(); err == nil {
+			cmd.Env = append(cmd.Env, "HERMES_PIPE_S3_BIN="+filepath.Join(cache, "hermes-pipe-s3"))
+		}
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("start S3 server: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("bash", script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("stop S3 server: %v\n%s", err, out)
+		}
+	})
+	endpoint := strings.TrimSpace(string(out))
+	return "s3://hermes/PREFIX?endpoint=" + endpoint + "&use_path_style=true&region=us-east-1&disable_https=true"
 }

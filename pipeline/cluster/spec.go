@@ -166,8 +166,9 @@ func Resolve(flag string, count int, getenv func(string) string) (sp Spec, from 
 	return Spec{}, "", false, nil
 }
 
-// parseName reads a shard folder name; ok is false for any other name.
-func parseName(name string) (Spec, bool) {
+// ParseName reads a shard folder name (shard-I-of-N); ok is false for any
+// other name.
+func ParseName(name string) (Spec, bool) {
 	rest, ok := strings.CutPrefix(name, "shard-")
 	if !ok {
 		return Spec{}, false
@@ -198,7 +199,7 @@ func scan(out string) ([]Spec, error) {
 		if !e.IsDir() {
 			continue
 		}
-		if sp, ok := parseName(e.Name()); ok {
+		if sp, ok := ParseName(e.Name()); ok {
 			specs = append(specs, sp)
 		}
 	}
@@ -209,6 +210,28 @@ func scan(out string) ([]Spec, error) {
 		return a.Index - b.Index
 	})
 	return specs, nil
+}
+
+// CheckCount returns an error when names (the entries of a run's output
+// folder or object prefix) hold shard folders of another count than sp's, or
+// an unsharded run (unsharded is true when run.json is among them).
+func CheckCount(out string, names []string, unsharded bool, sp Spec) error {
+	var specs []Spec
+	for _, n := range names {
+		if s, ok := ParseName(n); ok {
+			specs = append(specs, s)
+		}
+	}
+	for _, n := range counts(specs) {
+		if n != sp.Count {
+			return fmt.Errorf("shard %s refused: %s already holds a %d-shard run (%s…); every shard of a run must use the same count: use --shard I/%d, or another --out for a %d-shard run",
+				sp, out, n, Spec{Index: 0, Count: n}.Name(), n, sp.Count)
+		}
+	}
+	if unsharded {
+		return fmt.Errorf("shard %s refused: %s holds an unsharded run (run.json); use another --out for a sharded run", sp, out)
+	}
+	return nil
 }
 
 // counts returns the distinct N of specs, ascending.
@@ -234,18 +257,18 @@ func Prepare(out string, sp Spec) (string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", fmt.Errorf("prepare shard %s: %w", sp, err)
 	}
-	specs, err := scan(out)
+	ents, err := os.ReadDir(out)
 	if err != nil {
 		return "", fmt.Errorf("prepare shard %s: %w", sp, err)
 	}
-	for _, n := range counts(specs) {
-		if n != sp.Count {
-			return "", fmt.Errorf("shard %s refused: %s already holds a %d-shard run (%s…); every shard of a run must use the same count: use --shard I/%d, or another --out for a %d-shard run",
-				sp, out, n, Spec{Index: 0, Count: n}.Name(), n, sp.Count)
-		}
+	var names []string
+	unsharded := false
+	for _, e := range ents {
+		names = append(names, e.Name())
+		unsharded = unsharded || e.Name() == "run.json"
 	}
-	if _, err := os.Stat(filepath.Join(out, "run.json")); err == nil {
-		return "", fmt.Errorf("shard %s refused: %s holds an unsharded run (run.json); use another --out for a sharded run", sp, out)
+	if err := CheckCount(out, names, unsharded, sp); err != nil {
+		return "", err
 	}
 	dir := sp.Dir(out)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

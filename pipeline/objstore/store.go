@@ -48,8 +48,8 @@ func IsURL(out string) bool {
 // pushes are serialised.
 type Store struct {
 	url    string
-	bucket *blob.Bucket // already prefixed
-	root   *blob.Bucket // the unprefixed bucket, closed by Close
+	prefix string       // "" or ending in "/"; every key is prefixed with it
+	bucket *blob.Bucket // shared with Sub stores, closed by Close of the opened one
 
 	pushMu sync.Mutex
 }
@@ -79,19 +79,22 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("open store %s: scheme %q is not supported in this build (use s3:// or file://)", rawURL, u.Scheme)
 	}
-	root, err := mux.OpenBucketURL(ctx, u)
+	b, err := mux.OpenBucketURL(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
-	s := &Store{url: rawURL, root: root, bucket: root}
+	s := &Store{url: rawURL, bucket: b}
 	if prefix != "" {
-		s.bucket = blob.PrefixedBucket(root, prefix+"/")
+		s.prefix = prefix + "/"
 	}
 	return s, nil
 }
 
-// Close releases the bucket.
-func (s *Store) Close() error { return s.root.Close() }
+// Close releases the bucket (of Sub stores too).
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// key is the object key of name.
+func (s *Store) key(name string) string { return s.prefix + name }
 
 // URL is the URL the store was opened with.
 func (s *Store) URL() string { return s.url }
@@ -105,13 +108,13 @@ func (s *Store) Sub(name string) *Store {
 	} else {
 		u += "/" + name
 	}
-	return &Store{url: u, root: s.root, bucket: blob.PrefixedBucket(s.bucket, name+"/")}
+	return &Store{url: u, prefix: s.prefix + name + "/", bucket: s.bucket}
 }
 
 // Children lists the immediate sub-prefixes of the store ("shard-0-of-8", …),
 // sorted. It costs one listing request per 1000 names.
 func (s *Store) Children(ctx context.Context) ([]string, error) {
-	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.prefix, Delimiter: "/"})
 	var names []string
 	for {
 		obj, err := it.Next(ctx)
@@ -122,7 +125,7 @@ func (s *Store) Children(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("list %s: %w", s.url, err)
 		}
 		if obj.IsDir {
-			names = append(names, strings.TrimSuffix(obj.Key, "/"))
+			names = append(names, strings.TrimSuffix(strings.TrimPrefix(obj.Key, s.prefix), "/"))
 		}
 	}
 	sort.Strings(names)
@@ -146,7 +149,7 @@ type Segment struct {
 // ReadMarker returns the commit marker, or an empty one when the store holds
 // no run yet.
 func (s *Store) ReadMarker(ctx context.Context) (*Marker, error) {
-	b, err := s.bucket.ReadAll(ctx, MarkerName)
+	b, err := s.bucket.ReadAll(ctx, s.key(MarkerName))
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return &Marker{}, nil
 	}
@@ -217,12 +220,12 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 			st.Bytes += n
 		}
 		seg := Segment{Name: fmt.Sprintf("%s%06d.jsonl", SegmentDir, len(m.Segments)+1), Bytes: int64(len(fresh)), SHA256: sha(fresh)}
-		if err := s.bucket.WriteAll(ctx, seg.Name, fresh, &blob.WriterOptions{ContentType: "application/x-ndjson"}); err != nil {
+		if err := s.bucket.WriteAll(ctx, s.key(seg.Name), fresh, &blob.WriterOptions{ContentType: "application/x-ndjson"}); err != nil {
 			return st, fmt.Errorf("push %s: write %s: %w", dir, seg.Name, err)
 		}
 		next := &Marker{Segments: append(append([]Segment(nil), m.Segments...), seg), Bytes: int64(len(ledger)), SHA256: sha(ledger)}
 		b, _ := json.MarshalIndent(next, "", "  ")
-		if err := s.bucket.WriteAll(ctx, MarkerName, b, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		if err := s.bucket.WriteAll(ctx, s.key(MarkerName), b, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 			return st, fmt.Errorf("push %s: write %s: %w", dir, MarkerName, err)
 		}
 		st.Segments = 1
@@ -236,7 +239,7 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 		if err != nil {
 			return st, fmt.Errorf("push %s: %w", dir, err)
 		}
-		if err := s.bucket.WriteAll(ctx, name, b, nil); err != nil {
+		if err := s.bucket.WriteAll(ctx, s.key(name), b, nil); err != nil {
 			return st, fmt.Errorf("push %s: write %s: %w", dir, name, err)
 		}
 		st.Bytes += int64(len(b))
@@ -255,7 +258,7 @@ func (s *Store) putFile(ctx context.Context, local, key, want string) (int64, er
 	defer f.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, key, nil)
+	w, err := s.bucket.NewWriter(wctx, s.key(key), nil)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", key, err)
 	}
@@ -298,7 +301,7 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 	}
 	var ledger bytes.Buffer
 	for _, seg := range m.Segments {
-		b, err := s.bucket.ReadAll(ctx, seg.Name)
+		b, err := s.bucket.ReadAll(ctx, s.key(seg.Name))
 		if err != nil {
 			return fmt.Errorf("pull %s: read %s: %w", s.url, seg.Name, err)
 		}
@@ -329,8 +332,8 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 			if !strings.HasPrefix(local, filepath.Clean(dir)+string(filepath.Separator)) {
 				return fmt.Errorf("pull %s: ledger names %q outside the folder", s.url, line.Shard)
 			}
-			if fi, err := os.Stat(local); err == nil && fi.Size() == line.Bytes {
-				continue
+			if fi, err := os.Stat(local); err == nil && fi.Size() == line.Bytes && fileSHA(local) == line.SHA256 {
+				continue // already in the cache
 			}
 			if err := s.getFile(ctx, line.Shard, local, line.SHA256); err != nil {
 				return fmt.Errorf("pull %s: %w", s.url, err)
@@ -338,7 +341,7 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 		}
 	}
 	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {
-		b, err := s.bucket.ReadAll(ctx, name)
+		b, err := s.bucket.ReadAll(ctx, s.key(name))
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			continue
 		}
@@ -359,7 +362,7 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 
 // getFile downloads key to local through a temp file, checking the SHA-256.
 func (s *Store) getFile(ctx context.Context, key, local, want string) error {
-	r, err := s.bucket.NewReader(ctx, key, nil)
+	r, err := s.bucket.NewReader(ctx, s.key(key), nil)
 	if err != nil {
 		return fmt.Errorf("download %s: %w", key, err)
 	}
@@ -404,7 +407,7 @@ func writeFile(path string, fill func(io.Writer) error) error {
 
 // Clear deletes every object under the store's prefix (for --overwrite).
 func (s *Store) Clear(ctx context.Context) error {
-	it := s.bucket.List(nil)
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -422,7 +425,7 @@ func (s *Store) Clear(ctx context.Context) error {
 
 // WriteFile uploads one small file (merged.json) under the store.
 func (s *Store) WriteFile(ctx context.Context, name string, b []byte) error {
-	if err := s.bucket.WriteAll(ctx, name, b, nil); err != nil {
+	if err := s.bucket.WriteAll(ctx, s.key(name), b, nil); err != nil {
 		return fmt.Errorf("write %s/%s: %w", s.url, name, err)
 	}
 	return nil
@@ -431,5 +434,19 @@ func (s *Store) WriteFile(ctx context.Context, name string, b []byte) error {
 func sha(b []byte) string {
 	var h hash.Hash = sha256.New()
 	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fileSHA returns the hex SHA-256 of a local file, "" when it cannot be read.
+func fileSHA(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }

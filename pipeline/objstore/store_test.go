@@ -107,7 +107,7 @@ func verify(t *testing.T, dir string) {
 
 func TestPushPullRoundTrip(t *testing.T) {
 	s3 := startS3(t)
-	for name, url := range map[string]string{"s3": s3URL(s3, "round/trip"), "file": "file://" + filepath.Join(t.TempDir(), "bucket")} {
+	for name, url := range map[string]string{"s3": s3URL(s3, "round/trip"), "file": "file://" + filepath.Join(t.TempDir(), "bucket", "trip")} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			st, err := objstore.Open(ctx, url)
@@ -134,6 +134,19 @@ func TestPushPullRoundTrip(t *testing.T) {
 			m, err := st.ReadMarker(ctx)
 			if err != nil || len(m.Segments) != 2 {
 				t.Fatalf("marker %+v %v", m, err)
+			}
+			parent, err := objstore.Open(ctx, strings.Replace(url, "/trip", "", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer parent.Close()
+			if name == "s3" {
+				if kids, err := parent.Children(ctx); err != nil || fmt.Sprint(kids) != "[trip]" {
+					t.Fatalf("children: %v %v", kids, err)
+				}
+				if none, err := parent.Sub("nothing").Children(ctx); err != nil || len(none) != 0 {
+					t.Fatalf("children of an empty prefix: %v %v", none, err)
+				}
 			}
 
 			// A reader on another machine, and a resumed run from the store.
@@ -167,6 +180,15 @@ func TestPushPullRoundTrip(t *testing.T) {
 			verify(t, final)
 			if got := strings.Count(cat(t, final), "\n"); got != 20 {
 				t.Fatalf("store holds %d records, want 20", got)
+			}
+			if err := st.Clear(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := st.ReadMarker(ctx); err != nil || len(m.Segments) != 0 {
+				t.Fatalf("after clear: %+v %v", m, err)
+			}
+			if _, err := st.Push(ctx, spool); err != nil {
+				t.Fatalf("push after clear: %v", err)
 			}
 		})
 	}
