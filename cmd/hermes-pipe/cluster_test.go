@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,4 +383,58 @@ func startS3(t *testing.T) string {
 	})
 	endpoint := strings.TrimSpace(string(out))
 	return "s3://hermes/PREFIX?endpoint=" + endpoint + "&use_path_style=true&region=us-east-1&disable_https=true"
+}
+
+// BenchmarkScaleOut runs 1, 2, 4 and 8 shard processes at once against one
+// fake endpoint answering after 200 ms, each shard with the same number of
+// rows (48 × 8 workers), and reports the aggregate rows per second:
+//
+//	go test -run '^$' -bench ScaleOut -benchtime 1x ./cmd/hermes-pipe/
+func BenchmarkScaleOut(b *testing.B) {
+	url := startFakeB(b, fakellm.Config{Latency: 200 * time.Millisecond}, echoScript)
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			var lines []string
+			for len(lines) < 48*n*12/10 {
+				lines = append(lines, fmt.Sprintf(`{"prompt": "echo row%d"}`, len(lines)))
+			}
+			dir := b.TempDir()
+			prompts := filepath.Join(dir, "prompts.jsonl")
+			if err := os.WriteFile(prompts, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			out := filepath.Join(dir, "out")
+			b.ResetTimer()
+			start := time.Now()
+			var cmds []*exec.Cmd
+			for i := 0; i < n; i++ {
+				args, _ := json.Marshal([]string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/%d", i, n)})
+				cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChildProcess$", "-test.count=1")
+				cmd.Env = append(os.Environ(), "HERMES_PIPE_CLUSTER_CHILD="+string(args))
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				cmds = append(cmds, cmd)
+			}
+			for _, cmd := range cmds {
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(len(lines))/elapsed.Seconds(), "rows/s")
+			b.ReportMetric(float64(len(lines))/elapsed.Seconds()/float64(n), "rows/s/shard")
+		})
+	}
+}
+
+func startFakeB(b *testing.B, cfg fakellm.Config, scriptJSON string) string {
+	s, err := fakellm.ParseScripts([]byte(scriptJSON))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Scripts = s
+	srv := httptest.NewServer(fakellm.New(cfg))
+	b.Cleanup(srv.Close)
+	return srv.URL + "/v1"
 }
