@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"container/heap"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,12 +29,9 @@ func CatAll(dirs []string, w io.Writer) error {
 // that a running shard appends to while it is read may disagree with its
 // ledger view; CatAllWith then fails and asks to retry.
 func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	streams := make([]*catStream, 0, len(dirs))
 	var wg sync.WaitGroup
 	defer func() {
-		cancel()
 		for _, s := range streams {
 			s.pr.CloseWithError(errors.New("cat stopped"))
 		}
@@ -88,7 +84,7 @@ func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("cat: %w", err)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // catStream is one folder's Cat output zipped with its ledger order.
