@@ -298,6 +298,13 @@ func localRun(c *cli.Context, out string, ledgerOnly bool) (string, error) {
 			return "", err
 		}
 	}
+	if len(keep) == 0 { // an unsharded run stored at out itself
+		single := filepath.Join(cache, "run")
+		if err := root.Pull(ctx, single, objstore.PullOptions{LedgerOnly: ledgerOnly}); err != nil {
+			return "", err
+		}
+		return single, nil
+	}
 	ents, err := os.ReadDir(cache)
 	if err != nil {
 		return "", fmt.Errorf("read cache: %w", err)

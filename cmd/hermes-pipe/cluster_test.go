@@ -2,10 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -17,65 +16,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
-	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/stages/generate"
-	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
 )
 
-// shardGenerateApp is generate with the shard flags wired as the generate
-// command wires them (shardFilter gives the filter and the folder), on the
-// local sandbox. The tests run it in-process and as child processes.
-func shardGenerateApp(stderr *bytes.Buffer) *cli.App {
-	flags := []cli.Flag{
-		&cli.StringFlag{Name: "prompts", Required: true},
-		&cli.StringFlag{Name: "out", Required: true},
-		&cli.StringFlag{Name: "base-url", Required: true},
-		&cli.IntFlag{Name: "samples", Value: 1},
+// shardGenerateFixed are the generate flags every cluster test run uses.
+var shardGenerateFixed = []string{"--model", "m", "--resume", "--workers", "4", "--max-turns", "4",
+	"--toolsets", "terminal", "--shard-rows", "5", "--commit-interval", "50ms", "--progress", "none",
+	"--max-retries", "3", "--command-timeout", "20s"}
+
+// runShardGenerate runs the real generate command with args; a non-zero exit
+// comes back as an exitStatus carrying the code and what it printed.
+func runShardGenerate(args []string, stderr io.Writer) error {
+	var errb bytes.Buffer
+	code := run(append(append([]string{"hermes-pipe", "generate"}, shardGenerateFixed...), args...), io.Discard, &errb)
+	_, _ = stderr.Write(errb.Bytes())
+	if code != 0 {
+		return &exitStatus{code: code, msg: errb.String()}
 	}
-	return &cli.App{
-		Name: "hermes-pipe", Writer: stderr, ErrWriter: stderr, ExitErrHandler: func(*cli.Context, error) {},
-		Commands: []*cli.Command{{
-			Name:  "generate",
-			Flags: append(flags, shardFlags()...),
-			Action: func(c *cli.Context) (err error) {
-				so, err := shardOutput(c)
-				if err != nil {
-					return err
-				}
-				defer func() { err = errors.Join(err, so.Finish(context.Background())) }()
-				filter, dir := so.Filter, so.Dir
-				client, err := llm.New(llm.Options{BaseURL: c.String("base-url"), Model: "m", MaxRetries: 3})
-				if err != nil {
-					return err
-				}
-				runID := newRunID()
-				driver, err := openSandbox("local", sandbox.Config{RunID: runID, DefaultTimeout: 20 * time.Second, MaxOutput: 64 << 10})
-				if err != nil {
-					return err
-				}
-				defer releaseSandbox(driver)
-				res, err := generate.Run(c.Context, generate.Options{
-					Prompts: c.String("prompts"), Out: dir, Mode: pipeline.ModeResume, Workers: 4, Samples: c.Int("samples"),
-					Rollout: rollout.Options{Client: client, Model: "m", Driver: driver, RunID: runID, MaxTurns: 4,
-						CommandTimeout: 20 * time.Second, MaxOutput: 64 << 10, Toolsets: []string{"terminal"}},
-					MaxShardRows: 5, CommitInterval: 50 * time.Millisecond, ToolVersion: version,
-					Record: flagRecord(c), Filter: filter,
-				})
-				if err != nil {
-					return err
-				}
-				if s := res.Summary; s.Failed > 0 || s.Rejected > 0 || s.Interrupted {
-					return fmt.Errorf("summary %+v", s)
-				}
-				return nil
-			},
-		}},
-	}
+	return nil
 }
 
 func shardGenerate(t *testing.T, env map[string]string, args ...string) (string, error) {
@@ -84,7 +44,7 @@ func shardGenerate(t *testing.T, env map[string]string, args ...string) (string,
 		t.Setenv(k, v)
 	}
 	var stderr bytes.Buffer
-	err := shardGenerateApp(&stderr).Run(append([]string{"hermes-pipe", "generate"}, args...))
+	err := runShardGenerate(args, &stderr)
 	return stderr.String(), err
 }
 
@@ -201,6 +161,14 @@ func TestShardsOfFakeLLMRunMatchOneShard(t *testing.T) {
 	if code != 0 || !regexpTotal(stdout, 80) {
 		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// cat, stats and verify read across the shards.
+	if recs := catRecords(t, seven); len(recs) != 80 {
+		t.Errorf("cat across shards: %d records, want 80", len(recs))
+	}
+	mustVerify(t, seven)
+	if code, out, errs := hp(t, "stats", "--json", seven); code != 0 || !strings.Contains(out, `"records": 80`) {
+		t.Errorf("stats across shards: exit %d\n%.300s%s", code, out, errs)
+	}
 	for _, bad := range [][]string{{"merge"}, {"merge", t.TempDir()}, {"status", t.TempDir()}} {
 		if code, _, _ := clusterCLI(t, bad...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2", bad, code)
@@ -231,7 +199,7 @@ func TestClusterChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	err := shardGenerateApp(&stderr).RunContext(context.Background(), append([]string{"hermes-pipe", "generate"}, list...))
+	err := runShardGenerate(list, &stderr)
 	os.Stderr.Write(stderr.Bytes())
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,12 +161,17 @@ func runCompress(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	so, err := shardOutput(c)
+	if err != nil {
+		return err
+	}
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	res, err := compress.Run(ctx, compress.Options{
 		Inputs:         inputs,
-		Out:            c.String("out"),
+		Out:            so.Dir,
+		Filter:         so.Filter,
 		Mode:           mode,
 		Format:         format,
 		Workers:        workers,
@@ -183,6 +189,9 @@ func runCompress(c *cli.Context) error {
 		ToolVersion:    version,
 		Record:         flagRecord(c),
 	})
+	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
+		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "is not empty") || strings.Contains(err.Error(), "holds a") {
 			return usagef("%v", err) // refused before any work

@@ -52,6 +52,8 @@ func extraCommands() []*cli.Command {
 		compressCommand(),
 		tokensCommand(),
 		sweCommand(),
+		mergeCommand(),
+		statusCommand(),
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),

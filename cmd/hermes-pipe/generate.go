@@ -32,7 +32,7 @@ func llmFlags() []cli.Flag {
 
 // runFlags are shared by every command that writes an output folder.
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Name: "workers", Value: 8, Usage: "records processed at once"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue the run in --out: skip finished rows, retry api_error/timeout/sandbox_error rows"},
 		&cli.BoolFlag{Name: "overwrite", Usage: "delete the previous run in --out and start afresh"},
@@ -41,7 +41,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
 		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress display: auto (a bar on a terminal, log lines otherwise), bar, plain or none"},
 		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, how long rollouts in flight may finish before they are cancelled"},
-	}
+	}, shardFlags()...)
 }
 
 // sandboxFlags choose and configure the sandbox driver.
@@ -252,15 +252,21 @@ func runGenerate(c *cli.Context) error {
 	if _, err := os.Stat(c.String("prompts")); err != nil {
 		return usagef("--prompts: %v", err)
 	}
+	so, err := shardOutput(c)
+	if err != nil {
+		return err
+	}
 	ar, err := startAgentRun(c, "generate", workers)
 	if err != nil {
+		_ = so.Finish(context.Background())
 		return err
 	}
 	defer ar.close()
 	client, driver, runID, ctx, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.ctx, ar.soft, ar.progress, ar.logger
 	opts := generate.Options{
 		Prompts: c.String("prompts"),
-		Out:     c.String("out"),
+		Out:     so.Dir,
+		Filter:  so.Filter,
 		Mode:    mode,
 		Format:  format,
 		Workers: workers,
@@ -292,6 +298,9 @@ func runGenerate(c *cli.Context) error {
 		Record:         withRunID(flagRecord(c), runID),
 	}
 	res, err := generate.Run(ctx, opts)
+	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
+		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "is not empty") {
 			return usagef("%v", err) // refused before any work: a usage error

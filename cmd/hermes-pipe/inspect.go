@@ -6,27 +6,39 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/urfave/cli/v2"
 )
 
-func oneDir(c *cli.Context) (string, error) {
+// runDirs resolves the one output-folder argument of cat, stats and verify:
+// a local folder or an s3:// / file:// URL (read through a local cache), of
+// one run or of a run sharded across machines (one folder per shard, in
+// index order).
+func runDirs(c *cli.Context) ([]string, error) {
 	if c.NArg() != 1 {
-		return "", usagef("%s takes exactly one output folder, got %d arguments", c.Command.Name, c.NArg())
+		return nil, usagef("%s takes exactly one output folder, got %d arguments", c.Command.Name, c.NArg())
 	}
-	dir := c.Args().First()
+	dir, err := localRun(c, c.Args().First(), false)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return "", usagef("%v", err)
+		return nil, usagef("%v", err)
 	}
 	if !st.IsDir() {
-		return "", usagef("%s is not a folder", dir)
+		return nil, usagef("%s is not a folder", dir)
 	}
-	return dir, nil
+	if cluster.IsSharded(dir) {
+		return cluster.ShardDirs(dir)
+	}
+	return []string{dir}, nil
 }
 
 func catCommand() *cli.Command {
@@ -38,12 +50,12 @@ func catCommand() *cli.Command {
 			&cli.BoolFlag{Name: "final", Usage: "only records with a final outcome (leave out those waiting for a --resume retry)"},
 		},
 		Action: func(c *cli.Context) error {
-			dir, err := oneDir(c)
+			dirs, err := runDirs(c)
 			if err != nil {
 				return err
 			}
 			w := bufio.NewWriterSize(c.App.Writer, 1<<20)
-			if err := pipeline.CatWith(dir, w, pipeline.CatOptions{Final: c.Bool("final")}); err != nil {
+			if err := cluster.CatAllWith(dirs, w, pipeline.CatOptions{Final: c.Bool("final")}); err != nil {
 				return err
 			}
 			return w.Flush()
@@ -58,13 +70,21 @@ func statsCommand() *cli.Command {
 		UsageText: "hermes-pipe stats [--json] DIR",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}},
 		Action: func(c *cli.Context) error {
-			dir, err := oneDir(c)
+			dirs, err := runDirs(c)
 			if err != nil {
 				return err
 			}
-			st, err := pipeline.Stats(dir)
-			if err != nil {
-				return err
+			var all []pipeline.Statistics
+			for _, dir := range dirs {
+				st, err := pipeline.Stats(dir)
+				if err != nil {
+					return err
+				}
+				all = append(all, st)
+			}
+			st := all[0]
+			if len(all) > 1 {
+				st = cluster.MergeStatistics(all)
 			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
@@ -119,14 +139,27 @@ schema-valid, every ledger entry matches its shard and every shard is in the
 ledger, no stray temporary file. Each problem is printed with its file and line.`,
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"}},
 		Action: func(c *cli.Context) error {
-			dir, err := oneDir(c)
+			dirs, err := runDirs(c)
 			if err != nil {
 				return err
 			}
-			rep, err := pipeline.Verify(dir)
-			if err != nil {
-				return err
+			var rep pipeline.VerifyReport
+			for _, dir := range dirs {
+				r, err := pipeline.Verify(dir)
+				if err != nil {
+					return err
+				}
+				if len(dirs) > 1 { // name each problem's shard
+					for i := range r.Problems {
+						r.Problems[i].File = filepath.Join(filepath.Base(dir), r.Problems[i].File)
+					}
+				}
+				rep.Shards += r.Shards
+				rep.Records += r.Records
+				rep.LiveKeys += r.LiveKeys
+				rep.Problems = append(rep.Problems, r.Problems...)
 			}
+			dir := c.Args().First()
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")

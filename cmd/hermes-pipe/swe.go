@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -128,15 +129,21 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	so, err := shardOutput(c)
+	if err != nil {
+		return err
+	}
 	ar, err := startAgentRun(c, "swe", workers)
 	if err != nil {
+		_ = so.Finish(context.Background())
 		return err
 	}
 	defer ar.close()
 	client, driver, runID, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.soft, ar.progress, ar.logger
 	res, err := swe.Run(ar.ctx, swe.Options{
 		Tasks:   c.String("tasks"),
-		Out:     c.String("out"),
+		Out:     so.Dir,
+		Filter:  so.Filter,
 		Mode:    mode,
 		Workers: workers,
 		Rollout: rollout.Options{
@@ -168,6 +175,9 @@ func runSWE(c *cli.Context) error {
 		ToolVersion:    version,
 		Record:         withRunID(flagRecord(c), runID),
 	})
+	if ferr := so.Finish(context.WithoutCancel(ar.ctx)); err == nil && ferr != nil {
+		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
+	}
 	if errors.Is(err, swe.ErrInput) || err != nil && strings.Contains(err.Error(), "is not empty") {
 		return usagef("%v", err)
 	}

@@ -43,6 +43,8 @@ type Options struct {
 	ToolVersion    string
 	// Record is what run.json keeps of the options (flags as given).
 	Record any
+	// Filter, when set, keeps only the records it accepts (sharding).
+	Filter func(rec *schemas.Record) bool
 	// Now is the clock of the metrics times (default time.Now).
 	Now func() time.Time
 }
@@ -124,7 +126,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	known := knownOutcomes()
 	stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
 		agg: agg, quarantine: q, known: func(oc schemas.Outcome) bool { return known[oc] }}
-	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject})
+	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
 	defer src.Close()
 	sum, runErr := pipeline.Run(ctx, pipeline.Options{
 		Workers:  o.Workers,

@@ -137,6 +137,9 @@ type SourceOptions struct {
 	Inputs       []Input
 	MaxLineBytes int // 0 = DefaultMaxLineBytes
 	Reject       func(schemas.Reject)
+	// Filter, when set, keeps only the records it accepts (a shard of a run
+	// split across machines); the others are skipped silently.
+	Filter func(rec *schemas.Record) bool
 }
 
 // Source streams the rows of its inputs as records, in input order. Each
@@ -228,6 +231,9 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		pos := s.pos
 		s.pos++
 		if rec := s.record(in, n, pos, line); rec != nil {
+			if s.opts.Filter != nil && !s.opts.Filter(rec) {
+				continue
+			}
 			s.rows++
 			return rec, nil
 		}

@@ -43,6 +43,9 @@ type Options struct {
 	Logger         *slog.Logger
 	ToolVersion    string
 	Record         any // what run.json keeps of the options
+	// Filter, when set, keeps only the tasks whose record it accepts (a
+	// shard of a run split across machines); the reports cover those tasks.
+	Filter func(rec *schemas.Record) bool
 }
 
 // Result is what a SWE run did.
@@ -70,6 +73,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	tasks, err := ReadTasks(o.Tasks)
 	if err != nil {
 		return res, fmt.Errorf("swe: %w: %w", ErrInput, err)
+	}
+	if o.Filter != nil {
+		kept := tasks[:0:0]
+		for _, t := range tasks {
+			if o.Filter(Record(t, o.Grade.Clone)) {
+				kept = append(kept, t)
+			}
+		}
+		tasks = kept
 	}
 	var baseline []string
 	if o.Baseline != "" {
