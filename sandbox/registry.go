@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -156,4 +157,20 @@ func GC(ctx context.Context, d Driver, runID string) (int, error) {
 		return 0, fmt.Errorf("sandbox gc: driver %T keeps nothing to collect", d)
 	}
 	return c.GC(ctx, runID)
+}
+
+// SafeName keeps the letters, digits, '-' and '_' of an id used in a file or
+// folder name (others become '_') and cuts it to 64 bytes. Drivers name
+// their per-session folders with it so gc can find a run's leftovers.
+func SafeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
 }

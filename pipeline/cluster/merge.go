@@ -489,41 +489,14 @@ func MergeStatistics(list []pipeline.Statistics) pipeline.Statistics {
 	return st
 }
 
-// writeJSON writes v to dir/name atomically: temp file, fsync, rename, fsync
-// of the folder.
+// writeJSON writes v to dir/name, indented, with the runtime's atomic-file
+// protocol.
 func writeJSON(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	b = append(b, '\n')
-	f, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		serr := d.Sync()
-		d.Close()
-		if serr != nil {
-			return fmt.Errorf("write %s: sync folder: %w", name, serr)
-		}
-	}
-	return nil
+	return pipeline.WriteAtomic(dir, name, append(b, '\n'))
 }
 
 // readManifestFile reads a shard folder's run.json.

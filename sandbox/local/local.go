@@ -73,7 +73,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	if run == "" {
 		run = d.cfg.RunID
 	}
-	dir, err := os.MkdirTemp(d.base, folderPrefix+safeName(run)+"-*")
+	dir, err := os.MkdirTemp(d.base, folderPrefix+sandbox.SafeName(run)+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
@@ -148,27 +148,13 @@ func secretName(name string) bool {
 	return false
 }
 
-// safeName keeps letters, digits, '-' and '_' of an id used in a file name.
-func safeName(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
-			return r
-		}
-		return '_'
-	}, s)
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	return s
-}
-
 // GC kills processes and removes folders left in the base folder by sessions
 // of runID ("" = every run) that were never closed, e.g. after kill -9. It is
 // safe only when that run is no longer running.
 func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 	prefix := folderPrefix
 	if runID != "" {
-		prefix += safeName(runID) + "-"
+		prefix += sandbox.SafeName(runID) + "-"
 	}
 	killTree(0, prefix)
 	ents, err := os.ReadDir(d.base)

@@ -93,7 +93,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	if run == "" {
 		run = d.opts.RunID
 	}
-	name := folderPrefix + safeName(run) + "-" + randomHex(8)
+	name := folderPrefix + sandbox.SafeName(run) + "-" + randomHex(8)
 	dir := path.Join(d.opts.RemoteTmp, name)
 	state := dir + "/state"
 
@@ -346,7 +346,7 @@ func (s *Session) Close(ctx context.Context) error {
 func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 	prefix := folderPrefix
 	if runID != "" {
-		prefix += safeName(runID) + "-"
+		prefix += sandbox.SafeName(runID) + "-"
 	}
 	glob := sandbox.ShellQuote(d.opts.RemoteTmp+"/"+prefix) + "*"
 	script := killMarked(false, prefix) + "\nn=0\nfor f in " + glob +
@@ -419,20 +419,6 @@ var signalNumbers = map[string]int{
 
 // envName matches names the shell accepts in export.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// safeName keeps letters, digits, '-' and '_' of an id used in a file name.
-func safeName(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
-			return r
-		}
-		return '_'
-	}, s)
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	return s
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
