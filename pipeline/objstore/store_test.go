@@ -250,3 +250,24 @@ func TestOpenRefusesUnknownSchemes(t *testing.T) {
 		t.Error("IsURL")
 	}
 }
+
+// TestCloudSchemesAreWired: gs:// and azblob:// reach their gocloud.dev
+// openers (which then need credentials this machine does not have) instead of
+// being refused as unknown schemes.
+func TestCloudSchemesAreWired(t *testing.T) {
+	t.Setenv("AZURE_STORAGE_ACCOUNT", "hermespipetest")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	for _, u := range []string{"gs://bucket/prefix", "azblob://container/prefix"} {
+		s, err := objstore.Open(context.Background(), u)
+		if err == nil {
+			s.Close()
+			continue
+		}
+		if strings.Contains(err.Error(), "not supported") {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if _, err := objstore.Open(context.Background(), "ftp://host/x"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("ftp: %v", err)
+	}
+}
