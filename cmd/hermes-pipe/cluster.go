@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -181,8 +183,12 @@ func runMerge(c *cli.Context) error {
 	if !cluster.IsSharded(out) {
 		return usagef("merge %s: no shard-I-of-N folder: not a sharded run", c.Args().First())
 	}
+	promptsFile, err := localInput(c, "prompts", c.String("prompts"))
+	if err != nil {
+		return err
+	}
 	m, err := cluster.Merge(c.Context, out, cluster.MergeOptions{
-		Prompts:        c.String("prompts"),
+		Prompts:        promptsFile,
 		NoInput:        c.Bool("no-input"),
 		AllowRetryable: c.Bool("allow-retryable"),
 	})
@@ -243,7 +249,11 @@ func runStatus(c *cli.Context) error {
 	if c.Duration("window") <= 0 {
 		return usagef("--window must be positive")
 	}
-	sts, err := cluster.Status(c.Context, out, cluster.StatusOptions{Prompts: c.String("prompts"), Window: c.Duration("window")})
+	promptsFile, err := localInput(c, "prompts", c.String("prompts"))
+	if err != nil {
+		return err
+	}
+	sts, err := cluster.Status(c.Context, out, cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window")})
 	if err != nil {
 		return err
 	}
@@ -337,4 +347,37 @@ func uploadMerged(c *cli.Context, url, local string) error {
 		}
 	}
 	return nil
+}
+
+// localInput returns a local path for an input file given as a path or as an
+// object-storage URL (s3://, gs://, azblob://, file://), which it downloads
+// first into a cache folder under the temp dir. Errors are usage errors
+// naming the flag.
+func localInput(c *cli.Context, flag, p string) (string, error) {
+	if !objstore.IsURL(p) {
+		return p, nil
+	}
+	h := sha256.Sum256([]byte(p))
+	local := filepath.Join(os.TempDir(), "hermes-pipe-inputs", hex.EncodeToString(h[:8]), path.Base(strings.SplitN(p, "?", 2)[0]))
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := objstore.Fetch(ctx, p, local); err != nil {
+		return "", usagef("--%s: %v", flag, err)
+	}
+	return local, nil
+}
+
+// localInputs is localInput for each value of a repeatable flag.
+func localInputs(c *cli.Context, flag string, ps []string) ([]string, error) {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		l, err := localInput(c, flag, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = l
+	}
+	return out, nil
 }

@@ -85,7 +85,11 @@ func runCompress(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("compress takes no arguments, got %q (inputs go after --in)", c.Args().First())
 	}
-	inputs, err := compress.ExpandInputs(c.StringSlice("in"))
+	ins, err := localInputs(c, "in", c.StringSlice("in"))
+	if err != nil {
+		return err
+	}
+	inputs, err := compress.ExpandInputs(ins)
 	if err != nil {
 		return usagef("--in: %v", err)
 	}

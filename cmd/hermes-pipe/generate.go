@@ -249,7 +249,11 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(c.String("prompts")); err != nil {
+	promptsFile, err := localInput(c, "prompts", c.String("prompts"))
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(promptsFile); err != nil {
 		return usagef("--prompts: %v", err)
 	}
 	so, err := shardOutput(c)
@@ -264,7 +268,7 @@ func runGenerate(c *cli.Context) error {
 	defer ar.close()
 	client, driver, runID, ctx, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.ctx, ar.soft, ar.progress, ar.logger
 	opts := generate.Options{
-		Prompts: c.String("prompts"),
+		Prompts: promptsFile,
 		Out:     so.Dir,
 		Filter:  so.Filter,
 		Mode:    mode,

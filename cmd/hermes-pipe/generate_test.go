@@ -402,3 +402,19 @@ func TestInterruptCommitsFinishedRowsAndExits130(t *testing.T) {
 	}
 	mustVerify(t, out)
 }
+
+// TestGenerateReadsPromptsFromURL: --prompts may be an object-storage URL.
+func TestGenerateReadsPromptsFromURL(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := writePrompts(t, `{"prompt": "echo from a url"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := hp(t, "generate", "--prompts", "file://"+prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if recs := catRecords(t, out); len(recs) != 1 || recs[0]["outcome"] != "completed" {
+		t.Fatalf("records = %v", recs)
+	}
+	if code, _, errs := hp(t, "generate", "--prompts", "file://"+prompts+".missing", "--out", out+"2", "--base-url", url, "--model", "m"); code != exitUsage {
+		t.Fatalf("missing object: exit %d: %s", code, errs)
+	}
+}

@@ -117,7 +117,11 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return usagef("--min-resolved: %v", err)
 	}
-	if _, err := os.Stat(c.String("tasks")); err != nil {
+	tasksFile, err := localInput(c, "tasks", c.String("tasks"))
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(tasksFile); err != nil {
 		return usagef("--tasks: %v", err)
 	}
 	if b := c.String("baseline"); b != "" {
@@ -141,7 +145,7 @@ func runSWE(c *cli.Context) error {
 	defer ar.close()
 	client, driver, runID, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.soft, ar.progress, ar.logger
 	res, err := swe.Run(ar.ctx, swe.Options{
-		Tasks:   c.String("tasks"),
+		Tasks:   tasksFile,
 		Out:     so.Dir,
 		Filter:  so.Filter,
 		Mode:    mode,

@@ -458,3 +458,28 @@ func fileSHA(path string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Fetch downloads the one object named by objectURL (s3://BUCKET/KEY,
+// gs://…, azblob://…, file:///PATH) to the local file local, atomically. The
+// CLI uses it for input files (--prompts, --in, --tasks) given as URLs. It
+// blocks for the whole download.
+func Fetch(ctx context.Context, objectURL, local string) error {
+	u, err := url.Parse(objectURL)
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", objectURL, err)
+	}
+	dir, name := path.Split(strings.TrimRight(u.Path, "/"))
+	if name == "" {
+		return fmt.Errorf("fetch %s: the URL names no object", objectURL)
+	}
+	u.Path = dir
+	s, err := Open(ctx, u.String())
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", objectURL, err)
+	}
+	defer s.Close()
+	if err := s.getFile(ctx, name, local, ""); err != nil {
+		return fmt.Errorf("fetch %s: %w", objectURL, err)
+	}
+	return nil
+}

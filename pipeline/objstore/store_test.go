@@ -271,3 +271,24 @@ func TestCloudSchemesAreWired(t *testing.T) {
 		t.Errorf("ftp: %v", err)
 	}
 }
+
+// TestFetchDownloadsOneObject fetches a file:// object to a local file.
+func TestFetchDownloadsOneObject(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "in", "prompts.jsonl")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("{\"prompt\": \"x\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy.jsonl")
+	if err := objstore.Fetch(context.Background(), "file://"+src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "{\"prompt\": \"x\"}\n" {
+		t.Fatalf("fetched %q, %v", b, err)
+	}
+	if err := objstore.Fetch(context.Background(), "file://"+src+".missing", dst+"2"); err == nil {
+		t.Fatal("fetching a missing object succeeded")
+	}
+}
