@@ -97,7 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ToolVersion:    o.ToolVersion,
 		Options:        o.Record,
 		Outcomes:       Outcomes,
-		Artifacts:      []string{MetricsFile, QuarantineFile},
+		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile},
 		MaxShardRows:   o.MaxShardRows,
 		CommitInterval: o.CommitInterval,
 		Logger:         o.Logger,
@@ -120,12 +120,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("compress: %w", err)
 	}
 	defer q.close()
-	agg := newAggregate(prev, Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
+	rows, err := openRowJournal(o.Out, o.Mode != pipeline.ModeResume)
+	if err != nil {
+		return res, fmt.Errorf("compress: %w", err)
+	}
+	defer rows.close()
+	settings := Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
 		SummaryTokens: comp.cfg.SummaryTokens, TurnOverhead: comp.cfg.TurnOverhead, ProtectLast: comp.cfg.ProtectLast,
-		OverLimit: o.OverLimit}, start)
+		OverLimit: o.OverLimit}
+	agg := newAggregate(prev, settings, start)
 	known := knownOutcomes()
 	stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-		agg: agg, quarantine: q, known: func(oc schemas.Outcome) bool { return known[oc] }}
+		agg: agg, quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
 	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
 	defer src.Close()
 	sum, runErr := pipeline.Run(ctx, pipeline.Options{
@@ -135,8 +141,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Logger:   o.Logger,
 	}, src, []pipeline.Stage{stage}, out)
 	res.Summary = sum
+	// The aggregate is rebuilt from the row journal, counting every row the
+	// output holds as committed, so a run killed before it could write
+	// compression_metrics.json costs nothing on the next --resume.
+	rowsErr := rows.close()
+	if rowsErr == nil {
+		exact := newAggregate(carryProcessing(prev), settings, start)
+		if rowsErr = rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, exact); rowsErr == nil {
+			agg = exact
+		}
+	}
 	res.Metrics = agg.Report(o.Now())
-	metricsErr := writeReport(o.Out, res.Metrics)
+	metricsErr := errors.Join(rowsErr, writeReport(o.Out, res.Metrics))
 	qErr := q.close()
 	closeErr := out.Close()
 	if runErr != nil {
@@ -164,4 +180,16 @@ func knownOutcomes() map[schemas.Outcome]bool {
 		m[o] = true
 	}
 	return m
+}
+
+// carryProcessing keeps of a previous report only what is not rebuilt from
+// the row journal: when the run started, how long its runs took, how many.
+func carryProcessing(prev *Report) *Report {
+	if prev == nil {
+		return nil
+	}
+	r := &Report{}
+	r.Processing = prev.Processing
+	r.Sums.Runs = prev.Sums.Runs
+	return r
 }

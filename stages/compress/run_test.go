@@ -340,3 +340,43 @@ func TestOverLimitPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestAggregateSurvivesALostMetricsFile: a run killed by SIGKILL never writes
+// compression_metrics.json. The next --resume rebuilds the aggregate from the
+// row journal, so it equals the aggregate of an uninterrupted run; rows a
+// dead run journalled but never committed are not counted.
+func TestAggregateSurvivesALostMetricsFile(t *testing.T) {
+	dir := t.TempDir()
+	_, url := fake(t, fakellm.Config{SummaryWords: 60})
+	paths, _, _ := mixedInputs(t, dir, 24)
+	full := filepath.Join(dir, "full")
+	want, err := Run(bg, testOptions(t, url, paths, full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Simulate the kill: the metrics file is gone, and the journal holds a
+	// line of a row that was in flight (not in the ledger) and a torn line.
+	if err := os.Remove(filepath.Join(full, MetricsFile)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(full, RowsFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"k":"never-committed","m":{"OriginalTokens":99999,"Outcome":"compressed","WasCompressed":true}}` + "\n" + `{"k":"torn`)
+	f.Close()
+	o := testOptions(t, url, paths, full)
+	o.Mode = pipeline.ModeResume
+	got, err := Run(bg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, g := want.Metrics, got.Metrics
+	if g.Summary != w.Summary || g.Tokens != w.Tokens || g.Turns != w.Turns || g.Summarization.TotalAPICalls != w.Summarization.TotalAPICalls {
+		t.Fatalf("rebuilt aggregate differs:\n got %+v %+v %+v\nwant %+v %+v %+v", g.Summary, g.Tokens, g.Turns, w.Summary, w.Tokens, w.Turns)
+	}
+	if g.Summary.TotalTrajectories != 24 {
+		t.Fatalf("total = %d, want 24", g.Summary.TotalTrajectories)
+	}
+	verifyOK(t, full)
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -30,6 +31,7 @@ type Stage struct {
 	rowTimeout time.Duration
 	agg        *Aggregate
 	quarantine *quarantine
+	rows       *rowJournal // nil in tests that need no journal
 	known      func(schemas.Outcome) bool
 }
 
@@ -66,7 +68,9 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	m := &res.metrics
 	if res.outcome == OutcomeUnderTarget {
 		rec.Outcome = s.keptOutcome(rec.Raw, res.outcome)
-		s.agg.Add(m, "")
+		if err := s.count(rec.Key, m, ""); err != nil {
+			return nil, err
+		}
 		return []*schemas.Record{rec}, nil
 	}
 
@@ -111,18 +115,37 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	if oc == OutcomeStillOverLimit {
 		switch s.overLimit {
 		case OverLimitDrop:
-			s.agg.Add(m, "dropped")
+			if err := s.count(rec.Key, m, "dropped"); err != nil {
+				return nil, err
+			}
 			return nil, nil
 		case OverLimitQuarantine:
 			if err := s.quarantine.add(rec.Key, m, out); err != nil {
 				return nil, err
 			}
-			s.agg.Add(m, "quarantined")
+			if err := s.count(rec.Key, m, "quarantined"); err != nil {
+				return nil, err
+			}
 			return nil, nil
 		}
 	}
-	s.agg.Add(m, "")
+	if err := s.count(rec.Key, m, ""); err != nil {
+		return nil, err
+	}
 	return []*schemas.Record{rec}, nil
+}
+
+// count journals a settled row (the aggregate is rebuilt from the journal at
+// the end of the run) and adds it to the live aggregate. A journal that
+// cannot be written stops the run: metrics must not silently go missing.
+func (s *Stage) count(key string, m *RowMetrics, disposal string) error {
+	if s.rows != nil {
+		if err := s.rows.add(key, m, disposal); err != nil {
+			return fmt.Errorf("compress: %w: %w", pipeline.ErrFatal, err)
+		}
+	}
+	s.agg.Add(m, disposal)
+	return nil
 }
 
 // keptOutcome is the outcome of a record passed through unchanged: its own
