@@ -85,6 +85,9 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 			return nil, fmt.Errorf("read %s line %d: %w", s.path, s.line+1, err)
 		}
 		s.line++
+		if s.line == 1 { // a UTF-8 byte-order mark some editors write
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+		}
 		trimmed := bytes.TrimSpace(line)
 		if len(trimmed) == 0 {
 			continue

@@ -154,3 +154,17 @@ func TestUnavailableImageRowsAreRejected(t *testing.T) {
 		t.Fatalf("Images = %v, %v", imgs, err)
 	}
 }
+
+func TestByteOrderMarkAndCRLFAreAccepted(t *testing.T) {
+	path := writeFile(t, "\xef\xbb\xbf{\"prompt\": \"a\"}\r\n{\"prompt\": \"b\"}\r\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	recs := drain(t, src)
+	if len(recs) != 2 || len(rejects) != 0 || recs[0].Input.Prompt != "a" {
+		t.Fatalf("records %d, rejects %+v", len(recs), rejects)
+	}
+}
