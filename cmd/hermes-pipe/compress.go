@@ -171,6 +171,10 @@ func runCompress(c *cli.Context) error {
 	}
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	defer stop()
+	if err := checkEndpoint(ctx, c.String("base-url")); err != nil {
+		_ = so.Finish(context.Background())
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	res, err := compress.Run(ctx, compress.Options{
 		Inputs:         inputs,

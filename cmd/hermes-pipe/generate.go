@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -438,5 +439,28 @@ func startAgentRun(c *cli.Context, label string, workers int) (*agentRun, error)
 		ar.close()
 		return nil, err
 	}
+	if err := checkEndpoint(ctx, c.String("base-url")); err != nil {
+		ar.close()
+		return nil, err
+	}
 	return ar, nil
+}
+
+// checkEndpoint fails fast when --base-url cannot be reached at all
+// (connection refused, unknown host, TLS failure), instead of letting every
+// row spend its retries on it. Any HTTP answer, even 404 from a server
+// without GET /models, counts as reachable; it costs no token.
+func checkEndpoint(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/models", nil)
+	if err != nil {
+		return usagef("--base-url: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach --base-url %s: %w", base, err)
+	}
+	resp.Body.Close()
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -416,5 +417,23 @@ func TestGenerateReadsPromptsFromURL(t *testing.T) {
 	}
 	if code, _, errs := hp(t, "generate", "--prompts", "file://"+prompts+".missing", "--out", out+"2", "--base-url", url, "--model", "m"); code != exitUsage {
 		t.Fatalf("missing object: exit %d: %s", code, errs)
+	}
+}
+
+// TestUnreachableEndpointFailsFast: a --base-url nobody listens on stops the
+// run before any row is tried, with exit 1 and a message naming the URL.
+func TestUnreachableEndpointFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	prompts := writePrompts(t, `{"prompt": "x"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	start := time.Now()
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", "http://"+addr+"/v1", "--model", "m", "--progress", "none")
+	if code != exitFatal || !strings.Contains(errs, "cannot reach --base-url http://"+addr) || time.Since(start) > 10*time.Second {
+		t.Fatalf("exit %d after %s: %s", code, time.Since(start), errs)
 	}
 }

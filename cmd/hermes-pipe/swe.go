@@ -124,6 +124,9 @@ func runSWE(c *cli.Context) error {
 	if _, err := os.Stat(tasksFile); err != nil {
 		return usagef("--tasks: %v", err)
 	}
+	if _, err := swe.ReadTasks(tasksFile); err != nil { // bad tasks cost nothing, not even a connection
+		return usagef("--tasks: %v", err)
+	}
 	if b := c.String("baseline"); b != "" {
 		if _, err := swe.ReadBaseline(b); err != nil {
 			return usagef("--baseline: %v", err)
