@@ -176,9 +176,12 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 	m := &Merged{ShardCount: n, Hash: HashName}
 	for _, c := range checks {
 		problems = append(problems, c.problems...)
-		if m.Kind == "" {
+		switch {
+		case c.man.Kind == "":
+			// No readable run.json: the shard's own problems say why.
+		case m.Kind == "":
 			m.Kind, m.Format = c.man.Kind, c.man.Format
-		} else if c.man.Kind != m.Kind || c.man.Format != m.Format {
+		case c.man.Kind != m.Kind || c.man.Format != m.Format:
 			problems = append(problems, fmt.Sprintf("%s: a %s run in %s, the others are %s in %s", c.spec.Name(), c.man.Kind, c.man.Format, m.Kind, m.Format))
 		}
 		m.Shards = append(m.Shards, c.sum)
