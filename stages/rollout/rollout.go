@@ -46,10 +46,6 @@ type Options struct {
 	// OnTerminal, when set, sees every terminal command's raw result and may
 	// end the rollout with the given outcome (SWE mode's sentinel check).
 	OnTerminal func(command string, res sandbox.Result) (schemas.Outcome, bool)
-	// AfterLoop, when set, runs with the still-open session after the agent
-	// loop ends (SWE mode takes the patch here). Its error becomes the record's
-	// error with outcome sandbox_error.
-	AfterLoop func(ctx context.Context, s sandbox.Session, rec *schemas.Record) error
 
 	Now func() time.Time // clock seam; nil = time.Now
 }
@@ -120,7 +116,13 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	rec.ToolsetsUsed = toolsets
 	rec.Model = s.o.Model
 
-	messages := []schemas.Message{{Role: "user", Content: rec.Input.Prompt}}
+	// The system prompt is sent to the model but, as in Hermes, not recorded:
+	// ShareGPT conversion skips leading system messages.
+	var messages []schemas.Message
+	if s.o.SystemPrompt != "" {
+		messages = append(messages, schemas.Message{Role: "system", Content: s.o.SystemPrompt})
+	}
+	messages = append(messages, schemas.Message{Role: "user", Content: rec.Input.Prompt})
 	outcome, errMsg := s.loop(ctx, rctx, rec, tools, allowed, &messages)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("rollout %s: %w", rec.Key, ctx.Err())
@@ -163,26 +165,15 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 		_ = sess.Close(cctx)
 	}()
 
-	var sys []schemas.Message
-	if s.o.SystemPrompt != "" {
-		sys = []schemas.Message{{Role: "system", Content: s.o.SystemPrompt}}
-	}
-	outcome, msg := s.turns(ctx, rctx, sess, rec, tools, allowed, sys, messages, failed)
-	if s.o.AfterLoop != nil && rctx.Err() == nil && outcome != schemas.OutcomeSandboxError {
-		if err := s.o.AfterLoop(rctx, sess, rec); err != nil {
-			return failed(fmt.Errorf("after loop: %w", err), schemas.OutcomeSandboxError)
-		}
-	}
-	return outcome, msg
+	return s.turns(rctx, sess, rec, tools, allowed, messages, failed)
 }
 
-func (s *Stage) turns(ctx, rctx context.Context, sess sandbox.Session, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
-	sys []schemas.Message, messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
+func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
+	messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
 	bad := 0
 	for turn := 0; turn < s.o.MaxTurns; turn++ {
-		req := llm.Request{Model: s.o.Model, Tools: tools, MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature}
-		req.Messages = append(append(make([]schemas.Message, 0, len(sys)+len(*messages)), sys...), *messages...)
-		resp, err := s.o.Client.Chat(rctx, req)
+		resp, err := s.o.Client.Chat(rctx, llm.Request{Model: s.o.Model, Messages: *messages, Tools: tools,
+			MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature})
 		rec.APICalls++
 		if err != nil {
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)

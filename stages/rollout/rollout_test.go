@@ -2,10 +2,14 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +218,39 @@ func TestDistributionIsSeededPerKey(t *testing.T) {
 	// file ≈ 0.75 and terminal ≈ 0.5 of 2000.
 	if counts["file"] < 1400 || counts["file"] > 1600 || counts["terminal"] < 900 || counts["terminal"] > 1100 {
 		t.Errorf("draw counts = %v", counts)
+	}
+}
+
+// TestSystemPromptIsSentButNotRecorded: --system-prompt reaches the model
+// as the first message and stays out of the trajectory, as in Hermes.
+func TestSystemPromptIsSentButNotRecorded(t *testing.T) {
+	var first atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct{ Role, Content string } `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if len(body.Messages) > 0 {
+			first.Store(body.Messages[0].Role + ":" + body.Messages[0].Content)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer srv.Close()
+	c, err := llm.New(llm.Options{BaseURL: srv.URL + "/v1", MaxRetries: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := run(t, Options{Client: c, Model: "m", Driver: fake.New(), SystemPrompt: "HOUSE-RULES"}, record("hi"))
+	if got, _ := first.Load().(string); got != "system:HOUSE-RULES" {
+		t.Fatalf("first message sent = %q", got)
+	}
+	for _, turn := range rec.Conversations {
+		if strings.Contains(turn.Value, "HOUSE-RULES") {
+			t.Fatalf("system prompt recorded in %s turn", turn.From)
+		}
+	}
+	if len(rec.Conversations) != 3 || rec.Conversations[1].Value != "hi" {
+		t.Fatalf("conversations = %+v", rec.Conversations)
 	}
 }
