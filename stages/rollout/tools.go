@@ -182,9 +182,6 @@ func boolArg(args map[string]json.RawMessage, key string) bool {
 // badCall turns an argument error into the (result, error) pair of runTool.
 func badCall(err error) (string, error) { return toolError(err.Error()), err }
 
-// shellQuote quotes s for POSIX sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMessage, def time.Duration) (string, error) {
 	command, err := strArg(args, "terminal", "command", true)
 	if err != nil {
@@ -212,26 +209,23 @@ func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 		}
 		out += res.Stderr
 	}
-	result := map[string]any{"output": out, "exit_code": res.ExitCode, "error": nil}
+	// Hermes' result shape and key order: output, exit_code, error.
+	result := struct {
+		Output   string  `json:"output"`
+		ExitCode int     `json:"exit_code"`
+		Error    *string `json:"error"`
+	}{Output: out, ExitCode: res.ExitCode}
 	if res.TimedOut {
-		result["error"] = fmt.Sprintf("command timed out after %s", timeout)
+		msg := fmt.Sprintf("command timed out after %s", timeout)
+		result.Error = &msg
 	}
-	return toolResult(orderedTerminal(result)), nil
-}
-
-// orderedTerminal keeps Hermes' key order output, exit_code, error.
-func orderedTerminal(m map[string]any) any {
-	return struct {
-		Output   any `json:"output"`
-		ExitCode any `json:"exit_code"`
-		Error    any `json:"error"`
-	}{m["output"], m["exit_code"], m["error"]}
+	return toolResult(result), nil
 }
 
 // catFile reads a whole file from the session as exact bytes (base64 over the
 // wire so binary content and output limits cannot corrupt it).
 func catFile(ctx context.Context, s sandbox.Session, path string) ([]byte, string, error) {
-	cmd := fmt.Sprintf(`p=%s; if [ -d "$p" ]; then echo "is a directory" >&2; exit 3; fi; if [ ! -e "$p" ]; then echo "no such file" >&2; exit 2; fi; base64 < "$p"`, shellQuote(path))
+	cmd := fmt.Sprintf(`p=%s; if [ -d "$p" ]; then echo "is a directory" >&2; exit 3; fi; if [ ! -e "$p" ]; then echo "no such file" >&2; exit 2; fi; base64 < "$p"`, sandbox.ShellQuote(path))
 	res, err := s.Exec(ctx, sandbox.Cmd{Command: cmd})
 	if err != nil {
 		return nil, "", err
@@ -312,7 +306,7 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 // putFile writes data to path in the session, creating parent folders.
 func putFile(ctx context.Context, s sandbox.Session, path string, data []byte) (string, error) {
 	enc := base64.StdEncoding.EncodeToString(data)
-	cmd := fmt.Sprintf(`p=%s; d=$(dirname -- "$p") && mkdir -p -- "$d" && printf '%%s' %s | base64 -d > "$p"`, shellQuote(path), shellQuote(enc))
+	cmd := fmt.Sprintf(`p=%s; d=$(dirname -- "$p") && mkdir -p -- "$d" && printf '%%s' %s | base64 -d > "$p"`, sandbox.ShellQuote(path), sandbox.ShellQuote(enc))
 	res, err := s.Exec(ctx, sandbox.Cmd{Command: cmd})
 	if err != nil {
 		return "", err
@@ -431,11 +425,11 @@ func searchFiles(ctx context.Context, s sandbox.Session, args map[string]json.Ra
 		target = "content"
 		nameFilter := ""
 		if glob != "" {
-			nameFilter = "-name " + shellQuote(glob)
+			nameFilter = "-name " + sandbox.ShellQuote(glob)
 		}
-		cmd = fmt.Sprintf(`find %s -type f %s ! -path '*/.git/*' -exec grep -nHE -e %s -- {} + 2>/dev/null | head -n %d`, shellQuote(dir), nameFilter, shellQuote(pattern), limit+1)
+		cmd = fmt.Sprintf(`find %s -type f %s ! -path '*/.git/*' -exec grep -nHE -e %s -- {} + 2>/dev/null | head -n %d`, sandbox.ShellQuote(dir), nameFilter, sandbox.ShellQuote(pattern), limit+1)
 	case "files":
-		cmd = fmt.Sprintf(`find %s -name %s ! -path '*/.git/*' 2>/dev/null | head -n %d`, shellQuote(dir), shellQuote(pattern), limit+1)
+		cmd = fmt.Sprintf(`find %s -name %s ! -path '*/.git/*' 2>/dev/null | head -n %d`, sandbox.ShellQuote(dir), sandbox.ShellQuote(pattern), limit+1)
 	default:
 		return badCall(&errBadCall{fmt.Sprintf("invalid arguments for search_files: target must be \"content\" or \"files\", got %q", target)})
 	}
