@@ -162,7 +162,8 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
-	name := "hermes-" + safeName(run, 24) + "-" + safeName(spec.RolloutID, 40) + "-" + hex.EncodeToString(suffix)
+	// The name is for people reading `docker ps`; GC finds containers by label.
+	name := "hermes-" + sandbox.SafeName(run+"-"+spec.RolloutID) + "-" + hex.EncodeToString(suffix)
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
@@ -185,23 +186,6 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
 	}
 	return s, nil
-}
-
-// safeName keeps characters docker accepts in a container name.
-func safeName(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
-	if len(s) > max {
-		s = s[len(s)-max:]
-	}
-	if s == "" {
-		s = "x"
-	}
-	return s
 }
 
 // GC force-removes every container labelled with runID ("" = every run of
