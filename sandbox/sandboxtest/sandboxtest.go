@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,24 +85,9 @@ type suite struct {
 // spec returns a fresh Spec for one session.
 func (s *suite) spec(t *testing.T) sandbox.Spec {
 	sp := s.caps.Spec
-	if sp.Env != nil {
-		env := make(map[string]string, len(sp.Env))
-		for k, v := range sp.Env {
-			env[k] = v
-		}
-		sp.Env = env
-	}
+	sp.Env = maps.Clone(sp.Env)
 	sp.RunID = "sandboxtest"
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, t.Name())
-	if len(name) > 40 {
-		name = name[len(name)-40:]
-	}
-	sp.RolloutID = fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano()%1e6, seq.Add(1))
+	sp.RolloutID = fmt.Sprintf("%s-%d-%d", sandbox.SafeName(t.Name()), time.Now().UnixNano()%1e6, seq.Add(1))
 	if sp.Timeout == 0 {
 		sp.Timeout = 20 * time.Second
 	}
