@@ -13,9 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// parquetSupported says whether --format parquet is wired in this build.
-const parquetSupported = true
-
 // registry returns the sandbox drivers this binary offers. Drivers are
 // registered here explicitly; no package registers itself.
 func registry() *sandbox.Registry {

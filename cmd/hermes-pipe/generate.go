@@ -188,13 +188,12 @@ func progressFor(c *cli.Context, label string) (*pipeline.Progress, error) {
 	return pipeline.NewProgress(pipeline.ProgressOptions{Writer: c.App.ErrWriter, Mode: mode, Label: label}), nil
 }
 
+// checkFormat reads --format: the shard format of the output folder.
 func checkFormat(c *cli.Context) (string, error) {
 	switch f := c.String("format"); f {
-	case "jsonl", "":
-		return "jsonl", nil
-	case "parquet":
-		if !parquetSupported {
-			return "", usagef("--format parquet is not available in this build; use jsonl")
+	case "jsonl", "", "parquet":
+		if f == "" {
+			f = "jsonl"
 		}
 		return f, nil
 	default:
