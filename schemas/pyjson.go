@@ -475,6 +475,40 @@ func (p *pyParser) hasPrefix(lit string) bool {
 	return len(p.s)-p.i >= len(lit) && p.s[p.i:p.i+len(lit)] == lit
 }
 
+// enter consumes the '[' or '{' at p.i and the whitespace after it, and the
+// closer too when the container is empty; it reports whether an item
+// follows. Every array and object walker starts with it.
+func (p *pyParser) enter(depth int, closer byte) (items bool, err error) {
+	if depth > pyMaxDepth {
+		return false, p.fail("nesting too deep")
+	}
+	p.i++
+	p.skipWS()
+	if p.i < len(p.s) && p.s[p.i] == closer {
+		p.i++
+		return false, nil
+	}
+	return true, nil
+}
+
+// next consumes what follows an item of an array or object: whitespace, then
+// either ',' and the whitespace after it (more is true) or the closer.
+func (p *pyParser) next(closer byte) (more bool, err error) {
+	p.skipWS()
+	if p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+			p.skipWS()
+			return true, nil
+		case closer:
+			p.i++
+			return false, nil
+		}
+	}
+	return false, p.fail("expecting ',' delimiter")
+}
+
 func (p *pyParser) value(depth int) (PyValue, error) {
 	if p.i >= len(p.s) {
 		return PyValue{}, p.fail("expecting value")
@@ -770,49 +804,25 @@ func hex4(s string, i int) (rune, bool) {
 }
 
 func (p *pyParser) array(depth int) (PyValue, error) {
-	if depth > pyMaxDepth {
-		return PyValue{}, p.fail("nesting too deep")
-	}
-	p.i++
-	p.skipWS()
 	v := PyValue{kind: PyList}
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		return v, nil
-	}
-	for {
-		item, err := p.value(depth)
-		if err != nil {
-			return PyValue{}, err
-		}
-		v.list = append(v.list, item)
-		p.skipWS()
-		if p.i >= len(p.s) {
-			return PyValue{}, p.fail("expecting ',' delimiter")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.skipWS()
-		case ']':
-			p.i++
-			return v, nil
-		default:
-			return PyValue{}, p.fail("expecting ',' delimiter")
+	more, err := p.enter(depth, ']')
+	for more && err == nil {
+		var item PyValue
+		if item, err = p.value(depth); err == nil {
+			v.list = append(v.list, item)
+			more, err = p.next(']')
 		}
 	}
+	if err != nil {
+		return PyValue{}, err
+	}
+	return v, nil
 }
 
 func (p *pyParser) object(depth int) (PyValue, error) {
-	if depth > pyMaxDepth {
-		return PyValue{}, p.fail("nesting too deep")
-	}
-	p.i++
-	p.skipWS()
 	v := PyValue{kind: PyDict}
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return v, nil
+	if more, err := p.enter(depth, '}'); !more {
+		return v, err
 	}
 	var index map[string]int // identity -> position, built once an object grows large
 	var ids []string         // identities, kept only once one differs from its key
@@ -875,19 +885,11 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 				}
 			}
 		}
-		p.skipWS()
-		if p.i >= len(p.s) {
-			return PyValue{}, p.fail("expecting ',' delimiter")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.skipWS()
-		case '}':
-			p.i++
+		if more, err := p.next('}'); !more {
+			if err != nil {
+				return PyValue{}, err
+			}
 			return v, nil
-		default:
-			return PyValue{}, p.fail("expecting ',' delimiter")
 		}
 	}
 }
@@ -1074,52 +1076,45 @@ func (t *pyTranscoder) str() error {
 	return t.fail("unterminated string")
 }
 
+// enter is pyParser.enter that also writes the opening byte, and the closer
+// of an empty container.
+func (t *pyTranscoder) enter(depth int, closer byte) (items bool, err error) {
+	opener := t.s[t.i]
+	if items, err = t.pyParser.enter(depth, closer); err != nil {
+		return false, err
+	}
+	t.out = append(t.out, opener)
+	if !items {
+		t.out = append(t.out, closer)
+	}
+	return items, nil
+}
+
+// next is pyParser.next that also writes ", " or the closer.
+func (t *pyTranscoder) next(closer byte) (more bool, err error) {
+	more, err = t.pyParser.next(closer)
+	switch {
+	case more:
+		t.out = append(t.out, ", "...)
+	case err == nil:
+		t.out = append(t.out, closer)
+	}
+	return more, err
+}
+
 func (t *pyTranscoder) array(depth int) error {
-	if depth > pyMaxDepth {
-		return t.fail("nesting too deep")
-	}
-	t.i++
-	t.skipWS()
-	t.out = append(t.out, '[')
-	if t.i < len(t.s) && t.s[t.i] == ']' {
-		t.i++
-		t.out = append(t.out, ']')
-		return nil
-	}
-	for {
-		if err := t.value(depth); err != nil {
-			return err
-		}
-		t.skipWS()
-		if t.i >= len(t.s) {
-			return t.fail("expecting ',' delimiter")
-		}
-		switch t.s[t.i] {
-		case ',':
-			t.i++
-			t.skipWS()
-			t.out = append(t.out, ", "...)
-		case ']':
-			t.i++
-			t.out = append(t.out, ']')
-			return nil
-		default:
-			return t.fail("expecting ',' delimiter")
+	more, err := t.enter(depth, ']')
+	for more && err == nil {
+		if err = t.value(depth); err == nil {
+			more, err = t.next(']')
 		}
 	}
+	return err
 }
 
 func (t *pyTranscoder) object(depth int) error {
-	if depth > pyMaxDepth {
-		return t.fail("nesting too deep")
-	}
-	t.i++
-	t.skipWS()
-	t.out = append(t.out, '{')
-	if t.i < len(t.s) && t.s[t.i] == '}' {
-		t.i++
-		t.out = append(t.out, '}')
-		return nil
+	if more, err := t.enter(depth, '}'); !more {
+		return err
 	}
 	base := len(t.keys)
 	defer func() { t.keys = t.keys[:base] }()
@@ -1147,21 +1142,8 @@ func (t *pyTranscoder) object(depth int) error {
 		if err := t.value(depth); err != nil {
 			return err
 		}
-		t.skipWS()
-		if t.i >= len(t.s) {
-			return t.fail("expecting ',' delimiter")
-		}
-		switch t.s[t.i] {
-		case ',':
-			t.i++
-			t.skipWS()
-			t.out = append(t.out, ", "...)
-		case '}':
-			t.i++
-			t.out = append(t.out, '}')
-			return nil
-		default:
-			return t.fail("expecting ',' delimiter")
+		if more, err := t.next('}'); !more {
+			return err
 		}
 	}
 }
@@ -1205,14 +1187,8 @@ func (t *pyTranscoder) checkKey(rawStart, base int, seenp *map[string]struct{}) 
 // decoded key (as Python compares keys) and t.i at the start of its value;
 // visit must consume the value.
 func (t *pyTranscoder) members(depth int, visit func(key string) error) error {
-	if depth > pyMaxDepth {
-		return t.fail("nesting too deep")
-	}
-	t.i++
-	t.skipWS()
-	if t.i < len(t.s) && t.s[t.i] == '}' {
-		t.i++
-		return nil
+	if more, err := t.pyParser.enter(depth, '}'); !more {
+		return err
 	}
 	for {
 		if t.i >= len(t.s) || t.s[t.i] != '"' {
@@ -1234,19 +1210,8 @@ func (t *pyTranscoder) members(depth int, visit func(key string) error) error {
 		if err := visit(key); err != nil {
 			return err
 		}
-		t.skipWS()
-		if t.i >= len(t.s) {
-			return t.fail("expecting ',' delimiter")
-		}
-		switch t.s[t.i] {
-		case ',':
-			t.i++
-			t.skipWS()
-		case '}':
-			t.i++
-			return nil
-		default:
-			return t.fail("expecting ',' delimiter")
+		if more, err := t.pyParser.next('}'); !more {
+			return err
 		}
 	}
 }
