@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 )
 
 // Delivery kinds. Silent executions deliver nothing.
@@ -130,11 +132,11 @@ func (d *deliverer) local(m Message) (string, error) {
 	if !strings.HasSuffix(m.Text, "\n") {
 		b.WriteString("\n")
 	}
-	p := filepath.Join(dir, m.ExecutionID+".md")
-	if err := atomicWrite(p, []byte(b.String()), true); err != nil {
+	name := m.ExecutionID + ".md"
+	if err := pipeline.WriteAtomic(dir, name, []byte(b.String())); err != nil {
 		return "", err
 	}
-	return p, nil
+	return filepath.Join(dir, name), nil
 }
 
 // webhook POSTs m as JSON with the execution id as Idempotency-Key, retrying

@@ -15,6 +15,8 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 )
 
 // ErrCorrupt marks a jobs.json that cannot be parsed. The file is never
@@ -490,8 +492,7 @@ func (s *Store) writeIndex(stamp string, due time.Time, n int) error {
 		ix.NextDue = fmtTime(due)
 	}
 	ib, _ := json.Marshal(ix)
-	// The index is a cache validated by the stamp: no fsync needed.
-	if err := atomicWrite(s.indexPath(), ib, false); err != nil {
+	if err := writeCacheFile(s.indexPath(), ib); err != nil {
 		return fmt.Errorf("write cron store index: %w", err)
 	}
 	return nil
@@ -559,7 +560,7 @@ func (s *Store) write(tx *Tx) error {
 	} else {
 		due = tx.NextDue()
 	}
-	if err := atomicWrite(s.Path(), buf.Bytes(), true); err != nil {
+	if err := s.writeJobsFile(buf.Bytes()); err != nil {
 		return fmt.Errorf("write cron store: %w", err)
 	}
 	st, err := os.Stat(s.Path())
@@ -570,52 +571,35 @@ func (s *Store) write(tx *Tx) error {
 	return s.writeIndex(tx.stamp, due, tx.Len())
 }
 
-// atomicWrite writes data to path via a temp file in the same folder and a
-// rename. With backup, the file being replaced is kept as path.bak (a hard
-// link, so no copy). Mode 0600.
-func atomicWrite(path string, data []byte, durable bool) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// writeJobsFile replaces jobs.json durably with pipeline.WriteAtomic, first
+// keeping the version being replaced as jobs.json.bak (a hard link, so no
+// copy). Update calls it under the store lock, so the fixed link name is ours.
+func (s *Store) writeJobsFile(data []byte) error {
+	bak := s.Path() + ".bak"
+	_ = os.Remove(bak + ".tmp") // left by a crash between link and rename
+	if os.Link(s.Path(), bak+".tmp") == nil {
+		_ = os.Rename(bak+".tmp", bak)
+	}
+	return pipeline.WriteAtomic(s.Dir, filepath.Base(s.Path()), data)
+}
+
+// writeCacheFile replaces path via a temp file and a rename, without the
+// fsyncs of pipeline.WriteAtomic: for the index, a cache validated by the
+// jobs.json stamp, written on every store write. Mode 0600.
+func writeCacheFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = os.Rename(f.Name(), path)
 	}
-	if durable {
-		if err = f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
+	if err != nil {
+		_ = os.Remove(f.Name())
 	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if durable {
-		bakTmp := tmp + ".bak"
-		if os.Link(path, bakTmp) == nil {
-			_ = os.Rename(bakTmp, path+".bak")
-		}
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if durable {
-		if d, derr := os.Open(dir); derr == nil {
-			_ = d.Sync()
-			d.Close()
-		}
-	}
-	return nil
+	return err
 }
