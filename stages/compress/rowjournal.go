@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 )
 
 // RowsFile journals the metrics of every row a compress run settled, so the
@@ -19,12 +16,9 @@ const RowsFile = "compression_rows.jsonl"
 
 // rowJournal appends one line per settled row with a single write(2) (which
 // survives the process being killed) and fsyncs on close. A torn last line
-// is skipped on reading.
-type rowJournal struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-}
+// is cut when the journal is opened again (see openJournal) and skipped when
+// it is read.
+type rowJournal struct{ *journal }
 
 type rowEntry struct {
 	Key      string        `json:"k"`
@@ -36,18 +30,13 @@ type rowEntry struct {
 // journal round-trips every field.
 type rowMetricsRaw RowMetrics
 
-// openRowJournal opens dir/RowsFile for appending; fresh truncates it.
+// openRowJournal prepares dir/RowsFile for appending; fresh removes it.
 func openRowJournal(dir string, fresh bool) (*rowJournal, error) {
-	path := filepath.Join(dir, RowsFile)
-	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	if fresh {
-		flags |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	j, err := openJournal(filepath.Join(dir, RowsFile), fresh)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", RowsFile, err)
+		return nil, err
 	}
-	return &rowJournal{f: f, path: path}, nil
+	return &rowJournal{j}, nil
 }
 
 // add records one row. Called concurrently by workers.
@@ -56,28 +45,12 @@ func (j *rowJournal) add(key string, m *RowMetrics, disposal string) error {
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", key, err)
 	}
-	b = append(b, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, err := j.f.Write(b); err != nil {
+	if err := j.appendLine(append(b, '\n'), false); err != nil {
 		return fmt.Errorf("journal %s: %w", key, err)
 	}
 	return nil
-}
-
-// close fsyncs and closes the journal; safe to call twice.
-func (j *rowJournal) close() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.f == nil {
-		return nil
-	}
-	err := errors.Join(j.f.Sync(), j.f.Close())
-	j.f = nil
-	if err == nil {
-		err = pipeline.SyncDir(filepath.Dir(j.path))
-	}
-	return err
 }
 
 // rebuild sums the latest journal entry of every key that done reports

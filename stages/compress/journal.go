@@ -1,0 +1,128 @@
+package compress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+)
+
+// journal is an append-only file of JSON lines that workers write
+// concurrently: quarantine.jsonl and compression_rows.jsonl. The file is
+// created on the first line, so a run that writes none leaves no file.
+type journal struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+}
+
+// openJournal prepares path for appending without opening it. With fresh it
+// removes a file left by a previous run (--overwrite); otherwise it cuts a
+// torn last line (a crash mid-write), so the next line appended starts on a
+// line of its own instead of being glued to the fragment. It reads only the
+// file's tail.
+func openJournal(path string, fresh bool) (*journal, error) {
+	j := &journal{path: path}
+	name := filepath.Base(path)
+	if fresh {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove old %s: %w", name, err)
+		}
+		return j, nil
+	}
+	end, err := completeEnd(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if end >= 0 {
+		if err := os.Truncate(path, end); err != nil {
+			return nil, fmt.Errorf("cut torn end of %s: %w", name, err)
+		}
+	}
+	return j, nil
+}
+
+// completeEnd returns the length of path up to and including its last
+// newline when bytes follow it, or -1 when the file ends with a complete
+// line (or is empty).
+func completeEnd(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	buf := make([]byte, 32<<10)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
+			return 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] == '\n' {
+				if start+int64(i)+1 == size {
+					return -1, nil
+				}
+				return start + int64(i) + 1, nil
+			}
+		}
+		end = start
+	}
+	if size == 0 {
+		return -1, nil
+	}
+	return 0, nil
+}
+
+// appendLine writes line (which ends in a newline) with a single write(2),
+// which survives the process being killed; with durable it also fsyncs.
+// The caller holds j.mu.
+func (j *journal) appendLine(line []byte, durable bool) error {
+	name := filepath.Base(j.path)
+	if j.f == nil {
+		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", name, err)
+		}
+		j.f = f
+		if err := pipeline.SyncDir(filepath.Dir(j.path)); err != nil {
+			return err
+		}
+	}
+	if _, err := j.f.Write(line); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if durable {
+		if err := j.f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// close fsyncs and closes the file if it was opened; safe to call twice.
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := errors.Join(j.f.Sync(), j.f.Close())
+	j.f = nil
+	if err != nil {
+		return fmt.Errorf("close %s: %w", filepath.Base(j.path), err)
+	}
+	return nil
+}
