@@ -219,6 +219,11 @@ type readBack struct {
 	Usage    *struct {
 		PromptTokens int64 `parquet:"prompt_tokens"`
 	} `parquet:"usage,optional"`
+	ToolsetsUsed   []string `parquet:"toolsets_used,list,optional"`
+	ReasoningStats *struct {
+		TurnsWithReasoning int64 `parquet:"turns_with_reasoning"`
+		HasAnyReasoning    bool  `parquet:"has_any_reasoning"`
+	} `parquet:"reasoning_stats,optional"`
 	ToolStats *string `parquet:"tool_stats,optional"`
 	Metadata  *string `parquet:"metadata,optional"`
 	Error     *string `parquet:"error,optional"`
@@ -316,6 +321,21 @@ func checkParquetIndependently(t *testing.T, pdir, jsonlCat string) {
 				if r.Usage == nil || float64(r.Usage.PromptTokens) != u["prompt_tokens"] {
 					t.Fatalf("%s: %s usage %+v, JSONL %v", shard, r.Key, r.Usage, u)
 				}
+			}
+			if tools, ok := m["toolsets_used"].([]any); !ok {
+				if r.ToolsetsUsed != nil {
+					t.Fatalf("%s: toolsets_used of %s should be null, got %q", shard, r.Key, r.ToolsetsUsed)
+				}
+			} else if fmt.Sprint(tools) != fmt.Sprint(r.ToolsetsUsed) {
+				t.Fatalf("%s: %s toolsets_used %q, JSONL %v", shard, r.Key, r.ToolsetsUsed, tools)
+			}
+			if rs, ok := m["reasoning_stats"].(map[string]any); !ok {
+				if r.ReasoningStats != nil {
+					t.Fatalf("%s: reasoning_stats of %s should be null, got %+v", shard, r.Key, *r.ReasoningStats)
+				}
+			} else if r.ReasoningStats == nil || float64(r.ReasoningStats.TurnsWithReasoning) != rs["turns_with_reasoning"] ||
+				r.ReasoningStats.HasAnyReasoning != (rs["has_any_reasoning"] == true) {
+				t.Fatalf("%s: %s reasoning_stats %+v, JSONL %v", shard, r.Key, r.ReasoningStats, rs)
 			}
 			for name, col := range map[string]*string{"tool_stats": r.ToolStats, "metadata": r.Metadata} {
 				v, present := m[name]
