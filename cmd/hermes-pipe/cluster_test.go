@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore/s3test"
 	"github.com/urfave/cli/v2"
 )
 
@@ -225,8 +226,7 @@ func TestKilledShardsOnS3RerunToCompleteMerge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and an S3 server")
 	}
-	base := startS3(t)
-	killAndRerun(t, strings.Replace(base, "PREFIX", "runs/kill", 1), t.TempDir())
+	killAndRerun(t, s3test.URL(s3test.Start(t), "runs/kill"), t.TempDir())
 }
 
 // killAndRerun runs the scenario; spools, when set, makes each shard start
@@ -319,42 +319,6 @@ func killAndRerun(t *testing.T, out, spools string) {
 	if _, err := shardGenerate(t, nil, wrong...); err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "already holds a 4-shard run") {
 		t.Fatalf("wrong N: %v", err)
 	}
-}
-
-// startS3 starts a real S3-compatible server on loopback with scripts/s3.sh
-// (stopped by PID at cleanup) and returns an s3:// URL with PREFIX to
-// replace; HERMES_PIPE_S3_URL, when set, is used instead.
-func startS3(t *testing.T) string {
-	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	if u := os.Getenv("HERMES_PIPE_S3_URL"); u != "" {
-		return u
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "s3.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cmd := exec.Command("bash", script, "start", dir, "hermes")
-	cmd.Env = os.Environ()
-	if os.Getenv("HERMES_PIPE_S3_BIN") == "" {
-		if cache, err := os.UserCacheDir(); err == nil {
-			cmd.Env = append(cmd.Env, "HERMES_PIPE_S3_BIN="+filepath.Join(cache, "hermes-pipe-s3"))
-		}
-	}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("start S3 server: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("bash", script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("stop S3 server: %v\n%s", err, out)
-		}
-	})
-	endpoint := strings.TrimSpace(string(out))
-	return "s3://hermes/PREFIX?endpoint=" + endpoint + "&use_path_style=true&region=us-east-1&disable_https=true"
 }
 
 // BenchmarkScaleOut runs 1, 2, 4 and 8 shard processes at once against one

@@ -5,53 +5,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore/s3test"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
-
-// StartS3 starts a real S3-compatible server on loopback with scripts/s3.sh
-// (stopped by PID at cleanup) and returns an s3:// URL prefix for the
-// bucket; HERMES_PIPE_S3_URL, when set, is used instead.
-func startS3(t *testing.T) string {
-	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	if u := os.Getenv("HERMES_PIPE_S3_URL"); u != "" {
-		return u
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "s3.sh")
-	dir := t.TempDir()
-	cmd := exec.Command("bash", script, "start", dir, "hermes")
-	cmd.Env = os.Environ()
-	if os.Getenv("HERMES_PIPE_S3_BIN") == "" {
-		cache, err := os.UserCacheDir()
-		if err == nil {
-			cmd.Env = append(cmd.Env, "HERMES_PIPE_S3_BIN="+filepath.Join(cache, "hermes-pipe-s3"))
-		}
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("start S3 server: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("bash", script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("stop S3 server: %v\n%s", err, out)
-		}
-	})
-	endpoint := strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
-	return "s3://hermes/PREFIX?endpoint=" + endpoint + "&use_path_style=true&region=us-east-1&disable_https=true"
-}
-
-func s3URL(base, prefix string) string { return strings.Replace(base, "PREFIX", prefix, 1) }
 
 type okStage struct{}
 
@@ -106,8 +68,8 @@ func verify(t *testing.T, dir string) {
 }
 
 func TestPushPullRoundTrip(t *testing.T) {
-	s3 := startS3(t)
-	for name, url := range map[string]string{"s3": s3URL(s3, "round/trip"), "file": "file://" + filepath.Join(t.TempDir(), "bucket", "trip")} {
+	s3 := s3test.Start(t)
+	for name, url := range map[string]string{"s3": s3test.URL(s3, "round/trip"), "file": "file://" + filepath.Join(t.TempDir(), "bucket", "trip")} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			st, err := objstore.Open(ctx, url)
