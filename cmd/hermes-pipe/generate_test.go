@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -435,5 +436,26 @@ func TestUnreachableEndpointFailsFast(t *testing.T) {
 	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", "http://"+addr+"/v1", "--model", "m", "--progress", "none")
 	if code != exitFatal || !strings.Contains(errs, "cannot reach --base-url http://"+addr) || time.Since(start) > 10*time.Second {
 		t.Fatalf("exit %d after %s: %s", code, time.Since(start), errs)
+	}
+}
+
+// TestGenerateParquetMatchesJSONL: the same run written as Parquet and as
+// JSONL prints the same records (cat) and both folders verify.
+func TestGenerateParquetMatchesJSONL(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := writePrompts(t, `{"prompt": "echo a", "id": "a"}`, `{"prompt": "echo b <&> 世界", "id": "b"}`)
+	outs := map[string]string{}
+	for _, format := range []string{"jsonl", "parquet"} {
+		out := filepath.Join(t.TempDir(), format)
+		if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m",
+			"--progress", "none", "--format", format, "--toolsets", "terminal"); code != 0 {
+			t.Fatalf("%s: exit %d: %s", format, code, errs)
+		}
+		mustVerify(t, out)
+		_, cat, _ := hp(t, "cat", out)
+		outs[format] = regexp.MustCompile(`"duration_ms":\d+`).ReplaceAllString(cat, "")
+	}
+	if outs["jsonl"] == "" || outs["jsonl"] != outs["parquet"] {
+		t.Fatalf("cat differs:\njsonl:   %.300s\nparquet: %.300s", outs["jsonl"], outs["parquet"])
 	}
 }
