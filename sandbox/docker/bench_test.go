@@ -2,11 +2,10 @@ package docker
 
 import (
 	"context"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
 // BenchmarkExecTrue measures per-command overhead (docker exec of the
@@ -18,33 +17,20 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	var durs []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-			b.Fatal(err)
-		}
-		durs = append(durs, time.Since(t0))
-	}
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+	sandboxtest.BenchMedian(b, func() error {
+		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
+		return err
+	})
 }
 
 // BenchmarkLifecycle measures container create+start+remove per session.
 func BenchmarkLifecycle(b *testing.B) {
 	d := newDriver(b, sandbox.Config{})
-	var durs []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
+	sandboxtest.BenchMedian(b, func() error {
 		s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "life"})
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
-		if err := s.Close(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		durs = append(durs, time.Since(t0))
-	}
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+		return s.Close(context.Background())
+	})
 }

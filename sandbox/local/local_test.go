@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -225,16 +224,10 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	durs := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		t0 := time.Now()
-		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-			b.Fatal(err)
-		}
-		durs = append(durs, time.Since(t0))
-	}
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+	sandboxtest.BenchMedian(b, func() error {
+		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
+		return err
+	})
 }
 
 // TestCloseDuringExec checks that Close ends a running command at once.

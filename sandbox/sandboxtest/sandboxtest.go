@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -461,4 +462,21 @@ func (s *suite) noSecretsInEnv(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchMedian runs op once per b.Loop iteration and reports the median wall
+// time of one call as "median-ms", which a shared, noisy machine skews less
+// than the mean ns/op. Driver benchmarks (per-command overhead, session
+// life-cycle) call it; it fails b on op's first error.
+func BenchMedian(b *testing.B, op func() error) {
+	var durs []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		durs = append(durs, time.Since(t0))
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
 }

@@ -465,17 +465,10 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	times := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for b.Loop() {
-		start := time.Now()
-		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-			b.Fatal(err)
-		}
-		times = append(times, time.Since(start))
-	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+	sandboxtest.BenchMedian(b, func() error {
+		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
+		return err
+	})
 }
 
 // TestAgentAuth authenticates through an ssh-agent (a real agent protocol
