@@ -108,12 +108,32 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// reasoningFields are the two fields reasoning may travel in, shared by the
+// non-streaming message and the stream delta; set fills the chosen one.
+type reasoningFields struct {
+	Reasoning        string `json:"reasoning,omitempty"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+}
+
+// set puts text in the field named by field ("reasoning" or
+// "reasoning_content"); "think" sends reasoning inside the content instead,
+// so it sets nothing.
+func (f *reasoningFields) set(field, text string) {
+	switch field {
+	case "reasoning":
+		f.Reasoning = text
+	case "reasoning_content":
+		f.ReasoningContent = text
+	}
+}
+
+// respMessage differs from chunkDelta in sending "content": null rather than
+// leaving it out.
 type respMessage struct {
-	Role             string         `json:"role"`
-	Content          *string        `json:"content"`
-	Reasoning        string         `json:"reasoning,omitempty"`
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	reasoningFields
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type respChoice struct {
@@ -132,11 +152,10 @@ type chatResponse struct {
 }
 
 type chunkDelta struct {
-	Role             string         `json:"role,omitempty"`
-	Content          *string        `json:"content,omitempty"`
-	Reasoning        string         `json:"reasoning,omitempty"`
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	reasoningFields
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type chunkChoice struct {
@@ -168,15 +187,6 @@ func (s *Server) surface(r *reply) (content, reasoningField string) {
 	return content, field
 }
 
-func setReasoning(field, text string, reasoning, reasoningContent *string) {
-	switch field {
-	case "reasoning":
-		*reasoning = text
-	case "reasoning_content":
-		*reasoningContent = text
-	}
-}
-
 // writeJSON sends a non-streaming reply (or cuts it off half-way).
 func (s *Server) writeJSON(w http.ResponseWriter, p *plan) {
 	content, field := s.surface(&p.reply)
@@ -184,7 +194,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, p *plan) {
 	if content != "" || len(p.reply.toolCalls) == 0 {
 		msg.Content = &content
 	}
-	setReasoning(field, p.reply.reasoning, &msg.Reasoning, &msg.ReasoningContent)
+	msg.set(field, p.reply.reasoning)
 	resp := chatResponse{
 		ID: p.id, Object: "chat.completion", Created: created, Model: p.model,
 		Choices: []respChoice{{Message: msg, FinishReason: p.reply.finish}},
@@ -248,7 +258,7 @@ func (s *Server) writeStream(w http.ResponseWriter, p *plan) {
 	if p.reply.reasoning != "" && field != "think" {
 		for _, piece := range split(p.reply.reasoning, 24) {
 			var d chunkDelta
-			setReasoning(field, piece, &d.Reasoning, &d.ReasoningContent)
+			d.set(field, piece)
 			one(d, nil)
 		}
 	}
