@@ -19,44 +19,34 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 	if !obj.IsObject() {
 		return row, false
 	}
+	const (
+		hasPrompt = 1 << iota
+		hasID
+		hasImage
+		hasDockerImage
+		hasCwd
+		hasToolsets
+		hasMetadata
+	)
 	ok := true
 	seen := 0
 	var image, dockerImage string
 	obj.ForEach(func(k, v gjson.Result) bool {
 		bit := 0
+		var text *string // set for the string fields
 		switch k.Str {
 		case "prompt":
-			bit = 1
-			if v.Type != gjson.String {
-				ok = false
-			}
-			row.Prompt = v.Str
+			bit, text = hasPrompt, &row.Prompt
 		case "id":
-			bit = 2
-			if v.Type != gjson.String && v.Type != gjson.Null {
-				ok = false
-			}
-			row.ID = v.Str
+			bit, text = hasID, &row.ID
 		case "image":
-			bit = 4
-			if v.Type != gjson.String && v.Type != gjson.Null {
-				ok = false
-			}
-			image = v.Str
+			bit, text = hasImage, &image
 		case "docker_image":
-			bit = 8
-			if v.Type != gjson.String && v.Type != gjson.Null {
-				ok = false
-			}
-			dockerImage = v.Str
+			bit, text = hasDockerImage, &dockerImage
 		case "cwd":
-			bit = 16
-			if v.Type != gjson.String && v.Type != gjson.Null {
-				ok = false
-			}
-			row.Cwd = v.Str
+			bit, text = hasCwd, &row.Cwd
 		case "toolsets":
-			bit = 32
+			bit = hasToolsets
 			if v.Type == gjson.Null {
 				break
 			}
@@ -76,7 +66,7 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 				ok = false
 			}
 		case "metadata":
-			bit = 64
+			bit = hasMetadata
 			if v.Type == gjson.Null {
 				break
 			}
@@ -92,6 +82,13 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 				ok = false
 			}
 		}
+		if text != nil {
+			// Every string field but prompt may also be null.
+			if v.Type != gjson.String && (v.Type != gjson.Null || bit == hasPrompt) {
+				ok = false
+			}
+			*text = v.Str
+		}
 		if bit != 0 {
 			if seen&bit != 0 { // duplicate key: let encoding/json decide
 				ok = false
@@ -100,7 +97,7 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 		}
 		return ok
 	})
-	if !ok || seen&1 == 0 || row.Prompt == "" {
+	if !ok || seen&hasPrompt == 0 || row.Prompt == "" {
 		return InputRow{}, false
 	}
 	if image != "" && dockerImage != "" && image != dockerImage {
