@@ -39,6 +39,19 @@ func TestFastAndSlowParsersAgree(t *testing.T) {
 	}
 }
 
+// TestFastPathAcceptsPlainRows: the common valid shapes must not fall back
+// to the slow path, or resuming a large run pays encoding/json per row.
+func TestFastPathAcceptsPlainRows(t *testing.T) {
+	for _, line := range []string{
+		inputCorpus[0], inputCorpus[1], inputCorpus[2], inputCorpus[4], inputCorpus[5],
+		`{"prompt": "x", "toolsets": ["terminal"], "cwd": null, "docker_image": null}`,
+	} {
+		if _, ok := parseInputRowFast([]byte(line)); !ok {
+			t.Errorf("%s: fast path fell back to the slow one", line)
+		}
+	}
+}
+
 func checkAgree(t *testing.T, line []byte) {
 	slow, serr := parseInputRowSlow(line)
 	fast, ok := parseInputRowFast(line)
