@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -160,10 +160,10 @@ type Settings struct {
 	OverLimit     string `json:"over_limit"`
 }
 
-// Aggregate sums row metrics over a run. Workers call Add concurrently; it
-// costs one short lock and keeps no per-row state, so memory stays constant.
+// Aggregate sums row metrics over a run. Run fills it from the row journal
+// once the run has ended; it is not safe for concurrent use and keeps no
+// per-row state.
 type Aggregate struct {
-	mu    sync.Mutex
 	r     Report
 	start time.Time
 }
@@ -188,8 +188,6 @@ func newAggregate(prev *Report, s Settings, now time.Time) *Aggregate {
 // Add counts one row. disposal is "dropped" or "quarantined" for an
 // over-budget row that --over-limit kept out of the output, else "".
 func (a *Aggregate) Add(m *RowMetrics, disposal string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	r := &a.r
 	r.Summary.TotalTrajectories++
 	r.Tokens.TotalBefore += int64(m.OriginalTokens)
@@ -223,13 +221,8 @@ func (a *Aggregate) Add(m *RowMetrics, disposal string) {
 
 // Report returns the aggregate with its derived figures, as of now.
 func (a *Aggregate) Report(now time.Time) Report {
-	a.mu.Lock()
 	r := a.r
-	r.Outcomes = make(map[string]int, len(a.r.Outcomes))
-	for k, v := range a.r.Outcomes {
-		r.Outcomes[k] = v
-	}
-	a.mu.Unlock()
+	r.Outcomes = maps.Clone(a.r.Outcomes)
 	r.Summary.CompressionRate = pyFloat(float64(r.Summary.TrajectoriesCompressed) / float64(max(r.Summary.TotalTrajectories, 1)))
 	r.Tokens.OverallCompressionRatio = pyFloat(float64(r.Tokens.TotalAfter) / float64(max(r.Tokens.TotalBefore, 1)))
 	if n := r.Summary.TrajectoriesCompressed; n > 0 {

@@ -128,10 +128,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	settings := Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
 		SummaryTokens: comp.cfg.SummaryTokens, TurnOverhead: comp.cfg.TurnOverhead, ProtectLast: comp.cfg.ProtectLast,
 		OverLimit: o.OverLimit}
-	agg := newAggregate(prev, settings, start)
 	known := knownOutcomes()
 	stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-		agg: agg, quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
+		quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
 	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
 	defer src.Close()
 	sum, runErr := pipeline.Run(ctx, pipeline.Options{
@@ -141,18 +140,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Logger:   o.Logger,
 	}, src, []pipeline.Stage{stage}, out)
 	res.Summary = sum
-	// The aggregate is rebuilt from the row journal, counting every row the
+	// The aggregate is built from the row journal, counting every row the
 	// output holds as committed, so a run killed before it could write
-	// compression_metrics.json costs nothing on the next --resume.
+	// compression_metrics.json costs nothing on the next --resume. A journal
+	// that cannot be read leaves the metrics file unwritten (the error is
+	// returned); the next --resume rebuilds it.
 	rowsErr := rows.close()
-	if rowsErr == nil {
-		exact := newAggregate(carryProcessing(prev), settings, start)
-		if rowsErr = rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, exact); rowsErr == nil {
-			agg = exact
-		}
+	agg := newAggregate(carryProcessing(prev), settings, start)
+	metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, agg)
+	if metricsErr == nil {
+		res.Metrics = agg.Report(o.Now())
+		metricsErr = writeReport(o.Out, res.Metrics)
 	}
-	res.Metrics = agg.Report(o.Now())
-	metricsErr := errors.Join(rowsErr, writeReport(o.Out, res.Metrics))
+	metricsErr = errors.Join(rowsErr, metricsErr)
 	qErr := q.close()
 	closeErr := out.Close()
 	if runErr != nil {

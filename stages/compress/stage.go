@@ -29,9 +29,8 @@ type Stage struct {
 	summarize  Summarizer
 	overLimit  string
 	rowTimeout time.Duration
-	agg        *Aggregate
 	quarantine *quarantine
-	rows       *rowJournal // nil in tests that need no journal
+	rows       *rowJournal
 	known      func(schemas.Outcome) bool
 }
 
@@ -135,16 +134,13 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	return []*schemas.Record{rec}, nil
 }
 
-// count journals a settled row (the aggregate is rebuilt from the journal at
-// the end of the run) and adds it to the live aggregate. A journal that
-// cannot be written stops the run: metrics must not silently go missing.
+// count journals a settled row; the aggregate is built from the journal at
+// the end of the run. A journal that cannot be written stops the run:
+// metrics must not silently go missing.
 func (s *Stage) count(key string, m *RowMetrics, disposal string) error {
-	if s.rows != nil {
-		if err := s.rows.add(key, m, disposal); err != nil {
-			return fmt.Errorf("compress: %w: %w", pipeline.ErrFatal, err)
-		}
+	if err := s.rows.add(key, m, disposal); err != nil {
+		return fmt.Errorf("compress: %w: %w", pipeline.ErrFatal, err)
 	}
-	s.agg.Add(m, disposal)
 	return nil
 }
 
