@@ -36,8 +36,9 @@ type ledgerView struct {
 
 // readLedger reads dir's ledger.jsonl through its documented line format
 // ({"shard", "bytes", "sha256", "rows": [[key, outcome, prompt_index, sample,
-// length], …]}). A torn last line (a crash mid-append) is ignored, as the
-// runtime does. It costs about 100 bytes per key.
+// length], …]}). A torn or unparsable last line (a crash mid-append) is
+// ignored, as the runtime does; an unparsable line before it is an error. It
+// costs about 100 bytes per key.
 func readLedger(dir string) (*ledgerView, error) {
 	f, err := os.Open(filepath.Join(dir, pipeline.LedgerFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -54,6 +55,7 @@ func readLedger(dir string) (*ledgerView, error) {
 		Shard string              `json:"shard"`
 		Rows  [][]json.RawMessage `json:"rows"`
 	}
+	var units []unit // the rows of one line, applied once all of them parse
 	for n := 1; ; n++ {
 		b, err := r.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
@@ -62,19 +64,25 @@ func readLedger(dir string) (*ledgerView, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read ledger: %w", err)
 		}
-		line.Shard, line.Rows = "", line.Rows[:0]
-		if err := json.Unmarshal(b, &line); err != nil {
+		line.Shard, line.Rows, units = "", line.Rows[:0], units[:0]
+		err = json.Unmarshal(b, &line)
+		for i := 0; err == nil && i < len(line.Rows); i++ {
+			var u unit
+			var length int64
+			u, length, err = parseRow(line.Rows[i])
+			u.record = length > 0 && line.Shard != ""
+			units = append(units, u)
+		}
+		if err != nil {
+			if _, perr := r.Peek(1); errors.Is(perr, io.EOF) {
+				break // an unparsable last line is torn too, as the runtime reads it
+			}
 			return nil, fmt.Errorf("ledger line %d: %w", n, err)
 		}
 		if line.Shard != "" {
 			v.files[line.Shard] = len(line.Rows)
 		}
-		for _, row := range line.Rows {
-			u, n64, err := parseRow(row)
-			if err != nil {
-				return nil, fmt.Errorf("ledger line %d: %w", n, err)
-			}
-			u.record = n64 > 0 && line.Shard != ""
+		for _, u := range units {
 			if i, ok := pos[u.key]; ok {
 				v.units[i] = u
 				continue
