@@ -39,7 +39,6 @@ type Source struct {
 	pending []*schemas.Record
 	ids     map[string]int // explicit id -> first line
 	rows    int
-	units   int
 }
 
 // Open opens the prompts file. The caller must Close the source.
@@ -60,8 +59,7 @@ func Open(path string, opts Options) (*Source, error) {
 // Close releases the file.
 func (s *Source) Close() error { return s.f.Close() }
 
-// Rows is the number of valid rows read so far; Units the number of records
-// (rows × samples) yielded or filtered so far.
+// Rows is the number of valid rows read so far.
 func (s *Source) Rows() int { return s.rows }
 
 // Next returns the next (row, sample) record, or io.EOF after the last one.
@@ -136,7 +134,6 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 				Metadata:    row.Metadata,
 				Input:       &r,
 			}
-			s.units++
 			if s.opts.Filter != nil && !s.opts.Filter(rec) {
 				continue
 			}
@@ -169,7 +166,7 @@ func (s *Source) reject(line []byte, field, reason string) {
 		return
 	}
 	rj := schemas.Reject{File: s.path, Line: s.line, Field: field, Reason: reason}
-	if utfValid(line) {
+	if utf8.Valid(line) {
 		rj.Raw = string(line)
 	} else {
 		rj.Raw = string(bytes.ToValidUTF8(line, []byte("\uFFFD")))
@@ -203,5 +200,3 @@ func Images(path string) ([]string, error) {
 		}
 	}
 }
-
-func utfValid(b []byte) bool { return utf8.Valid(b) }
