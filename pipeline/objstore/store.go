@@ -356,12 +356,12 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 		if err != nil {
 			return fmt.Errorf("pull %s: read %s: %w", s.url, name, err)
 		}
-		if err := writeFile(filepath.Join(dir, name), func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		if err := pipeline.WriteAtomic(dir, name, b); err != nil {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
 	if m.Bytes > 0 || len(m.Segments) > 0 {
-		if err := writeFile(filepath.Join(dir, pipeline.LedgerFile), func(w io.Writer) error { _, err := w.Write(ledger.Bytes()); return err }); err != nil {
+		if err := pipeline.WriteAtomic(dir, pipeline.LedgerFile, ledger.Bytes()); err != nil {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
@@ -390,8 +390,9 @@ func (s *Store) getFile(ctx context.Context, key, local, want string) error {
 	})
 }
 
-// writeFile writes path atomically: a temp file in the same folder, fsync,
-// rename.
+// writeFile writes path atomically from a stream (a shard can be large; the
+// small files go through pipeline.WriteAtomic): a temp file in the same
+// folder, fsync, rename.
 func writeFile(path string, fill func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-pull-*")
 	if err != nil {
