@@ -119,9 +119,9 @@ func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
 	}
 	sc.syms = syms
 	if len(piece) <= linearMaxBytes {
-		syms = m.mergeLinear(piece, syms, sc)
+		syms = m.mergeLinear(syms, sc)
 	} else {
-		syms = m.mergeHeap(piece, syms, sc)
+		syms = m.mergeHeap(syms, sc)
 	}
 	for i := range syms {
 		out = append(out, int(syms[i].id))
@@ -131,7 +131,7 @@ func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
 
 // mergeLinear is tiktoken's algorithm: scan for the lowest rank, merge,
 // update the two neighbouring ranks. O(n²) but fast for short pieces.
-func (m *bpeModel) mergeLinear(piece string, syms []symbol, sc *scratch) []symbol {
+func (m *bpeModel) mergeLinear(syms []symbol, sc *scratch) []symbol {
 	n := len(syms)
 	if cap(sc.rk) < n {
 		sc.rk = make([]int32, n, 2*n)
@@ -181,7 +181,7 @@ type heapEntry struct {
 // mergeHeap gives the same result as mergeLinear in O(n log n) for long
 // pieces (for example a long run of CJK letters): a min-heap of candidate
 // merges with stale entries skipped on pop, over a linked list of symbols.
-func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol {
+func (m *bpeModel) mergeHeap(syms []symbol, sc *scratch) []symbol {
 	n := len(syms)
 	if cap(sc.next) < n {
 		sc.next = make([]int32, n, 2*n)
@@ -194,7 +194,7 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 	}
 	h := sc.heap[:0]
 	for i := 0; i+1 < n; i++ {
-		h = m.heapPush(h, piece, syms, int32(i), int32(i+1))
+		h = m.heapPush(h, syms, int32(i), int32(i+1))
 	}
 	const dead = -1
 	for len(h) > 0 {
@@ -213,10 +213,10 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 			prev[next[r]] = l
 		}
 		if prev[l] >= 0 {
-			h = m.heapPush(h, piece, syms, prev[l], l)
+			h = m.heapPush(h, syms, prev[l], l)
 		}
 		if int(next[l]) < n {
-			h = m.heapPush(h, piece, syms, l, next[l])
+			h = m.heapPush(h, syms, l, next[l])
 		}
 	}
 	sc.heap = h
@@ -230,7 +230,7 @@ func (m *bpeModel) mergeHeap(piece string, syms []symbol, sc *scratch) []symbol 
 	return syms[:k]
 }
 
-func (m *bpeModel) heapPush(h []heapEntry, piece string, syms []symbol, l, r int32) []heapEntry {
+func (m *bpeModel) heapPush(h []heapEntry, syms []symbol, l, r int32) []heapEntry {
 	rank, id := m.pairRank(&syms[l], &syms[r])
 	if rank == noRank {
 		return h
