@@ -227,29 +227,7 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 		case "id":
 			row.ID = str(&sc.id, raw)
 		case "conversations":
-			row.Conversations = nil
-			if raw[0] != '[' {
-				return
-			}
-			convs = convs[:0]
-			jsonElements(raw, func(turn string) {
-				var t parquetTurn
-				if turn[0] == '{' {
-					jsonMembers(turn, func(k, v string) {
-						switch k {
-						case "from":
-							t.From = textOf(v)
-						case "value":
-							t.Value = textOf(v)
-						}
-					})
-				}
-				convs = append(convs, t)
-			})
-			row.Conversations = convs
-			if row.Conversations == nil {
-				row.Conversations = []parquetTurn{}
-			}
+			row.Conversations = jsonList(convs, raw, parquetTurnOf)
 		case "completed":
 			row.Completed = boolean(&sc.completed, raw)
 		case "partial":
@@ -257,56 +235,15 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 		case "api_calls":
 			row.APICalls = integer(&sc.apiCalls, raw)
 		case "usage":
-			row.Usage = nil
-			if raw[0] == '{' {
-				sc.usage = parquetUsage{}
-				jsonMembers(raw, func(k, v string) {
-					n, _ := jsonInt(v)
-					switch k {
-					case "prompt_tokens":
-						sc.usage.PromptTokens = n
-					case "completion_tokens":
-						sc.usage.CompletionTokens = n
-					case "total_tokens":
-						sc.usage.TotalTokens = n
-					}
-				})
-				row.Usage = &sc.usage
-			}
+			row.Usage = jsonStruct(&sc.usage, raw)
 		case "toolsets_used":
-			row.ToolsetsUsed = nil
-			if raw[0] != '[' {
-				return
-			}
-			tools = tools[:0]
-			jsonElements(raw, func(v string) { tools = append(tools, textOf(v)) })
-			row.ToolsetsUsed = tools
-			if row.ToolsetsUsed == nil {
-				row.ToolsetsUsed = []string{}
-			}
+			row.ToolsetsUsed = jsonList(tools, raw, textOf)
 		case "tool_stats":
 			row.ToolStats = object(&sc.toolStats, raw)
 		case "tool_error_counts":
 			row.ToolErrorCounts = object(&sc.toolErrs, raw)
 		case "reasoning_stats":
-			row.ReasoningStats = nil
-			if raw[0] == '{' {
-				sc.reasoning = parquetReasoning{}
-				jsonMembers(raw, func(k, v string) {
-					n, _ := jsonInt(v)
-					switch k {
-					case "total_assistant_turns":
-						sc.reasoning.TotalAssistantTurns = n
-					case "turns_with_reasoning":
-						sc.reasoning.TurnsWithReasoning = n
-					case "turns_without_reasoning":
-						sc.reasoning.TurnsWithoutReasoning = n
-					case "has_any_reasoning":
-						sc.reasoning.HasAnyReasoning = v == "true"
-					}
-				})
-				row.ReasoningStats = &sc.reasoning
-			}
+			row.ReasoningStats = jsonStruct(&sc.reasoning, raw)
 		case "model":
 			row.Model = str(&sc.model, raw)
 		case "duration_ms":
@@ -323,6 +260,84 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 			row.Extra = object(&sc.extra, raw)
 		}
 	})
+}
+
+// jsonList returns the elements of the JSON array raw, each converted by
+// elem, in buf's memory; an empty array gives an empty slice, and any other
+// JSON value gives nil (a null column).
+func jsonList[T any](buf []T, raw string, elem func(raw string) T) []T {
+	if raw[0] != '[' {
+		return nil
+	}
+	buf = buf[:0]
+	jsonElements(raw, func(v string) { buf = append(buf, elem(v)) })
+	if buf == nil {
+		buf = []T{}
+	}
+	return buf
+}
+
+// jsonFields is a STRUCT column of fixed fields read from a JSON object.
+type jsonFields[T any] interface {
+	*T
+	// setField stores the raw JSON value of the member name, if it is a field.
+	setField(name, raw string)
+}
+
+// jsonStruct fills *dst from the members of the JSON object raw (fields it
+// does not name stay zero) and returns dst, or nil (a null column) when raw
+// is another JSON value.
+func jsonStruct[T any, P jsonFields[T]](dst P, raw string) P {
+	if raw[0] != '{' {
+		return nil
+	}
+	*dst = *new(T)
+	jsonMembers(raw, dst.setField)
+	return dst
+}
+
+func (u *parquetUsage) setField(name, raw string) {
+	n, _ := jsonInt(raw)
+	switch name {
+	case "prompt_tokens":
+		u.PromptTokens = n
+	case "completion_tokens":
+		u.CompletionTokens = n
+	case "total_tokens":
+		u.TotalTokens = n
+	}
+}
+
+func (r *parquetReasoning) setField(name, raw string) {
+	n, _ := jsonInt(raw)
+	switch name {
+	case "total_assistant_turns":
+		r.TotalAssistantTurns = n
+	case "turns_with_reasoning":
+		r.TurnsWithReasoning = n
+	case "turns_without_reasoning":
+		r.TurnsWithoutReasoning = n
+	case "has_any_reasoning":
+		r.HasAnyReasoning = raw == "true"
+	}
+}
+
+// parquetTurnOf returns the from and value of a conversations element; a
+// member that is not a string holds its JSON text, and an element that is
+// not an object gives an empty turn.
+func parquetTurnOf(raw string) parquetTurn {
+	var t parquetTurn
+	if raw[0] == '{' {
+		jsonMembers(raw, func(k, v string) {
+			switch k {
+			case "from":
+				t.From = textOf(v)
+			case "value":
+				t.Value = textOf(v)
+			}
+		})
+	}
+	return t
 }
 
 // textOf returns a JSON string's value, or the JSON text of any other value.
