@@ -42,6 +42,12 @@ eval "$__hs_c"
 	return b.String()
 }
 
+// MarkerVar is set by the local and ssh drivers in every command's
+// environment to the name of the session's folder, so processes that left
+// the command's process group (setsid, double fork) are still found through
+// /proc/<pid>/environ and killed with the session or by gc.
+const MarkerVar = "HERMES_SANDBOX"
+
 // ShellQuote quotes s for a POSIX shell as one word.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

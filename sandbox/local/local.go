@@ -130,7 +130,7 @@ func (d *Driver) environ(s *Session, extra map[string]string) []string {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	vars[markerVar] = s.marker
+	vars[sandbox.MarkerVar] = s.marker
 	env := make([]string, 0, len(vars))
 	for k, v := range vars {
 		env = append(env, k+"="+v)

@@ -5,12 +5,9 @@ import (
 	"os"
 	"strconv"
 	"syscall"
-)
 
-// markerVar is set in every command's environment; its value names the
-// session folder, so processes that left the command's process group
-// (setsid, double fork) are still found by reading /proc/<pid>/environ.
-const markerVar = "HERMES_SANDBOX"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
 
 // procInfo is what killTree needs from /proc/<pid>/stat.
 type procInfo struct {
@@ -37,14 +34,14 @@ func readStat(pid int) (procInfo, bool) {
 	return procInfo{pid: pid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
 
-// hasMarker reports whether the process environment carries markerVar with a
+// hasMarker reports whether the process environment carries sandbox.MarkerVar with a
 // value starting with prefix.
 func hasMarker(pid int, prefix string) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
 		return false
 	}
-	needle := []byte(markerVar + "=" + prefix)
+	needle := []byte(sandbox.MarkerVar + "=" + prefix)
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		if bytes.HasPrefix(kv, needle) {
 			return true

@@ -24,11 +24,6 @@ import (
 // follows, so GC finds a run's folders by name.
 const folderPrefix = "hermes-ssh-"
 
-// markerVar is exported to every command; its value is the session folder's
-// name, so processes that left the command's process group (setsid, double
-// fork) are still found through /proc/<pid>/environ on a Linux host.
-const markerVar = "HERMES_SANDBOX"
-
 // killGrace is how long Exec waits for the remote side to end a command after
 // asking it to kill the process group, before closing the channel (and again
 // after closing it).
@@ -39,17 +34,16 @@ const killGrace = 3 * time.Second
 const argLimit = 96 << 10
 
 // killMarked returns shell code killing every process whose environment has
-// markerVar equal to value (exact) or starting with it. grep -z reads the
+// sandbox.MarkerVar equal to value (exact) or starting with it. grep -z reads the
 // NUL-separated records of /proc/<pid>/environ, where ^ and $ anchor one
 // variable; without /proc (not Linux) it matches nothing. The shell running
 // it must not carry the marker itself.
 func killMarked(exact bool, value string) string {
-	flags := "-lsz"
-	pattern := sandbox.ShellQuote("^" + markerVar + "=" + regexp.QuoteMeta(value))
+	pattern := "^" + sandbox.MarkerVar + "=" + regexp.QuoteMeta(value)
 	if exact {
-		pattern = sandbox.ShellQuote("^" + markerVar + "=" + regexp.QuoteMeta(value) + "$")
+		pattern += "$"
 	}
-	return "for f in $(grep " + flags + " " + pattern + ` /proc/[0-9]*/environ 2>/dev/null); do ` +
+	return "for f in $(grep -lsz " + sandbox.ShellQuote(pattern) + ` /proc/[0-9]*/environ 2>/dev/null); do ` +
 		`f=${f#/proc/}; kill -9 "${f%/environ}" 2>/dev/null; done`
 }
 
@@ -101,7 +95,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	env[markerVar] = name
+	env[sandbox.MarkerVar] = name
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)

@@ -49,7 +49,7 @@ func assertGone(t *testing.T, d *Driver, s *Session) {
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var err error
 		out, err = d.run(testCtx(t), "test -e "+sandbox.ShellQuote(s.Dir())+" && echo folder; "+
-			"grep -lsz "+sandbox.ShellQuote("^"+markerVar+"="+s.Marker()+"$")+" /proc/[0-9]*/environ; true", nil)
+			"grep -lsz "+sandbox.ShellQuote("^"+sandbox.MarkerVar+"="+s.Marker()+"$")+" /proc/[0-9]*/environ; true", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
