@@ -824,8 +824,11 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 	if more, err := p.enter(depth, '}'); !more {
 		return v, err
 	}
-	var index map[string]int // identity -> position, built once an object grows large
-	var ids []string         // identities, kept only once one differs from its key
+	// index maps each key's identity to its position. It is built once the
+	// object grows large or a key's identity differs from its text (a lone
+	// surrogate); until then every identity equals its key, so a linear scan
+	// of the keys does.
+	var index map[string]int
 	for {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return PyValue{}, p.fail("expecting property name enclosed in double quotes")
@@ -844,45 +847,31 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 		if err != nil {
 			return PyValue{}, err
 		}
-		if ids == nil && id != key {
-			ids = make([]string, len(v.dict), len(v.dict)+4)
+		if index == nil && (id != key || len(v.dict) > 16) {
+			index = make(map[string]int, 2*len(v.dict)+1)
 			for k := range v.dict {
-				ids[k] = v.dict[k].Key
+				index[v.dict[k].Key] = k
 			}
 		}
 		// Python's dict(pairs): a repeated key keeps its first position and
 		// takes the last value.
-		at := -1
+		at, seen := -1, false
 		if index != nil {
-			if k, ok := index[id]; ok {
-				at = k
-			}
+			at, seen = index[id]
 		} else {
 			for k := range v.dict {
-				if (ids == nil && v.dict[k].Key == id) || (ids != nil && ids[k] == id) {
-					at = k
+				if v.dict[k].Key == id {
+					at, seen = k, true
 					break
 				}
 			}
 		}
-		if at >= 0 {
+		if seen {
 			v.dict[at].Value = val
 		} else {
 			v.dict = append(v.dict, PyMember{Key: key, Value: val})
-			if ids != nil {
-				ids = append(ids, id)
-			}
 			if index != nil {
 				index[id] = len(v.dict) - 1
-			} else if len(v.dict) > 16 {
-				index = make(map[string]int, 2*len(v.dict))
-				for k := range v.dict {
-					if ids != nil {
-						index[ids[k]] = k
-					} else {
-						index[v.dict[k].Key] = k
-					}
-				}
 			}
 		}
 		if more, err := p.next('}'); !more {
