@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -217,13 +218,7 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 		}
 		return append(b, ']')
 	case map[string]any:
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range x {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(x))
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -244,14 +239,6 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 
 // isLogical reports whether node n carries the logical type T.
 func isLogical[T format.LogicalTypeValue](n parquet.Node) bool {
-	if n.Leaf() {
-		lt := n.Type().LogicalType()
-		if lt == nil {
-			return false
-		}
-		_, ok := lt.Value.(T)
-		return ok
-	}
 	lt := n.Type().LogicalType()
 	if lt == nil {
 		return false
