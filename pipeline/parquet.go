@@ -566,18 +566,26 @@ func openParquet(path string) (*os.File, *parquet.File, error) {
 	fi, err := f.Stat()
 	if err == nil {
 		var pf *parquet.File
-		pf, err = parquet.OpenFile(f, fi.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
-		if err == nil {
-			if !parquet.EqualNodes(pf.Schema(), parquetSchema) {
-				err = errors.New("schema is not the hermes-pipe record schema")
-			}
-		}
-		if err == nil {
+		if pf, err = parquetOpen(f, fi.Size(), parquet.SkipPageIndex(true)); err == nil {
 			return f, pf, nil
 		}
 	}
 	f.Close()
 	return nil, nil, fmt.Errorf("read parquet shard %s: %w", path, err)
+}
+
+// parquetOpen reads the footer of the Parquet shard of size bytes behind r
+// and checks that its schema is the record schema; opts add to skipping the
+// bloom filters.
+func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parquet.File, error) {
+	pf, err := parquet.OpenFile(r, size, append(opts, parquet.SkipBloomFilters(true))...)
+	if err != nil {
+		return nil, fmt.Errorf("not a whole parquet file: %w", err)
+	}
+	if !parquet.EqualNodes(pf.Schema(), parquetSchema) {
+		return nil, errors.New("schema is not the hermes-pipe record schema")
+	}
+	return pf, nil
 }
 
 // readParquetRows calls fn with every row of pf in order; the row and its
@@ -612,12 +620,9 @@ func scanParquetOrphan(dir, rel string) (*ledgerLine, error) {
 	if err != nil {
 		return nil, err
 	}
-	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true))
+	pf, err := parquetOpen(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return nil, fmt.Errorf("not a whole parquet file: %w", err)
-	}
-	if !parquet.EqualNodes(pf.Schema(), parquetSchema) {
-		return nil, errors.New("schema is not the hermes-pipe record schema")
+		return nil, err
 	}
 	sum := sha256.Sum256(data)
 	l := &ledgerLine{Shard: rel, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
@@ -644,13 +649,9 @@ func scanParquetOrphan(dir, rel string) (*ledgerLine, error) {
 // key, outcome and position, length 1, a raw_json line that passes the
 // record checks, and typed columns that equal what the line projects to.
 func (v *verifier) verifyParquet(n int, shard, sub string, data []byte, rows []ledgerRow) {
-	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true))
+	pf, err := parquetOpen(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		v.add(shard, 0, "not a whole parquet file: %v", err)
-		return
-	}
-	if !parquet.EqualNodes(pf.Schema(), parquetSchema) {
-		v.add(shard, 0, "schema is not the hermes-pipe record schema")
+		v.add(shard, 0, "%v", err)
 		return
 	}
 	if got := pf.NumRows(); got != int64(len(rows)) {
