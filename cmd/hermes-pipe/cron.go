@@ -185,49 +185,27 @@ func cronCommand(deps cronDeps) *cli.Command {
 			},
 			{
 				Name: "rm", Usage: "remove a job (its history is kept)", ArgsUsage: "ID",
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					if err := cron.RemoveJob(c.Context, cron.NewStore(cronHome(c, deps)), id); err != nil {
-						return fmt.Errorf("cron rm: %w", err)
-					}
-					fmt.Fprintf(c.App.Writer, "removed job %s\n", id)
-					return nil
-				},
+				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+					return "removed job " + id, cron.RemoveJob(c.Context, cron.NewStore(home), id)
+				}),
 			},
 			{
 				Name: "pause", Usage: "pause a job", ArgsUsage: "ID",
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					home := cronHome(c, deps)
-					if _, err := cron.PauseJob(c.Context, cron.NewStore(home), home, id, cronNow(deps)); err != nil {
-						return fmt.Errorf("cron pause: %w", err)
-					}
-					fmt.Fprintf(c.App.Writer, "paused job %s\n", id)
-					return nil
-				},
+				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+					_, err := cron.PauseJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
+					return "paused job " + id, err
+				}),
 			},
 			{
 				Name: "resume", Usage: "resume a paused job from its next occurrence", ArgsUsage: "ID",
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					home := cronHome(c, deps)
+				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
 					j, err := cron.ResumeJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
 					if err != nil {
-						return fmt.Errorf("cron resume: %w", err)
+						return "", err
 					}
 					at, _ := j.NextRun()
-					fmt.Fprintf(c.App.Writer, "resumed job %s; next run %s\n", id, at.In(j.Location()).Format(time.RFC3339))
-					return nil
-				},
+					return fmt.Sprintf("resumed job %s; next run %s", id, at.In(j.Location()).Format(time.RFC3339)), nil
+				}),
 			},
 			{
 				Name: "run", Usage: "run a job now (recorded as a manual execution; the schedule does not move)", ArgsUsage: "ID",
@@ -506,6 +484,24 @@ func oneArg(c *cli.Context, what string) (string, error) {
 		return "", cronUsage("%s needs exactly one %s", c.Command.Name, what)
 	}
 	return c.Args().First(), nil
+}
+
+// jobIDAction is the Action of rm, pause and resume: it takes exactly one job
+// ID, runs do against the home folder and prints the line do returns; errors
+// are prefixed with the command, e.g. "cron pause: ...".
+func jobIDAction(deps cronDeps, do func(c *cli.Context, home, id string) (string, error)) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		id, err := oneArg(c, "ID")
+		if err != nil {
+			return err
+		}
+		line, err := do(c, cronHome(c, deps), id)
+		if err != nil {
+			return fmt.Errorf("cron %s: %w", c.Command.Name, err)
+		}
+		fmt.Fprintln(c.App.Writer, line)
+		return nil
+	}
 }
 
 func specFromFlags(c *cli.Context) cron.JobSpec {

@@ -113,8 +113,8 @@ func TestCronCLILifecycle(t *testing.T) {
 		t.Fatalf("history: %v %s", err, out)
 	}
 
-	if _, err := cronApp(t, deps, "--home", home, "pause", id); err != nil {
-		t.Fatal(err)
+	if out, err := cronApp(t, deps, "--home", home, "pause", id); err != nil || out != "paused job "+id+"\n" {
+		t.Fatalf("pause: %v %q", err, out)
 	}
 	now = now.Add(55 * time.Minute) // the hourly agent job is due; the paused script job is not
 	out, err = cronApp(t, deps, "--home", home, "tick", "--json")
@@ -128,8 +128,8 @@ func TestCronCLILifecycle(t *testing.T) {
 	if len(agent.prompts) != 1 || !strings.Contains(agent.prompts[0], "disk 91%") {
 		t.Fatalf("context_from not injected: %q", agent.prompts)
 	}
-	if _, err := cronApp(t, deps, "--home", home, "resume", id); err != nil {
-		t.Fatal(err)
+	if out, err := cronApp(t, deps, "--home", home, "resume", id); err != nil || !strings.HasPrefix(out, "resumed job "+id+"; next run 2026-05-01T") {
+		t.Fatalf("resume: %v %q", err, out)
 	}
 	if _, err := cronApp(t, deps, "--home", home, "edit", "--schedule", "every 10m", "--overlap", "allow", id); err != nil {
 		t.Fatal(err)
@@ -149,8 +149,11 @@ func TestCronCLILifecycle(t *testing.T) {
 	if err != nil || !strings.Contains(out, "completed") {
 		t.Fatalf("run: %v %s", err, out)
 	}
-	if _, err := cronApp(t, deps, "--home", home, "rm", id); err != nil {
-		t.Fatal(err)
+	if out, err := cronApp(t, deps, "--home", home, "rm", id); err != nil || out != "removed job "+id+"\n" {
+		t.Fatalf("rm: %v %q", err, out)
+	}
+	if _, err := cronApp(t, deps, "--home", home, "rm", id); !errors.Is(err, cron.ErrNotFound) || !strings.HasPrefix(err.Error(), "cron rm: ") {
+		t.Fatalf("second rm: %v", err)
 	}
 	if out, _ := cronApp(t, deps, "--home", home, "list"); strings.Contains(out, id) {
 		t.Fatalf("removed job still listed:\n%s", out)
