@@ -21,17 +21,9 @@ pids=()
 cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-# Build. Until compress is listed in the app, build it in through an overlay
-# of drivers.go (the file that lists the extra commands); nothing is edited.
 mkdir -p "$work/bin"
 go build -o "$work/bin/fakellm" ./cmd/fakellm
-if grep -q 'compressCommand()' cmd/hermes-pipe/*.go --exclude=compress.go --exclude='*_test.go'; then
-  go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
-else
-  sed 's/cronCommand(cronDeps{Agent: cronAgent()}),/&\n\t\tcompressCommand(),\n\t\ttokensCommand(),/' cmd/hermes-pipe/drivers.go >"$work/drivers.go"
-  printf '{"Replace":{"%s":"%s"}}' "$PWD/cmd/hermes-pipe/drivers.go" "$work/drivers.go" >"$work/overlay.json"
-  go build -overlay "$work/overlay.json" -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
-fi
+go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
 hp="$work/bin/hermes-pipe"
 
 start_fake() { # $1 = latency
