@@ -255,3 +255,15 @@ func TestCloseDuringExec(t *testing.T) {
 		t.Fatalf("processes left: %v", p)
 	}
 }
+
+// alive lists live (non-zombie) processes in leaderPID's group or session or
+// carrying the marker prefix, to prove nothing survived.
+func alive(leaderPID int, prefix string) []int {
+	var out []int
+	for _, pid := range pids() {
+		if member(pid, leaderPID, prefix) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

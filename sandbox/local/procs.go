@@ -70,6 +70,25 @@ func pids() []int {
 	return out
 }
 
+// member reports whether pid is a live (non-zombie) process in the process
+// group or session leaderPID leads (leaderPID <= 0: none) or carrying the
+// marker prefix (prefix "": none). A marker-only check reads environ first:
+// one file for each process that is not the session's.
+func member(pid, leaderPID int, prefix string) bool {
+	if leaderPID <= 0 {
+		if prefix == "" || !hasMarker(pid, prefix) {
+			return false
+		}
+		st, ok := readStat(pid)
+		return ok && !st.zombie
+	}
+	st, ok := readStat(pid)
+	if !ok || st.zombie {
+		return false
+	}
+	return st.pgid == leaderPID || st.sid == leaderPID || prefix != "" && hasMarker(pid, prefix)
+}
+
 // killTree sends SIGKILL to the process group and session leaderPID leads
 // (leaderPID <= 0: none) and to every live process whose environment carries
 // the marker prefix (prefix "": none), repeating until none is left or
@@ -84,24 +103,8 @@ func killTree(leaderPID int, prefix string) int {
 	for range 20 {
 		found := 0
 		for _, pid := range pids() {
-			if pid == self || pid == 1 {
-				continue
-			}
-			if leaderPID <= 0 && !hasMarker(pid, prefix) {
-				continue // a marker-only sweep reads one file per process
-			}
-			st, ok := readStat(pid)
-			if !ok || st.zombie {
-				continue
-			}
-			match := leaderPID > 0 && (st.pgid == leaderPID || st.sid == leaderPID)
-			if !match && prefix != "" {
-				match = hasMarker(pid, prefix)
-			}
-			if match {
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					found++
-				}
+			if pid != self && pid != 1 && member(pid, leaderPID, prefix) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				found++
 			}
 		}
 		n += found
@@ -110,20 +113,4 @@ func killTree(leaderPID int, prefix string) int {
 		}
 	}
 	return n
-}
-
-// alive lists live (non-zombie) processes in leaderPID's group or session or
-// carrying the marker prefix; tests use it to prove nothing survived.
-func alive(leaderPID int, prefix string) []int {
-	var out []int
-	for _, pid := range pids() {
-		st, ok := readStat(pid)
-		if !ok || st.zombie {
-			continue
-		}
-		if (leaderPID > 0 && (st.pgid == leaderPID || st.sid == leaderPID)) || (prefix != "" && hasMarker(pid, prefix)) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
