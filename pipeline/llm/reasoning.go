@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -12,25 +13,9 @@ import (
 func joinReasoning(parts ...string) string {
 	var kept []string
 	for _, p := range parts {
-		if p == "" {
-			continue
-		}
-		dup := false
-		for _, k := range kept {
-			if k == p {
-				dup = true
-				break
-			}
-		}
-		if !dup {
+		if p != "" && !slices.Contains(kept, p) {
 			kept = append(kept, p)
 		}
-	}
-	switch len(kept) {
-	case 0:
-		return ""
-	case 1:
-		return kept[0]
 	}
 	return strings.Join(kept, "\n\n")
 }
