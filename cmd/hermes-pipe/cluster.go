@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -205,9 +204,7 @@ func runMerge(c *cli.Context) error {
 		}
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+		return writeJSON(c.App.Writer, m)
 	}
 	checked := "input not checked"
 	if m.Input != nil {
@@ -258,9 +255,7 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sts)
+		return writeJSON(c.App.Writer, sts)
 	}
 	return cluster.WriteStatus(c.App.Writer, sts, time.Now())
 }

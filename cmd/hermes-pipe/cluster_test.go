@@ -162,6 +162,16 @@ func TestShardsOfFakeLLMRunMatchOneShard(t *testing.T) {
 	if code != 0 || !regexpTotal(stdout, 80) {
 		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
+	code, stdout, stderr = clusterCLI(t, "merge", "--json", seven)
+	var merged cluster.Merged
+	if err := json.Unmarshal([]byte(stdout), &merged); code != 0 || err != nil || merged.ShardCount != 7 || merged.Records != 80 {
+		t.Fatalf("merge --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	code, stdout, stderr = clusterCLI(t, "status", "--json", seven)
+	var sts []cluster.ShardStatus
+	if err := json.Unmarshal([]byte(stdout), &sts); code != 0 || err != nil || len(sts) != 7 {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
 	// cat, stats and verify read across the shards.
 	if recs := catRecords(t, seven); len(recs) != 80 {
 		t.Errorf("cat across shards: %d records, want 80", len(recs))
