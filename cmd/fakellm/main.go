@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 )
 
@@ -100,9 +101,10 @@ func run(args []string, stdout io.Writer) error {
 	srv := &http.Server{Handler: fakellm.New(cfg), ReadHeaderTimeout: 30 * time.Second}
 	bound := ln.Addr().String()
 	if *addrFile != "" {
-		if err := writeAtomic(*addrFile, []byte(bound+"\n")); err != nil {
+		// Atomic, so a supervisor polling for the file never reads half of it.
+		if err := pipeline.WriteAtomic(filepath.Dir(*addrFile), filepath.Base(*addrFile), []byte(bound+"\n")); err != nil {
 			_ = ln.Close()
-			return err
+			return fmt.Errorf("write addr file: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", bound)
@@ -119,28 +121,6 @@ func run(args []string, stdout io.Writer) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		// Hanging requests keep connections busy; close them.
 		_ = srv.Close()
-	}
-	return nil
-}
-
-// writeAtomic writes data to path through a temporary file and a rename, so
-// a reader polling for the file never sees it half-written.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".fakellm-addr-*")
-	if err != nil {
-		return fmt.Errorf("write addr file: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write addr file: %w", werr)
 	}
 	return nil
 }
