@@ -215,12 +215,10 @@ func (d *Driver) dial(ctx context.Context) (*gossh.Client, error) {
 		return nil, fmt.Errorf("ssh dial %s: %w", d.opts.Addr, err)
 	}
 	auth := gossh.PublicKeys(d.signers...)
-	var agentConn net.Conn
 	if !d.opts.NoAgent {
 		if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 			if ac, err := net.Dial("unix", sock); err == nil {
-				agentConn = ac
-				defer agentConn.Close()
+				defer ac.Close()
 				ag := agent.NewClient(ac)
 				auth = gossh.PublicKeysCallback(func() ([]gossh.Signer, error) {
 					fromAgent, err := ag.Signers()

@@ -324,9 +324,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.closed {
 		return nil
 	}
-	q := sandbox.ShellQuote(s.dir)
-	script := killMarked(true, s.marker) + "\n" +
-		"rm -rf -- " + q + " 2>/dev/null || { chmod -R u+rwx -- " + q + "; rm -rf -- " + q + "; }"
+	script := killMarked(true, s.marker) + "\n" + removeDir(sandbox.ShellQuote(s.dir))
 	if _, err := s.d.run(ctx, script, nil); err != nil {
 		return fmt.Errorf("ssh close session: remove %s: %w", s.dir, err)
 	}
@@ -344,7 +342,7 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 	}
 	glob := sandbox.ShellQuote(d.opts.RemoteTmp+"/"+prefix) + "*"
 	script := killMarked(false, prefix) + "\nn=0\nfor f in " + glob +
-		"; do [ -d \"$f\" ] || continue; rm -rf -- \"$f\" 2>/dev/null || { chmod -R u+rwx -- \"$f\"; rm -rf -- \"$f\"; }; " +
+		"; do [ -d \"$f\" ] || continue; " + removeDir(`"$f"`) + "; " +
 		"[ -e \"$f\" ] || n=$((n+1)); done\necho $n"
 	out, err := d.run(ctx, script, nil)
 	if err != nil {
@@ -355,6 +353,12 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 		return 0, fmt.Errorf("ssh sandbox gc: unexpected output %q", out)
 	}
 	return n, nil
+}
+
+// removeDir returns shell code removing the folder dir (a quoted shell word),
+// first making it writable again in case a command removed its permissions.
+func removeDir(dir string) string {
+	return "rm -rf -- " + dir + " 2>/dev/null || { chmod -R u+rwx -- " + dir + "; rm -rf -- " + dir + "; }"
 }
 
 // run runs a short shell script by /bin/sh on the remote over its own channel
