@@ -114,7 +114,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref liveRef, 
 	const maxRead = 1 << 20
 	var buf []byte
 	for i := 0; i < len(refs); {
-		if name := ix.shards[refs[i].shard].name; strings.HasSuffix(name, parquetExt) {
+		if name := ix.shards[refs[i].shard]; strings.HasSuffix(name, parquetExt) {
 			if pq == nil {
 				pq = newParquetLines(dir)
 			}
@@ -134,7 +134,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref liveRef, 
 			end += int64(refs[j].n)
 			j++
 		}
-		name := ix.shards[refs[i].shard].name
+		name := ix.shards[refs[i].shard]
 		f, err := files.get(name)
 		if err != nil {
 			return err

@@ -63,15 +63,6 @@ type ledgerEntry struct {
 	outcome uint16 // index into ledgerIndex.outcomes
 }
 
-// shardRef is one shard named by the ledger.
-type shardRef struct {
-	name   string // relative path, e.g. data/shard-00001.jsonl
-	bytes  int64
-	sha256 string
-	rows   int
-	line   int // 1-based ledger line that committed it
-}
-
 // ledgerIndex is the in-memory view of the ledger: the latest entry per key.
 // Entries live in one slice in ledger order (a superseded key is updated in
 // place), found through keyTable; keys share the memory of the ledger file.
@@ -80,20 +71,18 @@ type ledgerIndex struct {
 	table      keyTable
 	entries    []ledgerEntry
 	next       atomic.Uint32 // lookup hint: the entry after the last hit
-	shards     []shardRef    // shards[0] is the "no shard" placeholder
+	shards     []string      // relative shard paths (data/shard-00001.jsonl); shards[0] is "" for no shard
 	shardByNm  map[string]uint32
 	outcomes   []schemas.Outcome
 	outcomeIdx map[schemas.Outcome]uint16
-	lines      int // complete ledger lines
 	maxShard   int // highest shard number named
-	good       int64
 }
 
 func newLedgerIndex(sizeHint int) *ledgerIndex {
 	return &ledgerIndex{
 		table:      newKeyTable(sizeHint),
 		entries:    make([]ledgerEntry, 0, sizeHint),
-		shards:     []shardRef{{}},
+		shards:     []string{""},
 		shardByNm:  map[string]uint32{},
 		outcomeIdx: map[schemas.Outcome]uint16{},
 	}
@@ -214,20 +203,13 @@ func (ix *ledgerIndex) lookup(key string) (schemas.Outcome, bool) {
 
 // apply adds one ledger line to the index; later lines win.
 func (ix *ledgerIndex) apply(l *ledgerLine) {
-	ix.lines++
 	var sid uint32
 	if l.Shard != "" {
 		if id, ok := ix.shardByNm[l.Shard]; ok {
 			sid = id // named twice: Verify reports it; the later rows win
 		} else {
 			sid = uint32(len(ix.shards))
-			n := 0
-			for _, r := range l.Rows {
-				if r.Len >= 0 {
-					n++
-				}
-			}
-			ix.shards = append(ix.shards, shardRef{name: l.Shard, bytes: l.Bytes, sha256: l.SHA256, rows: n, line: ix.lines})
+			ix.shards = append(ix.shards, l.Shard)
 			ix.shardByNm[l.Shard] = sid
 		}
 		if num, ok := shardNumber(l.Shard); ok && num > ix.maxShard {
@@ -291,7 +273,6 @@ func loadLedger(path string) (*ledgerLoad, error) {
 		pos = end + 1
 		ld.good = int64(pos)
 	}
-	ld.ix.good = ld.good
 	ld.ix.next.Store(0)
 	return ld, nil
 }

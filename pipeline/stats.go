@@ -95,7 +95,7 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 			// ("completed": "yes"): it counts, without that field.
 			var typeErr *json.UnmarshalTypeError
 			if !errors.As(err, &typeErr) {
-				return fmt.Errorf("%s: record %s: %w", ix.shards[ref.shard].name, ref.key, err)
+				return fmt.Errorf("%s: record %s: %w", ix.shards[ref.shard], ref.key, err)
 			}
 		}
 		st.Records++
