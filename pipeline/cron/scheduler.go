@@ -404,6 +404,12 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		return fail("no agent runner configured for agent jobs")
 	}
 	var contexts []contextOutput
+	// jobs.json is read at most once, for the names of the context jobs; if
+	// it cannot be read the ids stand in for the names.
+	loadJobs := sync.OnceValue(func() *Tx {
+		tx, _ := s.Store.Load()
+		return tx
+	})
 	for _, id := range job.ContextFrom {
 		e, ok, err := s.Ledger.LatestOutput(ctx, id)
 		if err != nil {
@@ -413,7 +419,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 			continue
 		}
 		name := id
-		if tx, err := s.Store.Load(); err == nil {
+		if tx := loadJobs(); tx != nil {
 			if j, err := tx.Get(id); err == nil {
 				name = j.Name
 			}
