@@ -49,9 +49,15 @@ type Result struct {
 // or nil when it is usable or was not checked.
 func (r Result) Err(image string) error {
 	if err, ok := r.Missing[image]; ok {
-		return fmt.Errorf("image unavailable: %s: %w", image, err)
+		return unavailable(image, err)
 	}
 	return nil
+}
+
+// unavailable is the error of a row whose image cannot be used; Result.Err
+// and Stage.Process share it so the record's error reads the same either way.
+func unavailable(image string, reason error) error {
+	return fmt.Errorf("image unavailable: %s: %w", image, reason)
 }
 
 // OK reports whether every image is usable.
@@ -175,7 +181,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	}
 	if err != nil {
 		rec.Outcome = schemas.OutcomeSandboxError
-		rec.Error = fmt.Sprintf("image unavailable: %s: %v", img, err)
+		rec.Error = unavailable(img, err).Error()
 	}
 	return []*schemas.Record{rec}, nil
 }
