@@ -16,31 +16,14 @@ LATENCY=${LATENCY:-300ms}
 BIG_LATENCY=${BIG_LATENCY:-$LATENCY}
 TARGET=2000
 SUMMARY=200
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib-bench.sh
 
 mkdir -p "$work/bin"
 go build -o "$work/bin/fakellm" ./cmd/fakellm
 go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
 hp="$work/bin/hermes-pipe"
 
-start_fake() { # $1 = latency
-  rm -f "$work/addr"
-  "$work/bin/fakellm" --addr 127.0.0.1:0 --addr-file "$work/addr" --latency "$1" >"$work/fake.log" 2>&1 &
-  fake_pid=$!
-  pids+=("$fake_pid")
-  for _ in $(seq 200); do [ -s "$work/addr" ] && break; sleep 0.05; done
-  url="http://$(cat "$work/addr")/v1"
-}
-stop_fake() { kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; }
-
-# timed CMD...: runs CMD under GNU time, prints "wall_s user_s sys_s maxrss_kb"
-timed() {
-  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err"; return 1; }
-  cat "$work/time"
-}
+FAKELLM="$work/bin/fakellm"
 
 # gen COUNT FILE: COUNT Hermes-shaped trajectories; every row with
 # i % 10 in {1, 4, 7} (30 %) is long enough to be over budget.

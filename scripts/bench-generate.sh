@@ -14,31 +14,9 @@ cd "$(dirname "$0")/.."
 what=${1:-all}
 N=${N:-2000}
 make -s build
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-# start_fake LATENCY: starts fakellm (in this shell, so its PID is kept) and
-# sets url.
-start_fake() {
-  rm -f "$work/addr"
-  bin/fakellm --addr 127.0.0.1:0 --addr-file "$work/addr" --scripts datasets/bench/fakellm-scripts.json --latency "$1" >"$work/fake.log" 2>&1 &
-  fake_pid=$!
-  pids+=("$fake_pid")
-  for _ in $(seq 200); do [ -s "$work/addr" ] && break; sleep 0.05; done
-  url="http://$(cat "$work/addr")/v1"
-}
-stop_fake() { kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null || true; }
-
-# timed CMD...: runs CMD under GNU time, prints "wall_s user_s sys_s maxrss_kb"
-timed() {
-  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err"; return 1; }
-  cat "$work/time"
-}
-
-# cpu_ms PID: user+system CPU time of a process so far, in milliseconds.
-cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+FAKELLM=bin/fakellm
+FAKE_ARGS="--scripts datasets/bench/fakellm-scripts.json"
+. scripts/lib-bench.sh
 
 prompts() { # $1 = count, $2 = prompt prefix
   awk -v n="$1" -v p="$2" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"%s %d\"}\n", p, i }' >"$work/prompts.jsonl"
