@@ -38,7 +38,7 @@ func CatWith(dir string, w io.Writer, opts CatOptions) error {
 	if err != nil {
 		return fmt.Errorf("cat %s: %w", dir, err)
 	}
-	err = eachLive(dir, ix, opts.Final, func(_ liveRef, line []byte) error {
+	err = eachLive(dir, ix, opts.Final, func(_ ledgerEntry, line []byte) error {
 		_, err := w.Write(line)
 		return err
 	})
@@ -68,21 +68,10 @@ func openReadOnly(dir string) (*ledgerIndex, error) {
 	return ld.ix, nil
 }
 
-// liveRef locates one live record.
-type liveRef struct {
-	key    string
-	off    int64
-	pi     int64
-	sample int32
-	n      int32
-	shard  uint32
-	oc     uint16
-}
-
 // liveRefs returns the live records of ix in (prompt_index, sample, key)
 // order; marker rows have no record and are left out.
-func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
-	refs := make([]liveRef, 0, ix.len())
+func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
+	refs := make([]ledgerEntry, 0, ix.len())
 	for _, e := range ix.entries {
 		if e.n <= 0 || e.shard == 0 {
 			continue
@@ -90,9 +79,9 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
 		if finalOnly && ix.outcomes[e.outcome].Retryable() {
 			continue
 		}
-		refs = append(refs, liveRef{key: e.key, off: e.off, pi: e.pi, sample: e.sample, n: e.n, shard: e.shard, oc: e.outcome})
+		refs = append(refs, e)
 	}
-	slices.SortFunc(refs, func(a, b liveRef) int {
+	slices.SortFunc(refs, func(a, b ledgerEntry) int {
 		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))
 	})
 	return refs
@@ -101,7 +90,7 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []liveRef {
 // eachLive calls fn with every live record line (newline included) in order.
 // A record of a Parquet shard is its raw_json column, the same line the
 // JSONL format holds; its ledger offset is its row number.
-func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref liveRef, line []byte) error) error {
+func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
 	files := newFileCache(dir, 64)
 	defer files.close()

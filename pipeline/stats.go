@@ -88,7 +88,7 @@ func Stats(dir string) (Statistics, error) {
 func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 	st := Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{}}
 	var durations []int64
-	err := eachLive(dir, ix, false, func(ref liveRef, line []byte) error {
+	err := eachLive(dir, ix, false, func(ref ledgerEntry, line []byte) error {
 		var r statRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			// A verbatim record may carry a known field with another type
@@ -101,7 +101,7 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 		st.Records++
 		oc := r.Outcome
 		if oc == "" {
-			oc = ix.outcomes[ref.oc]
+			oc = ix.outcomes[ref.outcome]
 		}
 		st.Outcomes[oc]++
 		if r.Completed {
