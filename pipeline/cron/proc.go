@@ -59,14 +59,7 @@ func ownerAlive(owner string) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	if parts[2] != "" {
-		start := procStart(pid)
-		if start != "" && start != parts[2] {
-			return false // pid reused by another process
-		}
-		if start == "" {
-			return false
-		}
-	}
-	return true
+	// A different or unreadable start time: the pid was reused, or the
+	// process is gone.
+	return parts[2] == "" || procStart(pid) == parts[2]
 }
