@@ -52,7 +52,6 @@ type Execution struct {
 // busy timeout).
 type Ledger struct {
 	db    *sql.DB
-	path  string
 	owner string
 }
 
@@ -98,7 +97,7 @@ func OpenLedger(ctx context.Context, path string) (*Ledger, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o600)
-	return &Ledger{db: db, path: path, owner: processOwner}, nil
+	return &Ledger{db: db, owner: processOwner}, nil
 }
 
 // Close closes the database handle.
