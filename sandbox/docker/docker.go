@@ -180,7 +180,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	if err != nil {
 		return nil, fmt.Errorf("docker sandbox open %s: create container: %w", image, unavailable(ctx, err))
 	}
-	s := &Session{d: d, id: created.ID, spec: spec, image: image}
+	s := &Session{d: d, id: created.ID, spec: spec}
 	if _, err := d.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = s.remove(ctx)
 		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
@@ -221,10 +221,9 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 
 // Session is one container. Exec calls are serialized.
 type Session struct {
-	d     *Driver
-	id    string
-	spec  sandbox.Spec
-	image string
+	d    *Driver
+	id   string
+	spec sandbox.Spec
 
 	mu sync.Mutex // serializes Exec
 

@@ -30,7 +30,6 @@ var (
 	once     sync.Once
 	onceErr  error
 	skipWhy  string
-	started  bool
 	userLock *os.File
 )
 
@@ -93,9 +92,10 @@ func setup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	started := false // this process starts dockerd; the last user stops it
 	if ping(ctx) != nil {
 		if _, err := os.Stat(filepath.Join(dir, "dockerd.pid")); err != nil {
-			started = true // we start it; the last user stops it
+			started = true
 		}
 	}
 	// The script is idempotent: it starts dockerd only when none answers,
