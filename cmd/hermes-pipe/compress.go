@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
@@ -224,14 +223,7 @@ func reportCompress(c *cli.Context, res compress.Result) error {
 		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d left out by --over-limit, %d rejected, %d already done, in %s\n",
 			out, s.Written, s.OK, s.Failed, s.Filtered, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
 	}
-	switch code := pipeline.ExitCode(s); code {
-	case exitOK:
-		return nil
-	case exitInterrupted:
-		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
-	default:
-		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows (summary_failed rows keep their original text): see %s/rejects.jsonl and `hermes-pipe stats %s`", out, out)}
-	}
+	return exitFor(s, out, " (summary_failed rows keep their original text)")
 }
 
 func dryRunCompress(c *cli.Context, inputs []compress.Input, tok tokenizer.Tokenizer, cfg compress.Config, workers int) error {

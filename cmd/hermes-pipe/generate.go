@@ -329,14 +329,20 @@ func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int,
 		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d rejected, %d already done, in %s\n",
 			out, s.Written, s.OK, s.Failed, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
 	}
-	code := pipeline.ExitCode(s)
-	switch code {
+	return exitFor(s, out, "")
+}
+
+// exitFor maps a run's summary to its exit status (0, 3 or 130) with the
+// message that tells the user what to do next; note is added to the
+// failed-rows message. Every mode that writes an output folder ends here.
+func exitFor(s pipeline.Summary, out, note string) error {
+	switch code := pipeline.ExitCode(s); code {
 	case exitOK:
 		return nil
 	case exitInterrupted:
 		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
 	default:
-		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows: see %s/rejects.jsonl and `hermes-pipe stats %s`", out, out)}
+		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows%s: see %s/rejects.jsonl and `hermes-pipe stats %s`", note, out, out)}
 	}
 }
 
