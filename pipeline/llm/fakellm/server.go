@@ -305,21 +305,20 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 	attempt := s.attempts.next(hash)
 	p.attempt = attempt
 
+	// Only the first user message and the last tool result are read, so
+	// only those two are decoded, however long the conversation.
 	step := 0
-	firstUser := ""
-	haveUser := false
-	lastTool := ""
+	firstUser, lastTool := -1, -1
 	for i := range msgs {
 		switch msgs[i].Role {
 		case "assistant":
 			step++
 		case "user":
-			if !haveUser {
-				firstUser = msgs[i].text()
-				haveUser = true
+			if firstUser < 0 {
+				firstUser = i
 			}
 		case "tool":
-			lastTool = msgs[i].text()
+			lastTool = i
 		}
 	}
 	maxTokens := req.MaxTokens
@@ -327,10 +326,14 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 		maxTokens = req.MaxCompletionTokens
 	}
 
+	user := ""
+	if firstUser >= 0 {
+		user = msgs[firstUser].text()
+	}
 	var sc *Script
 	var groups []string
 	for i := range s.scripts {
-		if m := s.scripts[i].re.FindStringSubmatch(firstUser); m != nil {
+		if m := s.scripts[i].re.FindStringSubmatch(user); m != nil {
 			sc, groups = &s.scripts[i], m
 			break
 		}
@@ -350,7 +353,10 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 		} else {
 			st = &Step{Content: "Done."}
 		}
-		vars := templateVars{lastTool: lastTool, user: firstUser, step: step, groups: groups}
+		vars := templateVars{user: user, step: step, groups: groups}
+		if lastTool >= 0 {
+			vars.lastTool = msgs[lastTool].text()
+		}
 		p.reply = s.stepReply(st, &vars, hash, step)
 	case len(req.Tools) == 0:
 		p.script = "(summary)"
