@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -96,13 +97,8 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		env[k] = v
 	}
 	env[sandbox.MarkerVar] = name
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var envFile strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		fmt.Fprintf(&envFile, "export %s=%s\n", k, sandbox.ShellQuote(env[k]))
 	}
 	cwd := sandbox.ShellQuote(dir + "/work")
