@@ -182,3 +182,27 @@ func TestHandEditIsNoticedByTheIndex(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 }
+
+// A crash between linking the backup and renaming it leaves jobs.json.bak.tmp
+// behind; the next write must still refresh the backup.
+func TestStoreBackupSurvivesStaleLink(t *testing.T) {
+	home := t.TempDir()
+	st := NewStore(home)
+	now := utc("2026-05-01T10:00:00Z")
+	if _, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 5m", Prompt: "a", Timezone: "UTC"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(st.Path()+".bak.tmp", []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 5m", Prompt: "b", Timezone: "UTC"}, now); err != nil {
+		t.Fatal(err)
+	}
+	bak, err := os.ReadFile(st.Path() + ".bak")
+	if err != nil || !strings.Contains(string(bak), `"prompt":"a"`) || strings.Contains(string(bak), `"prompt":"b"`) {
+		t.Fatalf("backup after a stale link: %v %s", err, bak)
+	}
+	if _, err := os.Stat(st.Path() + ".bak.tmp"); !os.IsNotExist(err) {
+		t.Fatalf("stale link left behind: %v", err)
+	}
+}
