@@ -103,13 +103,15 @@ func TestTimeoutKillsEscapedChild(t *testing.T) {
 	d := newDriver(t, srv.options())
 	s := open(t, d, sandbox.Spec{})
 	res, err := s.Exec(testCtx(t), sandbox.Cmd{
-		Command: "setsid sh -c 'sleep 2; echo late > escaped' & echo started; sleep 60",
-		Timeout: 500 * time.Millisecond,
+		// The timeout leaves room for a loaded machine to start the
+		// command and print "started"; the child outlives it by 2 s.
+		Command: "setsid sh -c 'sleep 4; echo late > escaped' & echo started; sleep 60",
+		Timeout: 2 * time.Second,
 	})
 	if err != nil || res.ExitCode != 124 || !res.TimedOut || strings.TrimSpace(res.Stdout) != "started" {
 		t.Fatalf("got %+v, %v", res, err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond)
 	if out := execOK(t, s, "ls"); out.Stdout != "" {
 		t.Fatalf("escaped child survived the timeout and wrote %q", out.Stdout)
 	}
