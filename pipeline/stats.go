@@ -142,7 +142,7 @@ func Stats(dir string) (Statistics, error) {
 }
 
 func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
-	st := Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{}}
+	st := NewStatistics()
 	var durations []int64
 	err := eachLive(dir, ix, false, func(ref ledgerEntry, line []byte) error {
 		var r statRecord
@@ -195,26 +195,74 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 	if err != nil {
 		return st, err
 	}
-	for name, t := range st.Tools {
-		if t.Count > 0 {
-			t.SuccessRate = float64(t.Success) / float64(t.Count)
-		}
-		st.Tools[name] = t
-	}
-	if st.Reasoning.AssistantTurns > 0 {
-		st.Reasoning.TurnCoverage = float64(st.Reasoning.TurnsWithReasoning) / float64(st.Reasoning.AssistantTurns)
-	}
 	if n := len(durations); n > 0 {
 		slices.Sort(durations)
 		for _, d := range durations {
 			st.Duration.TotalMS += d
 		}
-		st.Duration.MeanMS = st.Duration.TotalMS / int64(n)
 		st.Duration.P50MS = durations[(n-1)*50/100]
 		st.Duration.P95MS = durations[(n-1)*95/100]
 		st.Duration.MaxMS = durations[n-1]
 	}
+	st.Finish()
 	return st, nil
+}
+
+// NewStatistics returns empty statistics ready for Add.
+func NewStatistics() Statistics {
+	return Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{}}
+}
+
+// Add sums the counts of o into s: records, outcomes, calls, tokens, tool
+// and reasoning counts, total and maximum duration. Percentiles cannot be
+// summed; derived figures (rates, coverage, mean) need Finish afterwards.
+// The cluster merge uses it to combine the statistics of shards.
+func (s *Statistics) Add(o Statistics) {
+	s.Records += o.Records
+	for k, v := range o.Outcomes {
+		s.Outcomes[k] += v
+	}
+	s.Completed += o.Completed
+	s.Partial += o.Partial
+	s.APICalls += o.APICalls
+	s.Usage.PromptTokens += o.Usage.PromptTokens
+	s.Usage.CompletionTokens += o.Usage.CompletionTokens
+	s.Usage.TotalTokens += o.Usage.TotalTokens
+	for name, t := range o.Tools {
+		m := s.Tools[name]
+		m.Count += t.Count
+		m.Success += t.Success
+		m.Failure += t.Failure
+		s.Tools[name] = m
+	}
+	for name, n := range o.ToolErrors {
+		s.ToolErrors[name] += n
+	}
+	r := &s.Reasoning
+	r.AssistantTurns += o.Reasoning.AssistantTurns
+	r.TurnsWithReasoning += o.Reasoning.TurnsWithReasoning
+	r.TurnsWithoutReasoning += o.Reasoning.TurnsWithoutReasoning
+	r.RowsWithReasoning += o.Reasoning.RowsWithReasoning
+	r.RowsWithoutReasoning += o.Reasoning.RowsWithoutReasoning
+	s.Duration.TotalMS += o.Duration.TotalMS
+	s.Duration.MaxMS = max(s.Duration.MaxMS, o.Duration.MaxMS)
+}
+
+// Finish computes the derived figures from the counts: each tool's success
+// rate, the reasoning turn coverage and the mean duration.
+func (s *Statistics) Finish() {
+	for name, t := range s.Tools {
+		if t.Count > 0 {
+			t.SuccessRate = float64(t.Success) / float64(t.Count)
+		}
+		s.Tools[name] = t
+	}
+	if s.Reasoning.AssistantTurns > 0 {
+		s.Reasoning.TurnCoverage = float64(s.Reasoning.TurnsWithReasoning) / float64(s.Reasoning.AssistantTurns)
+	}
+	if s.Records > 0 {
+		s.Duration.MeanMS = s.Duration.TotalMS / int64(s.Records)
+	}
 }
 
 // WriteText prints the statistics as aligned human-readable text.

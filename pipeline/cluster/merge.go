@@ -441,51 +441,15 @@ func intOption(m map[string]any, name string, def int) int {
 // disjoint random samples of one run (rows are assigned by hash), so this
 // estimates the whole run's percentile; exact only with one shard.
 func MergeStatistics(list []pipeline.Statistics) pipeline.Statistics {
-	st := pipeline.Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]pipeline.ToolStatistics{}, ToolErrors: map[string]int{}}
+	st := pipeline.NewStatistics()
 	var p50, p95 float64
 	for _, s := range list {
-		st.Records += s.Records
-		for k, v := range s.Outcomes {
-			st.Outcomes[k] += v
-		}
-		st.Completed += s.Completed
-		st.Partial += s.Partial
-		st.APICalls += s.APICalls
-		st.Usage.PromptTokens += s.Usage.PromptTokens
-		st.Usage.CompletionTokens += s.Usage.CompletionTokens
-		st.Usage.TotalTokens += s.Usage.TotalTokens
-		for name, t := range s.Tools {
-			m := st.Tools[name]
-			m.Count += t.Count
-			m.Success += t.Success
-			m.Failure += t.Failure
-			st.Tools[name] = m
-		}
-		for name, n := range s.ToolErrors {
-			st.ToolErrors[name] += n
-		}
-		r := &st.Reasoning
-		r.AssistantTurns += s.Reasoning.AssistantTurns
-		r.TurnsWithReasoning += s.Reasoning.TurnsWithReasoning
-		r.TurnsWithoutReasoning += s.Reasoning.TurnsWithoutReasoning
-		r.RowsWithReasoning += s.Reasoning.RowsWithReasoning
-		r.RowsWithoutReasoning += s.Reasoning.RowsWithoutReasoning
-		st.Duration.TotalMS += s.Duration.TotalMS
-		st.Duration.MaxMS = max(st.Duration.MaxMS, s.Duration.MaxMS)
+		st.Add(s)
 		p50 += float64(s.Duration.P50MS) * float64(s.Records)
 		p95 += float64(s.Duration.P95MS) * float64(s.Records)
 	}
-	for name, t := range st.Tools {
-		if t.Count > 0 {
-			t.SuccessRate = float64(t.Success) / float64(t.Count)
-		}
-		st.Tools[name] = t
-	}
-	if st.Reasoning.AssistantTurns > 0 {
-		st.Reasoning.TurnCoverage = float64(st.Reasoning.TurnsWithReasoning) / float64(st.Reasoning.AssistantTurns)
-	}
+	st.Finish()
 	if st.Records > 0 {
-		st.Duration.MeanMS = st.Duration.TotalMS / int64(st.Records)
 		st.Duration.P50MS = int64(p50/float64(st.Records) + 0.5)
 		st.Duration.P95MS = int64(p95/float64(st.Records) + 0.5)
 	}
