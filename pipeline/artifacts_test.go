@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -25,7 +26,7 @@ func TestDeclaredArtifactsPassVerify(t *testing.T) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteAtomic(dir, "report.json", []byte("{}\n")); err != nil {
+	if err := atomicfile.Write(dir, "report.json", []byte("{}\n")); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := Verify(dir); err != nil || !rep.OK() {

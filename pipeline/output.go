@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -29,7 +30,7 @@ const (
 	StatisticsFile = "statistics.json"
 	DataDir        = "data"
 	FailedDir      = "failed"
-	tempPrefix     = ".tmp-"
+	tempPrefix     = atomicfile.TempPrefix
 )
 
 // Mode says how OpenOutput treats an existing output folder.
@@ -261,7 +262,7 @@ func (o *Output) open() error {
 	if err := o.writeManifest(); err != nil {
 		return err
 	}
-	return SyncDir(o.dir)
+	return atomicfile.SyncDir(o.dir)
 }
 
 // removeRun deletes the files of a previous run, data first and run.json
@@ -612,7 +613,7 @@ func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, er
 	if err := o.hook(stepRenamed); err != nil {
 		return 0, "", err
 	}
-	if err := SyncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return 0, "", err
 	}
 	if err := o.hook(stepDirSynced); err != nil {
@@ -630,50 +631,6 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// WriteAtomic writes data to dir/name so that a reader sees either the old
-// file or the whole new one, after restic's local backend: a temp file in the
-// same folder, write, fsync, close, rename, fsync the folder; the temp file is
-// removed on error. Modes use it for the reports they keep beside the shards.
-func WriteAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return SyncDir(dir)
-}
-
-// SyncDir fsyncs a folder so that a file created, renamed or removed in it
-// is durable; part of the atomic-file protocol, also used by modes' journals.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
-	}
-	return nil
 }
 
 func readManifest(dir string) (Manifest, bool, error) {
@@ -699,7 +656,7 @@ func (o *Output) writeManifest() error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", ManifestFile, err)
 	}
-	return WriteAtomic(o.dir, ManifestFile, append(data, '\n'))
+	return atomicfile.Write(o.dir, ManifestFile, append(data, '\n'))
 }
 
 // knownOutcomes returns the outcomes a record may carry: the schemas
@@ -735,7 +692,7 @@ func (o *Output) writeRejects() error {
 		}
 	}
 	bw.Flush()
-	return WriteAtomic(o.dir, RejectsFile, buf.Bytes())
+	return atomicfile.Write(o.dir, RejectsFile, buf.Bytes())
 }
 
 // finish writes what a run leaves besides shards: rejects.jsonl,
@@ -753,7 +710,7 @@ func (o *Output) finish() error {
 			var data []byte
 			data, err = json.MarshalIndent(st, "", "  ")
 			if err == nil {
-				err = WriteAtomic(o.dir, StatisticsFile, append(data, '\n'))
+				err = atomicfile.Write(o.dir, StatisticsFile, append(data, '\n'))
 			}
 		}
 		errs = append(errs, err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // Tags Hermes rewrites and writes in gpt turns.
@@ -57,15 +59,15 @@ func appendToolsJSON(b []byte, tools []Tool) []byte {
 			b = append(b, ", "...)
 		}
 		b = append(b, `{"name": `...)
-		b = AppendPyString(b, f.Name)
+		b = pyjson.AppendString(b, f.Name)
 		b = append(b, `, "description": `...)
-		b = AppendPyString(b, f.Description)
+		b = pyjson.AppendString(b, f.Description)
 		b = append(b, `, "parameters": `...)
 		if len(f.Parameters) == 0 {
 			b = append(b, "{}"...)
 		} else {
 			var err error
-			b, err = AppendPyJSONOf(b, string(f.Parameters))
+			b, err = pyjson.AppendJSON(b, string(f.Parameters))
 			if err != nil {
 				b = append(b, "{}"...)
 			}
@@ -121,13 +123,13 @@ func ToShareGPTWithSystem(system string, messages []Message) []Turn {
 		return turns
 	}
 	var buf []byte
-	buf = appendValidUTF8(buf[:0], messages[k].Content)
+	buf = pyjson.AppendValidUTF8(buf[:0], messages[k].Content)
 	turns = append(turns, Turn{From: "human", Value: string(buf)})
 	for i := k + 1; i < len(messages); i++ {
 		m := &messages[i]
 		switch m.Role {
 		case "user":
-			buf = appendValidUTF8(buf[:0], m.Content)
+			buf = pyjson.AppendValidUTF8(buf[:0], m.Content)
 			turns = append(turns, Turn{From: "human", Value: string(buf)})
 		case "assistant":
 			if len(m.ToolCalls) == 0 {
@@ -160,7 +162,7 @@ func appendThinkPrefix(b []byte, m *Message) []byte {
 		return b
 	}
 	b = append(b, "<think>\n"...)
-	b = appendValidUTF8(b, m.Reasoning)
+	b = pyjson.AppendValidUTF8(b, m.Reasoning)
 	return append(b, "\n</think>\n"...)
 }
 
@@ -171,7 +173,7 @@ func appendThinkPrefix(b []byte, m *Message) []byte {
 // be formed by a replacement, so one left-to-right pass gives the same text.
 func appendScratchpadAsThink(b []byte, content string) []byte {
 	if !strings.Contains(content, scratchpadOpen) {
-		return appendValidUTF8(b, content)
+		return pyjson.AppendValidUTF8(b, content)
 	}
 	for {
 		i := strings.Index(content, "REASONING_SCRATCHPAD>")
@@ -180,17 +182,17 @@ func appendScratchpadAsThink(b []byte, content string) []byte {
 		}
 		switch {
 		case i >= 1 && content[i-1] == '<':
-			b = appendValidUTF8(b, content[:i-1])
+			b = pyjson.AppendValidUTF8(b, content[:i-1])
 			b = append(b, "<think>"...)
 		case i >= 2 && content[i-2] == '<' && content[i-1] == '/':
-			b = appendValidUTF8(b, content[:i-2])
+			b = pyjson.AppendValidUTF8(b, content[:i-2])
 			b = append(b, "</think>"...)
 		default:
-			b = appendValidUTF8(b, content[:i+len("REASONING_SCRATCHPAD>")])
+			b = pyjson.AppendValidUTF8(b, content[:i+len("REASONING_SCRATCHPAD>")])
 		}
 		content = content[i+len("REASONING_SCRATCHPAD>"):]
 	}
-	return appendValidUTF8(b, content)
+	return pyjson.AppendValidUTF8(b, content)
 }
 
 // appendAnswerTurn builds a gpt turn without tool calls (before trimming).
@@ -211,10 +213,10 @@ func appendToolCallTurn(b []byte, m *Message) []byte {
 		fn := &m.ToolCalls[k].Function
 		b = append(b, "<tool_call>\n"...)
 		b = append(b, `{"name": `...)
-		b = AppendPyString(b, fn.Name)
+		b = pyjson.AppendString(b, fn.Name)
 		b = append(b, `, "arguments": `...)
 		var err error
-		b, err = AppendPyJSONOf(b, fn.Arguments)
+		b, err = pyjson.AppendJSON(b, fn.Arguments)
 		if err != nil {
 			b = append(b, "{}"...)
 		}
@@ -240,10 +242,10 @@ func ensureThink(b []byte) []byte {
 func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
 	b = append(b, "<tool_response>\n"...)
 	b = append(b, `{"tool_call_id": `...)
-	b = AppendPyString(b, t.ToolCallID)
+	b = pyjson.AppendString(b, t.ToolCallID)
 	b = append(b, `, "name": `...)
 	if idx < len(a.ToolCalls) {
-		b = AppendPyString(b, a.ToolCalls[idx].Function.Name)
+		b = pyjson.AppendString(b, a.ToolCalls[idx].Function.Name)
 	} else {
 		b = append(b, `"unknown"`...)
 	}
@@ -251,12 +253,12 @@ func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
 	embedded := false
 	if s := pyLStrip(t.Content); len(s) > 0 && (s[0] == '{' || s[0] == '[') {
 		var err error
-		if b, err = AppendPyJSONOf(b, t.Content); err == nil {
+		if b, err = pyjson.AppendJSON(b, t.Content); err == nil {
 			embedded = true
 		}
 	}
 	if !embedded {
-		b = AppendPyString(b, t.Content)
+		b = pyjson.AppendString(b, t.Content)
 	}
 	return append(b, "}\n</tool_response>"...)
 }
@@ -298,18 +300,18 @@ func ConvertOpenAILine(line []byte) ([]Turn, error) {
 //
 // Unknown fields are ignored. It allocates the messages and tools.
 func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
-	root, err := PyLoads(line)
+	root, err := pyjson.Loads(line)
 	if err != nil {
 		return nil, nil, &FieldError{Reason: err.Error()}
 	}
-	if root.Kind() != PyDict {
+	if root.Kind() != pyjson.Dict {
 		return nil, nil, &FieldError{Reason: "line must be a JSON object, got " + pyKindName(root)}
 	}
 	mv, ok := root.Get("messages")
 	if !ok {
 		return nil, nil, &FieldError{Field: "messages", Reason: "required"}
 	}
-	if mv.Kind() != PyList {
+	if mv.Kind() != pyjson.List {
 		return nil, nil, &FieldError{Field: "messages", Reason: "must be an array, got " + pyKindName(mv)}
 	}
 	if len(mv.List()) == 0 {
@@ -334,7 +336,7 @@ func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
 	}
 	var tools []Tool
 	if tv, ok := root.Get("tools"); ok && !tv.IsNone() {
-		if tv.Kind() != PyList {
+		if tv.Kind() != pyjson.List {
 			return nil, nil, &FieldError{Field: "tools", Reason: "must be an array, got " + pyKindName(tv)}
 		}
 		tools = make([]Tool, len(tv.List()))
@@ -347,8 +349,8 @@ func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
 	return msgs, tools, nil
 }
 
-func parseOpenAIMessage(v PyValue, path string, m *Message) error {
-	if v.Kind() != PyDict {
+func parseOpenAIMessage(v pyjson.Value, path string, m *Message) error {
+	if v.Kind() != pyjson.Dict {
 		return &FieldError{Field: path, Reason: "must be an object, got " + pyKindName(v)}
 	}
 	role, err := optString(v, "role", path)
@@ -388,7 +390,7 @@ func parseOpenAIMessage(v PyValue, path string, m *Message) error {
 	if !ok || tcv.IsNone() {
 		return nil
 	}
-	if tcv.Kind() != PyList {
+	if tcv.Kind() != pyjson.List {
 		return &FieldError{Field: path + ".tool_calls", Reason: "must be an array, got " + pyKindName(tcv)}
 	}
 	if len(tcv.List()) > 0 {
@@ -397,7 +399,7 @@ func parseOpenAIMessage(v PyValue, path string, m *Message) error {
 	for j, item := range tcv.List() {
 		tp := path + ".tool_calls[" + itoa(j) + "]"
 		tc := &m.ToolCalls[j]
-		if item.Kind() != PyDict {
+		if item.Kind() != pyjson.Dict {
 			return &FieldError{Field: tp, Reason: "must be an object, got " + pyKindName(item)}
 		}
 		if tc.ID, err = optString(item, "id", tp); err != nil {
@@ -410,7 +412,7 @@ func parseOpenAIMessage(v PyValue, path string, m *Message) error {
 		if !ok {
 			return &FieldError{Field: tp + ".function", Reason: "required"}
 		}
-		if fn.Kind() != PyDict {
+		if fn.Kind() != pyjson.Dict {
 			return &FieldError{Field: tp + ".function", Reason: "must be an object, got " + pyKindName(fn)}
 		}
 		fp := tp + ".function"
@@ -419,11 +421,11 @@ func parseOpenAIMessage(v PyValue, path string, m *Message) error {
 		}
 		args, _ := fn.Get("arguments")
 		switch args.Kind() {
-		case PyNone:
-		case PyStr:
+		case pyjson.None:
+		case pyjson.Str:
 			tc.Function.Arguments = args.Str()
-		case PyDict, PyList:
-			tc.Function.Arguments = PyDumps(args)
+		case pyjson.Dict, pyjson.List:
+			tc.Function.Arguments = pyjson.Dumps(args)
 		default:
 			return &FieldError{Field: fp + ".arguments", Reason: "must be a string or an object, got " + pyKindName(args)}
 		}
@@ -432,24 +434,24 @@ func parseOpenAIMessage(v PyValue, path string, m *Message) error {
 }
 
 // openAIContent flattens a message's content to text.
-func openAIContent(v PyValue, path string) (string, error) {
+func openAIContent(v pyjson.Value, path string) (string, error) {
 	c, ok := v.Get("content")
 	if !ok {
 		return "", nil
 	}
 	switch c.Kind() {
-	case PyNone:
+	case pyjson.None:
 		return "", nil
-	case PyStr:
+	case pyjson.Str:
 		return c.Str(), nil
-	case PyList:
+	case pyjson.List:
 	default:
 		return "", &FieldError{Field: path + ".content", Reason: "must be a string, an array of parts or null, got " + pyKindName(c)}
 	}
 	var b strings.Builder
 	for k, part := range c.List() {
 		pp := path + ".content[" + itoa(k) + "]"
-		if part.Kind() != PyDict {
+		if part.Kind() != pyjson.Dict {
 			return "", &FieldError{Field: pp, Reason: "must be an object, got " + pyKindName(part)}
 		}
 		typ, err := requiredString(part, "type", pp)
@@ -475,8 +477,8 @@ func openAIContent(v PyValue, path string) (string, error) {
 	return b.String(), nil
 }
 
-func parseOpenAITool(v PyValue, path string, t *Tool) error {
-	if v.Kind() != PyDict {
+func parseOpenAITool(v pyjson.Value, path string, t *Tool) error {
+	if v.Kind() != pyjson.Dict {
 		return &FieldError{Field: path, Reason: "must be an object, got " + pyKindName(v)}
 	}
 	var err error
@@ -488,7 +490,7 @@ func parseOpenAITool(v PyValue, path string, t *Tool) error {
 		return &FieldError{Field: path + ".function", Reason: "required"}
 	}
 	fp := path + ".function"
-	if fn.Kind() != PyDict {
+	if fn.Kind() != pyjson.Dict {
 		return &FieldError{Field: fp, Reason: "must be an object, got " + pyKindName(fn)}
 	}
 	if t.Function.Name, err = requiredString(fn, "name", fp); err != nil {
@@ -498,46 +500,46 @@ func parseOpenAITool(v PyValue, path string, t *Tool) error {
 		return err
 	}
 	if p, ok := fn.Get("parameters"); ok {
-		t.Function.Parameters = AppendPyJSON(nil, p)
+		t.Function.Parameters = pyjson.Append(nil, p)
 	}
 	return nil
 }
 
 // optString returns the string member key of v, "" when absent or null.
-func optString(v PyValue, key, path string) (string, error) {
+func optString(v pyjson.Value, key, path string) (string, error) {
 	s, ok := v.Get(key)
 	switch {
 	case !ok || s.IsNone():
 		return "", nil
-	case s.Kind() == PyStr:
+	case s.Kind() == pyjson.Str:
 		return s.Str(), nil
 	}
 	return "", &FieldError{Field: path + "." + key, Reason: "must be a string, got " + pyKindName(s)}
 }
 
 // requiredString returns the string member key of v or an error.
-func requiredString(v PyValue, key, path string) (string, error) {
+func requiredString(v pyjson.Value, key, path string) (string, error) {
 	s, ok := v.Get(key)
 	if !ok || s.IsNone() {
 		return "", &FieldError{Field: path + "." + key, Reason: "required"}
 	}
-	if s.Kind() != PyStr {
+	if s.Kind() != pyjson.Str {
 		return "", &FieldError{Field: path + "." + key, Reason: "must be a string, got " + pyKindName(s)}
 	}
 	return s.Str(), nil
 }
 
-func pyKindName(v PyValue) string {
+func pyKindName(v pyjson.Value) string {
 	switch v.Kind() {
-	case PyNone:
+	case pyjson.None:
 		return "null"
-	case PyBool:
+	case pyjson.Bool:
 		return "a boolean"
-	case PyInt, PyFloat:
+	case pyjson.Int, pyjson.Float:
 		return "a number"
-	case PyStr:
+	case pyjson.Str:
 		return "a string"
-	case PyList:
+	case pyjson.List:
 		return "an array"
 	}
 	return "an object"

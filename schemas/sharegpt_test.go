@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson/pyjsontest"
 )
 
 // updateGolden rewrites golden files: go test ./schemas -update. Other test
@@ -57,9 +60,9 @@ func appendTurns(b []byte, turns []Turn, sep string) []byte {
 			b = append(b, sep...)
 		}
 		b = append(b, `{"from": `...)
-		b = AppendPyString(b, tr.From)
+		b = pyjson.AppendString(b, tr.From)
 		b = append(b, `, "value": `...)
-		b = AppendPyString(b, tr.Value)
+		b = pyjson.AppendString(b, tr.Value)
 		b = append(b, '}')
 	}
 	if multiline {
@@ -107,7 +110,7 @@ func TestShareGPTGolden(t *testing.T) {
 // TestShareGPTMatchesPython runs the Python reference model of Hermes'
 // conversion on every golden input and requires byte-identical output.
 func TestShareGPTMatchesPython(t *testing.T) {
-	py := python(t)
+	py := pyjsontest.Python(t)
 	inputs := goldenInputs(t)
 	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "hermes_ref.py"), "convert"}, inputs...)...)
 	var stderr bytes.Buffer
@@ -123,7 +126,7 @@ func TestShareGPTMatchesPython(t *testing.T) {
 	for i, in := range inputs {
 		var b []byte
 		b = append(b, `{"file": `...)
-		b = AppendPyString(b, filepath.Base(in))
+		b = pyjson.AppendString(b, filepath.Base(in))
 		b = append(b, `, "conversations": `...)
 		b = appendTurns(b, convertFile(t, in), ", ")
 		b = append(b, '}')
@@ -131,16 +134,6 @@ func TestShareGPTMatchesPython(t *testing.T) {
 			t.Errorf("%s: Go and Python differ:\n%s", in, firstDiff(b, lines[i]))
 		}
 	}
-}
-
-// python returns the python3 binary or skips the test.
-func python(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the byte-for-byte reference check needs it")
-	}
-	return p
 }
 
 func firstDiff(got, want []byte) string {

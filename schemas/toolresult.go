@@ -3,6 +3,8 @@ package schemas
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // ToolResultSucceeded judges one tool result the way Hermes' batch_runner
@@ -18,7 +20,7 @@ import (
 // A repeated key counts with its last value, as in a Python dict. It is
 // called once per tool message; it does not allocate for the common shapes.
 func ToolResultSucceeded(content string) bool {
-	verdict, isJSON := judgeJSONResult(content)
+	verdict, isJSON := pyjson.JudgeResult(content)
 	if isJSON {
 		return verdict
 	}
@@ -27,63 +29,6 @@ func ToolResultSucceeded(content string) bool {
 	}
 	s := pyLStrip(content)
 	return !(len(s) >= 6 && asciiLowerEq(s[:6], "error:"))
-}
-
-// judgeJSONResult returns (succeeded, true) when content is JSON. It
-// validates the whole text like json.loads but keeps nothing: only the
-// members "error", "success" and "content" (and "error" inside "content")
-// are looked at, last occurrence winning as in a Python dict.
-func judgeJSONResult(content string) (bool, bool) {
-	i := 0
-	for i < len(content) && (content[i] == ' ' || content[i] == '\t' || content[i] == '\n' || content[i] == '\r') {
-		i++
-	}
-	if i == len(content) || !strings.ContainsRune(`{"[-0123456789ntfNI`, rune(content[i])) {
-		return true, false // blank or plain text: not JSON
-	}
-	t := getTranscoder(content, nil)
-	defer putTranscoder(t)
-	t.i, t.skip, t.out = i, true, t.own[:0]
-	failed := false
-	var err error
-	if content[i] == '{' {
-		failed, err = t.judgeObject()
-	} else {
-		err = t.value(0)
-	}
-	if err != nil {
-		return true, false
-	}
-	t.skipWS()
-	if t.i != len(content) {
-		return true, false
-	}
-	return !failed, true
-}
-
-// judgeObject applies batch_runner's failure rules to the object at t.i.
-func (t *pyTranscoder) judgeObject() (failed bool, err error) {
-	var errorSet, successFalse, innerError bool
-	err = t.members(1, func(key string) error {
-		switch key {
-		case "error":
-			errorSet = t.s[t.i] != 'n' // only null starts with 'n'
-		case "success":
-			successFalse = t.s[t.i] == 'f' // only false starts with 'f'
-		case "content":
-			innerError = false
-			if t.s[t.i] == '{' {
-				return t.members(2, func(key string) error {
-					if key == "error" {
-						innerError = t.s[t.i] != 'n'
-					}
-					return t.value(2)
-				})
-			}
-		}
-		return t.value(1)
-	})
-	return errorSet || successFalse || innerError, err
 }
 
 func asciiLowerEq(s, lower string) bool {

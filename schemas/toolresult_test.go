@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson/pyjsontest"
 )
 
 var judgeCases = map[string]bool{
@@ -61,7 +63,7 @@ func TestToolResultSucceeded(t *testing.T) {
 // TestToolResultMatchesPython compares the judgement with the Python model of
 // batch_runner's rule on the hand cases and generated JSON documents.
 func TestToolResultMatchesPython(t *testing.T) {
-	py := python(t)
+	py := pyjsontest.Python(t)
 	var corpus []string
 	for in := range judgeCases {
 		corpus = append(corpus, in)
@@ -81,7 +83,7 @@ func TestToolResultMatchesPython(t *testing.T) {
 		b.WriteString("}")
 		corpus = append(corpus, b.String())
 	}
-	corpus = append(corpus, pyJSONCorpus(300)...)
+	corpus = append(corpus, pyjsontest.Corpus(300)...)
 	var in bytes.Buffer
 	for _, c := range corpus {
 		in.WriteByte('x')

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 )
 
@@ -102,7 +102,7 @@ func run(args []string, stdout io.Writer) error {
 	bound := ln.Addr().String()
 	if *addrFile != "" {
 		// Atomic, so a supervisor polling for the file never reads half of it.
-		if err := pipeline.WriteAtomic(filepath.Dir(*addrFile), filepath.Base(*addrFile), []byte(bound+"\n")); err != nil {
+		if err := atomicfile.Write(filepath.Dir(*addrFile), filepath.Base(*addrFile), []byte(bound+"\n")); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("write addr file: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"log/slog"
 	"os"
 	"path"
@@ -190,6 +191,7 @@ func runMerge(c *cli.Context) error {
 		Prompts:        promptsFile,
 		NoInput:        c.Bool("no-input"),
 		AllowRetryable: c.Bool("allow-retryable"),
+		InputKeys:      prompts.EachKey,
 	})
 	if err != nil {
 		var inc *cluster.IncompleteError
@@ -250,7 +252,7 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sts, err := cluster.Status(c.Context, out, cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window")})
+	sts, err := cluster.Status(c.Context, out, cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window"), InputKeys: prompts.EachKey})
 	if err != nil {
 		return err
 	}

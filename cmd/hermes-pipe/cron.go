@@ -16,7 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
 
 // cronDeps are what the cron command needs from outside: the agent runner

@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
 
 type echoAgent struct{ prompts []string }

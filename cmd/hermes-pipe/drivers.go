@@ -4,12 +4,11 @@ import (
 	"context"
 	"os"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh"
-	"github.com/hermes-pipe/hermes-pipe/stages/cronjob"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/urfave/cli/v2"
 )
 
@@ -61,7 +60,7 @@ func extraCommands() []*cli.Command {
 // sandbox. Jobs without their own endpoint use HERMES_PIPE_BASE_URL and
 // HERMES_PIPE_MODEL; the key comes from OPENAI_API_KEY.
 func cronAgent() cron.AgentRunner {
-	return &cronjob.Runner{
+	return &cron.RolloutRunner{
 		Driver:         lazyDriver{scheme: "local"},
 		DefaultBaseURL: os.Getenv("HERMES_PIPE_BASE_URL"),
 		DefaultModel:   os.Getenv("HERMES_PIPE_MODEL"),

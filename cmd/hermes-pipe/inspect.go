@@ -13,6 +13,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 	"github.com/urfave/cli/v2"
 )
 
@@ -256,9 +257,9 @@ func conversationsLine(turns []schemas.Turn) []byte {
 			b = append(b, ", "...)
 		}
 		b = append(b, `{"from": `...)
-		b = schemas.AppendPyString(b, t.From)
+		b = pyjson.AppendString(b, t.From)
 		b = append(b, `, "value": `...)
-		b = schemas.AppendPyString(b, t.Value)
+		b = pyjson.AppendString(b, t.Value)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)

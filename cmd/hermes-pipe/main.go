@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/urfave/cli/v2"
 )
 

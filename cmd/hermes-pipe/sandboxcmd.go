@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
 	"github.com/urfave/cli/v2"
 )

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -91,7 +92,7 @@ func BenchmarkMerge8x125k(b *testing.B) {
 	runtime.GC()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{})
+		m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{InputKeys: prompts.EachKey})
 		if err != nil {
 			b.Fatal(err)
 		}

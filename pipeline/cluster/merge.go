@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -33,6 +32,10 @@ type MergeOptions struct {
 	Prompts string
 	// NoInput skips the input check even when run.json names a prompts file.
 	NoInput bool
+	// InputKeys lists the keys the generate source yields for a prompts file
+	// (the caller passes stages/generate/prompts.EachKey; this package may not
+	// import stages). nil skips the input check.
+	InputKeys KeyLister
 	// AllowRetryable accepts shards whose rows still carry a retryable
 	// outcome (api_error, timeout, …) instead of asking for a re-run.
 	AllowRetryable bool
@@ -41,6 +44,11 @@ type MergeOptions struct {
 	// Now is the clock for merged.json; default time.Now.
 	Now func() time.Time
 }
+
+// KeyLister calls fn with every key a prompts file yields for the given
+// samples per row and line limit (bad lines are rejects, not keys). It blocks
+// until the file is read and returns the first read error.
+type KeyLister func(ctx context.Context, path string, samples, maxLine int, fn func(key string)) error
 
 // Merged is the content of merged.json: which shard folders make up the run
 // and what each holds. No record is copied: readers open the shard folders.
@@ -192,8 +200,8 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 		m.Retryable += c.sum.Retryable
 	}
 
-	if !opts.NoInput && len(checks) > 0 {
-		in, inProblems, err := checkInput(ctx, out, checks, n, opts.Prompts)
+	if !opts.NoInput && opts.InputKeys != nil && len(checks) > 0 {
+		in, inProblems, err := checkInput(ctx, out, checks, n, opts.Prompts, opts.InputKeys)
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", out, err)
 		}
@@ -312,7 +320,7 @@ func shardStats(dir string, records int) (pipeline.Statistics, error) {
 }
 
 // checkInput compares each shard's keys with the input keys that hash to it.
-func checkInput(ctx context.Context, out string, checks []*shardCheck, n int, path string) (*InputCheck, []string, error) {
+func checkInput(ctx context.Context, out string, checks []*shardCheck, n int, path string, eachInputKey KeyLister) (*InputCheck, []string, error) {
 	opts := recordedOptions(checks[0].man)
 	if path == "" {
 		p, _ := opts["prompts"].(string)
@@ -348,7 +356,7 @@ func checkInput(ctx context.Context, out string, checks []*shardCheck, n int, pa
 		if c.digest == want[c.spec.Index] {
 			continue
 		}
-		missing, extra, err := diffShard(ctx, out, c.spec, path, samples, maxLine)
+		missing, extra, err := diffShard(ctx, out, c.spec, path, samples, maxLine, eachInputKey)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -370,7 +378,7 @@ func sample(keys []string) string {
 
 // diffShard lists the input keys the shard lacks and the shard keys the input
 // lacks, exactly. It runs only for a shard whose digest disagrees.
-func diffShard(ctx context.Context, out string, sp Spec, path string, samples, maxLine int) (missing, extra []string, err error) {
+func diffShard(ctx context.Context, out string, sp Spec, path string, samples, maxLine int, eachInputKey KeyLister) (missing, extra []string, err error) {
 	lv, err := readLedger(sp.Dir(out))
 	if err != nil {
 		return nil, nil, err
@@ -399,26 +407,6 @@ func diffShard(ctx context.Context, out string, sp Spec, path string, samples, m
 	}
 	sort.Strings(extra)
 	return missing, extra, nil
-}
-
-// eachInputKey calls fn with every key the generate source yields for the
-// prompts file (bad lines are not keys: they are rejects).
-func eachInputKey(ctx context.Context, path string, samples, maxLine int, fn func(string)) error {
-	src, err := prompts.Open(path, prompts.Options{Samples: samples, MaxLineBytes: maxLine})
-	if err != nil {
-		return fmt.Errorf("check input: %w", err)
-	}
-	defer src.Close()
-	for {
-		rec, err := src.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("check input: %w", err)
-		}
-		fn(rec.Key)
-	}
 }
 
 // recordedOptions decodes the flags a run recorded in run.json.
@@ -463,7 +451,7 @@ func writeJSON(dir, name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	return pipeline.WriteAtomic(dir, name, append(b, '\n'))
+	return atomicfile.Write(dir, name, append(b, '\n'))
 }
 
 // readManifestFile reads a shard folder's run.json.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 )
 
 // echoStage answers every prompt deterministically; outcome per prompt text:
@@ -135,7 +135,7 @@ func TestOneShardAndSevenShardsAgree(t *testing.T) {
 		prev = [2]int{r.PromptIndex, r.Sample}
 	}
 	for _, out := range []string{one, seven} {
-		m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{})
+		m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{InputKeys: prompts.EachKey})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +153,8 @@ func TestOneShardAndSevenShardsAgree(t *testing.T) {
 			t.Fatalf("merged.json: %+v", onDisk)
 		}
 	}
-	one1, _ := cluster.Merge(context.Background(), one, cluster.MergeOptions{})
-	seven1, _ := cluster.Merge(context.Background(), seven, cluster.MergeOptions{})
+	one1, _ := cluster.Merge(context.Background(), one, cluster.MergeOptions{InputKeys: prompts.EachKey})
+	seven1, _ := cluster.Merge(context.Background(), seven, cluster.MergeOptions{InputKeys: prompts.EachKey})
 	var s1, s7 pipeline.Statistics
 	readJSON(t, filepath.Join(one, pipeline.StatisticsFile), &s1)
 	readJSON(t, filepath.Join(seven, pipeline.StatisticsFile), &s7)
@@ -179,6 +179,7 @@ func readJSON(t *testing.T, path string, v any) {
 
 func mustIncomplete(t *testing.T, out string, opts cluster.MergeOptions, want ...string) {
 	t.Helper()
+	opts.InputKeys = prompts.EachKey
 	_, err := cluster.Merge(context.Background(), out, opts)
 	var inc *cluster.IncompleteError
 	if !errors.As(err, &inc) {
@@ -200,19 +201,19 @@ func TestMergeFindsEveryKindOfGap(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		runShard(t, out, path, cluster.Spec{Index: i, Count: 4}, 1, nil)
 	}
-	mustIncomplete(t, out, cluster.MergeOptions{}, "shard-3-of-4: missing")
+	mustIncomplete(t, out, cluster.MergeOptions{InputKeys: prompts.EachKey}, "shard-3-of-4: missing")
 
 	runShard(t, out, path, cluster.Spec{Index: 3, Count: 4}, 1, nil)
 	failing := cluster.Of(mustKey(t, path, 17), 4)
-	mustIncomplete(t, out, cluster.MergeOptions{}, fmt.Sprintf("shard-%d-of-4: 1 rows await a retry (api_error ×1): run index %d again", failing, failing))
-	if m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{AllowRetryable: true}); err != nil || m.Retryable != 1 || m.Keys != 59 {
+	mustIncomplete(t, out, cluster.MergeOptions{InputKeys: prompts.EachKey}, fmt.Sprintf("shard-%d-of-4: 1 rows await a retry (api_error ×1): run index %d again", failing, failing))
+	if m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{InputKeys: prompts.EachKey, AllowRetryable: true}); err != nil || m.Retryable != 1 || m.Keys != 59 {
 		t.Fatalf("allow retryable: %+v, %v", m, err)
 	}
 
 	// An input that grew: the new rows are missing from their shards.
 	grown := writePrompts(t, 64, map[int]string{17: "fail"})
-	mustIncomplete(t, out, cluster.MergeOptions{Prompts: grown, AllowRetryable: true}, "input keys missing (e.g. row:")
-	if _, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{Prompts: grown, AllowRetryable: true, NoInput: true}); err != nil {
+	mustIncomplete(t, out, cluster.MergeOptions{InputKeys: prompts.EachKey, Prompts: grown, AllowRetryable: true}, "input keys missing (e.g. row:")
+	if _, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{InputKeys: prompts.EachKey, Prompts: grown, AllowRetryable: true, NoInput: true}); err != nil {
 		t.Fatalf("no-input: %v", err)
 	}
 
@@ -225,7 +226,7 @@ func TestMergeFindsEveryKindOfGap(t *testing.T) {
 		}
 		runShard(t, bad, path, cluster.Spec{Index: i, Count: 2}, 1, filter)
 	}
-	mustIncomplete(t, bad, cluster.MergeOptions{AllowRetryable: true}, "shard-1-of-2: holds keys another shard owns")
+	mustIncomplete(t, bad, cluster.MergeOptions{InputKeys: prompts.EachKey, AllowRetryable: true}, "shard-1-of-2: holds keys another shard owns")
 
 	// A damaged shard fails verify.
 	dirs, err := cluster.ShardDirs(out)
@@ -235,7 +236,7 @@ func TestMergeFindsEveryKindOfGap(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dirs[2], "stray.txt"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mustIncomplete(t, out, cluster.MergeOptions{AllowRetryable: true}, "shard-2-of-4: verify found")
+	mustIncomplete(t, out, cluster.MergeOptions{InputKeys: prompts.EachKey, AllowRetryable: true}, "shard-2-of-4: verify found")
 }
 
 func mustKey(t *testing.T, path string, index int) string {
@@ -261,7 +262,7 @@ func TestStatusCountsDoneFailedRemaining(t *testing.T) {
 	out := t.TempDir()
 	runShard(t, out, path, cluster.Spec{Index: 1, Count: 3}, 1, nil)
 	now := time.Now()
-	sts, err := cluster.Status(context.Background(), out, cluster.StatusOptions{Now: func() time.Time { return now }})
+	sts, err := cluster.Status(context.Background(), out, cluster.StatusOptions{InputKeys: prompts.EachKey, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

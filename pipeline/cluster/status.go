@@ -16,6 +16,9 @@ type StatusOptions struct {
 	Prompts string        // generate input; "" = the one run.json records
 	Window  time.Duration // rate window; default 5 minutes
 	Now     func() time.Time
+	// InputKeys lists the prompts file's keys (prompts.EachKey); nil leaves
+	// Expected and Remaining unknown.
+	InputKeys KeyLister
 }
 
 // ShardStatus is the progress of one shard.
@@ -96,7 +99,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		}
 		st.Rate = float64(recent) / opts.Window.Seconds()
 	}
-	if path != "" {
+	if path != "" && opts.InputKeys != nil {
 		samples, maxLine := 1, 0
 		if len(specs) > 0 {
 			if man, err := readManifestFile(specs[0].Dir(out)); err == nil {
@@ -107,7 +110,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		for i := range sts {
 			sts[i].Expected = 0
 		}
-		if err := eachInputKey(ctx, path, samples, maxLine, func(key string) { sts[Of(key, n)].Expected++ }); err != nil {
+		if err := opts.InputKeys(ctx, path, samples, maxLine, func(key string) { sts[Of(key, n)].Expected++ }); err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
 		for i := range sts {

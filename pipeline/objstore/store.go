@@ -27,6 +27,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 )
 
 // Object names under a store's prefix, besides the shard files (data/…,
@@ -356,12 +357,12 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 		if err != nil {
 			return fmt.Errorf("pull %s: read %s: %w", s.url, name, err)
 		}
-		if err := pipeline.WriteAtomic(dir, name, b); err != nil {
+		if err := atomicfile.Write(dir, name, b); err != nil {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
 	if m.Bytes > 0 || len(m.Segments) > 0 {
-		if err := pipeline.WriteAtomic(dir, pipeline.LedgerFile, ledger.Bytes()); err != nil {
+		if err := atomicfile.Write(dir, pipeline.LedgerFile, ledger.Bytes()); err != nil {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}

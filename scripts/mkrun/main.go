@@ -10,8 +10,8 @@ import (
 	"os"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 )
 
 type doneStage struct{}

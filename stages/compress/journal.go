@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 )
 
 // journal is an append-only file of JSON lines that workers write
@@ -97,7 +97,7 @@ func (j *journal) appendLine(line []byte, durable bool) error {
 			return fmt.Errorf("open %s: %w", name, err)
 		}
 		j.f = f
-		if err := pipeline.SyncDir(filepath.Dir(j.path)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(j.path)); err != nil {
 			return err
 		}
 	}

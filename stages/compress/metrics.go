@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // MetricsFile is the aggregate metrics file written into the output folder.
@@ -49,7 +49,7 @@ type RowMetrics struct {
 type pyFloat float64
 
 func (f pyFloat) MarshalJSON() ([]byte, error) {
-	return schemas.AppendPyFloat(nil, math.Round(float64(f)*1e4)/1e4), nil
+	return pyjson.AppendFloat(nil, math.Round(float64(f)*1e4)/1e4), nil
 }
 
 type regionJSON struct {
@@ -271,5 +271,5 @@ func writeReport(dir string, r Report) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", MetricsFile, err)
 	}
-	return pipeline.WriteAtomic(dir, MetricsFile, append(data, '\n'))
+	return atomicfile.Write(dir, MetricsFile, append(data, '\n'))
 }

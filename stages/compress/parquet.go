@@ -14,10 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
-
-	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // rawJSONColumn is the column in which hermes-pipe Parquet shards keep each
@@ -120,7 +119,7 @@ func appendGroup(b []byte, n parquet.Node, v any) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = schemas.AppendPyString(b, f.Name())
+		b = pyjson.AppendString(b, f.Name())
 		b = append(b, ':')
 		b = appendNode(b, f, m[f.Name()])
 	}
@@ -181,15 +180,15 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 	case nil:
 		return append(b, "null"...)
 	case string:
-		return schemas.AppendPyString(b, x)
+		return pyjson.AppendString(b, x)
 	case []byte:
 		if isLogical[*format.StringType](n) || isLogical[*format.JsonType](n) || isLogical[*format.EnumType](n) || validText(x) {
 			if isLogical[*format.JsonType](n) && json.Valid(x) {
 				return append(b, x...)
 			}
-			return schemas.AppendPyString(b, string(x))
+			return pyjson.AppendString(b, string(x))
 		}
-		return schemas.AppendPyString(b, base64.StdEncoding.EncodeToString(x))
+		return pyjson.AppendString(b, base64.StdEncoding.EncodeToString(x))
 	case bool:
 		return strconv.AppendBool(b, x)
 	case int:
@@ -207,7 +206,7 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 	case float64:
 		return appendFloat(b, x)
 	case time.Time:
-		return schemas.AppendPyString(b, x.Format(time.RFC3339Nano))
+		return pyjson.AppendString(b, x.Format(time.RFC3339Nano))
 	case []any:
 		b = append(b, '[')
 		for i, it := range x {
@@ -224,7 +223,7 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = schemas.AppendPyString(b, k)
+			b = pyjson.AppendString(b, k)
 			b = append(b, ':')
 			b = appendValue(b, n, x[k])
 		}
@@ -232,7 +231,7 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 	}
 	enc, err := json.Marshal(v)
 	if err != nil {
-		return schemas.AppendPyString(b, fmt.Sprint(v))
+		return pyjson.AppendString(b, fmt.Sprint(v))
 	}
 	return append(b, enc...)
 }

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 	"github.com/tidwall/gjson"
-
-	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // parsed is the part of an input line compress reads.
@@ -96,7 +95,7 @@ func encodeTurns(p parsed, turns []turn) []byte {
 			v := gjson.GetBytes(orig, "value")
 			if v.Index > 0 {
 				nb := append([]byte(nil), orig[:v.Index]...)
-				nb = schemas.AppendPyString(nb, t.value)
+				nb = pyjson.AppendString(nb, t.value)
 				nb = append(nb, orig[v.Index+len(v.Raw):]...)
 				b = append(b, nb...)
 				break
@@ -116,11 +115,11 @@ func appendTurn(b []byte, from, value string, spaced bool) []byte {
 	}
 	b = append(b, `{"from"`...)
 	b = append(b, colon...)
-	b = schemas.AppendPyString(b, from)
+	b = pyjson.AppendString(b, from)
 	b = append(b, comma...)
 	b = append(b, `"value"`...)
 	b = append(b, colon...)
-	b = schemas.AppendPyString(b, value)
+	b = pyjson.AppendString(b, value)
 	return append(b, '}')
 }
 
@@ -149,7 +148,7 @@ func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) 
 			out = append(out, ' ')
 		}
 	}
-	out = schemas.AppendPyString(out, key)
+	out = pyjson.AppendString(out, key)
 	out = append(out, ':')
 	if spaced {
 		out = append(out, ' ')

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // Over-limit policies: what happens to a row still over budget after
@@ -105,7 +106,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
 	}
 	if keyed && inOC.Type == gjson.String && recOC != schemas.Outcome(inOC.Str) {
-		if out, err = setMember(out, "outcome", schemas.AppendPyString(nil, string(recOC)), p.spaced); err != nil {
+		if out, err = setMember(out, "outcome", pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
 			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/prompts"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 )
 

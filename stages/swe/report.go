@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -275,7 +276,7 @@ func (r *Report) WriteFiles(dir string) error {
 		name string
 		data []byte
 	}{{PredsFile, preds}, {JUnitFile, junit}, {ReportFile, rep}} {
-		if err := pipeline.WriteAtomic(dir, f.name, append(f.data, '\n')); err != nil {
+		if err := atomicfile.Write(dir, f.name, append(f.data, '\n')); err != nil {
 			return fmt.Errorf("swe report: %w", err)
 		}
 	}

@@ -4,7 +4,7 @@
 // due instant, an SQLite execution ledger, guards against prompt injection and
 // scheduler self-sabotage, script jobs and output delivery.
 //
-// Agent jobs are run through the AgentRunner interface; the command layer
-// supplies an implementation backed by the rollout stage. This package must
-// not import package stages or anything under cmd.
+// Agent jobs are run through the AgentRunner interface; RolloutRunner is the
+// implementation backed by the rollout stage (tests use a fake), so cron has
+// no agent loop of its own. This package must not import anything under cmd.
 package cron

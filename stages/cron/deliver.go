@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 )
 
 // Delivery kinds. Silent executions deliver nothing.
@@ -133,7 +133,7 @@ func (d *deliverer) local(m Message) (string, error) {
 		b.WriteString("\n")
 	}
 	name := m.ExecutionID + ".md"
-	if err := pipeline.WriteAtomic(dir, name, []byte(b.String())); err != nil {
+	if err := atomicfile.Write(dir, name, []byte(b.String())); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, name), nil

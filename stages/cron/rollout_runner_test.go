@@ -1,4 +1,4 @@
-package cronjob
+package cron
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -29,8 +28,8 @@ func TestAgentJobRunsRolloutAndReturnsFinalAnswer(t *testing.T) {
 	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo 42"}}]},
 	  {"reasoning": "done", "content": "The answer is 42."}]}]}`)
 	d := fake.New()
-	r := &Runner{Driver: d, DefaultBaseURL: url, DefaultModel: "m"}
-	res, err := r.RunAgent(context.Background(), cron.AgentJob{JobID: "j1", ExecutionID: "e1", Prompt: "nightly report", Toolsets: []string{"terminal"}})
+	r := &RolloutRunner{Driver: d, DefaultBaseURL: url, DefaultModel: "m"}
+	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j1", ExecutionID: "e1", Prompt: "nightly report", Toolsets: []string{"terminal"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +43,9 @@ func TestAgentJobRunsRolloutAndReturnsFinalAnswer(t *testing.T) {
 
 func TestAgentJobInactivityTimeout(t *testing.T) {
 	url := server(t, fakellm.Config{Latency: 3 * time.Second}, `{"scripts": []}`)
-	r := &Runner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m"}
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m"}
 	start := time.Now()
-	res, err := r.RunAgent(context.Background(), cron.AgentJob{JobID: "j", ExecutionID: "e", Prompt: "slow", InactivityTimeout: 300 * time.Millisecond})
+	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "slow", InactivityTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +55,8 @@ func TestAgentJobInactivityTimeout(t *testing.T) {
 }
 
 func TestAgentJobWithoutEndpointFailsClearly(t *testing.T) {
-	r := &Runner{Driver: fake.New()}
-	res, err := r.RunAgent(context.Background(), cron.AgentJob{JobID: "j", Prompt: "x"})
+	r := &RolloutRunner{Driver: fake.New()}
+	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})
 	if err != nil || res.Outcome != schemas.OutcomeAPIError || res.Error == "" {
 		t.Fatalf("res = %+v, err = %v", res, err)
 	}

@@ -200,3 +200,25 @@ func Images(path string) ([]string, error) {
 		}
 	}
 }
+
+// EachKey calls fn with every key the generate source yields for the prompts
+// file at path with the given samples per row and line limit; bad lines are
+// rejects, not keys. It reads the whole file and blocks until done; merge
+// uses it (as a cluster.KeyLister) to check that shards cover the input.
+func EachKey(ctx context.Context, path string, samples, maxLine int, fn func(key string)) error {
+	src, err := Open(path, Options{Samples: samples, MaxLineBytes: maxLine})
+	if err != nil {
+		return fmt.Errorf("check input: %w", err)
+	}
+	defer src.Close()
+	for {
+		rec, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("check input: %w", err)
+		}
+		fn(rec.Key)
+	}
+}

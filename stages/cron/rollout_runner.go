@@ -1,4 +1,4 @@
-package cronjob
+package cron
 
 import (
 	"context"
@@ -8,16 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cron"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 )
 
-// Runner implements cron.AgentRunner. Jobs without their own model or base
+// RolloutRunner implements AgentRunner. Jobs without their own model or base
 // URL use DefaultModel and DefaultBaseURL.
-type Runner struct {
+type RolloutRunner struct {
 	Driver         sandbox.Driver
 	DefaultBaseURL string
 	DefaultModel   string
@@ -30,7 +29,7 @@ type Runner struct {
 // RunAgent runs one rollout for the job and returns its final answer. It
 // blocks until the rollout ends, the job's inactivity timeout passes with no
 // model reply and no tool result, or ctx (carrying MaxRuntime) ends.
-func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentResult, error) {
+func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult, error) {
 	base, model := job.BaseURL, job.Model
 	if base == "" {
 		base = r.DefaultBaseURL
@@ -39,7 +38,7 @@ func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentRes
 		model = r.DefaultModel
 	}
 	if base == "" || model == "" {
-		return cron.AgentResult{Outcome: schemas.OutcomeAPIError, Error: "agent job has no base_url or model (set them on the job, or pass --base-url/--model to the cron command)"}, nil
+		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: "agent job has no base_url or model (set them on the job, or pass --base-url/--model to the cron command)"}, nil
 	}
 	newClient := r.NewClient
 	if newClient == nil {
@@ -49,7 +48,7 @@ func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentRes
 	}
 	client, err := newClient(base, r.APIKey)
 	if err != nil {
-		return cron.AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
 	maxTurns := r.MaxTurns
 	if maxTurns <= 0 {
@@ -89,7 +88,7 @@ func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentRes
 		Toolsets: job.Toolsets,
 	})
 	if err != nil {
-		return cron.AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
 	toolsets := job.Toolsets
 	if len(toolsets) == 0 {
@@ -99,14 +98,14 @@ func (r *Runner) RunAgent(ctx context.Context, job cron.AgentJob) (cron.AgentRes
 	out, err := stage.Process(actx, rec)
 	switch {
 	case err != nil && errors.Is(context.Cause(actx), errInactive):
-		return cron.AgentResult{Outcome: schemas.OutcomeTimeout, Error: errInactive.Error()}, nil
+		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: errInactive.Error()}, nil
 	case err != nil && ctx.Err() != nil:
-		return cron.AgentResult{Outcome: schemas.OutcomeTimeout, Error: fmt.Sprintf("wall-clock cap reached: %v", ctx.Err())}, nil
+		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: fmt.Sprintf("wall-clock cap reached: %v", ctx.Err())}, nil
 	case err != nil:
-		return cron.AgentResult{}, err
+		return AgentResult{}, err
 	}
 	res := out[0]
-	return cron.AgentResult{Output: finalAnswer(res.Conversations), Outcome: res.Outcome, Error: res.Error}, nil
+	return AgentResult{Output: finalAnswer(res.Conversations), Outcome: res.Outcome, Error: res.Error}, nil
 }
 
 func minDur(a, b time.Duration) time.Duration {

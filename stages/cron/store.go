@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/tidwall/gjson"
-
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 )
 
 // ErrCorrupt marks a jobs.json that cannot be parsed. The file is never
@@ -580,7 +579,7 @@ func (s *Store) writeJobsFile(data []byte) error {
 	if os.Link(s.Path(), bak+".tmp") == nil {
 		_ = os.Rename(bak+".tmp", bak)
 	}
-	return pipeline.WriteAtomic(s.Dir, filepath.Base(s.Path()), data)
+	return atomicfile.Write(s.Dir, filepath.Base(s.Path()), data)
 }
 
 // writeCacheFile replaces path via a temp file and a rename, without the

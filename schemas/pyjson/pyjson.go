@@ -1,4 +1,4 @@
-package schemas
+package pyjson
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ import (
 //     as Python does; overflow becomes ±Infinity);
 //   - a key repeated in one object keeps the position of its first
 //     occurrence and the value of its last one (Python's dict(pairs));
-//   - nesting deeper than pyMaxDepth is an error (Python raises
+//   - nesting deeper than MaxDepth is an error (Python raises
 //     RecursionError near 1000 levels, depending on its stack).
 //
 // Two things Python cannot express are decided here:
@@ -42,178 +42,178 @@ import (
 // escaped, control characters as \n \r \t \b \f or \u00XX (lowercase hex),
 // floats in repr form (1.0, 1e+16, 1e-05), NaN/Infinity/-Infinity bare.
 
-// pyMaxDepth bounds container nesting while parsing.
-const pyMaxDepth = 1000
+// MaxDepth bounds container nesting while parsing.
+const MaxDepth = 1000
 
-// pyMaxIntDigits is Python's default int_max_str_digits.
-const pyMaxIntDigits = 4300
+// MaxIntDigits is Python's default int_max_str_digits.
+const MaxIntDigits = 4300
 
-// PyKind is the Python type a parsed JSON value becomes.
-type PyKind uint8
+// Kind is the Python type a parsed JSON value becomes.
+type Kind uint8
 
-// Kinds of PyValue, named after the Python type json.loads produces.
+// Kinds of Value, named after the Python type json.loads produces.
 const (
-	PyNone  PyKind = iota // null
-	PyBool                // true / false
-	PyInt                 // integer literal of any size
-	PyFloat               // number with a fraction or exponent, NaN, ±Infinity
-	PyStr                 // string
-	PyList                // array
-	PyDict                // object, keys in first-occurrence order
+	None  Kind = iota // null
+	Bool              // true / false
+	Int               // integer literal of any size
+	Float             // number with a fraction or exponent, NaN, ±Infinity
+	Str               // string
+	List              // array
+	Dict              // object, keys in first-occurrence order
 )
 
-// PyValue is one JSON value as Python's json.loads would hold it, with object
+// Value is one JSON value as Python's json.loads would hold it, with object
 // key order preserved. The zero value is null. Values are immutable once
-// built; copying a PyValue is cheap and shares its children.
-type PyValue struct {
-	kind PyKind
+// built; copying a Value is cheap and shares its children.
+type Value struct {
+	kind Kind
 	b    bool
-	s    string // PyStr: the text; PyInt: canonical decimal digits
+	s    string // Str: the text; Int: canonical decimal digits
 	f    float64
-	list []PyValue
-	dict []PyMember
+	list []Value
+	dict []Member
 }
 
-// PyMember is one key/value pair of a JSON object.
-type PyMember struct {
+// Member is one key/value pair of a JSON object.
+type Member struct {
 	Key   string
-	Value PyValue
+	Value Value
 }
 
-// PyNull returns the JSON null value.
-func PyNull() PyValue { return PyValue{} }
+// Null returns the JSON null value.
+func Null() Value { return Value{} }
 
-// PyBoolOf returns a JSON boolean.
-func PyBoolOf(b bool) PyValue { return PyValue{kind: PyBool, b: b} }
+// BoolOf returns a JSON boolean.
+func BoolOf(b bool) Value { return Value{kind: Bool, b: b} }
 
-// PyStrOf returns a JSON string. Invalid UTF-8 in s is replaced by U+FFFD
+// StrOf returns a JSON string. Invalid UTF-8 in s is replaced by U+FFFD
 // when the value is encoded.
-func PyStrOf(s string) PyValue { return PyValue{kind: PyStr, s: s} }
+func StrOf(s string) Value { return Value{kind: Str, s: s} }
 
-// PyIntOf returns a JSON integer.
-func PyIntOf(i int64) PyValue { return PyValue{kind: PyInt, s: strconv.FormatInt(i, 10)} }
+// IntOf returns a JSON integer.
+func IntOf(i int64) Value { return Value{kind: Int, s: strconv.FormatInt(i, 10)} }
 
-// PyFloatOf returns a JSON float, written in Python's repr form.
-func PyFloatOf(f float64) PyValue { return PyValue{kind: PyFloat, f: f} }
+// FloatOf returns a JSON float, written in Python's repr form.
+func FloatOf(f float64) Value { return Value{kind: Float, f: f} }
 
-// PyListOf returns a JSON array holding items (not copied).
-func PyListOf(items ...PyValue) PyValue { return PyValue{kind: PyList, list: items} }
+// ListOf returns a JSON array holding items (not copied).
+func ListOf(items ...Value) Value { return Value{kind: List, list: items} }
 
-// PyDictOf returns a JSON object with members in the given order (not copied;
+// DictOf returns a JSON object with members in the given order (not copied;
 // callers must not repeat a key).
-func PyDictOf(members ...PyMember) PyValue { return PyValue{kind: PyDict, dict: members} }
+func DictOf(members ...Member) Value { return Value{kind: Dict, dict: members} }
 
 // Kind reports the Python type of v.
-func (v PyValue) Kind() PyKind { return v.kind }
+func (v Value) Kind() Kind { return v.kind }
 
 // IsNone reports whether v is JSON null.
-func (v PyValue) IsNone() bool { return v.kind == PyNone }
+func (v Value) IsNone() bool { return v.kind == None }
 
-// Bool returns the boolean of a PyBool value and false otherwise.
-func (v PyValue) Bool() bool { return v.kind == PyBool && v.b }
+// Bool returns the boolean of a Bool value and false otherwise.
+func (v Value) Bool() bool { return v.kind == Bool && v.b }
 
-// Str returns the text of a PyStr value, the digits of a PyInt value, and ""
+// Str returns the text of a Str value, the digits of a Int value, and ""
 // otherwise.
-func (v PyValue) Str() string {
-	if v.kind == PyStr || v.kind == PyInt {
+func (v Value) Str() string {
+	if v.kind == Str || v.kind == Int {
 		return v.s
 	}
 	return ""
 }
 
-// Float returns the number of a PyFloat or PyInt value (ints may lose
+// Float returns the number of a Float or Int value (ints may lose
 // precision) and 0 otherwise.
-func (v PyValue) Float() float64 {
+func (v Value) Float() float64 {
 	switch v.kind {
-	case PyFloat:
+	case Float:
 		return v.f
-	case PyInt:
+	case Int:
 		f, _ := strconv.ParseFloat(v.s, 64)
 		return f
 	}
 	return 0
 }
 
-// List returns the items of a PyList value (shared, not copied).
-func (v PyValue) List() []PyValue { return v.list }
+// List returns the items of a List value (shared, not copied).
+func (v Value) List() []Value { return v.list }
 
-// Members returns the members of a PyDict value in order (shared, not copied).
-func (v PyValue) Members() []PyMember { return v.dict }
+// Members returns the members of a Dict value in order (shared, not copied).
+func (v Value) Members() []Member { return v.dict }
 
-// Get returns the value under key in a PyDict value. It costs a linear scan.
-func (v PyValue) Get(key string) (PyValue, bool) {
+// Get returns the value under key in a Dict value. It costs a linear scan.
+func (v Value) Get(key string) (Value, bool) {
 	for i := range v.dict {
 		if v.dict[i].Key == key {
 			return v.dict[i].Value, true
 		}
 	}
-	return PyValue{}, false
+	return Value{}, false
 }
 
-// PySyntaxError is returned by PyLoads for text Python's json.loads rejects
+// SyntaxError is returned by Loads for text Python's json.loads rejects
 // (or, for the documented limits, would raise on).
-type PySyntaxError struct {
+type SyntaxError struct {
 	Offset int // byte offset in the input
 	Msg    string
 }
 
-func (e *PySyntaxError) Error() string {
+func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid json at byte %d: %s", e.Offset, e.Msg)
 }
 
 // errPyDuplicate is an internal signal of the streaming transcoder.
 var errPyDuplicate = errors.New("duplicate key")
 
-// PyLoads parses JSON text the way Python's json.loads does (see the file
+// Loads parses JSON text the way Python's json.loads does (see the file
 // comment for the exact rules). It allocates the value tree; strings without
 // escapes share memory with one copy of data.
-func PyLoads(data []byte) (PyValue, error) {
-	return PyLoadsString(string(data))
+func Loads(data []byte) (Value, error) {
+	return LoadsString(string(data))
 }
 
-// PyLoadsString is PyLoads for a string; unescaped strings in the result share
+// LoadsString is Loads for a string; unescaped strings in the result share
 // memory with s.
-func PyLoadsString(s string) (PyValue, error) {
+func LoadsString(s string) (Value, error) {
 	p := pyParser{s: s}
 	p.skipWS()
 	v, err := p.value(0)
 	if err != nil {
-		return PyValue{}, err
+		return Value{}, err
 	}
 	p.skipWS()
 	if p.i != len(p.s) {
-		return PyValue{}, p.fail("extra data")
+		return Value{}, p.fail("extra data")
 	}
 	return v, nil
 }
 
-// PyDumps encodes v as Python's json.dumps(v, ensure_ascii=False) would.
-func PyDumps(v PyValue) string { return string(AppendPyJSON(nil, v)) }
+// Dumps encodes v as Python's json.dumps(v, ensure_ascii=False) would.
+func Dumps(v Value) string { return string(Append(nil, v)) }
 
-// AppendPyJSON appends the json.dumps(ensure_ascii=False) form of v to dst.
+// Append appends the json.dumps(ensure_ascii=False) form of v to dst.
 // It allocates only when dst must grow.
-func AppendPyJSON(dst []byte, v PyValue) []byte {
+func Append(dst []byte, v Value) []byte {
 	switch v.kind {
-	case PyNone:
+	case None:
 		return append(dst, "null"...)
-	case PyBool:
+	case Bool:
 		if v.b {
 			return append(dst, "true"...)
 		}
 		return append(dst, "false"...)
-	case PyInt:
+	case Int:
 		return append(dst, v.s...)
-	case PyFloat:
-		return AppendPyFloat(dst, v.f)
-	case PyStr:
-		return AppendPyString(dst, v.s)
-	case PyList:
+	case Float:
+		return AppendFloat(dst, v.f)
+	case Str:
+		return AppendString(dst, v.s)
+	case List:
 		dst = append(dst, '[')
 		for i := range v.list {
 			if i > 0 {
 				dst = append(dst, ", "...)
 			}
-			dst = AppendPyJSON(dst, v.list[i])
+			dst = Append(dst, v.list[i])
 		}
 		return append(dst, ']')
 	default:
@@ -222,19 +222,19 @@ func AppendPyJSON(dst []byte, v PyValue) []byte {
 			if i > 0 {
 				dst = append(dst, ", "...)
 			}
-			dst = AppendPyString(dst, v.dict[i].Key)
+			dst = AppendString(dst, v.dict[i].Key)
 			dst = append(dst, ": "...)
-			dst = AppendPyJSON(dst, v.dict[i].Value)
+			dst = Append(dst, v.dict[i].Value)
 		}
 		return append(dst, '}')
 	}
 }
 
-// AppendPyJSONOf appends json.dumps(json.loads(src), ensure_ascii=False) to
+// AppendJSON appends json.dumps(json.loads(src), ensure_ascii=False) to
 // dst. On a parse error dst is returned unchanged with the error. It streams
 // without building a tree (no allocations beyond growing dst) unless an
-// object repeats a key, where it falls back to PyLoads.
-func AppendPyJSONOf(dst []byte, src string) ([]byte, error) {
+// object repeats a key, where it falls back to Loads.
+func AppendJSON(dst []byte, src string) ([]byte, error) {
 	t := getTranscoder(src, dst)
 	defer putTranscoder(t)
 	start := len(dst)
@@ -247,11 +247,11 @@ func AppendPyJSONOf(dst []byte, src string) ([]byte, error) {
 		}
 	}
 	if err == errPyDuplicate {
-		v, err := PyLoadsString(src)
+		v, err := LoadsString(src)
 		if err != nil {
 			return dst[:start], err
 		}
-		return AppendPyJSON(t.out[:start], v), nil
+		return Append(t.out[:start], v), nil
 	}
 	if err != nil {
 		return t.out[:start], err
@@ -272,10 +272,10 @@ var pyEscape = func() (t [128]byte) {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendPyString appends s as a JSON string the way json.dumps(s,
+// AppendString appends s as a JSON string the way json.dumps(s,
 // ensure_ascii=False) writes it. Invalid UTF-8 becomes U+FFFD (one per
 // maximal invalid subsequence). It allocates only when dst must grow.
-func AppendPyString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -310,9 +310,9 @@ func AppendPyString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendValidUTF8 appends s with invalid UTF-8 replaced as AppendPyString does
+// AppendValidUTF8 appends s with invalid UTF-8 replaced as AppendString does
 // (without quoting or escaping).
-func appendValidUTF8(dst []byte, s string) []byte {
+func AppendValidUTF8(dst []byte, s string) []byte {
 	if utf8.ValidString(s) {
 		return append(dst, s...)
 	}
@@ -373,10 +373,10 @@ func invalidUTF8Len(s string) int {
 	return n
 }
 
-// AppendPyFloat appends f in Python's float repr form as json.dumps writes
+// AppendFloat appends f in Python's float repr form as json.dumps writes
 // it: shortest round-trip digits, fixed notation for exponents -4..15
 // ("1.0", "0.0001"), otherwise "1e+16" / "1.5e-05"; NaN, Infinity, -Infinity.
-func AppendPyFloat(dst []byte, f float64) []byte {
+func AppendFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
 		return append(dst, "NaN"...)
@@ -448,7 +448,7 @@ func AppendPyFloat(dst []byte, f float64) []byte {
 	return strconv.AppendInt(dst, int64(x), 10)
 }
 
-// pyParser is the recursive-descent scanner shared by PyLoads and the
+// pyParser is the recursive-descent scanner shared by Loads and the
 // streaming transcoder.
 type pyParser struct {
 	s       string
@@ -457,7 +457,7 @@ type pyParser struct {
 }
 
 func (p *pyParser) fail(msg string) error {
-	return &PySyntaxError{Offset: p.i, Msg: msg}
+	return &SyntaxError{Offset: p.i, Msg: msg}
 }
 
 func (p *pyParser) skipWS() {
@@ -479,7 +479,7 @@ func (p *pyParser) hasPrefix(lit string) bool {
 // closer too when the container is empty; it reports whether an item
 // follows. Every array and object walker starts with it.
 func (p *pyParser) enter(depth int, closer byte) (items bool, err error) {
-	if depth > pyMaxDepth {
+	if depth > MaxDepth {
 		return false, p.fail("nesting too deep")
 	}
 	p.i++
@@ -509,14 +509,14 @@ func (p *pyParser) next(closer byte) (more bool, err error) {
 	return false, p.fail("expecting ',' delimiter")
 }
 
-func (p *pyParser) value(depth int) (PyValue, error) {
+func (p *pyParser) value(depth int) (Value, error) {
 	if p.i >= len(p.s) {
-		return PyValue{}, p.fail("expecting value")
+		return Value{}, p.fail("expecting value")
 	}
 	switch c := p.s[p.i]; c {
 	case '"':
 		s, err := p.str()
-		return PyValue{kind: PyStr, s: s}, err
+		return Value{kind: Str, s: s}, err
 	case '{':
 		return p.object(depth + 1)
 	case '[':
@@ -524,34 +524,34 @@ func (p *pyParser) value(depth int) (PyValue, error) {
 	case 'n':
 		if p.hasPrefix("null") {
 			p.i += 4
-			return PyValue{}, nil
+			return Value{}, nil
 		}
 	case 't':
 		if p.hasPrefix("true") {
 			p.i += 4
-			return PyValue{kind: PyBool, b: true}, nil
+			return Value{kind: Bool, b: true}, nil
 		}
 	case 'f':
 		if p.hasPrefix("false") {
 			p.i += 5
-			return PyValue{kind: PyBool}, nil
+			return Value{kind: Bool}, nil
 		}
 	case 'N':
 		if p.hasPrefix("NaN") {
 			p.i += 3
-			return PyValue{kind: PyFloat, f: math.NaN()}, nil
+			return Value{kind: Float, f: math.NaN()}, nil
 		}
 	case 'I':
 		if p.hasPrefix("Infinity") {
 			p.i += 8
-			return PyValue{kind: PyFloat, f: math.Inf(1)}, nil
+			return Value{kind: Float, f: math.Inf(1)}, nil
 		}
 	default:
 		if c == '-' || (c >= '0' && c <= '9') {
 			return p.number()
 		}
 	}
-	return PyValue{}, p.fail("expecting value")
+	return Value{}, p.fail("expecting value")
 }
 
 // scanNumber consumes a number literal (or -Infinity) and reports its text,
@@ -606,7 +606,7 @@ func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
 		if lit[0] == '-' {
 			nd--
 		}
-		if nd > pyMaxIntDigits {
+		if nd > MaxIntDigits {
 			p.i = start
 			return "", false, false, p.fail("integer exceeds 4300 digits")
 		}
@@ -617,18 +617,18 @@ func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
 	return lit, isInt, false, nil
 }
 
-func (p *pyParser) number() (PyValue, error) {
+func (p *pyParser) number() (Value, error) {
 	lit, isInt, negInf, err := p.scanNumber()
 	switch {
 	case err != nil:
-		return PyValue{}, err
+		return Value{}, err
 	case negInf:
-		return PyValue{kind: PyFloat, f: math.Inf(-1)}, nil
+		return Value{kind: Float, f: math.Inf(-1)}, nil
 	case isInt:
-		return PyValue{kind: PyInt, s: lit}, nil
+		return Value{kind: Int, s: lit}, nil
 	}
 	f, _ := strconv.ParseFloat(lit, 64) // range errors give ±Inf or 0, as Python
-	return PyValue{kind: PyFloat, f: f}, nil
+	return Value{kind: Float, f: f}, nil
 }
 
 // str parses a string starting at the opening quote. Without escapes or
@@ -803,24 +803,24 @@ func hex4(s string, i int) (rune, bool) {
 	return r, true
 }
 
-func (p *pyParser) array(depth int) (PyValue, error) {
-	v := PyValue{kind: PyList}
+func (p *pyParser) array(depth int) (Value, error) {
+	v := Value{kind: List}
 	more, err := p.enter(depth, ']')
 	for more && err == nil {
-		var item PyValue
+		var item Value
 		if item, err = p.value(depth); err == nil {
 			v.list = append(v.list, item)
 			more, err = p.next(']')
 		}
 	}
 	if err != nil {
-		return PyValue{}, err
+		return Value{}, err
 	}
 	return v, nil
 }
 
-func (p *pyParser) object(depth int) (PyValue, error) {
-	v := PyValue{kind: PyDict}
+func (p *pyParser) object(depth int) (Value, error) {
+	v := Value{kind: Dict}
 	if more, err := p.enter(depth, '}'); !more {
 		return v, err
 	}
@@ -831,21 +831,21 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 	var index map[string]int
 	for {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return PyValue{}, p.fail("expecting property name enclosed in double quotes")
+			return Value{}, p.fail("expecting property name enclosed in double quotes")
 		}
 		key, id, err := p.strKey(true)
 		if err != nil {
-			return PyValue{}, err
+			return Value{}, err
 		}
 		p.skipWS()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return PyValue{}, p.fail("expecting ':' delimiter")
+			return Value{}, p.fail("expecting ':' delimiter")
 		}
 		p.i++
 		p.skipWS()
 		val, err := p.value(depth)
 		if err != nil {
-			return PyValue{}, err
+			return Value{}, err
 		}
 		if index == nil && (id != key || len(v.dict) > 16) {
 			index = make(map[string]int, 2*len(v.dict)+1)
@@ -869,31 +869,31 @@ func (p *pyParser) object(depth int) (PyValue, error) {
 		if seen {
 			v.dict[at].Value = val
 		} else {
-			v.dict = append(v.dict, PyMember{Key: key, Value: val})
+			v.dict = append(v.dict, Member{Key: key, Value: val})
 			if index != nil {
 				index[id] = len(v.dict) - 1
 			}
 		}
 		if more, err := p.next('}'); !more {
 			if err != nil {
-				return PyValue{}, err
+				return Value{}, err
 			}
 			return v, nil
 		}
 	}
 }
 
-// transcoders recycles pyTranscoder scratch space (key stack, decode buffer)
+// transcoders recycles transcoder scratch space (key stack, decode buffer)
 // so that steady-state transcoding does not allocate.
-var transcoders = sync.Pool{New: func() any { return new(pyTranscoder) }}
+var transcoders = sync.Pool{New: func() any { return new(transcoder) }}
 
-func getTranscoder(src string, out []byte) *pyTranscoder {
-	t := transcoders.Get().(*pyTranscoder)
+func getTranscoder(src string, out []byte) *transcoder {
+	t := transcoders.Get().(*transcoder)
 	t.s, t.i, t.out, t.keys, t.skip = src, 0, out, t.keys[:0], false
 	return t
 }
 
-func putTranscoder(t *pyTranscoder) {
+func putTranscoder(t *transcoder) {
 	if t.skip && cap(t.out) <= 64<<10 {
 		t.own = t.out[:0]
 	}
@@ -933,10 +933,10 @@ func (p *pyParser) skipStr() error {
 	return p.fail("unterminated string")
 }
 
-// pyTranscoder re-encodes JSON text in json.dumps form while validating it,
+// transcoder re-encodes JSON text in json.dumps form while validating it,
 // without building a tree. It reports errPyDuplicate when an object repeats
 // a key, since Python's last-value-wins rule needs the whole object.
-type pyTranscoder struct {
+type transcoder struct {
 	pyParser
 	out  []byte
 	keys []string // keys of the objects currently open, innermost last
@@ -947,7 +947,7 @@ type pyTranscoder struct {
 	own  []byte // out's buffer in skip mode, kept across uses
 }
 
-func (t *pyTranscoder) value(depth int) error {
+func (t *transcoder) value(depth int) error {
 	if t.skip {
 		t.out = t.out[:0]
 	}
@@ -1003,7 +1003,7 @@ func (t *pyTranscoder) value(depth int) error {
 				t.out = append(t.out, lit...)
 			default:
 				f, _ := strconv.ParseFloat(lit, 64)
-				t.out = AppendPyFloat(t.out, f)
+				t.out = AppendFloat(t.out, f)
 			}
 			return nil
 		}
@@ -1012,7 +1012,7 @@ func (t *pyTranscoder) value(depth int) error {
 }
 
 // str decodes the string at t.i and writes its json.dumps form in one pass.
-func (t *pyTranscoder) str() error {
+func (t *transcoder) str() error {
 	if t.skip {
 		return t.skipStr()
 	}
@@ -1067,7 +1067,7 @@ func (t *pyTranscoder) str() error {
 
 // enter is pyParser.enter that also writes the opening byte, and the closer
 // of an empty container.
-func (t *pyTranscoder) enter(depth int, closer byte) (items bool, err error) {
+func (t *transcoder) enter(depth int, closer byte) (items bool, err error) {
 	opener := t.s[t.i]
 	if items, err = t.pyParser.enter(depth, closer); err != nil {
 		return false, err
@@ -1080,7 +1080,7 @@ func (t *pyTranscoder) enter(depth int, closer byte) (items bool, err error) {
 }
 
 // next is pyParser.next that also writes ", " or the closer.
-func (t *pyTranscoder) next(closer byte) (more bool, err error) {
+func (t *transcoder) next(closer byte) (more bool, err error) {
 	more, err = t.pyParser.next(closer)
 	switch {
 	case more:
@@ -1091,7 +1091,7 @@ func (t *pyTranscoder) next(closer byte) (more bool, err error) {
 	return more, err
 }
 
-func (t *pyTranscoder) array(depth int) error {
+func (t *transcoder) array(depth int) error {
 	more, err := t.enter(depth, ']')
 	for more && err == nil {
 		if err = t.value(depth); err == nil {
@@ -1101,7 +1101,7 @@ func (t *pyTranscoder) array(depth int) error {
 	return err
 }
 
-func (t *pyTranscoder) object(depth int) error {
+func (t *transcoder) object(depth int) error {
 	if more, err := t.enter(depth, '}'); !more {
 		return err
 	}
@@ -1140,7 +1140,7 @@ func (t *pyTranscoder) object(depth int) error {
 // checkKey records the key whose quoted text starts at rawStart in the
 // object whose keys start at keys[base], reporting errPyDuplicate when
 // Python would see it twice.
-func (t *pyTranscoder) checkKey(rawStart, base int, seenp *map[string]struct{}) error {
+func (t *transcoder) checkKey(rawStart, base int, seenp *map[string]struct{}) error {
 	seen := *seenp
 	key := t.s[rawStart+1 : t.i-1]
 	if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
@@ -1175,7 +1175,7 @@ func (t *pyTranscoder) checkKey(rawStart, base int, seenp *map[string]struct{}) 
 // members walks the object at t.i in skip mode, calling visit with each
 // decoded key (as Python compares keys) and t.i at the start of its value;
 // visit must consume the value.
-func (t *pyTranscoder) members(depth int, visit func(key string) error) error {
+func (t *transcoder) members(depth int, visit func(key string) error) error {
 	if more, err := t.pyParser.enter(depth, '}'); !more {
 		return err
 	}
@@ -1203,4 +1203,63 @@ func (t *pyTranscoder) members(depth int, visit func(key string) error) error {
 			return err
 		}
 	}
+}
+
+// JudgeResult returns (succeeded, true) when content is JSON, applying
+// Hermes batch_runner's failure rules (a non-null "error", "success": false,
+// or a non-null "error" inside "content"); (true, false) for plain text. It
+// validates the whole text like json.loads but keeps nothing: only the
+// members "error", "success" and "content" (and "error" inside "content")
+// are looked at, last occurrence winning as in a Python dict.
+func JudgeResult(content string) (bool, bool) {
+	i := 0
+	for i < len(content) && (content[i] == ' ' || content[i] == '\t' || content[i] == '\n' || content[i] == '\r') {
+		i++
+	}
+	if i == len(content) || !strings.ContainsRune(`{"[-0123456789ntfNI`, rune(content[i])) {
+		return true, false // blank or plain text: not JSON
+	}
+	t := getTranscoder(content, nil)
+	defer putTranscoder(t)
+	t.i, t.skip, t.out = i, true, t.own[:0]
+	failed := false
+	var err error
+	if content[i] == '{' {
+		failed, err = t.judgeObject()
+	} else {
+		err = t.value(0)
+	}
+	if err != nil {
+		return true, false
+	}
+	t.skipWS()
+	if t.i != len(content) {
+		return true, false
+	}
+	return !failed, true
+}
+
+// judgeObject applies batch_runner's failure rules to the object at t.i.
+func (t *transcoder) judgeObject() (failed bool, err error) {
+	var errorSet, successFalse, innerError bool
+	err = t.members(1, func(key string) error {
+		switch key {
+		case "error":
+			errorSet = t.s[t.i] != 'n' // only null starts with 'n'
+		case "success":
+			successFalse = t.s[t.i] == 'f' // only false starts with 'f'
+		case "content":
+			innerError = false
+			if t.s[t.i] == '{' {
+				return t.members(2, func(key string) error {
+					if key == "error" {
+						innerError = t.s[t.i] != 'n'
+					}
+					return t.value(2)
+				})
+			}
+		}
+		return t.value(1)
+	})
+	return errorSet || successFalse || innerError, err
 }

@@ -1,0 +1,61 @@
+// Package atomicfile writes files so that a reader sees either the old file or
+// the whole new one, after restic's local backend: a temp file in the same
+// folder, write, fsync, close, rename, fsync the folder; the temp file is
+// removed on error. Every writer of reports, manifests, stores and journals
+// in hermes-pipe uses it.
+//
+// It is a leaf: it imports nothing from this repository, so small commands
+// (fakellm) and modes (cron) use it without linking the runtime.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// TempPrefix starts the name of every temp file Write creates; readers of an
+// output folder skip such files and the runtime removes them on open.
+const TempPrefix = ".tmp-"
+
+// Write writes data to dir/name atomically and durably. It blocks for two
+// fsyncs (the file and the folder) and returns an error naming the file.
+func Write(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, TempPrefix+name+"-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a folder so that a file created, renamed or removed in it
+// is durable; part of the atomic-file protocol, also used by journals.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync folder %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync folder %s: %w", dir, err)
+	}
+	return nil
+}
