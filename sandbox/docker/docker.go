@@ -256,14 +256,22 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		timeout = s.spec.Timeout
 	}
 	res, err := s.execOnce(ctx, cmd.Command, timeout)
-	if err == nil && ociFailure(res) {
-		// The daemon could not start the process (the command never ran):
-		// try once more, then report the driver as failing.
-		time.Sleep(100 * time.Millisecond)
-		res, err = s.execOnce(ctx, cmd.Command, timeout)
-		if err == nil && ociFailure(res) {
+	// The runtime could not start the process, so the command never ran and
+	// retrying is safe. The usual cause is transient: right after a command
+	// hit the pids limit, the processes the epilogue killed still hold their
+	// pids until PID 1 reaps them, and on a loaded machine that can take
+	// longer than one short pause. Back off (0.1 s doubling, about 6 s in
+	// all) before calling the driver failed.
+	for wait := 100 * time.Millisecond; err == nil && ociFailure(res); wait *= 2 {
+		if wait > 3200*time.Millisecond {
 			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w: %s", sandbox.ErrUnavailable, strings.TrimSpace(res.Stdout+res.Stderr))
 		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		res, err = s.execOnce(ctx, cmd.Command, timeout)
 	}
 	return res, err
 }
