@@ -54,7 +54,37 @@ recorded as missed in the history. An execution whose process died is recorded
 as unknown and never retried.`
 
 func cronCommand(deps cronDeps) *cli.Command {
-	jobFlags := []cli.Flag{
+	return &cli.Command{
+		Name:  "cron",
+		Usage: "schedule agent and script jobs that fire once per occurrence",
+		Description: "Jobs live in <home>/cron/jobs.json (Hermes' format; `cron import` reads a Hermes file),\n" +
+			"executions in <home>/cron/executions.db. Run `cron daemon`, or `cron tick` from\n" +
+			"the system crontab every minute; any number of them may run together.\n\n" +
+			cronGrammarHelp + "\n\n" + cronDSTHelp + "\n\n" + cronMissedHelp,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "home", Usage: "hermes-pipe home `DIR` (default ~/.hermes-pipe)", EnvVars: []string{"HERMES_PIPE_HOME"}},
+		},
+		Subcommands: []*cli.Command{
+			cronAddCommand(deps),
+			cronListCommand(deps),
+			cronShowCommand(deps),
+			cronEditCommand(deps),
+			cronRmCommand(deps),
+			cronPauseCommand(deps),
+			cronResumeCommand(deps),
+			cronRunCommand(deps),
+			cronTickCommand(deps),
+			cronDaemonCommand(deps),
+			cronHistoryCommand(deps),
+			cronNextCommand(deps),
+			cronImportCommand(deps),
+		},
+	}
+}
+
+// cronJobFlags are the job fields add and edit set.
+func cronJobFlags() []cli.Flag {
+	return []cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "job name (default: the start of the prompt)"},
 		&cli.StringFlag{Name: "tz", Usage: "IANA time zone of the schedule (default: the local zone)"},
 		&cli.StringFlag{Name: "script", Usage: "script `NAME` inside <home>/cron/scripts; with --no-agent it is the job, otherwise its output is added to the prompt"},
@@ -74,353 +104,395 @@ func cronCommand(deps cronDeps) *cli.Command {
 		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run", Value: cron.DefaultMaxRuntime},
 		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
 	}
-	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+}
+
+// jsonFlag makes a cron subcommand print JSON. Each command gets its own
+// flag value: urfave/cli flags carry state once applied.
+func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON"} }
+
+// cronAddCommand builds `cron add`.
+func cronAddCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
-		Name:  "cron",
-		Usage: "schedule agent and script jobs that fire once per occurrence",
-		Description: "Jobs live in <home>/cron/jobs.json (Hermes' format; `cron import` reads a Hermes file),\n" +
-			"executions in <home>/cron/executions.db. Run `cron daemon`, or `cron tick` from\n" +
-			"the system crontab every minute; any number of them may run together.\n\n" +
-			cronGrammarHelp + "\n\n" + cronDSTHelp + "\n\n" + cronMissedHelp,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "home", Usage: "hermes-pipe home `DIR` (default ~/.hermes-pipe)", EnvVars: []string{"HERMES_PIPE_HOME"}},
+		Name: "add", Usage: "add a job", ArgsUsage: "SCHEDULE [PROMPT...]",
+		Description: "Prints the normalised schedule and the next three fire times.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
+		Flags:       append(cronJobFlags(), &cli.BoolFlag{Name: "paused", Usage: "add the job paused"}, jsonFlag()),
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 1 {
+				return cronUsage("add needs a SCHEDULE (quote cron expressions) and usually a PROMPT")
+			}
+			spec := specFromFlags(c)
+			spec.Schedule = c.Args().First()
+			spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
+			spec.Paused = c.Bool("paused")
+			home := cronHome(c, deps)
+			j, err := cron.AddJob(c.Context, cron.NewStore(home), home, spec, cronNow(deps))
+			if err != nil {
+				return fmt.Errorf("cron add: %w", err)
+			}
+			return printJob(c, j, "added", cronNow(deps))
 		},
-		Subcommands: []*cli.Command{
-			{
-				Name: "add", Usage: "add a job", ArgsUsage: "SCHEDULE [PROMPT...]",
-				Description: "Prints the normalised schedule and the next three fire times.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
-				Flags:       append(append([]cli.Flag{}, jobFlags...), &cli.BoolFlag{Name: "paused", Usage: "add the job paused"}, jsonFlag),
-				Action: func(c *cli.Context) error {
-					if c.NArg() < 1 {
-						return cronUsage("add needs a SCHEDULE (quote cron expressions) and usually a PROMPT")
-					}
-					spec := specFromFlags(c)
-					spec.Schedule = c.Args().First()
-					spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
-					spec.Paused = c.Bool("paused")
-					home := cronHome(c, deps)
-					j, err := cron.AddJob(c.Context, cron.NewStore(home), home, spec, cronNow(deps))
-					if err != nil {
-						return fmt.Errorf("cron add: %w", err)
-					}
-					return printJob(c, j, "added", cronNow(deps))
-				},
-			},
-			{
-				Name: "list", Usage: "list jobs", Flags: []cli.Flag{jsonFlag},
-				Action: func(c *cli.Context) error {
-					tx, err := cron.NewStore(cronHome(c, deps)).Load()
-					if err != nil {
-						return fmt.Errorf("cron list: %w", err)
-					}
-					jobs, err := tx.Jobs()
-					if err != nil {
-						return fmt.Errorf("cron list: %w", err)
-					}
-					w := c.App.Writer
-					if c.Bool("json") {
-						if jobs == nil {
-							jobs = []*cron.Job{}
-						}
-						return writeJSON(w, jobs)
-					}
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tNEXT\tSTATE\tLAST")
-					for _, j := range jobs {
-						next := "-"
-						if at, ok := j.NextRun(); ok {
-							next = at.In(j.Location()).Format(time.RFC3339)
-						}
-						last := "-"
-						if j.LastStatus != "" {
-							last = string(j.LastStatus)
-						}
-						state := j.State
-						if !j.Enabled && state == cron.StateScheduled {
-							state = cron.StatePaused
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
-					}
-					return tw.Flush()
-				},
-			},
-			{
-				Name: "show", Usage: "show one job", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag},
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					tx, err := cron.NewStore(cronHome(c, deps)).Load()
-					if err != nil {
-						return fmt.Errorf("cron show: %w", err)
-					}
-					j, err := tx.Get(id)
-					if err != nil {
-						return fmt.Errorf("cron show: %w", err)
-					}
-					return printJob(c, j, "job", cronNow(deps))
-				},
-			},
-			{
-				Name: "edit", Usage: "change a job (only the flags given)", ArgsUsage: "ID",
-				Flags: append(append([]cli.Flag{}, jobFlags...),
-					&cli.StringFlag{Name: "schedule", Usage: "new schedule"},
-					&cli.StringFlag{Name: "prompt", Usage: "new prompt"}, jsonFlag),
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					home := cronHome(c, deps)
-					now := cronNow(deps)
-					j, err := cron.ModifyJob(c.Context, cron.NewStore(home), home, id, now, func(j *cron.Job) error {
-						return applyEdits(c, j, now)
-					})
-					if err != nil {
-						return fmt.Errorf("cron edit: %w", err)
-					}
-					return printJob(c, j, "edited", now)
-				},
-			},
-			{
-				Name: "rm", Usage: "remove a job (its history is kept)", ArgsUsage: "ID",
-				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
-					return "removed job " + id, cron.RemoveJob(c.Context, cron.NewStore(home), id)
-				}),
-			},
-			{
-				Name: "pause", Usage: "pause a job", ArgsUsage: "ID",
-				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
-					_, err := cron.PauseJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
-					return "paused job " + id, err
-				}),
-			},
-			{
-				Name: "resume", Usage: "resume a paused job from its next occurrence", ArgsUsage: "ID",
-				Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
-					j, err := cron.ResumeJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
-					if err != nil {
-						return "", err
-					}
-					at, _ := j.NextRun()
-					return fmt.Sprintf("resumed job %s; next run %s", id, at.In(j.Location()).Format(time.RFC3339)), nil
-				}),
-			},
-			{
-				Name: "run", Usage: "run a job now (recorded as a manual execution; the schedule does not move)", ArgsUsage: "ID",
-				Flags: []cli.Flag{jsonFlag},
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					s, err := openScheduler(c, deps)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					r, err := s.RunNow(c.Context, id)
-					if err != nil {
-						return fmt.Errorf("cron run: %w", err)
-					}
-					if c.Bool("json") {
-						return writeJSON(c.App.Writer, r)
-					}
-					printResult(c.App.Writer, r)
-					if r.State != cron.StateDone {
-						return fmt.Errorf("cron run %s: %s", id, r.Error)
-					}
-					return nil
-				},
-			},
-			{
-				Name: "tick", Usage: "one scheduling pass: run what is due, then exit",
-				Description: "Takes the tick lock without waiting (another ticker holds it: exit 0 quietly).\n\n" + cronMissedHelp,
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "now", Usage: "pretend the time is `RFC3339` (testing, replays)"},
-					jsonFlag,
-				},
-				Action: func(c *cli.Context) error {
-					if v := c.String("now"); v != "" {
-						at, err := time.Parse(time.RFC3339, v)
-						if err != nil {
-							return cronUsage("--now %q: want RFC3339 such as 2026-07-01T09:00:00Z", v)
-						}
-						deps.Now = func() time.Time { return at }
-					}
-					s, err := openScheduler(c, deps)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					rep, err := s.Tick(c.Context)
-					if err != nil {
-						return fmt.Errorf("cron tick: %w", err)
-					}
-					if c.Bool("json") {
-						return writeJSON(c.App.Writer, rep)
-					}
-					for _, r := range rep.Results {
-						printResult(c.App.Writer, r)
-					}
-					if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
-						fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
-					}
-					return nil
-				},
-			},
-			{
-				Name: "daemon", Usage: "run jobs until SIGTERM, sleeping until the next due time",
-				Flags: []cli.Flag{
-					&cli.DurationFlag{Name: "shutdown-grace", Usage: "how long running jobs may finish after SIGTERM", Value: 30 * time.Second},
-				},
-				Action: func(c *cli.Context) error {
-					s, err := openScheduler(c, deps)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					s.Log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-					ctx, stop := context.WithCancel(c.Context)
-					defer stop()
-					sigs := make(chan os.Signal, 1)
-					if deps.Notify != nil {
-						deps.Notify(sigs)
-					} else {
-						signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-						defer signal.Stop(sigs)
-					}
-					go func() {
-						select {
-						case <-sigs:
-							s.Log.Info("stopping: no new runs; waiting for running jobs", "grace", c.Duration("shutdown-grace"))
-							stop()
-						case <-ctx.Done():
-						}
-					}()
-					s.Log.Info("cron daemon started", "home", s.Home, "pid", os.Getpid())
-					return s.RunDaemon(ctx, cron.DaemonOptions{ShutdownGrace: c.Duration("shutdown-grace")})
-				},
-			},
-			{
-				Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
-				Flags: []cli.Flag{jsonFlag, &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					s, err := openScheduler(c, deps)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
-					if err != nil {
-						return fmt.Errorf("cron history: %w", err)
-					}
-					if c.Bool("json") {
-						if h == nil {
-							h = []cron.Execution{}
-						}
-						return writeJSON(c.App.Writer, h)
-					}
-					loc := time.UTC
-					if tx, err := s.Store.Load(); err == nil {
-						if j, err := tx.Get(id); err == nil {
-							loc = j.Location()
-						}
-					}
-					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "SCHEDULED\tSTATE\tTRIGGER\tDURATION\tDETAIL")
-					for _, e := range h {
-						dur := "-"
-						if !e.StartedAt.IsZero() && !e.FinishedAt.IsZero() {
-							dur = e.FinishedAt.Sub(e.StartedAt).Round(time.Millisecond).String()
-						}
-						detail := e.Error
-						if detail == "" {
-							detail = e.Delivery
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ScheduledAt.In(loc).Format(time.RFC3339), e.State, e.Trigger, dur, clip(oneLine(detail), 80))
-					}
-					return tw.Flush()
-				},
-			},
-			{
-				Name: "next", Usage: "print a schedule's next fire times", ArgsUsage: "SCHEDULE",
-				Description: "One RFC3339 timestamp per line, in the zone.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "tz", Usage: "IANA time zone (default: the local zone)"},
-					&cli.StringFlag{Name: "from", Usage: "start after `RFC3339` (default: now)"},
-					&cli.IntFlag{Name: "count", Usage: "how many", Value: 5},
-				},
-				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return cronUsage("next needs exactly one SCHEDULE (quote cron expressions)")
-					}
-					loc, err := zone(c.String("tz"))
-					if err != nil {
-						return err
-					}
-					from := cronNow(deps)
-					if v := c.String("from"); v != "" {
-						if from, err = time.Parse(time.RFC3339, v); err != nil {
-							return cronUsage("--from %q: want RFC3339", v)
-						}
-					}
-					if c.Int("count") < 1 {
-						return cronUsage("--count must be at least 1")
-					}
-					s, err := cron.ParseSchedule(c.Args().First(), loc, from)
-					if err != nil {
-						return err
-					}
-					at := from
-					for range c.Int("count") {
-						next, ok := s.Next(at, loc)
-						if !ok {
-							break
-						}
-						fmt.Fprintln(c.App.Writer, next.In(loc).Format(time.RFC3339))
-						at = next
-					}
-					return nil
-				},
-			},
-			{
-				Name: "import", Usage: "import a Hermes jobs.json", ArgsUsage: "FILE",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
-					&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
-					jsonFlag,
-				},
-				Action: func(c *cli.Context) error {
-					file, err := oneArg(c, "FILE")
-					if err != nil {
-						return err
-					}
-					if tz := c.String("tz"); tz != "" {
-						if _, err := zone(tz); err != nil {
-							return err
-						}
-					}
-					home := cronHome(c, deps)
-					rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
-					if err != nil {
-						return fmt.Errorf("cron import: %w", err)
-					}
-					if c.Bool("json") {
-						return writeJSON(c.App.Writer, rep)
-					}
-					fmt.Fprintf(c.App.Writer, "imported %d jobs\n", len(rep.Imported))
-					for id, why := range rep.Rejected {
-						fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
-					}
-					return nil
-				},
-			},
+	}
+}
+
+// cronListCommand builds `cron list`.
+func cronListCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "list", Usage: "list jobs", Flags: []cli.Flag{jsonFlag()},
+		Action: func(c *cli.Context) error {
+			tx, err := cron.NewStore(cronHome(c, deps)).Load()
+			if err != nil {
+				return fmt.Errorf("cron list: %w", err)
+			}
+			jobs, err := tx.Jobs()
+			if err != nil {
+				return fmt.Errorf("cron list: %w", err)
+			}
+			w := c.App.Writer
+			if c.Bool("json") {
+				if jobs == nil {
+					jobs = []*cron.Job{}
+				}
+				return writeJSON(w, jobs)
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tNEXT\tSTATE\tLAST")
+			for _, j := range jobs {
+				next := "-"
+				if at, ok := j.NextRun(); ok {
+					next = at.In(j.Location()).Format(time.RFC3339)
+				}
+				last := "-"
+				if j.LastStatus != "" {
+					last = string(j.LastStatus)
+				}
+				state := j.State
+				if !j.Enabled && state == cron.StateScheduled {
+					state = cron.StatePaused
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// cronShowCommand builds `cron show`.
+func cronShowCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "show", Usage: "show one job", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()},
+		Action: func(c *cli.Context) error {
+			id, err := oneArg(c, "ID")
+			if err != nil {
+				return err
+			}
+			tx, err := cron.NewStore(cronHome(c, deps)).Load()
+			if err != nil {
+				return fmt.Errorf("cron show: %w", err)
+			}
+			j, err := tx.Get(id)
+			if err != nil {
+				return fmt.Errorf("cron show: %w", err)
+			}
+			return printJob(c, j, "job", cronNow(deps))
+		},
+	}
+}
+
+// cronEditCommand builds `cron edit`.
+func cronEditCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "edit", Usage: "change a job (only the flags given)", ArgsUsage: "ID",
+		Flags: append(cronJobFlags(),
+			&cli.StringFlag{Name: "schedule", Usage: "new schedule"},
+			&cli.StringFlag{Name: "prompt", Usage: "new prompt"}, jsonFlag()),
+		Action: func(c *cli.Context) error {
+			id, err := oneArg(c, "ID")
+			if err != nil {
+				return err
+			}
+			home := cronHome(c, deps)
+			now := cronNow(deps)
+			j, err := cron.EditJob(c.Context, cron.NewStore(home), home, id, jobEdit(c), now)
+			if err != nil {
+				return fmt.Errorf("cron edit: %w", err)
+			}
+			return printJob(c, j, "edited", now)
+		},
+	}
+}
+
+// cronRmCommand builds `cron rm`.
+func cronRmCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "rm", Usage: "remove a job (its history is kept)", ArgsUsage: "ID",
+		Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+			return "removed job " + id, cron.RemoveJob(c.Context, cron.NewStore(home), id)
+		}),
+	}
+}
+
+// cronPauseCommand builds `cron pause`.
+func cronPauseCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "pause", Usage: "pause a job", ArgsUsage: "ID",
+		Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+			_, err := cron.PauseJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
+			return "paused job " + id, err
+		}),
+	}
+}
+
+// cronResumeCommand builds `cron resume`.
+func cronResumeCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "resume", Usage: "resume a paused job from its next occurrence", ArgsUsage: "ID",
+		Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+			j, err := cron.ResumeJob(c.Context, cron.NewStore(home), home, id, cronNow(deps))
+			if err != nil {
+				return "", err
+			}
+			at, _ := j.NextRun()
+			return fmt.Sprintf("resumed job %s; next run %s", id, at.In(j.Location()).Format(time.RFC3339)), nil
+		}),
+	}
+}
+
+// cronRunCommand builds `cron run`.
+func cronRunCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "run", Usage: "run a job now (recorded as a manual execution; the schedule does not move)", ArgsUsage: "ID",
+		Flags: []cli.Flag{jsonFlag()},
+		Action: func(c *cli.Context) error {
+			id, err := oneArg(c, "ID")
+			if err != nil {
+				return err
+			}
+			s, err := openScheduler(c, deps)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			r, err := s.RunNow(c.Context, id)
+			if err != nil {
+				return fmt.Errorf("cron run: %w", err)
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, r)
+			}
+			printResult(c.App.Writer, r)
+			if r.State != cron.StateDone {
+				return fmt.Errorf("cron run %s: %s", id, r.Error)
+			}
+			return nil
+		},
+	}
+}
+
+// cronTickCommand builds `cron tick`.
+func cronTickCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "tick", Usage: "one scheduling pass: run what is due, then exit",
+		Description: "Takes the tick lock without waiting (another ticker holds it: exit 0 quietly).\n\n" + cronMissedHelp,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "now", Usage: "pretend the time is `RFC3339` (testing, replays)"},
+			maxParallelFlag(),
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if v := c.String("now"); v != "" {
+				at, err := time.Parse(time.RFC3339, v)
+				if err != nil {
+					return cronUsage("--now %q: want RFC3339 such as 2026-07-01T09:00:00Z", v)
+				}
+				deps.Now = func() time.Time { return at }
+			}
+			s, err := openScheduler(c, deps)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rep, err := s.Tick(c.Context)
+			if err != nil {
+				return fmt.Errorf("cron tick: %w", err)
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, rep)
+			}
+			for _, r := range rep.Results {
+				printResult(c.App.Writer, r)
+			}
+			if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
+				fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
+			}
+			return nil
+		},
+	}
+}
+
+// cronDaemonCommand builds `cron daemon`.
+func cronDaemonCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "daemon", Usage: "run jobs until SIGTERM, sleeping until the next due time",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "shutdown-grace", Usage: "how long running jobs may finish after SIGTERM", Value: 30 * time.Second},
+			maxParallelFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			s, err := openScheduler(c, deps)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			s.Log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			ctx, stop := context.WithCancel(c.Context)
+			defer stop()
+			sigs := make(chan os.Signal, 1)
+			if deps.Notify != nil {
+				deps.Notify(sigs)
+			} else {
+				signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+				defer signal.Stop(sigs)
+			}
+			go func() {
+				select {
+				case <-sigs:
+					s.Log.Info("stopping: no new runs; waiting for running jobs", "grace", c.Duration("shutdown-grace"))
+					stop()
+				case <-ctx.Done():
+				}
+			}()
+			s.Log.Info("cron daemon started", "home", s.Home, "pid", os.Getpid())
+			return s.RunDaemon(ctx, cron.DaemonOptions{ShutdownGrace: c.Duration("shutdown-grace")})
+		},
+	}
+}
+
+// cronHistoryCommand builds `cron history`.
+func cronHistoryCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
+		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
+		Action: func(c *cli.Context) error {
+			id, err := oneArg(c, "ID")
+			if err != nil {
+				return err
+			}
+			s, err := openScheduler(c, deps)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
+			if err != nil {
+				return fmt.Errorf("cron history: %w", err)
+			}
+			if c.Bool("json") {
+				if h == nil {
+					h = []cron.Execution{}
+				}
+				return writeJSON(c.App.Writer, h)
+			}
+			loc := time.UTC
+			if tx, err := s.Store.Load(); err == nil {
+				if j, err := tx.Get(id); err == nil {
+					loc = j.Location()
+				}
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCHEDULED\tSTATE\tTRIGGER\tDURATION\tDETAIL")
+			for _, e := range h {
+				dur := "-"
+				if !e.StartedAt.IsZero() && !e.FinishedAt.IsZero() {
+					dur = e.FinishedAt.Sub(e.StartedAt).Round(time.Millisecond).String()
+				}
+				detail := e.Error
+				if detail == "" {
+					detail = e.Delivery
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ScheduledAt.In(loc).Format(time.RFC3339), e.State, e.Trigger, dur, clip(oneLine(detail), 80))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// cronNextCommand builds `cron next`.
+func cronNextCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "next", Usage: "print a schedule's next fire times", ArgsUsage: "SCHEDULE",
+		Description: "One RFC3339 timestamp per line, in the zone.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "tz", Usage: "IANA time zone (default: the local zone)"},
+			&cli.StringFlag{Name: "from", Usage: "start after `RFC3339` (default: now)"},
+			&cli.IntFlag{Name: "count", Usage: "how many", Value: 5},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cronUsage("next needs exactly one SCHEDULE (quote cron expressions)")
+			}
+			loc, err := zone(c.String("tz"))
+			if err != nil {
+				return err
+			}
+			from := cronNow(deps)
+			if v := c.String("from"); v != "" {
+				if from, err = time.Parse(time.RFC3339, v); err != nil {
+					return cronUsage("--from %q: want RFC3339", v)
+				}
+			}
+			if c.Int("count") < 1 {
+				return cronUsage("--count must be at least 1")
+			}
+			s, err := cron.ParseSchedule(c.Args().First(), loc, from)
+			if err != nil {
+				return err
+			}
+			at := from
+			for range c.Int("count") {
+				next, ok := s.Next(at, loc)
+				if !ok {
+					break
+				}
+				fmt.Fprintln(c.App.Writer, next.In(loc).Format(time.RFC3339))
+				at = next
+			}
+			return nil
+		},
+	}
+}
+
+// cronImportCommand builds `cron import`.
+func cronImportCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "import", Usage: "import a Hermes jobs.json", ArgsUsage: "FILE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
+			&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			file, err := oneArg(c, "FILE")
+			if err != nil {
+				return err
+			}
+			if tz := c.String("tz"); tz != "" {
+				if _, err := zone(tz); err != nil {
+					return err
+				}
+			}
+			home := cronHome(c, deps)
+			rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
+			if err != nil {
+				return fmt.Errorf("cron import: %w", err)
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, rep)
+			}
+			fmt.Fprintf(c.App.Writer, "imported %d jobs\n", len(rep.Imported))
+			for id, why := range rep.Rejected {
+				fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
+			}
+			return nil
 		},
 	}
 }
@@ -455,11 +527,21 @@ func cronHome(c *cli.Context, deps cronDeps) string {
 	return filepath.Join(dir, ".hermes-pipe")
 }
 
+// maxParallelFlag bounds the due jobs one tick or the daemon runs at once.
+func maxParallelFlag() cli.Flag {
+	return &cli.IntFlag{Name: "max-parallel", Value: cron.DefaultMaxParallel,
+		Usage: "due jobs executed at once; the others wait their turn (claimed, in order)"}
+}
+
 func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
+	if c.IsSet("max-parallel") && c.Int("max-parallel") < 1 {
+		return nil, cronUsage("--max-parallel must be at least 1, got %d", c.Int("max-parallel"))
+	}
 	s, err := cron.NewScheduler(c.Context, cronHome(c, deps))
 	if err != nil {
 		return nil, err
 	}
+	s.MaxParallel = c.Int("max-parallel")
 	s.Agent = deps.Agent
 	if deps.Now != nil {
 		s.Now = deps.Now
@@ -528,60 +610,48 @@ func splitList(v []string) []string {
 	return out
 }
 
-// applyEdits copies the flags the user set onto j.
-func applyEdits(c *cli.Context, j *cron.Job, now time.Time) error {
-	if c.IsSet("tz") {
-		if _, err := zone(c.String("tz")); err != nil {
-			return err
+// jobEdit reads the job flags the user set into a cron.JobEdit (cron edit);
+// the rules of applying it live in the library.
+func jobEdit(c *cli.Context) cron.JobEdit {
+	var e cron.JobEdit
+	str := func(name string) *string {
+		if !c.IsSet(name) {
+			return nil
 		}
-		j.Timezone = c.String("tz")
+		v := c.String(name)
+		return &v
 	}
-	if c.IsSet("schedule") {
-		s, err := cron.ParseSchedule(c.String("schedule"), j.Location(), now)
-		if err != nil {
-			return err
+	list := func(name string, f func([]string) []string) *[]string {
+		if !c.IsSet(name) {
+			return nil
 		}
-		j.Schedule = s
-		if s.Kind == cron.KindOnce && j.Repeat.Times == nil {
-			one := 1
-			j.Repeat.Times = &one
+		v := c.StringSlice(name)
+		if f != nil {
+			v = f(v)
 		}
+		return &v
 	}
-	set := func(name string, f func()) {
-		if c.IsSet(name) {
-			f()
+	dur := func(name string) *time.Duration {
+		if !c.IsSet(name) {
+			return nil
 		}
+		v := c.Duration(name)
+		return &v
 	}
-	set("name", func() { j.Name = c.String("name") })
-	set("prompt", func() { j.Prompt = c.String("prompt") })
-	set("script", func() { j.Script = cron.NullString(c.String("script")) })
-	set("no-agent", func() { j.NoAgent = c.Bool("no-agent") })
-	set("model", func() { j.Model = cron.NullString(c.String("model")) })
-	set("provider", func() { j.Provider = cron.NullString(c.String("provider")) })
-	set("base-url", func() { j.BaseURL = cron.NullString(strings.TrimRight(c.String("base-url"), "/")) })
-	set("skill", func() { j.Skills = c.StringSlice("skill") })
-	set("context-from", func() { j.ContextFrom = c.StringSlice("context-from") })
-	set("toolsets", func() { j.EnabledToolsets = splitList(c.StringSlice("toolsets")) })
-	set("workdir", func() { j.Workdir = cron.NullString(c.String("workdir")) })
-	set("overlap", func() { j.Policy.Overlap = c.String("overlap") })
-	set("starting-deadline", func() { j.Policy.StartingDeadlineSeconds = int(c.Duration("starting-deadline") / time.Second) })
-	set("timeout", func() { n := int(c.Duration("timeout") / time.Second); j.Policy.TimeoutSeconds = &n })
-	set("max-runtime", func() { j.Policy.MaxRuntimeSeconds = int(c.Duration("max-runtime") / time.Second) })
-	set("env-allow", func() { j.Policy.EnvAllow = c.StringSlice("env-allow") })
+	e.Name, e.Schedule, e.Timezone, e.Prompt, e.Script = str("name"), str("schedule"), str("tz"), str("prompt"), str("script")
+	e.Model, e.Provider, e.BaseURL = str("model"), str("provider"), str("base-url")
+	e.Deliver, e.Workdir, e.Overlap = str("deliver"), str("workdir"), str("overlap")
+	e.Skills, e.ContextFrom, e.Toolsets, e.EnvAllow = list("skill", nil), list("context-from", nil), list("toolsets", splitList), list("env-allow", nil)
+	e.StartingDeadline, e.Timeout, e.MaxRuntime = dur("starting-deadline"), dur("timeout"), dur("max-runtime")
+	if c.IsSet("no-agent") {
+		v := c.Bool("no-agent")
+		e.NoAgent = &v
+	}
 	if c.IsSet("repeat") {
-		if n := c.Int("repeat"); n > 0 {
-			j.Repeat.Times = &n
-		} else {
-			j.Repeat.Times = nil
-		}
+		v := c.Int("repeat")
+		e.Repeat = &v
 	}
-	if c.IsSet("deliver") {
-		if err := cron.ValidateDeliver(c.String("deliver")); err != nil {
-			return err
-		}
-		j.Deliver = c.String("deliver")
-	}
-	return nil
+	return e
 }
 
 // printJob echoes a job back: the normalised schedule and next three fire times.

@@ -2,7 +2,6 @@ package cron
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -26,7 +25,8 @@ type DaemonOptions struct {
 
 // RunDaemon runs the scheduler until ctx ends: a claiming pass, then a sleep
 // until the earliest next_run_at (no fixed polling), woken early when
-// jobs.json changes. Claimed occurrences run concurrently. When ctx ends it
+// jobs.json changes. Claimed occurrences run concurrently, at most
+// Scheduler.MaxParallel at once. When ctx ends it
 // stops claiming, lets running jobs finish for ShutdownGrace, then cancels
 // them, and returns nil.
 func (s *Scheduler) RunDaemon(ctx context.Context, o DaemonOptions) error {
@@ -53,7 +53,7 @@ func (s *Scheduler) RunDaemon(ctx context.Context, o DaemonOptions) error {
 
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
-	var wg sync.WaitGroup
+	pool := s.newPool()
 
 	changed := make(chan struct{}, 1)
 	go func() {
@@ -82,7 +82,7 @@ func (s *Scheduler) RunDaemon(ctx context.Context, o DaemonOptions) error {
 			o.OnPass(rep, err)
 		}
 		for _, c := range rep.Claims {
-			wg.Go(func() { s.Execute(runCtx, c) })
+			pool.execute(runCtx, c, nil)
 		}
 		var wait time.Duration
 		switch {
@@ -107,7 +107,7 @@ func (s *Scheduler) RunDaemon(ctx context.Context, o DaemonOptions) error {
 	}
 
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { pool.wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(grace):

@@ -34,9 +34,17 @@ type Scheduler struct {
 	WebhookBackoff func(attempt int) time.Duration
 	// MaxMissedRows caps missed rows recorded for one job in one pass.
 	MaxMissedRows int
+	// MaxParallel bounds how many claimed occurrences execute at once in one
+	// Tick (default DefaultMaxParallel); the others wait their turn, in
+	// claim order.
+	MaxParallel int
 	// Log receives operational messages; default discards.
 	Log *slog.Logger
 }
+
+// DefaultMaxParallel is how many occurrences a Tick executes at once when
+// Scheduler.MaxParallel is not set.
+const DefaultMaxParallel = 4
 
 // NewScheduler opens the store and ledger of home. Close releases the ledger.
 func NewScheduler(ctx context.Context, home string) (*Scheduler, error) {
@@ -467,7 +475,8 @@ type TickReport struct {
 }
 
 // Tick is one full pass: ClaimDue, then every claimed occurrence executed
-// concurrently; it returns when all have finished. A busy tick lock is not an
+// through a pool of MaxParallel workers (default DefaultMaxParallel), in
+// claim order; it returns when all have finished. A busy tick lock is not an
 // error (Busy is set).
 func (s *Scheduler) Tick(ctx context.Context) (TickReport, error) {
 	cr, err := s.ClaimDue(ctx)
@@ -476,13 +485,50 @@ func (s *Scheduler) Tick(ctx context.Context) (TickReport, error) {
 		return rep, err
 	}
 	rep.Results = make([]Result, len(cr.Claims))
-	var wg sync.WaitGroup
+	pool := s.newPool()
 	for i, c := range cr.Claims {
-		wg.Go(func() { rep.Results[i] = s.Execute(ctx, c) })
+		pool.execute(ctx, c, func(r Result) { rep.Results[i] = r })
 	}
-	wg.Wait()
+	pool.wait()
 	return rep, nil
 }
+
+// pool executes claimed occurrences with at most MaxParallel at once; the
+// others wait their turn in claim order. Every claim given to it is
+// executed, also after ctx ends (Execute then records the cancellation), so
+// no claimed occurrence is left without an outcome.
+type pool struct {
+	s   *Scheduler
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func (s *Scheduler) newPool() *pool {
+	limit := s.MaxParallel
+	if limit <= 0 {
+		limit = DefaultMaxParallel
+	}
+	return &pool{s: s, sem: make(chan struct{}, limit)}
+}
+
+// execute starts c as soon as a slot is free and returns at once; done, when
+// set, receives the result.
+func (p *pool) execute(ctx context.Context, c Claim, done func(Result)) {
+	p.wg.Go(func() {
+		select {
+		case p.sem <- struct{}{}:
+			defer func() { <-p.sem }()
+		case <-ctx.Done():
+		}
+		r := p.s.Execute(ctx, c)
+		if done != nil {
+			done(r)
+		}
+	})
+}
+
+// wait blocks until every claim given to execute has finished.
+func (p *pool) wait() { p.wg.Wait() }
 
 // RunNow executes a job immediately as a manual occurrence (it does not move
 // the schedule) and blocks until it ends.
