@@ -191,11 +191,11 @@ func (o *Output) open() error {
 	switch o.opts.Mode {
 	case ModeFresh:
 		if !empty {
-			return fmt.Errorf("output folder %s is not empty: pass --resume to continue the run in it or --overwrite to replace it", o.dir)
+			return refusedf("output folder %s is not empty: pass --resume to continue the run in it or --overwrite to replace it", o.dir)
 		}
 	case ModeOverwrite:
 		if !empty && !hasMan {
-			return fmt.Errorf("output folder %s is not empty and has no %s: refusing to overwrite a folder hermes-pipe did not create", o.dir, ManifestFile)
+			return refusedf("output folder %s is not empty and has no %s: refusing to overwrite a folder hermes-pipe did not create", o.dir, ManifestFile)
 		}
 		if err := o.removeRun(); err != nil {
 			return err
@@ -203,14 +203,14 @@ func (o *Output) open() error {
 		hasMan = false
 	case ModeResume:
 		if !empty && !hasMan {
-			return fmt.Errorf("output folder %s is not empty and has no %s: it is not a run to resume", o.dir, ManifestFile)
+			return refusedf("output folder %s is not empty and has no %s: it is not a run to resume", o.dir, ManifestFile)
 		}
 		if hasMan {
 			if man.Format != o.opts.Format {
-				return fmt.Errorf("output folder %s was written as %s, not %s: resume with the same format", o.dir, man.Format, o.opts.Format)
+				return refusedf("output folder %s was written as %s, not %s: resume with the same format", o.dir, man.Format, o.opts.Format)
 			}
 			if man.Kind != "" && o.opts.Kind != "" && man.Kind != o.opts.Kind {
-				return fmt.Errorf("output folder %s holds a %s run, not %s", o.dir, man.Kind, o.opts.Kind)
+				return refusedf("output folder %s holds a %s run, not %s", o.dir, man.Kind, o.opts.Kind)
 			}
 		}
 	default:

@@ -76,6 +76,21 @@ type Releaser interface {
 	Release() error
 }
 
+// ImageChecker is implemented by drivers that run container images
+// (docker): CheckImages settles each image (present, or pulled) and returns
+// the unavailable ones with their reason, nothing for usable ones. Modes call
+// it once before any model call.
+type ImageChecker interface {
+	CheckImages(ctx context.Context, images []string) map[string]error
+}
+
+// Preflighter is implemented by drivers that can check themselves before a
+// run (ssh: host key, login, remote folder), so a broken setup fails before
+// any token is spent.
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
+
 // Registry maps schemes ("local", "docker", "ssh", "fake") to factories.
 // Drivers are added explicitly by cmd; there is no init() registration. A
 // Registry is safe for concurrent use.

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
-	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,7 +15,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
-	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,119 +30,24 @@ func shardFlags() []cli.Flag {
 	}
 }
 
-// shardOut is where a run writes: the shard's filter (nil when unsharded),
-// the local output folder, and for an object-storage --out the upload to
-// finish after the run.
-type shardOut struct {
-	Filter func(*schemas.Record) bool
-	Dir    string
-	// Finish stops the periodic upload and uploads what the run committed;
-	// call it once after the output is closed, whatever the run's result. It
-	// is a no-op for a local --out.
-	Finish func(ctx context.Context) error
-}
-
-// shardOutput is shardFilter for every kind of --out. For an s3:// or
-// file:// URL the run writes to a local spool folder: a spool without a run is
-// first filled from the store (a retried pod on a fresh machine resumes
-// there), committed work is uploaded every --upload-interval and at Finish;
-// --overwrite clears the store's prefix first. The shard's prefix is
-// OUT/shard-I-of-N/, refused when OUT holds another N.
-func shardOutput(c *cli.Context) (*shardOut, error) {
-	out := c.String("out")
-	if !objstore.IsURL(out) {
-		filter, dir, err := shardFilter(c)
-		if err != nil {
-			return nil, err
-		}
-		return &shardOut{Filter: filter, Dir: dir, Finish: func(context.Context) error { return nil }}, nil
-	}
-	sp, from, sharded, err := cluster.Resolve(c.String("shard"), c.Int("shard-count"), os.Getenv)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
+// shardOutput binds --out and the shard flags (shardFlags) and calls
+// cluster.OpenOutput: the shard's filter, the local folder to write and, for
+// an s3:// or file:// --out, the spool and its uploads.
+func shardOutput(c *cli.Context) (*cluster.Output, error) {
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	root, err := objstore.Open(ctx, out)
-	if err != nil {
-		return nil, usagef("--out: %v", err)
-	}
-	store := root
-	res := &shardOut{}
-	if sharded {
-		names, err := root.Children(ctx)
-		if err != nil {
-			root.Close()
-			return nil, err
-		}
-		m, err := root.ReadMarker(ctx)
-		if err != nil {
-			root.Close()
-			return nil, err
-		}
-		if err := cluster.CheckCount(out, names, len(m.Segments) > 0, sp); err != nil {
-			root.Close()
-			return nil, usagef("%v", err)
-		}
-		store = root.Sub(sp.Name())
-		res.Filter = func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }
-	}
-	spool := c.String("spool")
-	if spool == "" {
-		h := sha256.Sum256([]byte(out + "\x00" + sp.Name()))
-		spool = filepath.Join(os.TempDir(), "hermes-pipe-spool", hex.EncodeToString(h[:8]))
-	}
-	if c.Bool("overwrite") {
-		if err := store.Clear(ctx); err != nil {
-			root.Close()
-			return nil, err
-		}
-	} else if _, err := os.Stat(filepath.Join(spool, pipeline.ManifestFile)); err != nil {
-		if err := store.Pull(ctx, spool, objstore.PullOptions{}); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("restore the spool from %s: %w", store.URL(), err)
-		}
-	}
-	res.Dir = spool
-	if sharded {
-		fmt.Fprintf(c.App.ErrWriter, "shard %s (from %s): rows whose key hashes to %d of %d, spooled in %s, uploaded to %s\n", sp, from, sp.Index, sp.Count, spool, store.URL())
-	} else {
-		fmt.Fprintf(c.App.ErrWriter, "spooled in %s, uploaded to %s\n", spool, store.URL())
-	}
-	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	syncer := objstore.StartSync(ctx, store, spool, c.Duration("upload-interval"), logger)
-	res.Finish = func(ctx context.Context) error {
-		err := syncer.Stop(ctx)
-		return errors.Join(err, root.Close())
-	}
-	return res, nil
-}
-
-// shardFilter reads the shard flags and environment. When the run is sharded
-// it prepares OUT/shard-I-of-N (refusing another N than the shards already in
-// OUT), prints which shard this process is, and returns the filter that keeps
-// the records the shard owns and the folder to write; otherwise it returns a
-// nil filter and --out unchanged. Errors are usage errors (exit 2).
-func shardFilter(c *cli.Context) (func(*schemas.Record) bool, string, error) {
-	out := c.String("out")
-	if objstore.IsURL(out) {
-		return nil, "", usagef("--out %s: object storage needs shardOutput (spool and upload)", out)
-	}
-	sp, from, ok, err := cluster.Resolve(c.String("shard"), c.Int("shard-count"), os.Getenv)
-	if err != nil {
-		return nil, "", usagef("%v", err)
-	}
-	if !ok {
-		return nil, out, nil
-	}
-	dir, err := cluster.Prepare(out, sp)
-	if err != nil {
-		return nil, "", usagef("%v", err)
-	}
-	fmt.Fprintf(c.App.ErrWriter, "shard %s (from %s): rows whose key hashes to %d of %d, written to %s\n", sp, from, sp.Index, sp.Count, dir)
-	return func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }, dir, nil
+	return cluster.OpenOutput(ctx, cluster.OutputOptions{
+		Out:            c.String("out"),
+		Shard:          c.String("shard"),
+		ShardCount:     c.Int("shard-count"),
+		Spool:          c.String("spool"),
+		UploadInterval: c.Duration("upload-interval"),
+		Overwrite:      c.Bool("overwrite"),
+		Notice:         c.App.ErrWriter,
+		Logger:         warnLogger(c),
+	})
 }
 
 func mergeCommand() *cli.Command {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -170,39 +168,25 @@ func runCompress(c *cli.Context) error {
 	}
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	defer stop()
-	if err := checkEndpoint(ctx, c.String("base-url")); err != nil {
+	if err := reachable(ctx, c.String("base-url")); err != nil {
 		_ = so.Finish(context.Background())
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env := runEnv{ctx: ctx, soft: soft, progress: progress, logger: warnLogger(c)}
 	res, err := compress.Run(ctx, compress.Options{
-		Inputs:         inputs,
-		Out:            so.Dir,
-		Filter:         so.Filter,
-		Mode:           mode,
-		Format:         format,
-		Workers:        workers,
-		Tokenizer:      tok,
-		Config:         cfg,
-		Summary:        compress.SummaryOptions{Client: client, Model: c.String("model")},
-		RowTimeout:     c.Duration("row-timeout"),
-		OverLimit:      c.String("over-limit"),
-		MaxLineBytes:   c.Int("max-line-bytes"),
-		MaxShardRows:   c.Int("shard-rows"),
-		CommitInterval: c.Duration("commit-interval"),
-		Stop:           soft,
-		Progress:       progress,
-		Logger:         logger,
-		ToolVersion:    version,
-		Record:         flagRecord(c),
+		RunConfig:    runConfig(c, so, mode, format, workers, env, flagRecord(c)),
+		Inputs:       inputs,
+		Tokenizer:    tok,
+		Config:       cfg,
+		Summary:      compress.SummaryOptions{Client: client, Model: c.String("model")},
+		RowTimeout:   c.Duration("row-timeout"),
+		OverLimit:    c.String("over-limit"),
+		MaxLineBytes: c.Int("max-line-bytes"),
 	})
 	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "is not empty") || strings.Contains(err.Error(), "holds a") {
-			return usagef("%v", err) // refused before any work
-		}
 		return err
 	}
 	m := res.Metrics

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -266,15 +267,11 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer ar.close()
-	client, driver, runID, ctx, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.ctx, ar.soft, ar.progress, ar.logger
+	client, driver, runID, ctx := ar.client, ar.driver, ar.runID, ar.ctx
 	opts := generate.Options{
-		Prompts: promptsFile,
-		Out:     so.Dir,
-		Filter:  so.Filter,
-		Mode:    mode,
-		Format:  format,
-		Workers: workers,
-		Samples: c.Int("samples"),
+		RunConfig: runConfig(c, so, mode, format, workers, ar.runEnv, withRunID(flagRecord(c), runID)),
+		Prompts:   promptsFile,
+		Samples:   c.Int("samples"),
 		Rollout: rollout.Options{
 			Client:         client,
 			Model:          c.String("model"),
@@ -290,28 +287,38 @@ func runGenerate(c *cli.Context) error {
 			SystemPrompt:   systemPrompt,
 			MaxTokens:      c.Int("max-tokens"),
 		},
-		CheckImages:    imageChecker(driver),
-		DefaultImage:   c.String("docker-image"),
-		MaxLineBytes:   c.Int("max-line-bytes"),
-		MaxShardRows:   c.Int("shard-rows"),
-		CommitInterval: c.Duration("commit-interval"),
-		Stop:           soft,
-		Progress:       progress,
-		Logger:         logger,
-		ToolVersion:    version,
-		Record:         withRunID(flagRecord(c), runID),
+		CheckImages:  imageChecker(driver),
+		DefaultImage: c.String("docker-image"),
+		MaxLineBytes: c.Int("max-line-bytes"),
 	}
 	res, err := generate.Run(ctx, opts)
 	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "is not empty") {
-			return usagef("%v", err) // refused before any work: a usage error
-		}
 		return err
 	}
 	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
+}
+
+// runConfig binds the flags every mode shares (runFlags) into the runtime's
+// part of a mode's options (pipeline.RunConfig); env carries what the
+// command set up from them: the soft stop, progress and logger.
+func runConfig(c *cli.Context, so *cluster.Output, mode pipeline.Mode, format string, workers int, env runEnv, record any) pipeline.RunConfig {
+	return pipeline.RunConfig{
+		Out:            so.Dir,
+		Filter:         so.Filter,
+		Mode:           mode,
+		Format:         format,
+		Workers:        workers,
+		MaxShardRows:   c.Int("shard-rows"),
+		CommitInterval: c.Duration("commit-interval"),
+		Stop:           env.soft,
+		Progress:       env.progress,
+		Logger:         env.logger,
+		ToolVersion:    version,
+		Record:         record,
+	}
 }
 
 // reportRun prints the end-of-run line and turns the summary into an exit status.
@@ -319,7 +326,7 @@ func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int,
 	w := c.App.ErrWriter
 	for img, why := range missing {
 		if img != "" {
-			fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its rows are in rejects.jsonl and will be retried by --resume)\n", img, why)
+			fmt.Fprintf(w, "pre-flight: image %s unavailable: %v (its rows end sandbox_error without a model call; --resume retries them)\n", img, why)
 		}
 	}
 	out := c.String("out")
@@ -368,9 +375,7 @@ func newRunID() string {
 
 // imageChecker returns the pre-flight check of drivers that run images.
 func imageChecker(d sandbox.Driver) func(context.Context, []string) map[string]error {
-	if ic, ok := d.(interface {
-		CheckImages(ctx context.Context, images []string) map[string]error
-	}); ok {
+	if ic, ok := d.(sandbox.ImageChecker); ok {
 		return ic.CheckImages
 	}
 	return nil
@@ -379,7 +384,7 @@ func imageChecker(d sandbox.Driver) func(context.Context, []string) map[string]e
 // preflightDriver lets a driver that can check itself (ssh: host key, login,
 // remote folder) fail before any token is spent.
 func preflightDriver(ctx context.Context, d sandbox.Driver) error {
-	p, ok := d.(interface{ Preflight(context.Context) error })
+	p, ok := d.(sandbox.Preflighter)
 	if !ok {
 		return nil
 	}
@@ -404,18 +409,24 @@ func readSystemPrompt(c *cli.Context, def string) (string, error) {
 	return string(b), nil
 }
 
-// agentRun is what every mode that runs agent rollouts sets up from its
-// flags: progress, the LLM client, the sandbox driver (checked before any
-// token is spent), the signal-driven stops and a logger.
-type agentRun struct {
-	client   llm.Client
-	driver   sandbox.Driver
-	runID    string
+// runEnv is what every command that writes an output folder sets up from
+// its flags: the signal-driven context and soft stop, progress and a logger.
+type runEnv struct {
 	ctx      context.Context
 	soft     <-chan struct{}
 	progress *pipeline.Progress
 	logger   *slog.Logger
-	close    func()
+}
+
+// agentRun is what every mode that runs agent rollouts sets up from its
+// flags: a runEnv, the LLM client and the sandbox driver (checked before any
+// token is spent).
+type agentRun struct {
+	runEnv
+	client llm.Client
+	driver sandbox.Driver
+	runID  string
+	close  func()
 }
 
 // startAgentRun builds an agentRun; the caller must call close when done.
@@ -437,35 +448,33 @@ func startAgentRun(c *cli.Context, label string, workers int) (*agentRun, error)
 		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, runID, c.String("sandbox"), runID)
 	}
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
-	ar := &agentRun{client: client, driver: driver, runID: runID, ctx: ctx, soft: soft, progress: progress,
-		logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	ar := &agentRun{client: client, driver: driver, runID: runID,
+		runEnv: runEnv{ctx: ctx, soft: soft, progress: progress, logger: warnLogger(c)},
 		close:  func() { stop(); releaseSandbox(driver) }}
 	if err := preflightDriver(ctx, driver); err != nil {
 		ar.close()
 		return nil, err
 	}
-	if err := checkEndpoint(ctx, c.String("base-url")); err != nil {
+	if err := reachable(ctx, c.String("base-url")); err != nil {
 		ar.close()
 		return nil, err
 	}
 	return ar, nil
 }
 
-// checkEndpoint fails fast when --base-url cannot be reached at all
-// (connection refused, unknown host, TLS failure), instead of letting every
-// row spend its retries on it. Any HTTP answer, even 404 from a server
-// without GET /models, counts as reachable; it costs no token.
-func checkEndpoint(ctx context.Context, base string) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/models", nil)
-	if err != nil {
+// warnLogger logs warnings and errors to the command's error stream.
+func warnLogger(c *cli.Context) *slog.Logger {
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// reachable checks --base-url answers before any row is read.
+func reachable(ctx context.Context, base string) error {
+	err := llm.CheckReachable(ctx, base)
+	if errors.Is(err, llm.ErrBadURL) {
 		return usagef("--base-url: %v", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach --base-url %s: %w", base, err)
 	}
-	resp.Body.Close()
 	return nil
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
 )
 
@@ -79,7 +81,8 @@ func exitCode(err error) int {
 		return st.code
 	}
 	var ue *usageError
-	if errors.As(err, &ue) || isCLIUsage(err) || errors.Is(err, cron.ErrUsage) {
+	if errors.As(err, &ue) || isCLIUsage(err) || errors.Is(err, cron.ErrUsage) ||
+		errors.Is(err, pipeline.ErrRefused) || errors.Is(err, swe.ErrInput) || errors.Is(err, cluster.ErrUsage) {
 		return exitUsage
 	}
 	if errors.Is(err, context.Canceled) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
@@ -146,13 +147,10 @@ func runSWE(c *cli.Context) error {
 		return err
 	}
 	defer ar.close()
-	client, driver, runID, soft, progress, logger := ar.client, ar.driver, ar.runID, ar.soft, ar.progress, ar.logger
+	client, driver, runID := ar.client, ar.driver, ar.runID
 	res, err := swe.Run(ar.ctx, swe.Options{
-		Tasks:   tasksFile,
-		Out:     so.Dir,
-		Filter:  so.Filter,
-		Mode:    mode,
-		Workers: workers,
+		RunConfig: runConfig(c, so, mode, "", workers, ar.runEnv, withRunID(flagRecord(c), runID)),
+		Tasks:     tasksFile,
 		Rollout: rollout.Options{
 			Client:         client,
 			Model:          c.String("model"),
@@ -172,21 +170,15 @@ func runSWE(c *cli.Context) error {
 			// clone of the task's cwd, which stays untouched.
 			Clone: c.String("sandbox") != "docker",
 		},
-		CheckImages:    imageChecker(driver),
-		MinResolved:    minRate,
-		Baseline:       c.String("baseline"),
-		CommitInterval: c.Duration("commit-interval"),
-		Stop:           soft,
-		Progress:       progress,
-		Logger:         logger,
-		ToolVersion:    version,
-		Record:         withRunID(flagRecord(c), runID),
+		CheckImages: imageChecker(driver),
+		MinResolved: minRate,
+		Baseline:    c.String("baseline"),
 	})
 	if ferr := so.Finish(context.WithoutCancel(ar.ctx)); err == nil && ferr != nil {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
 	}
-	if errors.Is(err, swe.ErrInput) || err != nil && strings.Contains(err.Error(), "is not empty") {
-		return usagef("%v", err)
+	if errors.Is(err, swe.ErrInput) || errors.Is(err, pipeline.ErrRefused) {
+		return err
 	}
 	return reportSWE(c, res, err)
 }

@@ -18,6 +18,9 @@ var (
 	// ErrMalformed marks a reply that could not be read: bad JSON, no
 	// choices, or a stream that ended before its finish reason.
 	ErrMalformed = errors.New("malformed llm response")
+	// ErrBadURL marks a base URL that is not a usable http(s) URL: a usage
+	// error, found before any request.
+	ErrBadURL = errors.New("bad base URL")
 )
 
 // Error is the error Chat returns once it gives up. It names the operation,

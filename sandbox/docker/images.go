@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/moby/moby/client"
 )
 
@@ -20,8 +21,10 @@ type ImageOptions struct {
 	InspectWorkers  int           // inspections at a time; 0 = 8
 }
 
-// CheckImages is CheckImagesWith with default options; cmd hands it to the
-// generate pre-flight.
+var _ sandbox.ImageChecker = (*Driver)(nil)
+
+// CheckImages is CheckImagesWith with default options (sandbox.ImageChecker);
+// cmd hands it to the pre-flight of every mode that runs images.
 func (d *Driver) CheckImages(ctx context.Context, images []string) map[string]error {
 	return d.CheckImagesWith(ctx, images, ImageOptions{})
 }

@@ -41,7 +41,8 @@ type Driver struct {
 var (
 	_ sandbox.Driver    = (*Driver)(nil)
 	_ sandbox.Releaser  = (*Driver)(nil)
-	_ sandbox.Collector = (*Driver)(nil)
+	_ sandbox.Collector   = (*Driver)(nil)
+	_ sandbox.Preflighter = (*Driver)(nil)
 )
 
 // Factory is the sandbox.Factory of the "ssh" scheme: it maps cfg.SSH (and the

@@ -133,14 +133,12 @@ func testOptions(t testing.TB, url string, inputs []string, out string) Options 
 		t.Fatal(err)
 	}
 	return Options{
-		Inputs:         in,
-		Out:            out,
-		Workers:        8,
-		Tokenizer:      cl100k(t),
-		Config:         Config{TargetTokens: 1500, SummaryTokens: 100, TurnOverhead: 4},
-		Summary:        SummaryOptions{Client: client(t, url, 5*time.Second, 2), Model: "m", Backoff: time.Millisecond},
-		RowTimeout:     20 * time.Second,
-		CommitInterval: 10 * time.Millisecond,
+		RunConfig:  pipeline.RunConfig{Out: out, Workers: 8, CommitInterval: 10 * time.Millisecond},
+		Inputs:     in,
+		Tokenizer:  cl100k(t),
+		Config:     Config{TargetTokens: 1500, SummaryTokens: 100, TurnOverhead: 4},
+		Summary:    SummaryOptions{Client: client(t, url, 5*time.Second, 2), Model: "m", Backoff: time.Millisecond},
+		RowTimeout: 20 * time.Second,
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,11 +16,9 @@ import (
 // Options configure one compress run. Inputs, Out, Tokenizer, Client and
 // Model are required; the zero value of every other field is the default.
 type Options struct {
+	pipeline.RunConfig
+
 	Inputs    []Input // see ExpandInputs
-	Out       string
-	Mode      pipeline.Mode
-	Format    string // "jsonl" (default)
-	Workers   int
 	Tokenizer tokenizer.Tokenizer
 	Config    Config
 	// Summary configures the summary requests; its Tokens is taken from
@@ -34,17 +31,7 @@ type Options struct {
 	// OverLimitQuarantine.
 	OverLimit string
 
-	MaxLineBytes   int
-	MaxShardRows   int
-	CommitInterval time.Duration
-	Stop           <-chan struct{}
-	Progress       *pipeline.Progress
-	Logger         *slog.Logger
-	ToolVersion    string
-	// Record is what run.json keeps of the options (flags as given).
-	Record any
-	// Filter, when set, keeps only the records it accepts (sharding).
-	Filter func(rec *schemas.Record) bool
+	MaxLineBytes int
 	// Now is the clock of the metrics times (default time.Now).
 	Now func() time.Time
 }
@@ -90,82 +77,65 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("compress: %w", err)
 	}
 	start := o.Now()
-	out, err := pipeline.OpenOutput(o.Out, pipeline.OutputOptions{
-		Mode:           o.Mode,
-		Kind:           "compress",
-		Format:         o.Format,
-		ToolVersion:    o.ToolVersion,
-		Options:        o.Record,
-		Outcomes:       Outcomes,
-		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile},
-		MaxShardRows:   o.MaxShardRows,
-		CommitInterval: o.CommitInterval,
-		Logger:         o.Logger,
-	})
-	if err != nil {
-		return res, err
-	}
-	defer out.Close()
-	res.PreviouslyDone = out.Keys()
-	var prev *Report
-	if o.Mode == pipeline.ModeResume {
-		if prev, err = readReport(o.Out); err != nil {
-			return res, fmt.Errorf("compress: %w", err)
-		}
-	} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return res, fmt.Errorf("compress: remove old %s: %w", MetricsFile, err)
-	}
-	q, err := openQuarantine(o.Out, o.Mode != pipeline.ModeResume)
-	if err != nil {
-		return res, fmt.Errorf("compress: %w", err)
-	}
-	defer q.close()
-	rows, err := openRowJournal(o.Out, o.Mode != pipeline.ModeResume)
-	if err != nil {
-		return res, fmt.Errorf("compress: %w", err)
-	}
-	defer rows.close()
 	settings := Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
 		SummaryTokens: comp.cfg.SummaryTokens, TurnOverhead: comp.cfg.TurnOverhead, ProtectLast: comp.cfg.ProtectLast,
 		OverLimit: o.OverLimit}
-	known := knownOutcomes()
-	stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-		quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
-	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
-	defer src.Close()
-	sum, runErr := pipeline.Run(ctx, pipeline.Options{
-		Workers:  o.Workers,
-		Stop:     o.Stop,
-		Progress: o.Progress,
-		Logger:   o.Logger,
-	}, src, []pipeline.Stage{stage}, out)
-	res.Summary = sum
-	// The aggregate is built from the row journal, counting every row the
-	// output holds as committed, so a run killed before it could write
-	// compression_metrics.json costs nothing on the next --resume. A journal
-	// that cannot be read leaves the metrics file unwritten (the error is
-	// returned); the next --resume rebuilds it.
-	rowsErr := rows.close()
-	agg := newAggregate(carryProcessing(prev), settings, start)
-	metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, agg)
-	if metricsErr == nil {
-		res.Metrics = agg.Report(o.Now())
-		metricsErr = writeReport(o.Out, res.Metrics)
-	}
-	metricsErr = errors.Join(rowsErr, metricsErr)
-	qErr := q.close()
-	closeErr := out.Close()
-	if runErr != nil {
-		return res, runErr
-	}
-	if err := errors.Join(metricsErr, qErr); err != nil {
-		return res, fmt.Errorf("compress: %w", err)
-	}
-	if closeErr != nil {
-		return res, fmt.Errorf("compress: close output: %w", closeErr)
-	}
-	res.NothingToDo = sum.Processed == 0 && sum.Read > 0 && sum.Skipped == sum.Read && sum.Rejected == 0
-	return res, nil
+	var (
+		prev *Report
+		q    *quarantine
+		rows *rowJournal
+	)
+	defer func() {
+		if q != nil {
+			q.close()
+		}
+		if rows != nil {
+			rows.close()
+		}
+	}()
+	mr, err := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
+		Kind:      "compress",
+		Outcomes:  Outcomes,
+		Artifacts: []string{MetricsFile, QuarantineFile, RowsFile},
+		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
+			var err error
+			if o.Mode == pipeline.ModeResume {
+				if prev, err = readReport(o.Out); err != nil {
+					return nil, nil, err
+				}
+			} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, fmt.Errorf("remove old %s: %w", MetricsFile, err)
+			}
+			if q, err = openQuarantine(o.Out, o.Mode != pipeline.ModeResume); err != nil {
+				return nil, nil, err
+			}
+			if rows, err = openRowJournal(o.Out, o.Mode != pipeline.ModeResume); err != nil {
+				return nil, nil, err
+			}
+			known := knownOutcomes()
+			stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
+				quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
+			src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
+			return src, []pipeline.Stage{stage}, nil
+		},
+		// The aggregate is built from the row journal, counting every row
+		// the output holds as committed, so a run killed before it could
+		// write compression_metrics.json costs nothing on the next --resume.
+		// A journal that cannot be read leaves the metrics file unwritten
+		// (the error is returned); the next --resume rebuilds it.
+		Finish: func(out *pipeline.Output, _ pipeline.Summary) error {
+			rowsErr := rows.close()
+			agg := newAggregate(carryProcessing(prev), settings, start)
+			metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, agg)
+			if metricsErr == nil {
+				res.Metrics = agg.Report(o.Now())
+				metricsErr = writeReport(o.Out, res.Metrics)
+			}
+			return errors.Join(rowsErr, metricsErr, q.close())
+		},
+	})
+	res.Summary, res.NothingToDo, res.PreviouslyDone = mr.Summary, mr.NothingToDo, mr.PreviouslyDone
+	return res, err
 }
 
 // knownOutcomes are the outcomes a record may keep as its own: the runtime's

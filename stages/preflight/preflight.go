@@ -36,6 +36,10 @@ type Options struct {
 	DefaultImage string
 	// Timeout bounds one Check call as a whole; 0 = no bound beyond ctx.
 	Timeout time.Duration
+	// RequireImage, for drivers that cannot run a row without an image,
+	// makes Stage mark rows that name none (with no DefaultImage) as
+	// unavailable instead of passing them.
+	RequireImage bool
 }
 
 // Result is the outcome of one Check.
@@ -59,6 +63,10 @@ func (r Result) Err(image string) error {
 func unavailable(image string, reason error) error {
 	return fmt.Errorf("image unavailable: %s: %w", image, reason)
 }
+
+// errNoImage is the error of a row that names no image when the driver
+// needs one and no default is set.
+var errNoImage = errors.New("image unavailable: the row names no image and no default image is set (--docker-image)")
 
 // OK reports whether every image is usable.
 func (r Result) OK() bool { return len(r.Missing) == 0 }
@@ -173,6 +181,10 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		img = rec.Input.Image
 	}
 	if img == "" {
+		if s.opts.RequireImage {
+			rec.Outcome = schemas.OutcomeSandboxError
+			rec.Error = errNoImage.Error()
+		}
 		return []*schemas.Record{rec}, nil
 	}
 	err, ok := s.lookup(ctx, img)

@@ -259,3 +259,21 @@ func BenchmarkPreflight10kRows(b *testing.B) {
 		}
 	}
 }
+
+func TestRequireImageMarksRowsWithoutOne(t *testing.T) {
+	c := &countingChecker{missing: map[string]error{}}
+	ctx := context.Background()
+	s, err := New(Options{Checker: c, RequireImage: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := s.Process(ctx, row(0, ""))
+	if out[0].Outcome != schemas.OutcomeSandboxError || !strings.Contains(out[0].Error, "names no image and no default image is set") {
+		t.Fatalf("row without image, none required by default: %+v", out[0])
+	}
+	// With a default image, such rows run in it.
+	s, _ = New(Options{Checker: c, RequireImage: true, DefaultImage: "base"}, nil)
+	if out, _ = s.Process(ctx, row(1, "")); out[0].Outcome != "" {
+		t.Fatalf("row without image but with a default: %+v", out[0])
+	}
+}

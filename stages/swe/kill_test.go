@@ -42,11 +42,11 @@ func helperMain() int {
 		return 1
 	}
 	_, err = Run(context.Background(), Options{
-		Tasks: os.Getenv("HERMES_SWE_TASKS"), Out: os.Getenv("HERMES_SWE_OUT"), Mode: pipeline.ModeResume, Workers: 2,
-		Rollout:        rollout.Options{Client: c, Model: "fake", Driver: d, RunID: "swe-kill"},
-		Grade:          GradeOptions{TestTimeout: time.Minute},
-		CheckImages:    d.CheckImages,
-		CommitInterval: 10 * time.Millisecond,
+		RunConfig:   pipeline.RunConfig{Out: os.Getenv("HERMES_SWE_OUT"), Mode: pipeline.ModeResume, Workers: 2, CommitInterval: 10 * time.Millisecond},
+		Tasks:       os.Getenv("HERMES_SWE_TASKS"),
+		Rollout:     rollout.Options{Client: c, Model: "fake", Driver: d, RunID: "swe-kill"},
+		Grade:       GradeOptions{TestTimeout: time.Minute},
+		CheckImages: d.CheckImages,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
@@ -62,10 +63,10 @@ func TestLocalDriverWorksOnClones(t *testing.T) {
 	}
 	_, base := startFake(t)
 	res, err := Run(context.Background(), Options{
-		Tasks: tasks, Out: filepath.Join(t.TempDir(), "out"), Workers: 1,
-		Rollout:        rollout.Options{Client: client(t, base), Model: "fake", Driver: d},
-		Grade:          GradeOptions{TestTimeout: time.Minute, Clone: true},
-		CommitInterval: 10 * time.Millisecond,
+		RunConfig: pipeline.RunConfig{Out: filepath.Join(t.TempDir(), "out"), Workers: 1, CommitInterval: 10 * time.Millisecond},
+		Tasks:     tasks,
+		Rollout:   rollout.Options{Client: client(t, base), Model: "fake", Driver: d},
+		Grade:     GradeOptions{TestTimeout: time.Minute, Clone: true},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -21,31 +19,21 @@ var ErrInput = errors.New("bad input")
 // sandbox driver and the model; the zero value of every other field is the
 // default.
 type Options struct {
-	Tasks string // tasks file (JSONL or a JSON array)
-	Out   string // output folder
-	Mode  pipeline.Mode
+	pipeline.RunConfig
 
-	Workers int
+	Tasks string // tasks file (JSONL or a JSON array)
+
 	Rollout rollout.Options // the agent loop; its Toolsets are forced to terminal
 	Grade   GradeOptions    // Driver defaults to Rollout.Driver
 
 	// CheckImages, when set, settles every task image before the first LLM
 	// call (the docker driver's CheckImages). Tasks whose image is missing
-	// end as sandbox_error without a model call and are retried by --resume.
+	// end as sandbox_error without a model call and are retried by --resume,
+	// as in every mode that runs images.
 	CheckImages func(ctx context.Context, images []string) map[string]error
 
 	MinResolved float64 // gate: minimum resolved rate in [0, 1]
 	Baseline    string  // gate: a previous report.json; "" = none
-
-	CommitInterval time.Duration
-	Stop           <-chan struct{}
-	Progress       *pipeline.Progress
-	Logger         *slog.Logger
-	ToolVersion    string
-	Record         any // what run.json keeps of the options
-	// Filter, when set, keeps only the tasks whose record it accepts (a
-	// shard of a run split across machines); the reports cover those tasks.
-	Filter func(rec *schemas.Record) bool
 }
 
 // Result is what a SWE run did.
@@ -108,34 +96,25 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	stages = append(stages, stage)
 
-	out, err := pipeline.OpenOutput(o.Out, pipeline.OutputOptions{
-		Mode:           o.Mode,
-		Kind:           "swe",
-		ToolVersion:    o.ToolVersion,
-		Options:        o.Record,
-		Outcomes:       Outcomes,
-		Artifacts:      []string{PredsFile, JUnitFile, ReportFile},
-		CommitInterval: o.CommitInterval,
-		Logger:         o.Logger,
-	})
-	if err != nil {
-		return res, err
-	}
 	recs := make([]*schemas.Record, len(tasks))
 	for i, t := range tasks {
 		recs[i] = Record(t, o.Grade.Clone)
 	}
-	sum, runErr := pipeline.Run(ctx, pipeline.Options{
-		Workers:  o.Workers,
-		Stop:     o.Stop,
-		Progress: o.Progress,
-		Logger:   o.Logger,
-	}, pipeline.SliceSource(recs), stages, out)
-	res.Summary = sum
+	mr, runErr := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
+		Kind:      "swe",
+		Outcomes:  Outcomes,
+		Artifacts: []string{PredsFile, JUnitFile, ReportFile},
+		Open: func(context.Context, *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
+			return pipeline.SliceSource(recs), stages, nil
+		},
+	})
+	res.Summary = mr.Summary
 	if pf != nil {
 		res.MissingImages = pf.Missing()
 	}
-	closeErr := out.Close()
+	if !mr.Opened {
+		return res, runErr // nothing was run: the folder keeps its report
+	}
 
 	// The report covers the whole folder, also after a fatal error or an
 	// interrupt, so CI keeps its artefacts.
@@ -145,8 +124,5 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		repErr = rep.WriteFiles(o.Out)
 		res.Report = rep
 	}
-	if closeErr != nil {
-		closeErr = fmt.Errorf("swe: close output: %w", closeErr)
-	}
-	return res, errors.Join(runErr, closeErr, repErr)
+	return res, errors.Join(runErr, repErr)
 }

@@ -121,9 +121,8 @@ func tasksWithMissing(t testing.TB) string {
 
 func runOptions(t testing.TB, d *docker.Driver, base, tasks, out string) Options {
 	return Options{
-		Tasks:   tasks,
-		Out:     out,
-		Workers: 4,
+		RunConfig: pipeline.RunConfig{Out: out, Workers: 4, CommitInterval: 50 * time.Millisecond},
+		Tasks:     tasks,
 		Rollout: rollout.Options{
 			Client:         client(t, base),
 			Model:          "fake",
@@ -131,9 +130,8 @@ func runOptions(t testing.TB, d *docker.Driver, base, tasks, out string) Options
 			RunID:          "swe-test",
 			CommandTimeout: 30 * time.Second,
 		},
-		Grade:          GradeOptions{TestTimeout: time.Minute},
-		CheckImages:    d.CheckImages,
-		CommitInterval: 50 * time.Millisecond,
+		Grade:       GradeOptions{TestTimeout: time.Minute},
+		CheckImages: d.CheckImages,
 	}
 }
 

@@ -23,7 +23,6 @@ type Options struct {
 	Samples      int                            // samples per row; 0 = 1
 	MaxLineBytes int                            // 0 = DefaultMaxLineBytes
 	Reject       func(schemas.Reject)           // called for every bad line; may be nil
-	Unavailable  map[string]error               // image -> reason; rows using them are rejected
 	Filter       func(rec *schemas.Record) bool // false = skip this unit (e.g. another shard's)
 }
 
@@ -115,14 +114,6 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		row.Line = s.line
 		row.Index = index
-		if reason, bad := s.opts.Unavailable[row.Image]; bad {
-			name := row.Image
-			if name == "" {
-				name = "(none)"
-			}
-			s.reject(line, "image", fmt.Sprintf("image unavailable: %s: %v", name, reason))
-			continue
-		}
 		s.rows++
 		for sample := 0; sample < s.opts.Samples; sample++ {
 			r := row

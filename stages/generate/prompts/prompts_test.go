@@ -133,22 +133,8 @@ func TestSamplesAndDuplicatedPromptsHaveDistinctKeys(t *testing.T) {
 	}
 }
 
-func TestUnavailableImageRowsAreRejected(t *testing.T) {
-	path := writeFile(t, `{"prompt": "a", "image": "good:1"}`+"\n"+`{"prompt": "b", "docker_image": "gone:1"}`+"\n")
-	var rejects []schemas.Reject
-	src, err := Open(path, Options{Unavailable: map[string]error{"gone:1": errors.New("not found")},
-		Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	recs := drain(t, src)
-	if len(recs) != 1 || recs[0].Input.Image != "good:1" {
-		t.Fatalf("records = %+v", recs)
-	}
-	if len(rejects) != 1 || !strings.HasPrefix(rejects[0].Reason, "image unavailable: gone:1") {
-		t.Fatalf("rejects = %+v", rejects)
-	}
+func TestImagesListsEveryRowsImage(t *testing.T) {
+	path := writeFile(t, `{"prompt": "a", "image": "good:1"}`+"\n"+`{"prompt": "b", "docker_image": "gone:1"}`+"\n"+`{"prompt": "c"}`+"\n")
 	imgs, err := Images(path)
 	if err != nil || strings.Join(imgs, ",") != "good:1,gone:1" {
 		t.Fatalf("Images = %v, %v", imgs, err)
