@@ -39,8 +39,8 @@ type Driver struct {
 }
 
 var (
-	_ sandbox.Driver    = (*Driver)(nil)
-	_ sandbox.Releaser  = (*Driver)(nil)
+	_ sandbox.Driver      = (*Driver)(nil)
+	_ sandbox.Releaser    = (*Driver)(nil)
 	_ sandbox.Collector   = (*Driver)(nil)
 	_ sandbox.Preflighter = (*Driver)(nil)
 )
