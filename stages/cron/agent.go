@@ -31,6 +31,11 @@ type AgentJob struct {
 	// MaxRuntime is the wall-clock cap; the context passed to RunAgent also
 	// carries it as a deadline.
 	MaxRuntime time.Duration
+	// OutDir is the output folder where the runner keeps the execution's
+	// trajectory as a record (generate's record format, so `hermes-pipe cat`,
+	// `stats` and `verify` read it); the scheduler sets it to RunDir. ""
+	// keeps nothing.
+	OutDir string
 }
 
 // AgentResult is the final text of an agent run and how it ended.

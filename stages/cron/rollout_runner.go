@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -95,7 +98,7 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		toolsets = []string{"terminal"}
 	}
 	rec := &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets}}
-	out, err := stage.Process(actx, rec)
+	out, err := runOne(actx, job, rec, stage)
 	switch {
 	case err != nil && errors.Is(context.Cause(actx), errInactive):
 		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: errInactive.Error()}, nil
@@ -104,8 +107,59 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	case err != nil:
 		return AgentResult{}, err
 	}
-	res := out[0]
-	return AgentResult{Output: finalAnswer(res.Conversations), Outcome: res.Outcome, Error: res.Error}, nil
+	return AgentResult{Output: finalAnswer(out.Conversations), Outcome: out.Outcome, Error: out.Error}, nil
+}
+
+// runOne runs the execution's record through the mode skeleton every mode
+// uses (pipeline.RunMode), into job.OutDir (a temporary folder, removed
+// after, when it is ""), and returns the record the rollout stage made or
+// the error it returned.
+func runOne(ctx context.Context, job AgentJob, rec *schemas.Record, stage pipeline.Stage) (*schemas.Record, error) {
+	dir := job.OutDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "hermes-pipe-cron-")
+		if err != nil {
+			return nil, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = filepath.Join(tmp, "run")
+	}
+	capt := &captureStage{Stage: stage}
+	_, err := pipeline.RunMode(ctx, pipeline.RunConfig{Out: dir, Mode: pipeline.ModeResume, Workers: 1,
+		Record: map[string]any{"job_id": job.JobID, "execution_id": job.ExecutionID, "scheduled_at": job.ScheduledAt}},
+		pipeline.ModeSpec{
+			Kind: "cron",
+			Open: func(context.Context, *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
+				return pipeline.SliceSource([]*schemas.Record{rec}), []pipeline.Stage{capt}, nil
+			},
+		})
+	if capt.err != nil {
+		return nil, capt.err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+	}
+	if capt.out == nil {
+		return nil, fmt.Errorf("cron agent %s: the rollout returned no record", job.JobID)
+	}
+	return capt.out, nil
+}
+
+// captureStage runs the rollout stage and keeps what it returned for the one
+// record of an execution.
+type captureStage struct {
+	pipeline.Stage
+	out *schemas.Record
+	err error
+}
+
+func (c *captureStage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	out, err := c.Stage.Process(ctx, rec)
+	c.err = err
+	if len(out) > 0 {
+		c.out = out[0]
+	}
+	return out, err
 }
 
 func minDur(a, b time.Duration) time.Duration {

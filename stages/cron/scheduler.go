@@ -42,6 +42,12 @@ type Scheduler struct {
 	Log *slog.Logger
 }
 
+// RunDir is the output folder that keeps the trajectory of one agent
+// execution: <home>/cron/runs/<job id>/<execution id>.
+func RunDir(home, jobID, executionID string) string {
+	return filepath.Join(home, "cron", "runs", jobID, executionID)
+}
+
 // DefaultMaxParallel is how many occurrences a Tick executes at once when
 // Scheduler.MaxParallel is not set.
 const DefaultMaxParallel = 4
@@ -442,6 +448,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		Prompt: buildPrompt(job, contexts, scriptOut), Model: string(job.Model), Provider: string(job.Provider),
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
 		InactivityTimeout: job.Policy.Inactivity(), MaxRuntime: maxRun,
+		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
 	})
 	switch {
 	case err != nil:
