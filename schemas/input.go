@@ -68,6 +68,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 	if !ok {
 		return row, &FieldError{Field: "prompt", Reason: "missing (required string)"}
 	}
+	if isNull(p) {
+		return row, &FieldError{Field: "prompt", Reason: "must be a string, got null"}
+	}
 	if err := stringField(p, "prompt", &row.Prompt); err != nil {
 		return row, err
 	}

@@ -69,3 +69,19 @@ func FuzzInputParsersAgree(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkAgree(t, line) })
 }
+
+// TestNullPromptIsAWrongTypeNotEmpty: {"prompt": null} names the field and
+// its type; only "" is empty.
+func TestNullPromptIsAWrongTypeNotEmpty(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"prompt": null}`: "prompt: must be a string, got null",
+		`{"prompt": ""}`:   "prompt: empty",
+		`{"prompt": []}`:   "prompt: must be a string, got an array",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+}
