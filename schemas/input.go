@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // Toolset names understood by the agent loop. A row's `toolsets` field and the
@@ -52,6 +54,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 			return row, &FieldError{Reason: "a row must be a JSON object, got " + jsonKind(t)}
 		}
 		return row, &FieldError{Reason: "invalid JSON: a row must be a JSON object"}
+	}
+	if field, deep := tooDeep(line); deep {
+		return row, &FieldError{Field: field, Reason: fmt.Sprintf("nested deeper than %d levels", MaxFieldDepth)}
 	}
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -131,6 +136,61 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		row.Metadata = append(json.RawMessage(nil), v...)
 	}
 	return row, nil
+}
+
+// MaxFieldDepth bounds how deeply arrays and objects may nest inside one
+// field of an input row (metadata, or a field hermes-pipe ignores). It is the
+// limit of schemas/pyjson, the strictest reader a row meets later, so a row
+// accepted here can always be written and read back.
+const MaxFieldDepth = pyjson.MaxDepth
+
+// tooDeep reports whether containers nest more than MaxFieldDepth levels
+// inside one member of the JSON object in line, and which member (its key,
+// unescaped). It is one byte scan without allocation for rows within the
+// limit, so both row parsers run it before decoding anything.
+func tooDeep(line []byte) (string, bool) {
+	depth := 0
+	inStr, esc := false, false
+	strStart, keyStart, keyEnd := 0, -1, -1
+	lastStart, lastEnd := -1, -1
+	for i, c := range line {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				if depth == 1 {
+					lastStart, lastEnd = strStart, i+1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr, strStart = true, i
+		case ':':
+			if depth == 1 {
+				keyStart, keyEnd = lastStart, lastEnd
+			}
+		case '{', '[':
+			depth++
+			if depth > MaxFieldDepth+1 {
+				key := ""
+				if keyStart >= 0 {
+					if err := json.Unmarshal(line[keyStart:keyEnd], &key); err != nil {
+						key = string(line[keyStart:keyEnd])
+					}
+				}
+				return key, true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return "", false
 }
 
 // IsKnownToolset reports whether name is one of KnownToolsets.

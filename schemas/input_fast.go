@@ -12,7 +12,7 @@ import (
 // explains. Resuming a 1,000,000-row run parses every row, so this matters.
 func parseInputRowFast(line []byte) (InputRow, bool) {
 	var row InputRow
-	if !utf8.Valid(line) || !gjson.ValidBytes(line) {
+	if _, deep := tooDeep(line); deep || !utf8.Valid(line) || !gjson.ValidBytes(line) {
 		return row, false
 	}
 	obj := gjson.ParseBytes(line)

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -81,6 +82,36 @@ func TestNullPromptIsAWrongTypeNotEmpty(t *testing.T) {
 		_, err := ParseInputRow([]byte(line))
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+}
+
+// nested returns a JSON object nested depth levels deep ({} is one level).
+func nested(depth int) string {
+	return strings.Repeat(`{"a": `, depth-1) + "{}" + strings.Repeat("}", depth-1)
+}
+
+// TestDeepFieldsAreRejectedAtTheLimit: a field may nest MaxFieldDepth
+// containers and no more; the error names the field, even an ignored one, and
+// escaped keys or brackets inside strings do not confuse the count.
+func TestDeepFieldsAreRejectedAtTheLimit(t *testing.T) {
+	ok := `{"prompt": "p", "metadata": ` + nested(MaxFieldDepth) + `}`
+	if _, err := ParseInputRow([]byte(ok)); err != nil {
+		t.Fatalf("metadata %d deep: %v", MaxFieldDepth, err)
+	}
+	if _, fast := parseInputRowFast([]byte(ok)); !fast {
+		t.Errorf("metadata %d deep fell back to the slow path", MaxFieldDepth)
+	}
+	for line, want := range map[string]string{
+		`{"prompt": "p", "metadata": ` + nested(MaxFieldDepth+1) + `}`:                         "metadata: nested deeper than 1000 levels",
+		`{"prompt": "p", "metadata": ` + nested(20000) + `}`:                                   "metadata: nested deeper than 1000 levels",
+		`{"prompt": "[[{{", "m\u0065ta": {"s": "}}]]"}, "x": ` + nested(1500) + `}`:            "x: nested deeper than 1000 levels",
+		`{"prompt": "p", "x": [` + strings.Repeat("[", 1000) + strings.Repeat("]", 1001) + `}`: "x: nested deeper than 1000 levels",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || err.Error() != want {
+			t.Errorf("%.60s: error %v, want %q", line, err, want)
 		}
 		checkAgree(t, []byte(line))
 	}

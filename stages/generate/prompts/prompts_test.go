@@ -168,3 +168,24 @@ func TestByteOrderMarkAndCRLFAreAccepted(t *testing.T) {
 		t.Fatalf("records %d, rejects %+v", len(recs), rejects)
 	}
 }
+
+// TestDeepMetadataIsRejectedAsInput: metadata nested past the limit would
+// cost model calls and then fail to encode on every resume; it is a reject
+// naming the line and the field.
+func TestDeepMetadataIsRejectedAsInput(t *testing.T) {
+	deep := strings.Repeat(`{"a": `, 19999) + "{}" + strings.Repeat("}", 19999)
+	path := writeFile(t, `{"prompt": "ok"}`+"\n"+`{"prompt": "deep", "metadata": `+deep+"}\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if recs := drain(t, src); len(recs) != 1 || recs[0].Input.Prompt != "ok" {
+		t.Fatalf("records = %+v", recs)
+	}
+	if len(rejects) != 1 || rejects[0].Line != 2 || rejects[0].Field != "metadata" ||
+		!strings.Contains(rejects[0].Reason, "nested deeper than 1000 levels") {
+		t.Fatalf("rejects = %.300v", rejects)
+	}
+}
