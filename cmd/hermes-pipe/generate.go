@@ -253,8 +253,8 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(promptsFile); err != nil {
-		return usagef("--prompts: %v", err)
+	if err := checkInputFile("prompts", promptsFile); err != nil {
+		return err
 	}
 	so, err := shardOutput(c)
 	if err != nil {
@@ -312,6 +312,26 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
+}
+
+// checkInputFile fails with a usage error unless path is a regular file this
+// process can open for reading. Commands call it before they create or lock
+// an output folder, so a wrong input leaves no half-initialised output behind
+// that would refuse the corrected rerun.
+func checkInputFile(flag, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return usagef("--%s: %v", flag, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return usagef("--%s: %v", flag, err)
+	}
+	if fi.IsDir() {
+		return usagef("--%s %s: is a folder; give the JSONL file", flag, path)
+	}
+	return nil
 }
 
 // reportRun prints the end-of-run line and turns the summary into an exit status.

@@ -459,3 +459,23 @@ func TestGenerateParquetMatchesJSONL(t *testing.T) {
 		t.Fatalf("cat differs:\njsonl:   %.300s\nparquet: %.300s", outs["jsonl"], outs["parquet"])
 	}
 }
+
+// TestPromptsFolderIsAUsageErrorAndCreatesNoOutput: --prompts naming a
+// folder is refused before --out is created, so the corrected rerun works.
+func TestPromptsFolderIsAUsageErrorAndCreatesNoOutput(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	dir := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", dir, "--out", out, "--base-url", url, "--model", "m", "--progress", "none")
+	if code != exitUsage || !strings.Contains(errs, "--prompts "+dir+": is a folder") {
+		t.Fatalf("exit %d, want 2 naming the folder: %s", code, errs)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--out exists after a refused input (%v)", err)
+	}
+	prompts := writePrompts(t, `{"prompt": "echo fixed"}`)
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none"); code != 0 {
+		t.Fatalf("corrected rerun: exit %d: %s", code, errs)
+	}
+	mustVerify(t, out)
+}
