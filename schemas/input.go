@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
@@ -109,6 +110,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		if err := stringField(v, "cwd", &row.Cwd); err != nil {
 			return row, err
 		}
+		if reason := cwdProblem(row.Cwd); reason != "" {
+			return row, &FieldError{Field: "cwd", Reason: reason}
+		}
 	}
 	if v, ok := raw["toolsets"]; ok && !isNull(v) {
 		var list []json.RawMessage
@@ -136,6 +140,24 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		row.Metadata = append(json.RawMessage(nil), v...)
 	}
 	return row, nil
+}
+
+// cwdProblem says what is wrong with a row's cwd, or "" when it is an
+// absolute path every sandbox driver can be asked to start in. Whether the
+// folder exists is the driver's matter: the local sandbox checks it before
+// the row is run (see prompts.Options.CheckCwd); docker creates a missing
+// working folder in the container; over ssh a missing folder fails the
+// session open.
+func cwdProblem(cwd string) string {
+	switch {
+	case cwd == "":
+		return "empty (omit the field or use null for the session's own folder)"
+	case cwd[0] != '/':
+		return fmt.Sprintf("%q is not an absolute path", cwd)
+	case strings.IndexByte(cwd, 0) >= 0:
+		return "contains a NUL character"
+	}
+	return ""
 }
 
 // MaxFieldDepth bounds how deeply arrays and objects may nest inside one

@@ -88,6 +88,9 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 				ok = false
 			}
 			*text = v.Str
+			if bit == hasCwd && v.Type == gjson.String && cwdProblem(v.Str) != "" {
+				ok = false
+			}
 		}
 		if bit != 0 {
 			if seen&bit != 0 { // duplicate key: let encoding/json decide

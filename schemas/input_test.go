@@ -116,3 +116,26 @@ func TestDeepFieldsAreRejectedAtTheLimit(t *testing.T) {
 		checkAgree(t, []byte(line))
 	}
 }
+
+// TestCwdMustBeAnAbsolutePath: an empty, relative or NUL-holding cwd is a
+// reject naming the field; null means the session's own folder.
+func TestCwdMustBeAnAbsolutePath(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"prompt": "p", "cwd": ""}`:          "cwd: empty",
+		`{"prompt": "p", "cwd": "work/dir"}`:  `cwd: "work/dir" is not an absolute path`,
+		`{"prompt": "p", "cwd": "./x"}`:       `cwd: "./x" is not an absolute path`,
+		`{"prompt": "p", "cwd": "/a\u0000b"}`: "cwd: contains a NUL character",
+		`{"prompt": "p", "cwd": 3}`:           "cwd: must be a string, got a number",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+	for _, line := range []string{`{"prompt": "p", "cwd": "/nonexistent"}`, `{"prompt": "p", "cwd": null}`} {
+		if _, ok := parseInputRowFast([]byte(line)); !ok {
+			t.Errorf("%s: not accepted by the fast path", line)
+		}
+	}
+}

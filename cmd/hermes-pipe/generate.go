@@ -14,6 +14,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
 )
@@ -300,6 +301,11 @@ func runGenerate(c *cli.Context) error {
 		Logger:         logger,
 		ToolVersion:    version,
 		Record:         withRunID(flagRecord(c), runID),
+	}
+	if c.String("sandbox") == "local" {
+		// Only here can a row's folder be checked before it runs; docker
+		// creates a missing working folder, ssh reports it at session open.
+		opts.CheckCwd = prompts.LocalFolder
 	}
 	res, err := generate.Run(ctx, opts)
 	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {

@@ -45,6 +45,9 @@ type Options struct {
 	Record any
 	// Filter, when set, keeps only the records it accepts (sharding).
 	Filter func(rec *schemas.Record) bool
+	// CheckCwd, when set, rejects rows whose cwd it refuses (see
+	// prompts.Options.CheckCwd); the local sandbox uses prompts.LocalFolder.
+	CheckCwd func(dir string) error
 }
 
 // Result is what a generate run did.
@@ -106,6 +109,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Reject:       out.AddReject,
 		Unavailable:  res.MissingImages,
 		Filter:       o.Filter,
+		CheckCwd:     o.CheckCwd,
 	})
 	if err != nil {
 		_ = out.Close()
