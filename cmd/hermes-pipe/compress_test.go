@@ -247,3 +247,56 @@ func TestCompressGenerateOutput(t *testing.T) {
 		t.Errorf("verify exit %d: %s%s", code, out, errs)
 	}
 }
+
+// TestCompressRejectsInvalidUTF8Rows: a row with bytes that are not UTF-8
+// cannot be written unchanged (every written string is UTF-8), so it is a
+// reject naming line and field, keeping its exact bytes, not a row silently
+// rewritten with U+FFFD and called byte-identical.
+func TestCompressRejectsInvalidUTF8Rows(t *testing.T) {
+	_, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	bad := strings.Replace(trajLine("bad", 1, 5), "w0 ", "w0 \xff\xfe ", 1)
+	if err := os.WriteFile(in, []byte(trajLine("a", 1, 5)+"\n"+bad+"\n"+trajLine("b", 1, 5)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "out")
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", dst, "--base-url", url, "--model", "m", "--progress", "none")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d, want 3: %s", code, errs)
+	}
+	recs := catRecords(t, dst)
+	if len(recs) != 2 || recs[0]["id"] != "a" || recs[1]["id"] != "b" {
+		t.Fatalf("records = %v", recs)
+	}
+	raw, err := os.ReadFile(filepath.Join(dst, "rejects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rj struct {
+		Line      int    `json:"line"`
+		Field     string `json:"field"`
+		Reason    string `json:"reason"`
+		RawBase64 string `json:"raw_base64"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(raw), &rj); err != nil {
+		t.Fatalf("rejects.jsonl %q: %v", raw, err)
+	}
+	if rj.Line != 2 || rj.Field != "conversations[3].value" || !strings.Contains(rj.Reason, "invalid UTF-8") || rj.RawBase64 == "" {
+		t.Errorf("reject = %+v", rj)
+	}
+}
+
+// TestShareGPTRejectsInvalidUTF8 names the line and field instead of
+// converting the bytes to U+FFFD.
+func TestShareGPTRejectsInvalidUTF8(t *testing.T) {
+	in := `{"messages": [{"role": "user", "content": "fine"}]}` + "\n" + "{\"messages\": [{\"role\": \"user\", \"content\": \"bad \xff\"}]}\n"
+	var out, errb strings.Builder
+	err := convertShareGPT("t.jsonl", strings.NewReader(in), &out, &errb)
+	if exitCode(err) != exitRowsFailed || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("exit %d, output %q", exitCode(err), out.String())
+	}
+	if want := "t.jsonl:2: messages[0].content: invalid UTF-8"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q does not say %q", errb.String(), want)
+	}
+}
