@@ -71,7 +71,6 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
 	mux := new(blob.URLMux)
-	mux.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
 	mux.RegisterBucket(fileblob.Scheme, new(fileblob.URLOpener))
 	mux.RegisterBucket(gcsblob.Scheme, new(gcsblob.URLOpener))
 	mux.RegisterBucket(azureblob.Scheme, new(azureblob.URLOpener))
@@ -88,7 +87,12 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("open store %s: scheme %q is not supported (use s3://, gs://, azblob:// or file://)", rawURL, u.Scheme)
 	}
-	b, err := mux.OpenBucketURL(ctx, u)
+	var b *blob.Bucket
+	if u.Scheme == s3blob.Scheme {
+		b, err = openS3(ctx, u)
+	} else {
+		b, err = mux.OpenBucketURL(ctx, u)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
