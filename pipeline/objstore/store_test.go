@@ -316,3 +316,26 @@ func TestS3ReadsWriteNothingToStderr(t *testing.T) {
 		t.Fatalf("store reads wrote to stderr:\n%s", b)
 	}
 }
+
+// TestMessagesPutTheObjectInThePath: an object is named by its URL with the
+// name in the path, before the query string (not after "&region=…").
+func TestMessagesPutTheObjectInThePath(t *testing.T) {
+	ctx := context.Background()
+	raw := s3test.URL(s3test.Start(t), "named/run")
+	st, err := objstore.Open(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.WriteFile(ctx, objstore.MarkerName, []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ReadMarker(ctx)
+	want := strings.Replace(raw, "/named/run?", "/named/run/ledger/commit.json?", 1)
+	if err == nil || !strings.Contains(err.Error(), "read "+want+":") {
+		t.Fatalf("error %v does not name %s", err, want)
+	}
+	if got := st.Sub("shard-0-of-2").ObjectURL("run.json"); got != strings.Replace(raw, "/named/run?", "/named/run/shard-0-of-2/run.json?", 1) {
+		t.Errorf("ObjectURL = %s", got)
+	}
+}
