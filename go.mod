@@ -3,6 +3,7 @@ module github.com/hermes-pipe/hermes-pipe
 go 1.26.8
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/s3 v1.111.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/gofrs/flock v0.13.2
 	github.com/klauspost/compress v1.17.9
@@ -55,7 +56,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.2 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.7 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.2 // indirect
-	github.com/aws/aws-sdk-go-v2/service/s3 v1.111.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/signin v1.10.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sso v1.38.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.43.5 // indirect

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // Toolset names understood by the agent loop. A row's `toolsets` field and the
@@ -53,6 +56,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		}
 		return row, &FieldError{Reason: "invalid JSON: a row must be a JSON object"}
 	}
+	if field, deep := tooDeep(line); deep {
+		return row, &FieldError{Field: field, Reason: fmt.Sprintf("nested deeper than %d levels", MaxFieldDepth)}
+	}
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&raw); err != nil {
@@ -67,6 +73,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 	p, ok := raw["prompt"]
 	if !ok {
 		return row, &FieldError{Field: "prompt", Reason: "missing (required string)"}
+	}
+	if isNull(p) {
+		return row, &FieldError{Field: "prompt", Reason: "must be a string, got null"}
 	}
 	if err := stringField(p, "prompt", &row.Prompt); err != nil {
 		return row, err
@@ -101,6 +110,9 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		if err := stringField(v, "cwd", &row.Cwd); err != nil {
 			return row, err
 		}
+		if reason := cwdProblem(row.Cwd); reason != "" {
+			return row, &FieldError{Field: "cwd", Reason: reason}
+		}
 	}
 	if v, ok := raw["toolsets"]; ok && !isNull(v) {
 		var list []json.RawMessage
@@ -128,6 +140,79 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		row.Metadata = append(json.RawMessage(nil), v...)
 	}
 	return row, nil
+}
+
+// cwdProblem says what is wrong with a row's cwd, or "" when it is an
+// absolute path every sandbox driver can be asked to start in. Whether the
+// folder exists is the driver's matter: the local sandbox checks it before
+// the row is run (see prompts.Options.CheckCwd); docker creates a missing
+// working folder in the container; over ssh a missing folder fails the
+// session open.
+func cwdProblem(cwd string) string {
+	switch {
+	case cwd == "":
+		return "empty (omit the field or use null for the session's own folder)"
+	case cwd[0] != '/':
+		return fmt.Sprintf("%q is not an absolute path", cwd)
+	case strings.IndexByte(cwd, 0) >= 0:
+		return "contains a NUL character"
+	}
+	return ""
+}
+
+// MaxFieldDepth bounds how deeply arrays and objects may nest inside one
+// field of an input row (metadata, or a field hermes-pipe ignores). It is the
+// limit of schemas/pyjson, the strictest reader a row meets later, so a row
+// accepted here can always be written and read back.
+const MaxFieldDepth = pyjson.MaxDepth
+
+// tooDeep reports whether containers nest more than MaxFieldDepth levels
+// inside one member of the JSON object in line, and which member (its key,
+// unescaped). It is one byte scan without allocation for rows within the
+// limit, so both row parsers run it before decoding anything.
+func tooDeep(line []byte) (string, bool) {
+	depth := 0
+	inStr, esc := false, false
+	strStart, keyStart, keyEnd := 0, -1, -1
+	lastStart, lastEnd := -1, -1
+	for i, c := range line {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				if depth == 1 {
+					lastStart, lastEnd = strStart, i+1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr, strStart = true, i
+		case ':':
+			if depth == 1 {
+				keyStart, keyEnd = lastStart, lastEnd
+			}
+		case '{', '[':
+			depth++
+			if depth > MaxFieldDepth+1 {
+				key := ""
+				if keyStart >= 0 {
+					if err := json.Unmarshal(line[keyStart:keyEnd], &key); err != nil {
+						key = string(line[keyStart:keyEnd])
+					}
+				}
+				return key, true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return "", false
 }
 
 // IsKnownToolset reports whether name is one of KnownToolsets.

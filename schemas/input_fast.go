@@ -12,7 +12,7 @@ import (
 // explains. Resuming a 1,000,000-row run parses every row, so this matters.
 func parseInputRowFast(line []byte) (InputRow, bool) {
 	var row InputRow
-	if !utf8.Valid(line) || !gjson.ValidBytes(line) {
+	if _, deep := tooDeep(line); deep || !utf8.Valid(line) || !gjson.ValidBytes(line) {
 		return row, false
 	}
 	obj := gjson.ParseBytes(line)
@@ -88,6 +88,9 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 				ok = false
 			}
 			*text = v.Str
+			if bit == hasCwd && v.Type == gjson.String && cwdProblem(v.Str) != "" {
+				ok = false
+			}
 		}
 		if bit != 0 {
 			if seen&bit != 0 { // duplicate key: let encoding/json decide

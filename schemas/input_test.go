@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -68,4 +69,73 @@ func FuzzInputParsersAgree(f *testing.F) {
 		f.Add([]byte(l))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkAgree(t, line) })
+}
+
+// TestNullPromptIsAWrongTypeNotEmpty: {"prompt": null} names the field and
+// its type; only "" is empty.
+func TestNullPromptIsAWrongTypeNotEmpty(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"prompt": null}`: "prompt: must be a string, got null",
+		`{"prompt": ""}`:   "prompt: empty",
+		`{"prompt": []}`:   "prompt: must be a string, got an array",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+}
+
+// nested returns a JSON object nested depth levels deep ({} is one level).
+func nested(depth int) string {
+	return strings.Repeat(`{"a": `, depth-1) + "{}" + strings.Repeat("}", depth-1)
+}
+
+// TestDeepFieldsAreRejectedAtTheLimit: a field may nest MaxFieldDepth
+// containers and no more; the error names the field, even an ignored one, and
+// escaped keys or brackets inside strings do not confuse the count.
+func TestDeepFieldsAreRejectedAtTheLimit(t *testing.T) {
+	ok := `{"prompt": "p", "metadata": ` + nested(MaxFieldDepth) + `}`
+	if _, err := ParseInputRow([]byte(ok)); err != nil {
+		t.Fatalf("metadata %d deep: %v", MaxFieldDepth, err)
+	}
+	if _, fast := parseInputRowFast([]byte(ok)); !fast {
+		t.Errorf("metadata %d deep fell back to the slow path", MaxFieldDepth)
+	}
+	for line, want := range map[string]string{
+		`{"prompt": "p", "metadata": ` + nested(MaxFieldDepth+1) + `}`:                         "metadata: nested deeper than 1000 levels",
+		`{"prompt": "p", "metadata": ` + nested(20000) + `}`:                                   "metadata: nested deeper than 1000 levels",
+		`{"prompt": "[[{{", "m\u0065ta": {"s": "}}]]"}, "x": ` + nested(1500) + `}`:            "x: nested deeper than 1000 levels",
+		`{"prompt": "p", "x": [` + strings.Repeat("[", 1000) + strings.Repeat("]", 1001) + `}`: "x: nested deeper than 1000 levels",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || err.Error() != want {
+			t.Errorf("%.60s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+}
+
+// TestCwdMustBeAnAbsolutePath: an empty, relative or NUL-holding cwd is a
+// reject naming the field; null means the session's own folder.
+func TestCwdMustBeAnAbsolutePath(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"prompt": "p", "cwd": ""}`:          "cwd: empty",
+		`{"prompt": "p", "cwd": "work/dir"}`:  `cwd: "work/dir" is not an absolute path`,
+		`{"prompt": "p", "cwd": "./x"}`:       `cwd: "./x" is not an absolute path`,
+		`{"prompt": "p", "cwd": "/a\u0000b"}`: "cwd: contains a NUL character",
+		`{"prompt": "p", "cwd": 3}`:           "cwd: must be a string, got a number",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+	for _, line := range []string{`{"prompt": "p", "cwd": "/nonexistent"}`, `{"prompt": "p", "cwd": null}`} {
+		if _, ok := parseInputRowFast([]byte(line)); !ok {
+			t.Errorf("%s: not accepted by the fast path", line)
+		}
+	}
 }

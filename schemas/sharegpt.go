@@ -298,8 +298,15 @@ func ConvertOpenAILine(line []byte) ([]Turn, error) {
 //   - "tools" (optional): null or an array of {"type": "function",
 //     "function": {"name", "description", "parameters"}}.
 //
-// Unknown fields are ignored. It allocates the messages and tools.
+// Unknown fields are ignored. A line that is not valid UTF-8 is an error
+// naming the field that holds the bad bytes. It allocates the messages and
+// tools.
 func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
+	if field, bad := InvalidUTF8Field(line); bad {
+		// Hermes reads transcripts as UTF-8 and would stop here; replacing
+		// the bytes would silently change the trajectory.
+		return nil, nil, &FieldError{Field: field, Reason: "invalid UTF-8: the line must be UTF-8 text"}
+	}
 	root, err := pyjson.Loads(line)
 	if err != nil {
 		return nil, nil, &FieldError{Reason: err.Error()}

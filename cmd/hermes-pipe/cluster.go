@@ -95,6 +95,7 @@ func runMerge(c *cli.Context) error {
 		NoInput:        c.Bool("no-input"),
 		AllowRetryable: c.Bool("allow-retryable"),
 		InputKeys:      prompts.EachKey,
+		Name:           c.Args().First(), // the URL, not the local cache, for a store
 	})
 	if err != nil {
 		var inc *cluster.IncompleteError
@@ -116,7 +117,7 @@ func runMerge(c *cli.Context) error {
 		checked = fmt.Sprintf("all %d input keys of %s present", m.Input.Keys, m.Input.Prompts)
 	}
 	fmt.Fprintf(c.App.Writer, "%s: %d shards complete, %d records (%d ok, %d failed), %s; wrote %s and statistics.json\n",
-		out, m.ShardCount, m.Records, m.OK, m.Failed, checked, cluster.MergedFile)
+		c.Args().First(), m.ShardCount, m.Records, m.OK, m.Failed, checked, cluster.MergedFile)
 	return nil
 }
 

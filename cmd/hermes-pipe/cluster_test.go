@@ -384,3 +384,33 @@ func startFakeB(b *testing.B, cfg fakellm.Config, scriptJSON string) string {
 	b.Cleanup(srv.Close)
 	return srv.URL + "/v1"
 }
+
+// TestS3MergeNamesTheStore: merge of an s3:// run names the URL, not the
+// local read cache, in what it prints.
+func TestS3MergeNamesTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	out := s3test.URL(s3test.Start(t), "runs/named")
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 20)
+	cache := filepath.Join(t.TempDir(), "cache")
+	shard := func(i int) {
+		t.Helper()
+		args := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--spool", filepath.Join(t.TempDir(), "spool")}
+		if msg, err := shardGenerate(t, nil, args...); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+	}
+	shard(0)
+	code, stdout, stderr := clusterCLI(t, "merge", out, "--cache", cache)
+	if code != exitFatal || !strings.Contains(stderr, "merge "+out+": the shards are not a complete run") ||
+		!strings.Contains(stderr, "shard-1-of-2: missing") || strings.Contains(stdout+stderr, cache) {
+		t.Fatalf("merge of half a run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	shard(1)
+	code, stdout, stderr = clusterCLI(t, "merge", out, "--cache", cache)
+	if code != 0 || !strings.HasPrefix(stdout, out+": 2 shards complete, 20 records") || strings.Contains(stdout, cache) {
+		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

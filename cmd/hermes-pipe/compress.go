@@ -244,7 +244,7 @@ func writeDryRun(w io.Writer, r compress.DryRunReport) error {
 	fmt.Fprintf(tw, "tokenizer\t%s (+%d per turn), target %d tokens\n", r.Tokenizer, r.TurnOverhead, r.TargetTokens)
 	fmt.Fprintf(tw, "rows\t%d (%d rejected)\n", r.Rows, r.Rejected)
 	fmt.Fprintf(tw, "under target\t%d\n", r.UnderTarget)
-	fmt.Fprintf(tw, "over target\t%d (%d cannot be summarised, %d would still be over after one summary)\n", r.OverTarget, r.Unfixable, r.ProjectedOver)
+	fmt.Fprintf(tw, "over target\t%d (%d cannot be summarised, %d would still be over after every pass)\n", r.OverTarget, r.Unfixable, r.ProjectedOver)
 	fmt.Fprintf(tw, "projected summary calls\t%d\n", r.ProjectedCalls)
 	fmt.Fprintf(tw, "projected tokens\t%d prompt, %d completion (at most %d)\n", r.ProjectedPromptTokens, r.ProjectedCompletionTokens, r.MaxCompletionTokens)
 	d := r.Distribution

@@ -247,3 +247,121 @@ func TestCompressGenerateOutput(t *testing.T) {
 		t.Errorf("verify exit %d: %s%s", code, out, errs)
 	}
 }
+
+// TestCompressRejectsInvalidUTF8Rows: a row with bytes that are not UTF-8
+// cannot be written unchanged (every written string is UTF-8), so it is a
+// reject naming line and field, keeping its exact bytes, not a row silently
+// rewritten with U+FFFD and called byte-identical.
+func TestCompressRejectsInvalidUTF8Rows(t *testing.T) {
+	_, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	bad := strings.Replace(trajLine("bad", 1, 5), "w0 ", "w0 \xff\xfe ", 1)
+	if err := os.WriteFile(in, []byte(trajLine("a", 1, 5)+"\n"+bad+"\n"+trajLine("b", 1, 5)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "out")
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", dst, "--base-url", url, "--model", "m", "--progress", "none")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d, want 3: %s", code, errs)
+	}
+	recs := catRecords(t, dst)
+	if len(recs) != 2 || recs[0]["id"] != "a" || recs[1]["id"] != "b" {
+		t.Fatalf("records = %v", recs)
+	}
+	raw, err := os.ReadFile(filepath.Join(dst, "rejects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rj struct {
+		Line      int    `json:"line"`
+		Field     string `json:"field"`
+		Reason    string `json:"reason"`
+		RawBase64 string `json:"raw_base64"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(raw), &rj); err != nil {
+		t.Fatalf("rejects.jsonl %q: %v", raw, err)
+	}
+	if rj.Line != 2 || rj.Field != "conversations[3].value" || !strings.Contains(rj.Reason, "invalid UTF-8") || rj.RawBase64 == "" {
+		t.Errorf("reject = %+v", rj)
+	}
+}
+
+// TestShareGPTRejectsInvalidUTF8 names the line and field instead of
+// converting the bytes to U+FFFD.
+func TestShareGPTRejectsInvalidUTF8(t *testing.T) {
+	in := `{"messages": [{"role": "user", "content": "fine"}]}` + "\n" + "{\"messages\": [{\"role\": \"user\", \"content\": \"bad \xff\"}]}\n"
+	var out, errb strings.Builder
+	err := convertShareGPT("t.jsonl", strings.NewReader(in), &out, &errb)
+	if exitCode(err) != exitRowsFailed || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("exit %d, output %q", exitCode(err), out.String())
+	}
+	if want := "t.jsonl:2: messages[0].content: invalid UTF-8"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q does not say %q", errb.String(), want)
+	}
+}
+
+// multiRunLine is a ShareGPT row with two runs of unsummarised turns split by
+// the first (protected) tool turn: runA gpt turns, then runB tool-call pairs,
+// so a row over budget may need a summary pass in each run.
+func multiRunLine(id string, runA, runB, words int) string {
+	w := func(n, salt int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "w%d ", (i*7+salt)%97)
+		}
+		return b.String()
+	}
+	turns := []map[string]string{{"from": "system", "value": "You are a function calling AI model."}, {"from": "human", "value": "do " + id}, {"from": "gpt", "value": "plan " + w(words, 1)}}
+	for i := range runA {
+		turns = append(turns, map[string]string{"from": "gpt", "value": "thinking " + w(words, i+2)})
+	}
+	turns = append(turns, map[string]string{"from": "tool", "value": "<tool_response>\nfirst " + w(words, 3) + "\n</tool_response>"})
+	for i := range runB {
+		turns = append(turns, map[string]string{"from": "gpt", "value": "<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"},
+			map[string]string{"from": "tool", "value": "<tool_response>\n" + w(words, i+5) + "\n</tool_response>"})
+	}
+	turns = append(turns, map[string]string{"from": "gpt", "value": "done"})
+	b, _ := json.Marshal(map[string]any{"conversations": turns, "id": id})
+	return string(b)
+}
+
+// TestCompressDryRunProjectsEveryPass: the dry run projects the summary
+// passes a row takes, not one call per row; with summaries of the expected
+// length (fakellm writes --summary-tokens words) the projection is the
+// number of calls the run makes.
+func TestCompressDryRunProjectsEveryPass(t *testing.T) {
+	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 100})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var lines []string
+	for i := range 8 {
+		lines = append(lines, multiRunLine(fmt.Sprint("r", i), 2+i%3, 3+i, 150+10*i))
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	budget := []string{"--target-tokens", "3000", "--summary-tokens", "100"}
+	code, out, errs := hpc(t, append([]string{"compress", "--in", in, "--dry-run", "--json"}, budget...)...)
+	if code != 0 {
+		t.Fatalf("dry run exit %d: %s", code, errs)
+	}
+	var rep struct {
+		OverTarget     int `json:"over_target"`
+		ProjectedCalls int `json:"projected_calls"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ProjectedCalls <= rep.OverTarget {
+		t.Fatalf("fixture needs several passes per row: %d calls for %d rows over target", rep.ProjectedCalls, rep.OverTarget)
+	}
+	dst := filepath.Join(dir, "out")
+	code, _, errs = hpc(t, append([]string{"compress", "--in", in, "--out", dst, "--base-url", url, "--model", "m", "--progress", "none"}, budget...)...)
+	if code != 0 {
+		t.Fatalf("compress exit %d: %s", code, errs)
+	}
+	if got := int(fk.Stats().Requests); got != rep.ProjectedCalls {
+		t.Errorf("dry run projected %d summary calls, the run made %d", rep.ProjectedCalls, got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
 )
@@ -254,8 +255,8 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(promptsFile); err != nil {
-		return usagef("--prompts: %v", err)
+	if err := checkInputFile("prompts", promptsFile); err != nil {
+		return err
 	}
 	so, err := shardOutput(c)
 	if err != nil {
@@ -291,6 +292,11 @@ func runGenerate(c *cli.Context) error {
 		DefaultImage: c.String("docker-image"),
 		MaxLineBytes: c.Int("max-line-bytes"),
 	}
+	if c.String("sandbox") == "local" {
+		// Only here can a row's folder be checked before it runs; docker
+		// creates a missing working folder, ssh reports it at session open.
+		opts.CheckCwd = prompts.LocalFolder
+	}
 	res, err := generate.Run(ctx, opts)
 	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
@@ -319,6 +325,26 @@ func runConfig(c *cli.Context, so *cluster.Output, mode pipeline.Mode, format st
 		ToolVersion:    version,
 		Record:         record,
 	}
+}
+
+// checkInputFile fails with a usage error unless path is a regular file this
+// process can open for reading. Commands call it before they create or lock
+// an output folder, so a wrong input leaves no half-initialised output behind
+// that would refuse the corrected rerun.
+func checkInputFile(flag, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return usagef("--%s: %v", flag, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return usagef("--%s: %v", flag, err)
+	}
+	if fi.IsDir() {
+		return usagef("--%s %s: is a folder; give the JSONL file", flag, path)
+	}
+	return nil
 }
 
 // reportRun prints the end-of-run line and turns the summary into an exit status.

@@ -459,3 +459,71 @@ func TestGenerateParquetMatchesJSONL(t *testing.T) {
 		t.Fatalf("cat differs:\njsonl:   %.300s\nparquet: %.300s", outs["jsonl"], outs["parquet"])
 	}
 }
+
+// TestPromptsFolderIsAUsageErrorAndCreatesNoOutput: --prompts naming a
+// folder is refused before --out is created, so the corrected rerun works.
+func TestPromptsFolderIsAUsageErrorAndCreatesNoOutput(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	dir := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", dir, "--out", out, "--base-url", url, "--model", "m", "--progress", "none")
+	if code != exitUsage || !strings.Contains(errs, "--prompts "+dir+": is a folder") {
+		t.Fatalf("exit %d, want 2 naming the folder: %s", code, errs)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--out exists after a refused input (%v)", err)
+	}
+	prompts := writePrompts(t, `{"prompt": "echo fixed"}`)
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none"); code != 0 {
+		t.Fatalf("corrected rerun: exit %d: %s", code, errs)
+	}
+	mustVerify(t, out)
+}
+
+// TestBadCwdIsARejectNotASandboxError: with the local sandbox a row whose
+// cwd is missing, relative or empty is rejected as input (naming line and
+// field) instead of failing every attempt as a retried sandbox_error.
+func TestBadCwdIsARejectNotASandboxError(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	dir := t.TempDir()
+	prompts := writePrompts(t,
+		`{"prompt": "echo a", "cwd": "/nonexistent-hermes-pipe"}`,
+		`{"prompt": "echo b", "cwd": "`+dir+`"}`,
+		`{"prompt": "echo c", "cwd": "relative/dir"}`,
+		`{"prompt": "echo d", "cwd": ""}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d, want 3: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 1 || recs[0]["outcome"] != "completed" {
+		t.Fatalf("records = %v", recs)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var rj struct {
+			Line   int
+			Field  string
+			Reason string
+		}
+		if err := json.Unmarshal([]byte(l), &rj); err != nil {
+			t.Fatal(err)
+		}
+		if rj.Field != "cwd" {
+			t.Errorf("line %d: field %q (%s), want cwd", rj.Line, rj.Field, rj.Reason)
+		}
+		lines = append(lines, rj.Line)
+	}
+	if fmt.Sprint(lines) != "[1 3 4]" {
+		t.Errorf("rejected lines %v, want [1 3 4]:\n%s", lines, raw)
+	}
+	if !strings.Contains(string(raw), "working folder unavailable") {
+		t.Errorf("rejects do not say the folder is missing:\n%s", raw)
+	}
+	mustVerify(t, out)
+}

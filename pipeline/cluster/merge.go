@@ -43,6 +43,10 @@ type MergeOptions struct {
 	Workers int
 	// Now is the clock for merged.json; default time.Now.
 	Now func() time.Time
+	// Name is how messages name the run: the URL when out is a local cache
+	// of object storage (s3://b/run?region=…); default out. Shards are
+	// named under it, before any query string.
+	Name string
 }
 
 // KeyLister calls fn with every key a prompts file yields for the given
@@ -144,9 +148,13 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	name := opts.Name
+	if name == "" {
+		name = out
+	}
 	specs, n, err := layout(out)
 	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, fmt.Errorf("merge %s: %w", name, err)
 	}
 	var problems []string
 	have := map[int]bool{}
@@ -173,12 +181,12 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 				errs[i] = ctx.Err()
 				return
 			}
-			checks[i], errs[i] = checkShard(out, sp, opts.AllowRetryable)
+			checks[i], errs[i] = checkShard(out, childName(name, sp.Name()), sp, opts.AllowRetryable)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", out, err)
+		return nil, fmt.Errorf("merge %s: %w", name, err)
 	}
 
 	m := &Merged{ShardCount: n, Hash: HashName}
@@ -203,7 +211,7 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 	if !opts.NoInput && opts.InputKeys != nil && len(checks) > 0 {
 		in, inProblems, err := checkInput(ctx, out, checks, n, opts.Prompts, opts.InputKeys)
 		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", out, err)
+			return nil, fmt.Errorf("merge %s: %w", name, err)
 		}
 		m.Input = in
 		problems = append(problems, inProblems...)
@@ -213,7 +221,7 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 		if err := os.Remove(filepath.Join(out, MergedFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			problems = append(problems, fmt.Sprintf("remove stale %s: %v", MergedFile, err))
 		}
-		return nil, &IncompleteError{Out: out, Problems: problems}
+		return nil, &IncompleteError{Out: name, Problems: problems}
 	}
 	m.MergedAt = opts.Now().UTC()
 	stats := make([]pipeline.Statistics, len(checks))
@@ -221,16 +229,38 @@ func Merge(ctx context.Context, out string, opts MergeOptions) (*Merged, error) 
 		stats[i] = c.stats
 	}
 	if err := writeJSON(out, pipeline.StatisticsFile, MergeStatistics(stats)); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", out, err)
+		return nil, fmt.Errorf("merge %s: %w", name, err)
 	}
 	if err := writeJSON(out, MergedFile, m); err != nil {
-		return nil, fmt.Errorf("merge %s: %w", out, err)
+		return nil, fmt.Errorf("merge %s: %w", name, err)
 	}
 	return m, nil
 }
 
-// checkShard verifies one shard folder and summarises its ledger.
-func checkShard(out string, sp Spec, allowRetry bool) (*shardCheck, error) {
+// childName names the sub-folder child of the run named name: joined to
+// the path, before the query string of a URL.
+func childName(name, child string) string {
+	if q := strings.IndexByte(name, '?'); q >= 0 && strings.Contains(name[:q], "://") {
+		return strings.TrimRight(name[:q], "/") + "/" + child + name[q:]
+	}
+	if strings.Contains(name, "://") {
+		return strings.TrimRight(name, "/") + "/" + child
+	}
+	return filepath.Join(name, child)
+}
+
+// shellWord quotes s for a command line when it holds characters a shell
+// would interpret (a URL's '?' and '&').
+func shellWord(s string) string {
+	if strings.ContainsAny(s, "?&;*$ '\"\\|<>()") {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return s
+}
+
+// checkShard verifies one shard folder and summarises its ledger; shown is
+// how messages name the shard.
+func checkShard(out, shown string, sp Spec, allowRetry bool) (*shardCheck, error) {
 	dir := sp.Dir(out)
 	c := &shardCheck{spec: sp, sum: ShardSummary{Index: sp.Index, Dir: sp.Name()}}
 	rep, err := pipeline.Verify(dir)
@@ -239,7 +269,7 @@ func checkShard(out string, sp Spec, allowRetry bool) (*shardCheck, error) {
 	}
 	if !rep.OK() {
 		p := rep.Problems[0]
-		c.problems = append(c.problems, fmt.Sprintf("%s: verify found %d problems, first %s (run `hermes-pipe verify %s`)", sp.Name(), len(rep.Problems), p, dir))
+		c.problems = append(c.problems, fmt.Sprintf("%s: verify found %d problems, first %s (run `hermes-pipe verify %s`)", sp.Name(), len(rep.Problems), p, shellWord(shown)))
 		return c, nil
 	}
 	b, err := os.ReadFile(filepath.Join(dir, pipeline.ManifestFile))

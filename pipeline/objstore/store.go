@@ -71,7 +71,6 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
 	mux := new(blob.URLMux)
-	mux.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
 	mux.RegisterBucket(fileblob.Scheme, new(fileblob.URLOpener))
 	mux.RegisterBucket(gcsblob.Scheme, new(gcsblob.URLOpener))
 	mux.RegisterBucket(azureblob.Scheme, new(azureblob.URLOpener))
@@ -88,7 +87,12 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("open store %s: scheme %q is not supported (use s3://, gs://, azblob:// or file://)", rawURL, u.Scheme)
 	}
-	b, err := mux.OpenBucketURL(ctx, u)
+	var b *blob.Bucket
+	if u.Scheme == s3blob.Scheme {
+		b, err = openS3(ctx, u)
+	} else {
+		b, err = mux.OpenBucketURL(ctx, u)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
@@ -108,16 +112,22 @@ func (s *Store) key(name string) string { return s.prefix + name }
 // URL is the URL the store was opened with.
 func (s *Store) URL() string { return s.url }
 
+// ObjectURL is the URL of the object (or sub-prefix) name under the store:
+// name joins the path, before any query string, so that
+// s3://b/run?region=r and "ledger/commit.json" give
+// s3://b/run/ledger/commit.json?region=r. Messages name objects with it.
+func (s *Store) ObjectURL(name string) string {
+	u := strings.TrimRight(s.url, "/")
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		return strings.TrimRight(u[:q], "/") + "/" + name + u[q:]
+	}
+	return u + "/" + name
+}
+
 // Sub returns the store of a sub-prefix (a shard's folder). It shares the
 // bucket: close only the parent.
 func (s *Store) Sub(name string) *Store {
-	u := strings.TrimRight(s.url, "/")
-	if q := strings.IndexByte(u, '?'); q >= 0 {
-		u = strings.TrimRight(u[:q], "/") + "/" + name + u[q:]
-	} else {
-		u += "/" + name
-	}
-	return &Store{url: u, prefix: s.prefix + name + "/", bucket: s.bucket}
+	return &Store{url: s.ObjectURL(name), prefix: s.prefix + name + "/", bucket: s.bucket}
 }
 
 // Children lists the immediate sub-prefixes of the store ("shard-0-of-8", …),
@@ -163,11 +173,11 @@ func (s *Store) ReadMarker(ctx context.Context) (*Marker, error) {
 		return &Marker{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%s: %w", s.url, MarkerName, err)
+		return nil, fmt.Errorf("read %s: %w", s.ObjectURL(MarkerName), err)
 	}
 	var m Marker
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("read %s/%s: %w", s.url, MarkerName, err)
+		return nil, fmt.Errorf("read %s: %w", s.ObjectURL(MarkerName), err)
 	}
 	return &m, nil
 }
@@ -312,10 +322,10 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 	for _, seg := range m.Segments {
 		b, err := s.bucket.ReadAll(ctx, s.key(seg.Name))
 		if err != nil {
-			return fmt.Errorf("pull %s: read %s: %w", s.url, seg.Name, err)
+			return fmt.Errorf("pull %s: %w", s.ObjectURL(seg.Name), err)
 		}
 		if int64(len(b)) != seg.Bytes || sha(b) != seg.SHA256 {
-			return fmt.Errorf("pull %s: %s does not match the commit marker", s.url, seg.Name)
+			return fmt.Errorf("pull %s: does not match the commit marker", s.ObjectURL(seg.Name))
 		}
 		ledger.Write(b)
 	}
@@ -355,7 +365,7 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("pull %s: read %s: %w", s.url, name, err)
+			return fmt.Errorf("pull %s: %w", s.ObjectURL(name), err)
 		}
 		if err := atomicfile.Write(dir, name, b); err != nil {
 			return fmt.Errorf("pull %s: %w", s.url, err)
@@ -436,7 +446,7 @@ func (s *Store) Clear(ctx context.Context) error {
 // WriteFile uploads one small file (merged.json) under the store.
 func (s *Store) WriteFile(ctx context.Context, name string, b []byte) error {
 	if err := s.bucket.WriteAll(ctx, s.key(name), b, nil); err != nil {
-		return fmt.Errorf("write %s/%s: %w", s.url, name, err)
+		return fmt.Errorf("write %s: %w", s.ObjectURL(name), err)
 	}
 	return nil
 }

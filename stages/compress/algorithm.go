@@ -171,6 +171,13 @@ func (c *compressor) prepare(turns []turn) int {
 // compress fits turns into the budget. It returns an error only when ctx
 // itself ended (the row must then be redone); a failed summary is a result.
 func (c *compressor) compress(ctx context.Context, turns []turn, summarize Summarizer) (result, error) {
+	return c.passes(ctx, turns, summarize, c.count)
+}
+
+// passes is compress with the token count of each summary turn given by
+// summaryTokens (overhead included): the real count when compressing, the
+// expected summaryCost when DryRun projects the same passes without a call.
+func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summarizer, summaryTokens func(text string) int) (result, error) {
 	var r result
 	m := &r.metrics
 	total := c.prepare(turns)
@@ -232,7 +239,7 @@ func (c *compressor) compress(ctx context.Context, turns []turn, summarize Summa
 				}
 			}
 		}
-		sum := turn{from: c.cfg.SummaryRole, value: text, orig: -1, tokens: c.count(text)}
+		sum := turn{from: c.cfg.SummaryRole, value: text, orig: -1, tokens: summaryTokens(text)}
 		next := make([]turn, 0, len(cur)-(u-s)+1)
 		next = append(next, cur[:s]...)
 		next = append(next, sum)

@@ -24,8 +24,9 @@ type DryRunOptions struct {
 }
 
 // DryRunReport is what compressing the inputs would take, from token counts
-// alone. Projections assume one summary of SummaryTokens per compressible
-// row; a row needing more passes costs more.
+// alone. Projections run the compression passes with every summary of the
+// expected length (SummaryTokens): a row that needs several passes counts
+// each of them; summaries longer or shorter than expected can change that.
 type DryRunReport struct {
 	Tokenizer    string `json:"tokenizer"`
 	TargetTokens int    `json:"target_tokens"`
@@ -39,8 +40,8 @@ type DryRunReport struct {
 	// (all protected, or no region saves tokens): still_over_limit without
 	// a call.
 	Unfixable int `json:"unfixable"`
-	// ProjectedOver rows would still be over budget after one summary of
-	// the expected length.
+	// ProjectedOver rows would still be over budget after every pass with
+	// summaries of the expected length.
 	ProjectedOver int `json:"projected_still_over"`
 
 	ProjectedCalls            int   `json:"projected_calls"`
@@ -91,9 +92,11 @@ func DryRun(ctx context.Context, o DryRunOptions) (DryRunReport, error) {
 	defer src.Close()
 
 	type rowPlan struct {
-		tokens, prompt int
-		over, fixable  bool
-		projectedOver  bool
+		tokens        int
+		over          bool
+		calls         int   // summary passes the row would take
+		prompt        int64 // prompt tokens of those calls
+		projectedOver bool
 	}
 	var (
 		mu      sync.Mutex
@@ -109,20 +112,25 @@ func DryRun(ctx context.Context, o DryRunOptions) (DryRunReport, error) {
 		switch {
 		case !p.over:
 			rep.UnderTarget++
-		case !p.fixable:
+		case p.calls == 0:
 			rep.OverTarget++
 			rep.Unfixable++
 		default:
 			rep.OverTarget++
-			rep.ProjectedCalls++
-			rep.ProjectedPromptTokens += int64(p.prompt)
-			rep.ProjectedCompletionTokens += int64(comp.cfg.SummaryTokens)
-			rep.MaxCompletionTokens += int64(2 * comp.cfg.SummaryTokens)
+			rep.ProjectedCalls += p.calls
+			rep.ProjectedPromptTokens += p.prompt
+			rep.ProjectedCompletionTokens += int64(p.calls * comp.cfg.SummaryTokens)
+			rep.MaxCompletionTokens += int64(p.calls * 2 * comp.cfg.SummaryTokens)
 			if p.projectedOver {
 				rep.ProjectedOver++
 			}
 		}
 	}
+	// The projection runs the real pass loop; each "summary" costs the
+	// request's prompt tokens and stands in the row as a turn of the
+	// expected length (summaryCost), so the passes a row takes (up to
+	// MaxPasses) are counted as the run would make them.
+	expected := func(string) int { return comp.summaryCost }
 	work := make(chan []byte, o.Workers)
 	for range o.Workers {
 		wg.Go(func() {
@@ -132,21 +140,18 @@ func DryRun(ctx context.Context, o DryRunOptions) (DryRunReport, error) {
 					continue // the source rejected it already
 				}
 				var rp rowPlan
-				rp.tokens = comp.prepare(p.turns)
-				rp.over = rp.tokens > comp.cfg.TargetTokens
-				if rp.over {
-					extra := comp.summaryCost
-					s, u, ok := comp.region(p.turns, rp.tokens-comp.cfg.TargetTokens+extra, extra)
-					rp.fixable = ok
-					if ok {
-						rp.prompt = o.Tokenizer.Count(summaryPrompt(formatRegion(p.turns[s:u]), comp.cfg.SummaryTokens))
-						saving := 0
-						for _, t := range p.turns[s:u] {
-							saving += t.tokens
-						}
-						rp.projectedOver = rp.tokens-saving+extra > comp.cfg.TargetTokens
-					}
+				summarize := func(_ context.Context, content string, _ *RowMetrics) (string, error) {
+					rp.calls++
+					rp.prompt += int64(o.Tokenizer.Count(summaryPrompt(content, comp.cfg.SummaryTokens)))
+					return SummaryPrefix, nil
 				}
+				res, err := comp.passes(ctx, p.turns, summarize, expected)
+				if err != nil {
+					continue // ctx ended; the reader stops too
+				}
+				rp.tokens = res.metrics.OriginalTokens
+				rp.over = rp.tokens > comp.cfg.TargetTokens
+				rp.projectedOver = res.metrics.StillOverLimit
 				add(rp)
 			}
 		})

@@ -147,7 +147,7 @@ type SourceOptions struct {
 // input name, line and a hash of the line), and its position: the row's own
 // prompt_index and sample when it carries a key (hermes-pipe records), else
 // the global position of the row and sample 0, so the output is in input
-// order. Bad rows (not JSON, no conversations array, over-long, a repeated
+// order. Bad rows (not JSON, not UTF-8, no conversations array, over-long, a repeated
 // key, a retryable outcome) go to Reject. Memory is one line plus a set of
 // 8-byte key hashes. Next is called from one goroutine.
 type Source struct {
@@ -245,6 +245,12 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte) *schemas.Record 
 	line = bytes.TrimSpace(line)
 	if !gjson.ValidBytes(line) || line[0] != '{' {
 		s.reject(in, lineNo, "", "not a JSON object", line)
+		return nil
+	}
+	if field, bad := schemas.InvalidUTF8Field(line); bad {
+		// Every string is written as valid UTF-8, so this row could not pass
+		// through byte-identical; the reject keeps its exact bytes.
+		s.reject(in, lineNo, field, "invalid UTF-8: rows are written as UTF-8 text and this one would change; fix its bytes (raw_base64 holds them)", line)
 		return nil
 	}
 	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "conversations", "outcome")

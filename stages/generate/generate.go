@@ -33,6 +33,9 @@ type Options struct {
 	DefaultImage string
 
 	MaxLineBytes int
+	// CheckCwd, when set, rejects rows whose cwd it refuses (see
+	// prompts.Options.CheckCwd); the local sandbox uses prompts.LocalFolder.
+	CheckCwd func(dir string) error
 }
 
 // Result is what a generate run did.
@@ -80,6 +83,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				MaxLineBytes: o.MaxLineBytes,
 				Reject:       out.AddReject,
 				Filter:       o.Filter,
+				CheckCwd:     o.CheckCwd,
 			})
 			if err != nil {
 				return nil, nil, err

@@ -203,6 +203,16 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 			case errors.As(err, &bc):
 				bad++
 			case err != nil:
+				// The call got no result: record it as failed, as Hermes
+				// records a tool that raised, so tool_stats counts a call
+				// cut by the rollout deadline (or a driver fault) as a
+				// failure instead of neither.
+				why := err.Error()
+				if rctx.Err() != nil {
+					why = fmt.Sprintf("stopped: the rollout deadline of %s passed", s.o.Timeout)
+				}
+				*messages = append(*messages, schemas.Message{Role: "tool", Content: toolError(call.Function.Name + " did not finish: " + why),
+					ToolCallID: call.ID, Name: call.Function.Name})
 				return failed(fmt.Errorf("tool %s: %w", call.Function.Name, err), schemas.OutcomeSandboxError)
 			default:
 				bad = 0

@@ -254,3 +254,39 @@ func TestSystemPromptIsSentButNotRecorded(t *testing.T) {
 		t.Fatalf("conversations = %+v", rec.Conversations)
 	}
 }
+
+// TestTimedOutTerminalCallsCountAsFailures: a terminal call that times out,
+// by its own command timeout or cut by the rollout deadline, is one failure
+// in tool_stats (count = success + failure).
+func TestTimedOutTerminalCallsCountAsFailures(t *testing.T) {
+	client := env(t, fakellm.Config{Scripts: scripts(t, `{"scripts": [{"match": "slow", "steps": [
+		{"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 3600"}}]}, {"content": "gave up"}]}]}`)}, 0)
+	for _, tc := range []struct {
+		name           string
+		command, whole time.Duration
+		outcome        schemas.Outcome
+		says           string
+	}{
+		{"command timeout", 50 * time.Millisecond, 0, schemas.OutcomeCompleted, "command timed out"},
+		{"rollout deadline", time.Hour, 200 * time.Millisecond, schemas.OutcomeTimeout, "rollout deadline"},
+	} {
+		rec := run(t, Options{Client: client, Model: "m", Driver: fake.New(), Toolsets: []string{"terminal"},
+			CommandTimeout: tc.command, Timeout: tc.whole}, record("slow"))
+		if rec.Outcome != tc.outcome {
+			t.Fatalf("%s: outcome = %s (%s)", tc.name, rec.Outcome, rec.Error)
+		}
+		st := rec.ToolStats["terminal"]
+		if st.Count != 1 || st.Failure != 1 || st.Success != 0 || rec.ToolErrorCounts["terminal"] != 1 {
+			t.Errorf("%s: terminal stats = %+v, errors %d; want 1 call, 1 failure", tc.name, st, rec.ToolErrorCounts["terminal"])
+		}
+		var tool string
+		for _, turn := range rec.Conversations {
+			if turn.From == "tool" {
+				tool = turn.Value
+			}
+		}
+		if !strings.Contains(tool, tc.says) {
+			t.Errorf("%s: tool turn %q does not say %q", tc.name, tool, tc.says)
+		}
+	}
+}

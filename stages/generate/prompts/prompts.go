@@ -24,6 +24,24 @@ type Options struct {
 	MaxLineBytes int                            // 0 = DefaultMaxLineBytes
 	Reject       func(schemas.Reject)           // called for every bad line; may be nil
 	Filter       func(rec *schemas.Record) bool // false = skip this unit (e.g. another shard's)
+	// CheckCwd, when set, is called with every row's cwd (when it has one)
+	// before the row becomes work; an error rejects the row (field "cwd").
+	// The local sandbox sets it to LocalFolder: a missing folder would
+	// otherwise fail every attempt as a sandbox_error.
+	CheckCwd func(dir string) error
+}
+
+// LocalFolder reports an error unless dir is an existing folder on this
+// machine. It costs one stat; it is Options.CheckCwd for the local sandbox.
+func LocalFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	return nil
 }
 
 // Source streams records from a prompts file in file order. It is not safe for
@@ -74,14 +92,26 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		line, err := s.readLine()
-		if len(line) == 0 && err != nil {
+		line, long, err := s.readLine()
+		if len(line) == 0 && long == nil && err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil, io.EOF
 			}
 			return nil, fmt.Errorf("read %s line %d: %w", s.path, s.line+1, err)
 		}
 		s.line++
+		if long == nil && len(line) > s.opts.MaxLineBytes {
+			// Over the limit but within the read buffer: already in memory.
+			long = &overLong{head: line, size: len(line), blank: len(bytes.TrimSpace(line)) == 0}
+		}
+		if long != nil {
+			if long.blank {
+				continue
+			}
+			s.index++
+			s.rejectLong(long)
+			continue
+		}
 		if s.line == 1 { // a UTF-8 byte-order mark some editors write
 			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		}
@@ -91,10 +121,6 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		index := s.index
 		s.index++
-		if len(line) > s.opts.MaxLineBytes {
-			s.reject(line, "", fmt.Sprintf("line is %d bytes, over the %d-byte limit", len(line), s.opts.MaxLineBytes))
-			continue
-		}
 		row, perr := schemas.ParseInputRow(trimmed)
 		if perr != nil {
 			var fe *schemas.FieldError
@@ -114,6 +140,12 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		row.Line = s.line
 		row.Index = index
+		if row.Cwd != "" && s.opts.CheckCwd != nil {
+			if err := s.opts.CheckCwd(row.Cwd); err != nil {
+				s.reject(line, "cwd", fmt.Sprintf("working folder unavailable: %v", err))
+				continue
+			}
+		}
 		s.rows++
 		for sample := 0; sample < s.opts.Samples; sample++ {
 			r := row
@@ -133,23 +165,70 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 	}
 }
 
-// readLine returns the next line without its newline, however long it is.
-func (s *Source) readLine() ([]byte, error) {
+// RawHeadBytes is how much of an over-long line its reject keeps as raw.
+const RawHeadBytes = 1 << 10
+
+// overLong describes a line longer than Options.MaxLineBytes, read past
+// without being held: its first bytes, its length without the newline, and
+// whether it held only white space (then it is a blank line, not a row).
+type overLong struct {
+	head  []byte
+	size  int
+	blank bool
+}
+
+// readLine returns the next line without its newline. A line longer than
+// MaxLineBytes is not returned: it is read to its end as a stream, keeping
+// only its first RawHeadBytes, and described by the *overLong result, so
+// memory stays within MaxLineBytes plus the read buffer whatever the input.
+func (s *Source) readLine() ([]byte, *overLong, error) {
 	line, err := s.r.ReadSlice('\n')
-	if err == nil {
-		return bytes.TrimRight(line, "\r\n"), nil
-	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		return bytes.TrimRight(line, "\r\n"), err
+		return bytes.TrimRight(line, "\r\n"), nil, err
 	}
 	buf := append([]byte(nil), line...)
-	for {
+	for len(buf) <= s.opts.MaxLineBytes {
 		line, err = s.r.ReadSlice('\n')
 		buf = append(buf, line...)
 		if !errors.Is(err, bufio.ErrBufferFull) {
-			return bytes.TrimRight(buf, "\r\n"), err
+			return bytes.TrimRight(buf, "\r\n"), nil, err
 		}
 	}
+	long := &overLong{size: len(buf), blank: len(bytes.TrimSpace(buf)) == 0}
+	long.head = append([]byte(nil), buf[:RawHeadBytes]...)
+	buf = nil
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = s.r.ReadSlice('\n')
+		long.size += len(bytes.TrimRight(line, "\r\n"))
+		long.blank = long.blank && len(bytes.TrimSpace(line)) == 0
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil // the line is complete; the next read reports the end
+	}
+	return nil, long, err
+}
+
+// rejectLong reports an over-long line with the first RawHeadBytes of its
+// text (cut at a character boundary) as raw.
+func (s *Source) rejectLong(long *overLong) {
+	head := long.head
+	if s.line == 1 {
+		head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	}
+	if len(head) > RawHeadBytes {
+		head = head[:RawHeadBytes]
+	}
+	// Do not split a character: drop an incomplete UTF-8 sequence at the end.
+	for i := 1; i <= utf8.UTFMax && i <= len(head); i++ {
+		if c := head[len(head)-i]; c < utf8.RuneSelf || utf8.RuneStart(c) {
+			if !utf8.FullRune(head[len(head)-i:]) {
+				head = head[:len(head)-i]
+			}
+			break
+		}
+	}
+	s.reject(head, "", fmt.Sprintf("%s line %d is %d bytes, over the %d-byte limit (--max-line-bytes); raw holds its first %d bytes",
+		s.path, s.line, long.size, s.opts.MaxLineBytes, len(head)))
 }
 
 func (s *Source) reject(line []byte, field, reason string) {

@@ -3,9 +3,11 @@ package prompts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -152,5 +154,88 @@ func TestByteOrderMarkAndCRLFAreAccepted(t *testing.T) {
 	recs := drain(t, src)
 	if len(recs) != 2 || len(rejects) != 0 || recs[0].Input.Prompt != "a" {
 		t.Fatalf("records %d, rejects %+v", len(recs), rejects)
+	}
+}
+
+// TestDeepMetadataIsRejectedAsInput: metadata nested past the limit would
+// cost model calls and then fail to encode on every resume; it is a reject
+// naming the line and the field.
+func TestDeepMetadataIsRejectedAsInput(t *testing.T) {
+	deep := strings.Repeat(`{"a": `, 19999) + "{}" + strings.Repeat("}", 19999)
+	path := writeFile(t, `{"prompt": "ok"}`+"\n"+`{"prompt": "deep", "metadata": `+deep+"}\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if recs := drain(t, src); len(recs) != 1 || recs[0].Input.Prompt != "ok" {
+		t.Fatalf("records = %+v", recs)
+	}
+	if len(rejects) != 1 || rejects[0].Line != 2 || rejects[0].Field != "metadata" ||
+		!strings.Contains(rejects[0].Reason, "nested deeper than 1000 levels") {
+		t.Fatalf("rejects = %.300v", rejects)
+	}
+}
+
+// TestOverLongLineIsStreamedPast: a line over the limit is read past without
+// being held (allocation stays near the limit, not the line's size), its
+// reject keeps only the first KiB as raw and names file, line and limit, and
+// the rows after it are read as usual.
+func TestOverLongLineIsStreamedPast(t *testing.T) {
+	const size = 50 << 20
+	const limit = 1 << 20
+	p := filepath.Join(t.TempDir(), "prompts.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"prompt": "before"}` + "\n")
+	head := `{"prompt": "é` // a 2-byte character straddles byte 1024
+	f.WriteString(head + strings.Repeat("x", RawHeadBytes-len(head)-1) + "é")
+	chunk := strings.Repeat("y", 1<<20)
+	for written := RawHeadBytes + 1; written < size; written += len(chunk) {
+		f.WriteString(chunk)
+	}
+	f.WriteString("\"}\n   \n" + `{"prompt": "after"}` + "\n")
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(p)
+	longLen := int(fi.Size()) - len(`{"prompt": "before"}`+"\n") - len("\n   \n"+`{"prompt": "after"}`+"\n")
+
+	var rejects []schemas.Reject
+	src, err := Open(p, Options{MaxLineBytes: limit, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	recs := drain(t, src)
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8*limit {
+		t.Errorf("reading a %d-byte line allocated %d bytes: it was held, not streamed", longLen, alloc)
+	}
+	if len(recs) != 2 || recs[0].Input.Prompt != "before" || recs[1].Input.Prompt != "after" {
+		t.Fatalf("records = %+v", recs)
+	}
+	if recs[1].PromptIndex != 2 || recs[1].Input.Line != 4 {
+		t.Errorf("row after the long line: index %d line %d, want 2 and 4", recs[1].PromptIndex, recs[1].Input.Line)
+	}
+	if len(rejects) != 1 {
+		t.Fatalf("rejects = %d", len(rejects))
+	}
+	rj := rejects[0]
+	if rj.Line != 2 || rj.File != p || rj.RawBase64 != "" {
+		t.Errorf("reject line %d file %q raw_base64 %d bytes", rj.Line, rj.File, len(rj.RawBase64))
+	}
+	if want := head + strings.Repeat("x", RawHeadBytes-len(head)-1); rj.Raw != want {
+		t.Errorf("raw is %d bytes %.40q..., want the first %d bytes cut before the split character", len(rj.Raw), rj.Raw, len(want))
+	}
+	for _, sub := range []string{p + " line 2", fmt.Sprintf("is %d bytes", longLen), fmt.Sprintf("over the %d-byte limit", limit)} {
+		if !strings.Contains(rj.Reason, sub) {
+			t.Errorf("reason %q does not say %q", rj.Reason, sub)
+		}
 	}
 }
