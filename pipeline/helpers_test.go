@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -179,3 +180,9 @@ func problemsContain(rep VerifyReport, file, substr string) bool {
 	}
 	return false
 }
+
+// appendLedgerLine and parseLedgerLine let the tests write and read ledger
+// lines by the format's one owner.
+func appendLedgerLine(b []byte, l *ledgerLine) []byte { return outdir.AppendLine(b, l) }
+
+func parseLedgerLine(line string, l *ledgerLine) error { return outdir.ParseLine(line, l) }

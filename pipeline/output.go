@@ -19,17 +19,19 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
-// File and folder names inside an output folder.
+// File and folder names inside an output folder (see package outdir, which
+// owns the format).
 const (
-	ManifestFile   = "run.json"
-	LedgerFile     = "ledger.jsonl"
-	RejectsFile    = "rejects.jsonl"
-	StatisticsFile = "statistics.json"
-	DataDir        = "data"
-	FailedDir      = "failed"
+	ManifestFile   = outdir.ManifestFile
+	LedgerFile     = outdir.LedgerFile
+	RejectsFile    = outdir.RejectsFile
+	StatisticsFile = outdir.StatisticsFile
+	DataDir        = outdir.DataDir
+	FailedDir      = outdir.FailedDir
 	tempPrefix     = atomicfile.TempPrefix
 )
 
@@ -94,18 +96,8 @@ func (o *OutputOptions) fill() error {
 	return nil
 }
 
-// Manifest is the content of run.json.
-type Manifest struct {
-	Kind        string            `json:"kind"`
-	Format      string            `json:"format"`
-	ToolVersion string            `json:"tool_version"`
-	Options     json.RawMessage   `json:"options,omitempty"`
-	Outcomes    []schemas.Outcome `json:"outcomes,omitempty"`
-	Artifacts   []string          `json:"artifacts,omitempty"`
-	Runs        int               `json:"runs"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
-}
+// Manifest is the content of run.json (see outdir.Manifest).
+type Manifest = outdir.Manifest
 
 // Output is an open output folder. OpenOutput opens it, Run writes to it, and
 // the caller closes it. One Output serves one Run; its methods are safe for
@@ -479,7 +471,7 @@ func (o *Output) hook(step string) error {
 
 // appendLedger appends one line to the ledger and fsyncs it.
 func (o *Output) appendLedger(l *ledgerLine) error {
-	o.lineBuf = appendLedgerLine(o.lineBuf[:0], l)
+	o.lineBuf = outdir.AppendLine(o.lineBuf[:0], l)
 	if _, err := o.ledger.Write(o.lineBuf); err != nil {
 		return fmt.Errorf("write ledger: %w", err)
 	}
@@ -633,45 +625,13 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func readManifest(dir string) (Manifest, bool, error) {
-	var m Manifest
-	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return m, false, nil
-	}
-	if err != nil {
-		return m, false, fmt.Errorf("read %s: %w", ManifestFile, err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, false, fmt.Errorf("read %s in %s: %w", ManifestFile, dir, err)
-	}
-	if m.Format == "" {
-		m.Format = FormatJSONL
-	}
-	return m, true, nil
-}
+func readManifest(dir string) (Manifest, bool, error) { return outdir.ReadManifest(dir) }
 
-func (o *Output) writeManifest() error {
-	data, err := json.MarshalIndent(o.man, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", ManifestFile, err)
-	}
-	return atomicfile.Write(o.dir, ManifestFile, append(data, '\n'))
-}
+func (o *Output) writeManifest() error { return outdir.WriteManifest(o.dir, &o.man) }
 
-// knownOutcomes returns the outcomes a record may carry: the schemas
-// constants, the failure outcomes schemas treats as not OK, and extra.
-func knownOutcomes(extra []schemas.Outcome) map[schemas.Outcome]bool {
-	m := map[schemas.Outcome]bool{
-		schemas.OutcomeCompleted: true, schemas.OutcomeMaxTurns: true, schemas.OutcomePartial: true,
-		schemas.OutcomeAPIError: true, schemas.OutcomeTimeout: true, schemas.OutcomeSandboxError: true,
-		schemas.OutcomeInternal: true, "summary_failed": true, "error": true,
-	}
-	for _, o := range extra {
-		m[o] = true
-	}
-	return m
-}
+// knownOutcomes returns the outcomes a record may carry: the runtime's and
+// extra (see outdir.Known).
+func knownOutcomes(extra []schemas.Outcome) map[schemas.Outcome]bool { return outdir.Known(extra) }
 
 // writeRejects replaces rejects.jsonl with the rejects of this run, sorted by
 // file and line.

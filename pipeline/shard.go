@@ -10,11 +10,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // FormatJSONL is the default shard format: one JSON object per line.
-const FormatJSONL = "jsonl"
+const FormatJSONL = outdir.FormatJSONL
 
 // ShardWriter writes the records of one shard to a file. Run creates one per
 // shard commit, calls WriteRecord for each record in shard order and Close

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -125,7 +126,7 @@ func (v *verifier) ledger() error {
 		}
 		line := s[pos : pos+end]
 		pos += end + 1
-		if err := parseLedgerLine(line, &l); err != nil {
+		if err := outdir.ParseLine(line, &l); err != nil {
 			v.add(LedgerFile, n, "unparsable: %v", err)
 			continue
 		}

@@ -19,6 +19,13 @@ const (
 	OutcomeInternal     Outcome = "internal_error" // a panic or bug inside a stage
 )
 
+// Final outcomes that still make a run exit 3: the row was kept or written,
+// but its work failed. Modes decide whether --resume runs them again.
+const (
+	OutcomeSummaryFailed Outcome = "summary_failed" // compress: a summary call failed; the original row is kept
+	OutcomeError         Outcome = "error"          // a stage marked the record failed
+)
+
 // Retryable reports whether `--resume` should run a unit with this outcome again.
 func (o Outcome) Retryable() bool {
 	switch o {
@@ -36,8 +43,8 @@ func (o Outcome) OK() bool {
 
 // failedOutcomes are final outcomes that still make the run exit 3.
 var failedOutcomes = map[Outcome]bool{
-	"summary_failed": true,
-	"error":          true,
+	OutcomeSummaryFailed: true,
+	OutcomeError:         true,
 }
 
 // Turn is one ShareGPT turn as Hermes writes it.

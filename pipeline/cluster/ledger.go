@@ -1,20 +1,12 @@
 package cluster
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -34,55 +26,24 @@ type ledgerView struct {
 	files map[string]int // committed shard file → rows it holds
 }
 
-// readLedger reads dir's ledger.jsonl through its documented line format
-// ({"shard", "bytes", "sha256", "rows": [[key, outcome, prompt_index, sample,
-// length], …]}). A torn or unparsable last line (a crash mid-append) is
-// ignored, as the runtime does; an unparsable line before it is an error. It
-// costs about 100 bytes per key.
+// readLedger reads dir's ledger.jsonl through outdir.Scan, without locking
+// or repairing the folder: a torn or unparsable last line (a crash
+// mid-append) is left out, as the runtime does; an unparsable line before it
+// is an error. Keys share the ledger file's memory; the view costs about 100
+// bytes per key plus the file.
 func readLedger(dir string) (*ledgerView, error) {
-	f, err := os.Open(filepath.Join(dir, pipeline.LedgerFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return &ledgerView{files: map[string]int{}}, nil
-	}
+	data, _, err := outdir.ReadLedger(filepath.Join(dir, outdir.LedgerFile))
 	if err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
+		return nil, err
 	}
-	defer f.Close()
 	v := &ledgerView{files: map[string]int{}}
 	pos := map[string]int{}
-	r := bufio.NewReaderSize(f, 1<<20)
-	var line struct {
-		Shard string              `json:"shard"`
-		Rows  [][]json.RawMessage `json:"rows"`
-	}
-	var units []unit // the rows of one line, applied once all of them parse
-	for n := 1; ; n++ {
-		b, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			break // no newline: a torn last line, or nothing
+	_, err = outdir.Scan(data, func(_ int, l *outdir.Line) error {
+		if l.Shard != "" {
+			v.files[l.Shard] = len(l.Rows)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read ledger: %w", err)
-		}
-		line.Shard, line.Rows, units = "", line.Rows[:0], units[:0]
-		err = json.Unmarshal(b, &line)
-		for i := 0; err == nil && i < len(line.Rows); i++ {
-			var u unit
-			var length int64
-			u, length, err = parseRow(line.Rows[i])
-			u.record = length > 0 && line.Shard != ""
-			units = append(units, u)
-		}
-		if err != nil {
-			if _, perr := r.Peek(1); errors.Is(perr, io.EOF) {
-				break // an unparsable last line is torn too, as the runtime reads it
-			}
-			return nil, fmt.Errorf("ledger line %d: %w", n, err)
-		}
-		if line.Shard != "" {
-			v.files[line.Shard] = len(line.Rows)
-		}
-		for _, u := range units {
+		for _, r := range l.Rows {
+			u := unit{key: r.Key, outcome: r.Outcome, pi: r.PromptIndex, sample: r.Sample, record: r.Len > 0 && l.Shard != ""}
 			if i, ok := pos[u.key]; ok {
 				v.units[i] = u
 				continue
@@ -90,41 +51,13 @@ func readLedger(dir string) (*ledgerView, error) {
 			pos[u.key] = len(v.units)
 			v.units = append(v.units, u)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(v.units, func(a, b unit) int {
 		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))
 	})
 	return v, nil
-}
-
-func parseRow(row []json.RawMessage) (unit, int64, error) {
-	if len(row) != 5 {
-		return unit{}, 0, fmt.Errorf("row has %d fields, want 5", len(row))
-	}
-	key, err := rawString(row[0])
-	if err != nil {
-		return unit{}, 0, fmt.Errorf("row key: %w", err)
-	}
-	oc, err := rawString(row[1])
-	if err != nil {
-		return unit{}, 0, fmt.Errorf("row %s outcome: %w", key, err)
-	}
-	var nums [3]int64
-	for i := range nums {
-		if nums[i], err = strconv.ParseInt(string(bytes.TrimSpace(row[2+i])), 10, 64); err != nil {
-			return unit{}, 0, fmt.Errorf("row %s: %w", key, err)
-		}
-	}
-	return unit{key: key, outcome: schemas.Outcome(oc), pi: nums[0], sample: nums[1]}, nums[2], nil
-}
-
-// rawString decodes a JSON string, without the decoder when it has no escape.
-func rawString(b json.RawMessage) (string, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && bytes.IndexByte(b[1:len(b)-1], '\\') < 0 && bytes.IndexByte(b[1:len(b)-1], '"') < 0 {
-		return string(b[1 : len(b)-1]), nil
-	}
-	var s string
-	err := json.Unmarshal(b, &s)
-	return s, err
 }

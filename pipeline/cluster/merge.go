@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -272,13 +273,14 @@ func checkShard(out, shown string, sp Spec, allowRetry bool) (*shardCheck, error
 		c.problems = append(c.problems, fmt.Sprintf("%s: verify found %d problems, first %s (run `hermes-pipe verify %s`)", sp.Name(), len(rep.Problems), p, shellWord(shown)))
 		return c, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, pipeline.ManifestFile))
+	man, ok, err := outdir.ReadManifest(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("no %s", outdir.ManifestFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sp.Name(), err)
 	}
-	if err := json.Unmarshal(b, &c.man); err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", sp.Name(), pipeline.ManifestFile, err)
-	}
+	c.man = man
 	c.sum.Runs, c.sum.UpdatedAt = c.man.Runs, c.man.UpdatedAt
 	lv, err := readLedger(dir)
 	if err != nil {
@@ -484,13 +486,12 @@ func writeJSON(dir, name string, v any) error {
 	return atomicfile.Write(dir, name, append(b, '\n'))
 }
 
-// readManifestFile reads a shard folder's run.json.
+// readManifestFile reads a shard folder's run.json; a missing one is an
+// error.
 func readManifestFile(dir string) (pipeline.Manifest, error) {
-	var man pipeline.Manifest
-	b, err := os.ReadFile(filepath.Join(dir, pipeline.ManifestFile))
-	if err != nil {
-		return man, err
+	man, ok, err := outdir.ReadManifest(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: no %s", dir, outdir.ManifestFile)
 	}
-	err = json.Unmarshal(b, &man)
 	return man, err
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 )
 
 // Object names under a store's prefix, besides the shard files (data/…,
@@ -333,30 +334,22 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 		return fmt.Errorf("pull %s: the ledger segments do not add up to the commit marker", s.url)
 	}
 	if !opts.LedgerOnly {
-		sc := bufio.NewScanner(bytes.NewReader(ledger.Bytes()))
-		sc.Buffer(nil, ledger.Len()+1)
-		for sc.Scan() {
-			var line struct {
-				Shard  string `json:"shard"`
-				Bytes  int64  `json:"bytes"`
-				SHA256 string `json:"sha256"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-				return fmt.Errorf("pull %s: ledger: %w", s.url, err)
-			}
+		// The marker covers complete lines only, so nothing here is torn.
+		_, err := outdir.Scan(ledger.String(), func(_ int, line *outdir.Line) error {
 			if line.Shard == "" {
-				continue
+				return nil
 			}
 			local := filepath.Join(dir, filepath.FromSlash(path.Clean(line.Shard)))
 			if !strings.HasPrefix(local, filepath.Clean(dir)+string(filepath.Separator)) {
-				return fmt.Errorf("pull %s: ledger names %q outside the folder", s.url, line.Shard)
+				return fmt.Errorf("ledger names %q outside the folder", line.Shard)
 			}
 			if fi, err := os.Stat(local); err == nil && fi.Size() == line.Bytes && fileSHA(local) == line.SHA256 {
-				continue // already in the cache
+				return nil // already in the cache
 			}
-			if err := s.getFile(ctx, line.Shard, local, line.SHA256); err != nil {
-				return fmt.Errorf("pull %s: %w", s.url, err)
-			}
+			return s.getFile(ctx, line.Shard, local, line.SHA256)
+		})
+		if err != nil {
+			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
 	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {

@@ -15,10 +15,10 @@ import (
 // Outcomes of one compressed row, beyond the runtime's own. All are final;
 // OutcomeSummaryFailed makes the run exit 3 (schemas treats it as failed).
 const (
-	OutcomeUnderTarget    schemas.Outcome = "under_target"     // fits already; passed through byte-identical
-	OutcomeCompressed     schemas.Outcome = "compressed"       // summarised into the budget
-	OutcomeStillOverLimit schemas.Outcome = "still_over_limit" // over budget after every pass, or nothing could be summarised
-	OutcomeSummaryFailed  schemas.Outcome = "summary_failed"   // a summary call failed; the original row is kept
+	OutcomeUnderTarget    schemas.Outcome = "under_target"               // fits already; passed through byte-identical
+	OutcomeCompressed     schemas.Outcome = "compressed"                 // summarised into the budget
+	OutcomeStillOverLimit schemas.Outcome = "still_over_limit"           // over budget after every pass, or nothing could be summarised
+	OutcomeSummaryFailed                  = schemas.OutcomeSummaryFailed // a summary call failed; the original row is kept
 )
 
 // Outcomes lists the outcomes a compress run adds to the runtime's, for

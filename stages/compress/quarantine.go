@@ -3,12 +3,12 @@ package compress
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 )
 
 // QuarantineFile holds the rows --over-limit quarantine keeps out of the
@@ -30,38 +30,39 @@ type QuarantineEntry struct {
 // never marks a row whose entry is not on disk. A key already present is not
 // written again, so a row redone after a crash appears once.
 type quarantine struct {
-	*journal
-	keys map[string]bool // guarded by journal.mu
+	j    *outdir.Journal
+	mu   sync.Mutex
+	keys map[string]bool // guarded by mu
 }
 
 // openQuarantine prepares dir/quarantine.jsonl for appending (see
-// openJournal) and reads the keys it already holds.
+// outdir.OpenJournal) and reads the keys it already holds.
 func openQuarantine(dir string, fresh bool) (*quarantine, error) {
-	j, err := openJournal(filepath.Join(dir, QuarantineFile), fresh)
+	j, err := outdir.OpenJournal(filepath.Join(dir, QuarantineFile), fresh)
 	if err != nil {
 		return nil, err
 	}
-	q := &quarantine{journal: j, keys: map[string]bool{}}
+	q := &quarantine{j: j, keys: map[string]bool{}}
 	if fresh {
 		return q, nil
 	}
-	data, err := os.ReadFile(j.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return q, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", QuarantineFile, err)
-	}
-	for line := range bytes.Lines(data) {
+	err = outdir.ScanJournal(j.Path(), func(line []byte) error {
 		var e struct {
 			Key string `json:"key"`
 		}
 		if json.Unmarshal(line, &e) == nil {
 			q.keys[e.Key] = true
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return q, nil
 }
+
+// close fsyncs and closes the journal; it is safe to call twice.
+func (q *quarantine) close() error { return q.j.Close() }
 
 // add appends one entry and fsyncs it. It is called by workers concurrently;
 // a write failure is fatal to the run.
@@ -78,7 +79,7 @@ func (q *quarantine) add(key string, m *RowMetrics, record []byte) error {
 	if q.keys[key] {
 		return nil
 	}
-	if err := q.appendLine(line.Bytes(), true); err != nil {
+	if err := q.j.Append(line.Bytes(), true); err != nil {
 		return fmt.Errorf("quarantine %s: %w: %w", key, err, pipeline.ErrFatal)
 	}
 	q.keys[key] = true

@@ -1,12 +1,11 @@
 package compress
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 )
 
 // RowsFile journals the metrics of every row a compress run settled, so the
@@ -16,9 +15,9 @@ const RowsFile = "compression_rows.jsonl"
 
 // rowJournal appends one line per settled row with a single write(2) (which
 // survives the process being killed) and fsyncs on close. A torn last line
-// is cut when the journal is opened again (see openJournal) and skipped when
-// it is read.
-type rowJournal struct{ *journal }
+// is cut when the journal is opened again (see outdir.OpenJournal) and
+// skipped when it is read.
+type rowJournal struct{ j *outdir.Journal }
 
 type rowEntry struct {
 	Key      string        `json:"k"`
@@ -32,12 +31,15 @@ type rowMetricsRaw RowMetrics
 
 // openRowJournal prepares dir/RowsFile for appending; fresh removes it.
 func openRowJournal(dir string, fresh bool) (*rowJournal, error) {
-	j, err := openJournal(filepath.Join(dir, RowsFile), fresh)
+	j, err := outdir.OpenJournal(filepath.Join(dir, RowsFile), fresh)
 	if err != nil {
 		return nil, err
 	}
 	return &rowJournal{j}, nil
 }
+
+// close fsyncs and closes the journal; it is safe to call twice.
+func (j *rowJournal) close() error { return j.j.Close() }
 
 // add records one row. Called concurrently by workers.
 func (j *rowJournal) add(key string, m *RowMetrics, disposal string) error {
@@ -45,9 +47,7 @@ func (j *rowJournal) add(key string, m *RowMetrics, disposal string) error {
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", key, err)
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.appendLine(append(b, '\n'), false); err != nil {
+	if err := j.j.Append(append(b, '\n'), false); err != nil {
 		return fmt.Errorf("journal %s: %w", key, err)
 	}
 	return nil
@@ -57,30 +57,21 @@ func (j *rowJournal) add(key string, m *RowMetrics, disposal string) error {
 // committed (rows still in flight when a run died are left out: they will be
 // settled again) into agg. Memory is one entry per key.
 func rebuildAggregate(path string, done func(key string) bool, agg *Aggregate) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", RowsFile, err)
-	}
-	defer f.Close()
 	latest := map[string]rowEntry{}
 	var order []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
+	err := outdir.ScanJournal(path, func(line []byte) error {
 		var e rowEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Key == "" {
-			continue // a torn last line
+		if json.Unmarshal(line, &e) != nil || e.Key == "" {
+			return nil // not a row entry: left out
 		}
 		if _, seen := latest[e.Key]; !seen {
 			order = append(order, e.Key)
 		}
 		latest[e.Key] = e
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", RowsFile, err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range order {
 		if !done(k) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
 )
@@ -140,17 +141,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 // knownOutcomes are the outcomes a record may keep as its own: the runtime's
 // and compress's.
-func knownOutcomes() map[schemas.Outcome]bool {
-	m := map[schemas.Outcome]bool{
-		schemas.OutcomeCompleted: true, schemas.OutcomeMaxTurns: true, schemas.OutcomePartial: true,
-		schemas.OutcomeAPIError: true, schemas.OutcomeTimeout: true, schemas.OutcomeSandboxError: true,
-		schemas.OutcomeInternal: true, "summary_failed": true, "error": true,
-	}
-	for _, o := range Outcomes {
-		m[o] = true
-	}
-	return m
-}
+func knownOutcomes() map[schemas.Outcome]bool { return outdir.Known(Outcomes) }
 
 // carryProcessing keeps of a previous report only what is not rebuilt from
 // the row journal: when the run started, how long its runs took, how many.

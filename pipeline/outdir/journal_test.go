@@ -1,4 +1,4 @@
-package compress
+package outdir
 
 import (
 	"os"
@@ -25,17 +25,14 @@ func TestOpenJournalCutsTornTail(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.in), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		j, err := openJournal(path, false)
+		j, err := OpenJournal(path, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		j.mu.Lock()
-		err = j.appendLine([]byte("z\n"), true)
-		j.mu.Unlock()
-		if err != nil {
+		if err := j.Append([]byte("z\n"), true); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.close(); err != nil {
+		if err := j.Close(); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(path)

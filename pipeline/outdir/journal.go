@@ -1,6 +1,7 @@
-package compress
+package outdir
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,22 +12,25 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 )
 
-// journal is an append-only file of JSON lines that workers write
-// concurrently: quarantine.jsonl and compression_rows.jsonl. The file is
-// created on the first line, so a run that writes none leaves no file.
-type journal struct {
+// Journal is an append-only file of lines that goroutines write concurrently
+// (a mode's side journals: compress's quarantine.jsonl and
+// compression_rows.jsonl). The file is created on the first line, so a run
+// that writes none leaves no file. Each line goes out with a single write(2),
+// which survives the process being killed; a torn last line is cut when the
+// journal is opened again.
+type Journal struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File
 }
 
-// openJournal prepares path for appending without opening it. With fresh it
+// OpenJournal prepares path for appending without opening it. With fresh it
 // removes a file left by a previous run (--overwrite); otherwise it cuts a
 // torn last line (a crash mid-write), so the next line appended starts on a
 // line of its own instead of being glued to the fragment. It reads only the
 // file's tail.
-func openJournal(path string, fresh bool) (*journal, error) {
-	j := &journal{path: path}
+func OpenJournal(path string, fresh bool) (*Journal, error) {
+	j := &Journal{path: path}
 	name := filepath.Base(path)
 	if fresh {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -49,6 +53,9 @@ func openJournal(path string, fresh bool) (*journal, error) {
 	return j, nil
 }
 
+// Path returns the journal's file path.
+func (j *Journal) Path() string { return j.path }
+
 // completeEnd returns the length of path up to and including its last
 // newline when bytes follow it, or -1 when the file ends with a complete
 // line (or is empty).
@@ -70,13 +77,11 @@ func completeEnd(path string) (int64, error) {
 		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
 			return 0, err
 		}
-		for i := len(b) - 1; i >= 0; i-- {
-			if b[i] == '\n' {
-				if start+int64(i)+1 == size {
-					return -1, nil
-				}
-				return start + int64(i) + 1, nil
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			if start+int64(i)+1 == size {
+				return -1, nil
 			}
+			return start + int64(i) + 1, nil
 		}
 		end = start
 	}
@@ -86,10 +91,11 @@ func completeEnd(path string) (int64, error) {
 	return 0, nil
 }
 
-// appendLine writes line (which ends in a newline) with a single write(2),
-// which survives the process being killed; with durable it also fsyncs.
-// The caller holds j.mu.
-func (j *journal) appendLine(line []byte, durable bool) error {
+// Append writes line (which ends in a newline) with a single write(2); with
+// durable it also fsyncs. It is safe for concurrent use.
+func (j *Journal) Append(line []byte, durable bool) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	name := filepath.Base(j.path)
 	if j.f == nil {
 		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -112,8 +118,9 @@ func (j *journal) appendLine(line []byte, durable bool) error {
 	return nil
 }
 
-// close fsyncs and closes the file if it was opened; safe to call twice.
-func (j *journal) close() error {
+// Close fsyncs and closes the file if it was opened; it is safe to call
+// twice.
+func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
@@ -123,6 +130,31 @@ func (j *journal) close() error {
 	j.f = nil
 	if err != nil {
 		return fmt.Errorf("close %s: %w", filepath.Base(j.path), err)
+	}
+	return nil
+}
+
+// ScanJournal calls fn with every complete line of the journal at path
+// (without its newline), in order. A last line without a newline is torn (a
+// crash mid-write) and left out, as OpenJournal cuts it. A missing file has
+// no lines. It reads the file whole.
+func ScanJournal(path string, fn func(line []byte) error) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		if err := fn(data[:i]); err != nil {
+			return err
+		}
+		data = data[i+1:]
 	}
 	return nil
 }

@@ -1,0 +1,80 @@
+package outdir
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// TestLineRoundTrip: AppendLine writes the documented format and ParseLine
+// reads it back field for field, escapes included.
+func TestLineRoundTrip(t *testing.T) {
+	in := Line{Shard: "data/shard-00001.jsonl", Bytes: 12, SHA256: "ab", Rows: []Row{
+		{Key: "k\"1é", Outcome: schemas.OutcomeCompleted, PromptIndex: 3, Sample: 1, Len: 12},
+		{Key: "k2", Outcome: Filtered, PromptIndex: 4, Len: -1},
+	}}
+	b := AppendLine(nil, &in)
+	want := `{"shard":"data/shard-00001.jsonl","bytes":12,"sha256":"ab","rows":[["k\"1é","completed",3,1,12],["k2","filtered",4,0,-1]]}` + "\n"
+	if string(b) != want {
+		t.Fatalf("encoded %s\nwant    %s", b, want)
+	}
+	var out Line
+	if err := ParseLine(strings.TrimSuffix(string(b), "\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(out) != fmt.Sprint(in) || !out.Rows[1].Marker() || out.Rows[0].Marker() {
+		t.Errorf("parsed %+v, want %+v", out, in)
+	}
+}
+
+// TestScanTornRule: a last line without a newline or that does not parse is
+// torn (reported, left out); an unparsable line before the last is an error
+// naming its number.
+func TestScanTornRule(t *testing.T) {
+	good := AppendLine(nil, &Line{Rows: []Row{{Key: "a", Outcome: Filtered, Len: -1}}})
+	for _, c := range []struct {
+		data     string
+		lines    int
+		torn     bool
+		tornLine int
+		err      string
+	}{
+		{"", 0, false, 0, ""},
+		{string(good) + string(good), 2, false, 0, ""},
+		{string(good) + `{"rows":[["b"`, 1, true, 2, ""},
+		{string(good) + "{\"rows\":[[\"b\"]]}\n", 1, true, 2, ""},
+		{"{\"rows\":[[\"b\"]]}\n" + string(good), 0, false, 0, "ledger line 1"},
+	} {
+		var n int
+		tail, err := Scan(c.data, func(int, *Line) error { n++; return nil })
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err %v, want %q", c.data, err, c.err)
+			}
+			continue
+		}
+		if err != nil || n != c.lines || tail.Lines != c.lines || tail.Torn != c.torn || tail.TornLine != c.tornLine {
+			t.Errorf("%q: %d lines, tail %+v, err %v; want %d lines torn %v at %d", c.data, n, tail, err, c.lines, c.torn, c.tornLine)
+		}
+		if want := int64(len(good) * c.lines); tail.Good != want {
+			t.Errorf("%q: good %d, want %d", c.data, tail.Good, want)
+		}
+	}
+}
+
+// TestOutcomeSets: the runtime's retryable outcomes and a mode's own are
+// retried; final ones are not; Known holds the runtime's and the extras.
+func TestOutcomeSets(t *testing.T) {
+	s := OutcomeSet{Final: []schemas.Outcome{"x"}, Retryable: []schemas.Outcome{schemas.OutcomeSummaryFailed}}
+	for o, want := range map[schemas.Outcome]bool{"x": false, schemas.OutcomeCompleted: false, schemas.OutcomeSummaryFailed: true, schemas.OutcomeTimeout: true} {
+		if s.Retry(o) != want {
+			t.Errorf("Retry(%s) = %v", o, !want)
+		}
+	}
+	k := Known(s.All())
+	if !k["x"] || !k[schemas.OutcomeError] || !k[schemas.OutcomeAPIError] || k["y"] {
+		t.Errorf("Known %v", k)
+	}
+}

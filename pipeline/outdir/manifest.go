@@ -1,0 +1,67 @@
+package outdir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// File and folder names inside an output folder.
+const (
+	ManifestFile   = "run.json"
+	LedgerFile     = "ledger.jsonl"
+	RejectsFile    = "rejects.jsonl"
+	StatisticsFile = "statistics.json"
+	DataDir        = "data"   // shards of records with a final outcome
+	FailedDir      = "failed" // shards of records with a retryable outcome
+)
+
+// FormatJSONL is the default shard format, assumed when run.json names none.
+const FormatJSONL = "jsonl"
+
+// Manifest is the content of run.json.
+type Manifest struct {
+	Kind        string            `json:"kind"`
+	Format      string            `json:"format"`
+	ToolVersion string            `json:"tool_version"`
+	Options     json.RawMessage   `json:"options,omitempty"`
+	Outcomes    []schemas.Outcome `json:"outcomes,omitempty"`
+	Artifacts   []string          `json:"artifacts,omitempty"`
+	Runs        int               `json:"runs"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// ReadManifest reads dir's run.json. ok is false when the file does not
+// exist; a missing format reads as FormatJSONL.
+func ReadManifest(dir string) (m Manifest, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("read %s: %w", ManifestFile, err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, false, fmt.Errorf("read %s in %s: %w", ManifestFile, dir, err)
+	}
+	if m.Format == "" {
+		m.Format = FormatJSONL
+	}
+	return m, true, nil
+}
+
+// WriteManifest replaces dir's run.json atomically with m, indented.
+func WriteManifest(dir string, m *Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", ManifestFile, err)
+	}
+	return atomicfile.Write(dir, ManifestFile, append(data, '\n'))
+}
