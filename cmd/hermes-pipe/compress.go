@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -146,47 +145,26 @@ func runCompress(c *cli.Context) error {
 		return dryRunCompress(c, inputs, tok, cfg, workers)
 	}
 
-	mode, err := outputMode(c)
-	if err != nil {
-		return err
-	}
 	format, err := checkFormat(c)
 	if err != nil {
 		return err
 	}
-	progress, err := progressFor(c, "compress")
+	r, err := startRun(c, "compress", format, false)
 	if err != nil {
 		return err
 	}
-	client, _, err := buildLLM(c, workers)
-	if err != nil {
-		return err
-	}
-	so, err := shardOutput(c)
-	if err != nil {
-		return err
-	}
-	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
-	defer stop()
-	if err := reachable(ctx, c.String("base-url")); err != nil {
-		_ = so.Finish(context.Background())
-		return err
-	}
-	env := runEnv{ctx: ctx, soft: soft, progress: progress, logger: warnLogger(c)}
-	res, err := compress.Run(ctx, compress.Options{
-		RunConfig:    runConfig(c, so, mode, format, workers, env, flagRecord(c)),
+	defer r.close()
+	res, err := compress.Run(r.ctx, compress.Options{
+		RunConfig:    r.cfg,
 		Inputs:       inputs,
 		Tokenizer:    tok,
 		Config:       cfg,
-		Summary:      compress.SummaryOptions{Client: client, Model: c.String("model")},
+		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model")},
 		RowTimeout:   c.Duration("row-timeout"),
 		OverLimit:    c.String("over-limit"),
 		MaxLineBytes: c.Int("max-line-bytes"),
 	})
-	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
-		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
-	}
-	if err != nil {
+	if err = r.finish(c, err); err != nil {
 		return err
 	}
 	m := res.Metrics

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -207,17 +205,12 @@ func runGenerate(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("generate takes no arguments, got %q", c.Args().First())
 	}
-	mode, err := outputMode(c)
-	if err != nil {
+	if err := checkRunFlags(c); err != nil {
 		return err
 	}
 	format, err := checkFormat(c)
 	if err != nil {
 		return err
-	}
-	workers := c.Int("workers")
-	if workers < 1 {
-		return usagef("--workers must be at least 1, got %d", workers)
 	}
 	if c.Int("samples") < 1 {
 		return usagef("--samples must be at least 1, got %d", c.Int("samples"))
@@ -258,26 +251,20 @@ func runGenerate(c *cli.Context) error {
 	if err := checkInputFile("prompts", promptsFile); err != nil {
 		return err
 	}
-	so, err := shardOutput(c)
+	r, err := startRun(c, "generate", format, true)
 	if err != nil {
 		return err
 	}
-	ar, err := startAgentRun(c, "generate", workers)
-	if err != nil {
-		_ = so.Finish(context.Background())
-		return err
-	}
-	defer ar.close()
-	client, driver, runID, ctx := ar.client, ar.driver, ar.runID, ar.ctx
+	defer r.close()
 	opts := generate.Options{
-		RunConfig: runConfig(c, so, mode, format, workers, ar.runEnv, withRunID(flagRecord(c), runID)),
+		RunConfig: r.cfg,
 		Prompts:   promptsFile,
 		Samples:   c.Int("samples"),
 		Rollout: rollout.Options{
-			Client:         client,
+			Client:         r.client,
 			Model:          c.String("model"),
-			Driver:         driver,
-			RunID:          runID,
+			Driver:         r.driver,
+			RunID:          r.runID,
 			MaxTurns:       c.Int("max-turns"),
 			Timeout:        c.Duration("timeout"),
 			CommandTimeout: c.Duration("command-timeout"),
@@ -288,7 +275,7 @@ func runGenerate(c *cli.Context) error {
 			SystemPrompt:   systemPrompt,
 			MaxTokens:      c.Int("max-tokens"),
 		},
-		CheckImages:  imageChecker(driver),
+		CheckImages:  imageChecker(r.driver),
 		DefaultImage: c.String("docker-image"),
 		MaxLineBytes: c.Int("max-line-bytes"),
 	}
@@ -297,34 +284,11 @@ func runGenerate(c *cli.Context) error {
 		// creates a missing working folder, ssh reports it at session open.
 		opts.CheckCwd = prompts.LocalFolder
 	}
-	res, err := generate.Run(ctx, opts)
-	if ferr := so.Finish(context.WithoutCancel(ctx)); err == nil && ferr != nil {
-		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
-	}
-	if err != nil {
+	res, err := generate.Run(r.ctx, opts)
+	if err = r.finish(c, err); err != nil {
 		return err
 	}
 	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
-}
-
-// runConfig binds the flags every mode shares (runFlags) into the runtime's
-// part of a mode's options (pipeline.RunConfig); env carries what the
-// command set up from them: the soft stop, progress and logger.
-func runConfig(c *cli.Context, so *cluster.Output, mode pipeline.Mode, format string, workers int, env runEnv, record any) pipeline.RunConfig {
-	return pipeline.RunConfig{
-		Out:            so.Dir,
-		Filter:         so.Filter,
-		Mode:           mode,
-		Format:         format,
-		Workers:        workers,
-		MaxShardRows:   c.Int("shard-rows"),
-		CommitInterval: c.Duration("commit-interval"),
-		Stop:           env.soft,
-		Progress:       env.progress,
-		Logger:         env.logger,
-		ToolVersion:    version,
-		Record:         record,
-	}
 }
 
 // checkInputFile fails with a usage error unless path is a regular file this
@@ -433,64 +397,6 @@ func readSystemPrompt(c *cli.Context, def string) (string, error) {
 		return "", usagef("--system-prompt: %v", err)
 	}
 	return string(b), nil
-}
-
-// runEnv is what every command that writes an output folder sets up from
-// its flags: the signal-driven context and soft stop, progress and a logger.
-type runEnv struct {
-	ctx      context.Context
-	soft     <-chan struct{}
-	progress *pipeline.Progress
-	logger   *slog.Logger
-}
-
-// agentRun is what every mode that runs agent rollouts sets up from its
-// flags: a runEnv, the LLM client and the sandbox driver (checked before any
-// token is spent).
-type agentRun struct {
-	runEnv
-	client llm.Client
-	driver sandbox.Driver
-	runID  string
-	close  func()
-}
-
-// startAgentRun builds an agentRun; the caller must call close when done.
-func startAgentRun(c *cli.Context, label string, workers int) (*agentRun, error) {
-	progress, err := progressFor(c, label)
-	if err != nil {
-		return nil, err
-	}
-	client, _, err := buildLLM(c, workers)
-	if err != nil {
-		return nil, err
-	}
-	runID := newRunID()
-	driver, err := openSandbox(c.String("sandbox"), sandboxConfig(c, runID))
-	if err != nil {
-		return nil, err
-	}
-	if c.String("sandbox") != "local" {
-		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, runID, c.String("sandbox"), runID)
-	}
-	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
-	ar := &agentRun{client: client, driver: driver, runID: runID,
-		runEnv: runEnv{ctx: ctx, soft: soft, progress: progress, logger: warnLogger(c)},
-		close:  func() { stop(); releaseSandbox(driver) }}
-	if err := preflightDriver(ctx, driver); err != nil {
-		ar.close()
-		return nil, err
-	}
-	if err := reachable(ctx, c.String("base-url")); err != nil {
-		ar.close()
-		return nil, err
-	}
-	return ar, nil
-}
-
-// warnLogger logs warnings and errors to the command's error stream.
-func warnLogger(c *cli.Context) *slog.Logger {
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // reachable checks --base-url answers before any row is read.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -100,13 +99,8 @@ func runSWE(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("swe takes no arguments, got %q", c.Args().First())
 	}
-	mode, err := outputMode(c)
-	if err != nil {
+	if err := checkRunFlags(c); err != nil {
 		return err
-	}
-	workers := c.Int("workers")
-	if workers < 1 {
-		return usagef("--workers must be at least 1, got %d", workers)
 	}
 	if c.Int("max-turns") < 1 {
 		return usagef("--max-turns must be at least 1, got %d", c.Int("max-turns"))
@@ -137,25 +131,19 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	so, err := shardOutput(c)
+	r, err := startRun(c, "swe", "", true)
 	if err != nil {
 		return err
 	}
-	ar, err := startAgentRun(c, "swe", workers)
-	if err != nil {
-		_ = so.Finish(context.Background())
-		return err
-	}
-	defer ar.close()
-	client, driver, runID := ar.client, ar.driver, ar.runID
-	res, err := swe.Run(ar.ctx, swe.Options{
-		RunConfig: runConfig(c, so, mode, "", workers, ar.runEnv, withRunID(flagRecord(c), runID)),
+	defer r.close()
+	res, err := swe.Run(r.ctx, swe.Options{
+		RunConfig: r.cfg,
 		Tasks:     tasksFile,
 		Rollout: rollout.Options{
-			Client:         client,
+			Client:         r.client,
 			Model:          c.String("model"),
-			Driver:         driver,
-			RunID:          runID,
+			Driver:         r.driver,
+			RunID:          r.runID,
 			MaxTurns:       c.Int("max-turns"),
 			Timeout:        c.Duration("timeout"),
 			CommandTimeout: c.Duration("command-timeout"),
@@ -170,13 +158,11 @@ func runSWE(c *cli.Context) error {
 			// clone of the task's cwd, which stays untouched.
 			Clone: c.String("sandbox") != "docker",
 		},
-		CheckImages: imageChecker(driver),
+		CheckImages: imageChecker(r.driver),
 		MinResolved: minRate,
 		Baseline:    c.String("baseline"),
 	})
-	if ferr := so.Finish(context.WithoutCancel(ar.ctx)); err == nil && ferr != nil {
-		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
-	}
+	err = r.finish(c, err)
 	if errors.Is(err, swe.ErrInput) || errors.Is(err, pipeline.ErrRefused) {
 		return err
 	}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/urfave/cli/v2"
+)
+
+// runSetup is what every command that writes an output folder (generate,
+// compress, swe) sets up from the flags they share, before it calls its
+// mode: the runtime's part of the mode's options (pipeline.RunConfig, with
+// the shard's folder or spool), the signal-driven context, the LLM client
+// and, for agent modes, the sandbox driver, checked before any token is
+// spent. Each command binds its own flags, calls startRun, then its mode's
+// Run with cfg, and finally finish.
+type runSetup struct {
+	ctx    context.Context
+	cfg    pipeline.RunConfig
+	client llm.Client
+	driver sandbox.Driver // nil unless agent
+	runID  string
+	out    *cluster.Output
+	stop   func()
+}
+
+// startRun binds runFlags, llmFlags and, with agent, sandboxFlags. label
+// names the run in progress lines; format is the shard format ("" for modes
+// without --format). Bad flags are usage errors found before any I/O; the
+// caller must call close when startRun succeeds.
+func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, error) {
+	if err := checkRunFlags(c); err != nil {
+		return nil, err
+	}
+	mode, _ := outputMode(c)
+	workers := c.Int("workers")
+	progress, err := progressFor(c, label)
+	if err != nil {
+		return nil, err
+	}
+	client, _, err := buildLLM(c, workers)
+	if err != nil {
+		return nil, err
+	}
+	r := &runSetup{client: client, stop: func() {}}
+	record := flagRecord(c)
+	if agent {
+		r.runID = newRunID()
+		record = withRunID(record, r.runID)
+		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
+			return nil, err
+		}
+	}
+	if r.out, err = shardOutput(c); err != nil {
+		r.close()
+		return nil, err
+	}
+	if agent && c.String("sandbox") != "local" {
+		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, r.runID, c.String("sandbox"), r.runID)
+	}
+	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
+	r.ctx, r.stop = ctx, stop
+	if agent {
+		if err := preflightDriver(ctx, r.driver); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	if err := reachable(ctx, c.String("base-url")); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.cfg = pipeline.RunConfig{
+		Out:            r.out.Dir,
+		Filter:         r.out.Filter,
+		Mode:           mode,
+		Format:         format,
+		Workers:        workers,
+		MaxShardRows:   c.Int("shard-rows"),
+		CommitInterval: c.Duration("commit-interval"),
+		Stop:           soft,
+		Progress:       progress,
+		Logger:         warnLogger(c),
+		ToolVersion:    version,
+		Record:         record,
+	}
+	return r, nil
+}
+
+// checkRunFlags checks the flags startRun binds that need no I/O, so a
+// command can report them before its own slower checks.
+func checkRunFlags(c *cli.Context) error {
+	if _, err := outputMode(c); err != nil {
+		return err
+	}
+	if w := c.Int("workers"); w < 1 {
+		return usagef("--workers must be at least 1, got %d", w)
+	}
+	return nil
+}
+
+// finish uploads what the run committed (for an object-storage --out) and
+// returns the run's error, or the upload's when the run had none.
+func (r *runSetup) finish(c *cli.Context, err error) error {
+	if ferr := r.out.Finish(context.WithoutCancel(r.ctx)); err == nil && ferr != nil {
+		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
+	}
+	return err
+}
+
+// close stops the signal handling and releases the sandbox driver. It does
+// not upload: call finish first.
+func (r *runSetup) close() {
+	r.stop()
+	if r.driver != nil {
+		releaseSandbox(r.driver)
+	}
+}
+
+// warnLogger logs warnings and errors to the command's error stream.
+func warnLogger(c *cli.Context) *slog.Logger {
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
