@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Driver, caps Caps) {
 		t.Run("CloseLeavesNothing", s.closeLeavesNothing)
 		t.Run("ConcurrentSessions", s.concurrentSessions)
 	})
+	t.Run("Files", s.runFiles)
 	if !caps.Shell {
 		return
 	}
