@@ -341,3 +341,26 @@ func (s *suite) filesAfterClose(t *testing.T) {
 		t.Fatalf("ReadRange after Close: %v, want sandbox.ErrClosed", err)
 	}
 }
+
+// BenchWriteRead1MiB measures one WriteFile of 1 MiB of random bytes and
+// one ReadAll of it back through sess (relative path, so in the session's
+// own working folder), reporting the median of a write+read pair as
+// "median-ms". Every driver's benchmark calls it.
+func BenchWriteRead1MiB(b *testing.B, sess sandbox.Session) {
+	data := randomBytes(1<<20, 4)
+	ctx := context.Background()
+	b.SetBytes(2 << 20)
+	BenchMedian(b, func() error {
+		if err := sess.WriteFile(ctx, "hermes-bench.bin", data, 0o644); err != nil {
+			return err
+		}
+		got, err := sandbox.ReadAll(ctx, sess, "hermes-bench.bin", 0)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, data) {
+			return errors.New("read back different bytes")
+		}
+		return nil
+	})
+}
