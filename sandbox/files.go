@@ -73,19 +73,25 @@ var ErrTooLarge = errors.New("file too large")
 const readAllChunk = 8 << 20
 
 // ReadAll reads the whole regular file at path through f, in chunks of a few
-// MiB. A file larger than max bytes (max > 0) gives an error matching
-// ErrTooLarge without reading its content. A file that changes size while it
-// is read gives an error. Callers: the rollout's patch tool and SWE's patch
-// handling.
+// MiB: one ReadRange for files up to 8 MiB. A file larger than max bytes
+// (max > 0) gives an error matching ErrTooLarge after at most one chunk. A
+// file that changes size while it is read gives an error. Callers: the
+// rollout's patch tool and SWE's patch handling.
 func ReadAll(ctx context.Context, f Files, path string, max int64) ([]byte, error) {
-	_, size, err := f.ReadRange(ctx, path, 0, 0)
+	first := int64(readAllChunk)
+	if max > 0 {
+		first = min(first, max+1)
+	}
+	data, size, err := f.ReadRange(ctx, path, 0, int(first))
 	if err != nil {
 		return nil, err
 	}
 	if max > 0 && size > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, size, max)}
 	}
-	data := make([]byte, 0, size)
+	if int64(len(data)) < size {
+		data = append(make([]byte, 0, size), data...)
+	}
 	for int64(len(data)) < size {
 		chunk, now, err := f.ReadRange(ctx, path, int64(len(data)), int(min(size-int64(len(data)), readAllChunk)))
 		if err != nil {

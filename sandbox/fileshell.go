@@ -61,8 +61,8 @@ func FileWriteScript(cwdFile, path string, perm fs.FileMode) string {
 	fileScriptHead(&b, cwdFile, path)
 	fmt.Fprintf(&b, `if [ -L "$p" ]; then q=$(readlink -f "$p") && p=$q; fi
 if [ -d "$p" ]; then printf '%%s: Is a directory\n' "$p" >&2; exit 1; fi
-d=$(dirname "$p")
-mkdir -p "$d" || exit 1
+d=${p%%/*}; [ -n "$d" ] || d=/
+[ -d "$d" ] || mkdir -p "$d" || exit 1
 if [ -e "$p" ]; then m=$(stat -L -c %%a "$p") || exit 1; else m=$(printf '%%o' $(( 0%[1]o & ~0$(umask) ))); fi
 t=$(mktemp "$d/.hermes-write.XXXXXX") || exit 1
 trap 'rm -f "$t"' EXIT
