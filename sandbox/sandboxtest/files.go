@@ -234,6 +234,12 @@ func (s *suite) filesErrors(t *testing.T) {
 	}
 	notDriverFailure(t, "WriteFile below a regular file", err)
 	if s.caps.Shell {
+		// A FIFO is refused, not opened (which would wait for a writer).
+		fifo := dir + "/fifo"
+		want(t, sess, "mkfifo "+sandbox.ShellQuote(fifo), 0, "")
+		if _, _, err := sess.ReadRange(ctx, fifo, 0, 10); !errors.Is(err, sandbox.ErrNotRegular) {
+			t.Fatalf("ReadRange of a FIFO: %v, want sandbox.ErrNotRegular", err)
+		}
 		// An unreadable file (skipped as root, who reads everything).
 		res := run(t, sess, "id -u", 0)
 		if strings.TrimSpace(res.Stdout) != "0" {
