@@ -139,7 +139,7 @@ func TestPidsLimitHolds(t *testing.T) {
 	t.Parallel()
 	d := newDriver(t, sandbox.Config{Docker: sandbox.DockerConfig{PidsLimit: 20}})
 	s := open(t, d, sandbox.Spec{})
-	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "for i in $(seq 1 40); do sleep 30 & done; sleep 1; echo spawned", Timeout: 5 * time.Second})
+	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "for i in $(seq 1 40); do sleep 30 & done; sleep 1; echo spawned", Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -629,7 +629,7 @@ func TestTimeoutOnHungConnection(t *testing.T) {
 	}
 	got := make(chan outcome, 1)
 	go func() {
-		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "echo started; sleep 30", Timeout: 5 * time.Second})
+		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "echo started; sleep 60", Timeout: 15 * time.Second})
 		got <- outcome{res, err}
 	}()
 	// Freeze only once the command runs: a frozen channel open would hang
