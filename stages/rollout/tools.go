@@ -428,6 +428,9 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 // the answer cannot be used (no wc, the file changed); the caller then
 // counts itself. The error is a driver failure.
 func countLines(ctx context.Context, s sandbox.Session, path string, size int64) (int, bool, error) {
+	if !strings.HasPrefix(path, "/") {
+		path = "./" + path // not an option to tail
+	}
 	p := sandbox.ShellQuote(path)
 	res, err := s.Exec(ctx, sandbox.Cmd{Command: "LC_ALL=C; export LC_ALL; wc -c <" + p + " && wc -l <" + p + " && tail -c 1 " + p + " | wc -l"})
 	if err != nil {
