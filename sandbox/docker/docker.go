@@ -238,7 +238,9 @@ func (s *Session) ContainerID() string { return s.id }
 // ctx is cancelled. On timeout or cancellation every process the command
 // started is killed from a second exec; a timeout returns exit 124 with the
 // output so far, cancellation returns ctx's error. Daemon failures wrap
-// sandbox.ErrUnavailable. Cost: three API calls plus the process start.
+// sandbox.ErrUnavailable; an Exec during which Close was called returns an
+// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost:
+// three API calls plus the process start.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -443,8 +445,8 @@ func (s *Session) killAll(ctx context.Context) error {
 	return err
 }
 
-// Close force-removes the container, which also ends a running Exec (that
-// Exec then returns an error). It keeps working when ctx is already cancelled
+// Close force-removes the container, which also ends a running Exec or file
+// operation (it then returns an error wrapping sandbox.ErrClosed). It keeps working when ctx is already cancelled
 // (the removal gets its own 30 s budget) and is safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
 	s.state.Lock()
