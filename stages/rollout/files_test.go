@@ -369,3 +369,19 @@ func TestFileFailureSorting(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFileOfAGrowingLog: when the file grew between the scan and the
+// sandbox's count (a log being written), the count is taken as it is now
+// instead of scanning the whole file.
+func TestReadFileOfAGrowingLog(t *testing.T) {
+	body := strings.Repeat(strings.Repeat("z", 99)+"\n", 30_000) // 3 MB
+	d := fake.New().OnPrefix("LC_ALL=C; export LC_ALL; wc -c", fake.Response{Result: sandbox.Result{Stdout: "3500000\n35000\n1\n"}})
+	cd := &countingDriver{Driver: seeded{d, map[string]string{"app.log": body}}}
+	_, res := runFiles(t, cd, 0, []call{{"read_file", map[string]any{"path": "app.log", "limit": 10}}})
+	if got := decode[readResult](t, res[0]); got.TotalLines != 35_000 || !got.Truncated || !strings.HasPrefix(got.Content, "1|zzz") {
+		t.Fatalf("got %+v", abbrev(got))
+	}
+	if n := cd.read(); n > 128<<10 {
+		t.Fatalf("read %d bytes of a growing 3 MB log for 10 lines", n)
+	}
+}

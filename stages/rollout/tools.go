@@ -361,7 +361,7 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 	total := -1
 	for chunk := scanFirst; ; chunk = min(2*chunk, scanMax) {
 		if counting && size-pos > countLocally {
-			if n, ok, err := countLines(ctx, s, path, size); err != nil {
+			if n, ok, err := countLines(ctx, s, path); err != nil {
 				return "", err
 			} else if ok {
 				total = n
@@ -423,11 +423,11 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 	}{pg.b.String(), total, pg.full || end < total}), nil
 }
 
-// countLines asks the sandbox for the line count of path (size bytes):
-// newlines, plus one when the last byte is not a newline. ok is false when
-// the answer cannot be used (no wc, the file changed); the caller then
-// counts itself. The error is a driver failure.
-func countLines(ctx context.Context, s sandbox.Session, path string, size int64) (int, bool, error) {
+// countLines asks the sandbox for the line count of path: newlines, plus
+// one when the last byte is not a newline. ok is false when the answer
+// cannot be used (no wc, the file is gone); the caller then counts itself.
+// The error is a driver failure.
+func countLines(ctx context.Context, s sandbox.Session, path string) (int, bool, error) {
 	if !strings.HasPrefix(path, "/") {
 		path = "./" + path // not an option to tail
 	}
@@ -448,11 +448,10 @@ func countLines(ctx context.Context, s sandbox.Session, path string, size int64)
 		}
 		n[i] = v
 	}
-	if n[0] != size {
-		return 0, false, nil
-	}
+	// A file that grew since it was scanned (a log being written) is
+	// counted as it is now: the page read is still a prefix of it.
 	total := int(n[1])
-	if size > 0 && n[2] == 0 {
+	if n[0] > 0 && n[2] == 0 {
 		total++
 	}
 	return total, true, nil
