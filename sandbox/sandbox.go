@@ -29,10 +29,12 @@ type Result struct {
 // Session is one rollout's private environment. `cd` and `export` persist from
 // one Exec to the next. Exec blocks until the command ends, its timeout passes
 // or ctx is cancelled. A returned error means the driver failed (container gone,
-// connection lost), never that the command failed. Close removes everything the
-// session created and is safe to call more than once.
+// connection lost), never that the command failed. The Files methods move file
+// contents natively (see Files). Close removes everything the session created
+// and is safe to call more than once.
 type Session interface {
 	Exec(ctx context.Context, cmd Cmd) (Result, error)
+	Files
 	Close(ctx context.Context) error
 }
 

@@ -34,3 +34,14 @@ func BenchmarkLifecycle(b *testing.B) {
 		return s.Close(context.Background())
 	})
 }
+
+// BenchmarkFiles1MiB measures a 1 MiB WriteFile plus reading it back.
+func BenchmarkFiles1MiB(b *testing.B) {
+	d := newDriver(b, sandbox.Config{})
+	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "files"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	sandboxtest.BenchWriteRead1MiB(b, s)
+}

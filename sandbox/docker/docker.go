@@ -238,7 +238,9 @@ func (s *Session) ContainerID() string { return s.id }
 // ctx is cancelled. On timeout or cancellation every process the command
 // started is killed from a second exec; a timeout returns exit 124 with the
 // output so far, cancellation returns ctx's error. Daemon failures wrap
-// sandbox.ErrUnavailable. Cost: three API calls plus the process start.
+// sandbox.ErrUnavailable; an Exec during which Close was called returns an
+// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost:
+// three API calls plus the process start.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,6 +274,12 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		case <-time.After(wait):
 		}
 		res, err = s.execOnce(ctx, cmd.Command, timeout)
+	}
+	// Close removed the container under the command: whatever the daemon
+	// reported for it (an exit by SIGKILL, a vanished exec), the command
+	// did not end on its own.
+	if s.isClosed() {
+		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
 	}
 	return res, err
 }
@@ -368,9 +376,12 @@ func (s *Session) execOnce(ctx context.Context, command string, timeout time.Dur
 }
 
 // exitCode waits for the exec to be reported finished and returns its code.
-// The output stream can end a moment before the daemon records the exit.
+// The output stream can end a moment before the daemon records the exit; a
+// busy daemon may take seconds, so it polls (5 ms doubling to 200 ms) for up
+// to 30 s or until ctx ends.
 func (s *Session) exitCode(ctx context.Context, execID string) (int, error) {
-	for i := 0; ; i++ {
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		in, err := s.d.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 		if err != nil {
 			return 0, err
@@ -378,66 +389,64 @@ func (s *Session) exitCode(ctx context.Context, execID string) (int, error) {
 		if !in.Running {
 			return in.ExitCode, nil
 		}
-		if i >= 200 {
-			return 0, errors.New("exec still running after its output ended")
+		if time.Now().After(deadline) {
+			return 0, errors.New("exec still running 30 s after its output ended")
 		}
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
 
-// alive checks that the session's container is still running, giving a
-// dying container a moment to be reported (a daemon shutting down kills the
-// container's processes a little before it records the container stopped).
-// The error wraps sandbox.ErrUnavailable. It costs one wait call and up to
-// 300 ms; Exec calls it only for commands killed by a signal.
+// alive checks that the session's container still runs commands, after a
+// command was killed by a signal: the daemon stopping or the container dying
+// kills the command's processes too, and that is a driver failure, not the
+// command's result. The daemon may still call a dying container running for
+// a while, so rather than wait on its state, alive starts `true` in it: a
+// container whose PID 1 is gone refuses new processes. A runtime failure to
+// start the probe is retried with the backoff of Exec. It returns nil when
+// the probe exits 0, else an error wrapping sandbox.ErrUnavailable. Cost: an
+// inspect and one exec; Exec calls it only for commands killed by a signal.
 func (s *Session) alive(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	w := s.d.cli.ContainerWait(wctx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	select {
-	case r := <-w.Result:
-		return fmt.Errorf("%w: container %.12s stopped (status %d)", sandbox.ErrUnavailable, s.id, r.StatusCode)
-	case err := <-w.Error:
-		if wctx.Err() != nil && ctx.Err() == nil {
-			return nil // still running when the grace period ended
+	in, err := s.d.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect container: %w", unavailable(ctx, err))
+	}
+	if st := in.Container.State; st == nil || !st.Running {
+		return fmt.Errorf("%w: container %.12s is not running", sandbox.ErrUnavailable, s.id)
+	}
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		out := sandbox.NewCapture(512)
+		code, err := s.run(ctx, []string{"true"}, nil, out, out)
+		if err != nil {
+			return fmt.Errorf("probe container: %w", err)
 		}
-		return fmt.Errorf("wait for container: %w", unavailable(ctx, err))
-	case <-wctx.Done():
-		if ctx.Err() != nil {
+		text, _ := out.Text()
+		if code == 0 {
+			return nil
+		}
+		if !ociFailure(sandbox.Result{ExitCode: code, Stdout: text}) || wait > 3200*time.Millisecond {
+			return fmt.Errorf("%w: container %.12s does not start processes (exit %d: %s)", sandbox.ErrUnavailable, s.id, code, strings.TrimSpace(text))
+		}
+		select {
+		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(wait):
 		}
-		return nil
 	}
 }
 
 // killAll kills every process in the container except PID 1 and waits for
 // the killing exec to finish.
 func (s *Session) killAll(ctx context.Context) error {
-	cli := s.d.cli
-	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
-		User:         s.d.cfg.Docker.User,
-		AttachStdout: true,
-		AttachStderr: true,
-		Cmd:          []string{"sh", "-c", killAll},
-	})
-	if err != nil {
-		return err
-	}
-	att, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return err
-	}
-	defer att.Close()
-	_, _ = io.Copy(io.Discard, att.Reader)
-	return nil
+	_, err := s.run(ctx, []string{"sh", "-c", killAll}, nil, io.Discard, io.Discard)
+	return err
 }
 
-// Close force-removes the container, which also ends a running Exec (that
-// Exec then returns an error). It keeps working when ctx is already cancelled
+// Close force-removes the container, which also ends a running Exec or file
+// operation (it then returns an error wrapping sandbox.ErrClosed). It keeps working when ctx is already cancelled
 // (the removal gets its own 30 s budget) and is safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
 	s.state.Lock()

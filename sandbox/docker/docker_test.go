@@ -139,7 +139,7 @@ func TestPidsLimitHolds(t *testing.T) {
 	t.Parallel()
 	d := newDriver(t, sandbox.Config{Docker: sandbox.DockerConfig{PidsLimit: 20}})
 	s := open(t, d, sandbox.Spec{})
-	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "for i in $(seq 1 40); do sleep 30 & done; sleep 1; echo spawned", Timeout: 5 * time.Second})
+	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "for i in $(seq 1 40); do sleep 30 & done; sleep 1; echo spawned", Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,13 +329,13 @@ func TestDaemonStopsMidRun(t *testing.T) {
 	exec1(t, s, "echo up")
 	done := make(chan error, 1)
 	go func() {
-		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 60"})
+		res, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 1000"})
 		if err == nil {
 			t.Logf("result while stopping: %+v", res)
 		}
 		done <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitProcess(t, d, s.(*Session), "sleep 1000")
 	if err := script("stop"); err != nil {
 		t.Fatal(err)
 	}
@@ -344,8 +344,8 @@ func TestDaemonStopsMidRun(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrUnavailable) {
 			t.Fatalf("Exec while dockerd stopped: %v, want ErrUnavailable", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Exec did not return after dockerd stopped")
+	case <-time.After(120 * time.Second):
+		t.Fatal("Exec did not return 120 s after dockerd stopped")
 	}
 	if _, err := d.Open(context.Background(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("Open with dockerd stopped: %v", err)
@@ -360,22 +360,46 @@ func TestCloseDuringExec(t *testing.T) {
 	s := open(t, d, sandbox.Spec{RolloutID: "close-during-exec"})
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 30"})
+		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "sleep 1000"})
 		done <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitProcess(t, d, s, "sleep 1000")
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Fatal("Exec cut by Close returned no error")
+		if !errors.Is(err, sandbox.ErrClosed) {
+			t.Fatalf("Exec cut by Close returned %v, want sandbox.ErrClosed", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Exec still running after Close")
+	case <-time.After(60 * time.Second):
+		t.Fatal("Exec still running 60 s after Close")
 	}
 	if ids := containers(t, d, LabelRollout, "close-during-exec"); len(ids) > 0 {
 		t.Fatalf("container left")
+	}
+}
+
+// waitProcess polls the container's process list until a process whose
+// command line is cmd runs, so a test acts while a command is known to run
+// (a fixed sleep is too short on a loaded machine). It fails t after 60 s.
+func waitProcess(t *testing.T, d *Driver, s *Session, cmd string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		top, err := d.cli.ContainerTop(context.Background(), s.id, client.ContainerTopOptions{})
+		if err == nil {
+			col := slices.Index(top.Titles, "CMD")
+			if col < 0 {
+				col = slices.Index(top.Titles, "COMMAND")
+			}
+			for _, p := range top.Processes {
+				if col >= 0 && col < len(p) && strings.Contains(p[col], cmd) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process %q in the container after 60 s (last error %v)", cmd, err)
+		}
 	}
 }

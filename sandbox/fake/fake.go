@@ -46,6 +46,9 @@ type Driver struct {
 	opened  int
 	openErr error
 	cfg     sandbox.Config
+
+	filesErr  error // returned by every file operation when set
+	fileCalls int
 }
 
 // New returns a fake whose unscripted commands succeed with empty output,
@@ -182,8 +185,11 @@ func builtin(command string) Response {
 type Session struct {
 	d      *Driver
 	spec   sandbox.Spec
-	mu     sync.Mutex
+	mu     sync.Mutex // guards closed, files and dirs
 	closed bool
+
+	files map[string]memFile // by absolute clean path
+	dirs  map[string]bool    // folders created by WriteFile
 }
 
 // Exec returns the scripted response after its Delay, applying the timeout,

@@ -76,3 +76,14 @@ func TestScripted(t *testing.T) {
 		t.Fatalf("FailOpen: %v", err)
 	}
 }
+
+// BenchmarkFiles1MiB measures a 1 MiB WriteFile plus reading it back in
+// memory (the floor the real drivers compare with).
+func BenchmarkFiles1MiB(b *testing.B) {
+	s, err := New().Open(context.Background(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	sandboxtest.BenchWriteRead1MiB(b, s)
+}

@@ -21,6 +21,11 @@
 // A server that does not close a command's stdin when it exits (OpenSSH does)
 // leaves background jobs holding the output running until the timeout.
 //
+// Files move over one channel each running a short sh script, as raw bytes
+// on the channel's stdin (writes: a temporary file renamed over the target)
+// or stdout (reads: dd seeks and head stops after the range); no SFTP
+// subsystem is needed.
+//
 // Tests run against a real sshd on loopback started by scripts/sshd.sh (the
 // test helper starts it when its env file is missing; it needs root). They
 // skip only when /usr/sbin/sshd is absent, and fail instead when CI is set.

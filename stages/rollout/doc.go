@@ -4,5 +4,13 @@
 // rollout), and fills the record with the ShareGPT trajectory, the outcome and
 // per-tool statistics. Generate, cron agent jobs and SWE runs all use it.
 //
+// The file tools (read_file, write_file, patch) move bytes through the
+// session's native file operations (sandbox.Files), never through a shell
+// command line: read_file scans forward only as far as its page and asks the
+// sandbox for the line count of the rest. A file error (missing, permission,
+// a folder) is a tool error the model sees and tool_stats counts; only a
+// driver failure ends the rollout as sandbox_error. search_files runs
+// find and grep through the terminal, where the file contents stay.
+//
 // It must not import cmd.
 package rollout

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sync"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
@@ -25,11 +26,18 @@ func openAsync(ctx context.Context, d sandbox.Driver, spec sandbox.Spec) *asyncS
 	go func() {
 		defer close(a.done)
 		if a.sess, a.err = d.Open(ctx, spec); a.err != nil {
-			a.err = fmt.Errorf("sandbox open: %w", a.err)
+			a.err = &openError{fmt.Errorf("sandbox open: %w", a.err)}
 		}
 	}()
 	return a
 }
+
+// openError is a failed open, returned by every later call: a driver
+// failure whatever it wraps.
+type openError struct{ err error }
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
 
 func (a *asyncSession) wait(ctx context.Context) (sandbox.Session, error) {
 	select {
@@ -59,4 +67,31 @@ func (a *asyncSession) Close(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// ReadRange implements sandbox.Files once the session is open.
+func (a *asyncSession) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
+	s, err := a.wait(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.ReadRange(ctx, path, off, n)
+}
+
+// Stat implements sandbox.Files once the session is open.
+func (a *asyncSession) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
+	s, err := a.wait(ctx)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return s.Stat(ctx, path)
+}
+
+// WriteFile implements sandbox.Files once the session is open.
+func (a *asyncSession) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
+	s, err := a.wait(ctx)
+	if err != nil {
+		return err
+	}
+	return s.WriteFile(ctx, path, data, perm)
 }

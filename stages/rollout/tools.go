@@ -1,14 +1,17 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -222,38 +225,115 @@ func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 	return toolResult(result), nil
 }
 
-// catFile reads a whole file from the session as exact bytes (base64 over the
-// wire so binary content and output limits cannot corrupt it).
-func catFile(ctx context.Context, s sandbox.Session, path string) ([]byte, string, error) {
-	cmd := fmt.Sprintf(`p=%s; if [ -d "$p" ]; then echo "is a directory" >&2; exit 3; fi; if [ ! -e "$p" ]; then echo "no such file" >&2; exit 2; fi; base64 < "$p"`, sandbox.ShellQuote(path))
-	res, err := s.Exec(ctx, sandbox.Cmd{Command: cmd})
-	if err != nil {
-		return nil, "", err
+// Limits of the file tools.
+const (
+	// maxPageBytes bounds one read_file result: a page stops before the line
+	// that would pass it (truncated is then true), and a single longer line
+	// is cut with a marker.
+	maxPageBytes = 1 << 20
+	// maxPatchBytes is the largest file patch reads into memory.
+	maxPatchBytes = 64 << 20
+	// scanFirst and scanMax are the first and largest chunk read_file asks
+	// for while it scans forward to its page.
+	scanFirst = 64 << 10
+	scanMax   = 1 << 20
+	// countLocally is the largest rest of a file read_file counts lines in
+	// itself after its page; beyond it the sandbox counts (wc -l), so the
+	// rest never crosses the driver.
+	countLocally = 1 << 20
+)
+
+// lineCutMarker ends a line longer than maxPageBytes in a read_file page.
+const lineCutMarker = " ... [line cut: longer than 1 MiB]"
+
+// fileFailure sorts the error of a file operation: a driver failure (the
+// session could not open, the daemon or connection is gone, the session is
+// closed, the rollout's context ended) is returned as an error, which ends
+// the rollout as sandbox_error; anything else (a missing file, permission
+// denied, a folder, a timeout of the operation itself) becomes the message
+// the model sees as a tool error.
+func fileFailure(ctx context.Context, err error) (string, error) {
+	var oe *openError
+	if ctx.Err() != nil || errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, sandbox.ErrClosed) || errors.As(err, &oe) {
+		return "", err
 	}
-	if res.ExitCode != 0 {
-		msg := strings.TrimSpace(res.Stderr)
-		if msg == "" {
-			msg = fmt.Sprintf("exit code %d", res.ExitCode)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file", nil
+	case errors.Is(err, sandbox.ErrIsDir):
+		return "is a directory", nil
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied", nil
+	case errors.Is(err, sandbox.ErrNotRegular):
+		return "not a regular file", nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the file operation timed out", nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error(), nil
+	}
+	return err.Error(), nil
+}
+
+// page is what read_file collects while it scans a file forward.
+type page struct {
+	offset, end int // first and last line number wanted
+	b           strings.Builder
+	lines       int    // lines in b
+	cur         []byte // the current line, when it is in the page
+	curCut      bool   // the current line passed maxPageBytes
+	full        bool   // a line did not fit: the page stops before it
+}
+
+// add ends line n (content without its newline) and reports whether the
+// page can take more lines.
+func (p *page) add(n int) bool {
+	if n < p.offset || n > p.end || p.full {
+		return !p.full && n < p.end
+	}
+	text := strings.ToValidUTF8(string(p.cur), "\uFFFD")
+	if p.curCut {
+		text += lineCutMarker
+	}
+	entry := strconv.Itoa(n) + "|" + text
+	if p.lines > 0 && p.b.Len()+1+len(entry) > maxPageBytes {
+		p.full = true
+		return false
+	}
+	if p.lines > 0 {
+		p.b.WriteByte('\n')
+	}
+	p.b.WriteString(entry)
+	p.lines++
+	p.cur, p.curCut = p.cur[:0], false
+	return n < p.end
+}
+
+// take appends seg, part of line n, to the current line when n is in the page.
+func (p *page) take(n int, seg []byte) {
+	if n < p.offset || n > p.end || p.full || p.curCut {
+		return
+	}
+	if room := maxPageBytes - len(p.cur); len(seg) > room {
+		seg = seg[:room]
+		for len(seg) > 0 && !utf8.RuneStart(seg[len(seg)-1]) {
+			seg = seg[:len(seg)-1] // do not split a rune
 		}
-		return nil, fmt.Sprintf("cannot read %s: %s", path, msg), nil
+		if len(seg) > 0 && !utf8.FullRune(seg[len(seg)-1:]) {
+			seg = seg[:len(seg)-1]
+		}
+		p.curCut = true
 	}
-	if res.Truncated {
-		return nil, fmt.Sprintf("cannot read %s: file too large for one read", path), nil
-	}
-	data, derr := base64.StdEncoding.DecodeString(strings.Map(dropSpace, res.Stdout))
-	if derr != nil {
-		return nil, fmt.Sprintf("cannot read %s: %v", path, derr), nil
-	}
-	return data, "", nil
+	p.cur = append(p.cur, seg...)
 }
 
-func dropSpace(r rune) rune {
-	if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
-		return -1
-	}
-	return r
-}
-
+// readFile answers read_file: lines offset..offset+limit-1 of the file,
+// numbered, with the file's line count. It scans the file forward through
+// sandbox.Files in growing chunks and stops once its page is complete, so
+// only the bytes up to the page cross the driver; the line count of the
+// rest comes from wc -l in the sandbox (or, where that does not work, a
+// scan of the rest).
 func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMessage) (string, error) {
 	path, err := strArg(args, "read_file", "path", true)
 	if err != nil {
@@ -273,48 +353,108 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 	if limit < 1 || limit > 2000 {
 		limit = 2000
 	}
-	data, msg, err := catFile(ctx, s, path)
-	if err != nil {
-		return "", err
-	}
-	if msg != "" {
-		return toolError(msg), nil
-	}
-	text := strings.ToValidUTF8(string(data), "\uFFFD")
-	lines := strings.SplitAfter(text, "\n")
-	if n := len(lines); n > 0 && lines[n-1] == "" {
-		lines = lines[:n-1]
-	}
-	var b strings.Builder
-	end := offset - 1 + limit
-	if end > len(lines) {
-		end = len(lines)
-	}
-	for i := offset - 1; i < end; i++ {
-		fmt.Fprintf(&b, "%d|%s", i+1, strings.TrimRight(lines[i], "\n"))
-		if i < end-1 {
-			b.WriteByte('\n')
+	pg := &page{offset: offset, end: offset - 1 + limit}
+	line := 1 // number of the line the next byte belongs to
+	var pos, size int64
+	var last byte // the last byte scanned
+	counting := false
+	total := -1
+	for chunk := scanFirst; ; chunk = min(2*chunk, scanMax) {
+		if counting && size-pos > countLocally {
+			if n, ok, err := countLines(ctx, s, path); err != nil {
+				return "", err
+			} else if ok {
+				total = n
+				break
+			}
+		}
+		data, sz, err := s.ReadRange(ctx, path, pos, chunk)
+		if err != nil {
+			msg, err := fileFailure(ctx, err)
+			if err != nil {
+				return "", err
+			}
+			return toolError(fmt.Sprintf("cannot read %s: %s", path, msg)), nil
+		}
+		size = sz
+		if len(data) == 0 {
+			break
+		}
+		pos += int64(len(data))
+		last = data[len(data)-1]
+		if counting {
+			line += bytes.Count(data, []byte{'\n'})
+		} else {
+			for len(data) > 0 {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					pg.take(line, data)
+					break
+				}
+				pg.take(line, data[:i])
+				more := pg.add(line)
+				line++
+				data = data[i+1:]
+				if !more {
+					counting = true
+					line += bytes.Count(data, []byte{'\n'})
+					break
+				}
+			}
+		}
+		if pos >= size {
+			break
 		}
 	}
+	if total < 0 {
+		total = line - 1
+		if size > 0 && last != '\n' {
+			total++ // the last line has no newline
+			if !counting {
+				pg.add(line)
+			}
+		}
+	}
+	end := min(offset-1+limit, total)
 	return toolResult(struct {
 		Content    string `json:"content"`
 		TotalLines int    `json:"total_lines"`
 		Truncated  bool   `json:"truncated"`
-	}{b.String(), len(lines), end < len(lines)}), nil
+	}{pg.b.String(), total, pg.full || end < total}), nil
 }
 
-// putFile writes data to path in the session, creating parent folders.
-func putFile(ctx context.Context, s sandbox.Session, path string, data []byte) (string, error) {
-	enc := base64.StdEncoding.EncodeToString(data)
-	cmd := fmt.Sprintf(`p=%s; d=$(dirname -- "$p") && mkdir -p -- "$d" && printf '%%s' %s | base64 -d > "$p"`, sandbox.ShellQuote(path), sandbox.ShellQuote(enc))
-	res, err := s.Exec(ctx, sandbox.Cmd{Command: cmd})
+// countLines asks the sandbox for the line count of path: newlines, plus
+// one when the last byte is not a newline. ok is false when the answer
+// cannot be used (no wc, the file is gone); the caller then counts itself.
+// The error is a driver failure.
+func countLines(ctx context.Context, s sandbox.Session, path string) (int, bool, error) {
+	if !strings.HasPrefix(path, "/") {
+		path = "./" + path // not an option to tail
+	}
+	p := sandbox.ShellQuote(path)
+	res, err := s.Exec(ctx, sandbox.Cmd{Command: "LC_ALL=C; export LC_ALL; wc -c <" + p + " && wc -l <" + p + " && tail -c 1 " + p + " | wc -l"})
 	if err != nil {
-		return "", err
+		return 0, false, err
 	}
-	if res.ExitCode != 0 {
-		return fmt.Sprintf("cannot write %s: %s", path, strings.TrimSpace(res.Stderr+" exit code "+strconv.Itoa(res.ExitCode))), nil
+	f := strings.Fields(res.Stdout)
+	if res.ExitCode != 0 || len(f) != 3 {
+		return 0, false, nil
 	}
-	return "", nil
+	var n [3]int64
+	for i := range f {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || v < 0 {
+			return 0, false, nil
+		}
+		n[i] = v
+	}
+	// A file that grew since it was scanned (a log being written) is
+	// counted as it is now: the page read is still a prefix of it.
+	total := int(n[1])
+	if n[0] > 0 && n[2] == 0 {
+		total++
+	}
+	return total, true, nil
 }
 
 func writeFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMessage) (string, error) {
@@ -326,12 +466,12 @@ func writeFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 	if err != nil {
 		return badCall(err)
 	}
-	msg, err := putFile(ctx, s, path, []byte(content))
-	if err != nil {
-		return "", err
-	}
-	if msg != "" {
-		return toolError(msg), nil
+	if err := s.WriteFile(ctx, path, []byte(content), 0o644); err != nil {
+		msg, err := fileFailure(ctx, err)
+		if err != nil {
+			return "", err
+		}
+		return toolError(fmt.Sprintf("cannot write %s: %s", path, msg)), nil
 	}
 	return toolResult(struct {
 		BytesWritten int `json:"bytes_written"`
@@ -352,18 +492,19 @@ func patchFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 		return badCall(err)
 	}
 	all := boolArg(args, "replace_all")
-	data, msg, err := catFile(ctx, s, path)
-	if err != nil {
-		return "", err
-	}
 	fail := func(m string) (string, error) {
 		return toolResult(struct {
 			Success bool   `json:"success"`
 			Error   string `json:"error"`
 		}{false, m}), nil
 	}
-	if msg != "" {
-		return fail(msg)
+	data, err := sandbox.ReadAll(ctx, s, path, maxPatchBytes)
+	if err != nil {
+		msg, err := fileFailure(ctx, err)
+		if err != nil {
+			return "", err
+		}
+		return fail(fmt.Sprintf("cannot read %s: %s", path, msg))
 	}
 	text := string(data)
 	if oldS == "" {
@@ -381,10 +522,12 @@ func patchFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 	} else {
 		text = strings.Replace(text, oldS, newS, 1)
 	}
-	if msg, err := putFile(ctx, s, path, []byte(text)); err != nil {
-		return "", err
-	} else if msg != "" {
-		return fail(msg)
+	if err := s.WriteFile(ctx, path, []byte(text), 0o644); err != nil {
+		msg, err := fileFailure(ctx, err)
+		if err != nil {
+			return "", err
+		}
+		return fail(fmt.Sprintf("cannot write %s: %s", path, msg))
 	}
 	return toolResult(struct {
 		Success      bool `json:"success"`

@@ -2,23 +2,21 @@ package swe
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 )
 
-// Shell helpers that move files in and out of a session through Exec only,
-// so every driver works. Command arguments stay under 96 KiB (Linux caps one
-// argument at 128 KiB) and read chunks stay well under any output limit.
+// Harness helpers: commands through Exec, files through the session's
+// native file operations (sandbox.Files), so patches of any size and any
+// bytes move without a shell command line or the output limit.
 const (
-	writeChunk = 64 << 10 // raw bytes per write command (base64: 86 KiB)
-	readChunk  = 12 << 10 // raw bytes per read command (base64: 16 KiB)
 	helperTime = 2 * time.Minute
+	// maxHarnessFile is the largest file the harness reads back (the
+	// agent's patch).
+	maxHarnessFile = 256 << 20
 )
 
 var q = sandbox.ShellQuote
@@ -51,89 +49,33 @@ type file struct {
 	data []byte
 }
 
-// writeFiles creates each file in the session with its content, packing the
-// writes into as few commands as the argument limit allows: one command for
-// everything under 64 KiB.
+// writeFiles creates each file in the session with its content (parent
+// folders too), one native write per file, within helperTime.
 func writeFiles(ctx context.Context, s sandbox.Session, files ...file) error {
-	for _, c := range writeCommands(files...) {
-		if _, err := run(ctx, s, "write files", c, helperTime); err != nil {
-			return err
+	ctx, cancel := context.WithTimeout(ctx, helperTime)
+	defer cancel()
+	for _, f := range files {
+		if err := s.WriteFile(ctx, f.path, f.data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", f.path, err)
 		}
 	}
 	return nil
 }
 
-// writeCommands returns the shell commands that write files, each under the
-// argument limit.
-func writeCommands(files ...file) []string {
-	var (
-		cmds  []string
-		parts []string
-		size  int
-	)
-	flush := func() {
-		if len(parts) > 0 {
-			cmds = append(cmds, strings.Join(parts, " && "))
-		}
-		parts, size = nil, 0
-	}
-	for _, f := range files {
-		data, op := f.data, ">"
-		for first := true; first || len(data) > 0; first = false {
-			n := min(len(data), writeChunk)
-			if size > 0 && size+n > writeChunk {
-				flush()
-			}
-			parts = append(parts, "printf %s "+q(base64.StdEncoding.EncodeToString(data[:n]))+" | base64 -d "+op+" "+q(f.path))
-			size += n + 64
-			data, op = data[n:], ">>"
-		}
-	}
-	flush()
-	return cmds
-}
-
-// readFile returns the content of path, which must exist, in readChunk
-// pieces. prefix runs first in the same command (to create the file), so a
-// small file costs one command in all.
+// readFile returns the content of path, which must exist. prefix, when not
+// empty, is a command run first (to create the file); its failure is an
+// *exitError.
 func readFile(ctx context.Context, s sandbox.Session, prefix, path string) ([]byte, error) {
-	cmd := prefix + "stat -c %s " + q(path) + " && head -c " + strconv.Itoa(readChunk) + " " + q(path) + " | base64 | tr -d '\\n'"
-	res, err := run(ctx, s, "read "+path, cmd, helperTime)
-	if err != nil {
-		return nil, err
-	}
-	if res.Truncated {
-		return nil, errors.New("read " + path + ": output cut by the sandbox's output limit (raise --max-output)")
-	}
-	sizeText, first, _ := strings.Cut(strings.TrimLeft(res.Stdout, "\n"), "\n")
-	size, err := strconv.Atoi(strings.TrimSpace(sizeText))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: bad size %q", path, sizeText)
-	}
-	data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(first))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	for len(data) < size {
-		cmd := "tail -c +" + strconv.Itoa(len(data)+1) + " " + q(path) + " | head -c " + strconv.Itoa(readChunk) + " | base64 | tr -d '\\n'"
-		res, err := run(ctx, s, "read "+path, cmd, helperTime)
-		if err != nil {
+	if prefix != "" {
+		if _, err := run(ctx, s, "read "+path, prefix, helperTime); err != nil {
 			return nil, err
 		}
-		if res.Truncated {
-			return nil, errors.New("read " + path + ": output cut by the sandbox's output limit (raise --max-output)")
-		}
-		chunk, err := base64.StdEncoding.DecodeString(strings.TrimSpace(res.Stdout))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(chunk) == 0 {
-			return nil, fmt.Errorf("read %s: file shrank while read", path)
-		}
-		data = append(data, chunk...)
 	}
-	if len(data) != size {
-		return nil, fmt.Errorf("read %s: got %d bytes, want %d", path, len(data), size)
+	ctx, cancel := context.WithTimeout(ctx, helperTime)
+	defer cancel()
+	data, err := sandbox.ReadAll(ctx, s, path, maxHarnessFile)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return data, nil
 }

@@ -33,7 +33,6 @@ const (
 	exitModelPatchFailed = 10
 	exitTestPatchFailed  = 11
 	exitNoRepo           = 12
-	exitWriteFailed      = 13
 )
 
 // GradeOptions configure Grade. Driver is required; the zero value of the
@@ -121,15 +120,10 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Gr
 	}()
 
 	t0 := time.Now()
-	// Small patches travel in the apply command itself: one exec in all.
-	writes := writeCommands(file{modelPatchPath, []byte(patch)}, file{testPatchPath, []byte(t.TestPatch)})
-	last := writes[len(writes)-1]
-	for _, c := range writes[:len(writes)-1] {
-		if _, err := run(ctx, sess, "write patches", c, helperTime); err != nil {
-			return infra("grade: %v", err)
-		}
+	if err := writeFiles(ctx, sess, file{modelPatchPath, []byte(patch)}, file{testPatchPath, []byte(t.TestPatch)}); err != nil {
+		return infra("grade: write patches: %v", err)
 	}
-	script := fmt.Sprintf("{ %s; } || exit %d\n%s", last, exitWriteFailed, applyScript(t, o.Clone))
+	script := applyScript(t, o.Clone)
 	res, err := sess.Exec(ctx, sandbox.Cmd{Command: script, Timeout: helperTime})
 	g.ApplyMS = time.Since(t0).Milliseconds()
 	if err != nil {

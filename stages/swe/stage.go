@@ -334,7 +334,7 @@ func (h *held) patch(ctx context.Context) (string, error) {
 		base = h.task.BaseCommit
 	}
 	const out = "/tmp/.hermes-swe-agent.patch"
-	prefix := "cd " + q(root) + " && git add -A && git diff --cached --binary --no-color --no-ext-diff " + q(base) + " > " + out + " && "
+	prefix := "cd " + q(root) + " && git add -A && git diff --cached --binary --no-color --no-ext-diff " + q(base) + " > " + out
 	data, err := readFile(ctx, sess, prefix, out)
 	if err != nil {
 		return "", err

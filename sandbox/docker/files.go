@@ -1,0 +1,196 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
+
+// cwdFile is where the state script keeps the shell's current folder.
+const cwdFile = stateDir + "/cwd"
+
+// ReadRange implements sandbox.Files with one exec of sandbox.FileReadScript
+// (dd seeks, head stops after the range): only the range crosses the
+// daemon's socket, as raw bytes on the exec's stdout.
+func (s *Session) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
+	if off < 0 || n < 0 {
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: errors.New("negative offset or length")}
+	}
+	out := sandbox.NewReadOutput(n)
+	code, stderr, err := s.fileExec(ctx, "read", sandbox.FileReadScript(cwdFile, path, off, n), nil, out)
+	if err != nil {
+		return nil, 0, err
+	}
+	if code != 0 {
+		return nil, 0, sandbox.FileError("read", path, code, stderr)
+	}
+	fi, data, err := out.Result()
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if err := sandbox.CheckRead(path, fi, off, n, len(data)); err != nil {
+		return nil, 0, err
+	}
+	return data, fi.Size, nil
+}
+
+// Stat implements sandbox.Files with one exec of stat.
+func (s *Session) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
+	var out bytes.Buffer
+	code, stderr, err := s.fileExec(ctx, "stat", sandbox.FileStatScript(cwdFile, path), nil, &out)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if code != 0 {
+		return sandbox.FileInfo{}, sandbox.FileError("stat", path, code, stderr)
+	}
+	fi, err := sandbox.ParseFileStat(strings.TrimSpace(out.String()))
+	if err != nil {
+		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return fi, nil
+}
+
+// WriteFile implements sandbox.Files with one exec of
+// sandbox.FileWriteScript, the content streamed raw on the exec's stdin. The
+// exec runs as the session's user, so the file belongs to the user the
+// commands run as.
+func (s *Session) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
+	code, stderr, err := s.fileExec(ctx, "write", sandbox.FileWriteScript(cwdFile, path, perm), data, io.Discard)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return sandbox.FileError("write", path, code, stderr)
+	}
+	return nil
+}
+
+// fileExec runs a file script in the container (serialized with Exec),
+// feeding stdin when it is not nil, and returns its exit code and stderr.
+// It is bounded by the session's command timeout. Daemon failures wrap
+// sandbox.ErrUnavailable; a runtime that could not start the process is
+// retried as in Exec.
+func (s *Session) fileExec(ctx context.Context, op, script string, stdin []byte, stdout io.Writer) (int, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClosed() {
+		return 0, "", fmt.Errorf("docker sandbox %s: %w", op, sandbox.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
+	defer cancel()
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		head := &headWriter{}
+		code, stderr, err := s.fileExecOnce(ctx, script, stdin, io.MultiWriter(stdout, head))
+		if err != nil && s.isClosed() {
+			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, sandbox.ErrClosed)
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, err)
+		}
+		if !ociFailure(sandbox.Result{ExitCode: code, Stdout: string(head.b), Stderr: stderr}) {
+			return code, stderr, nil
+		}
+		if wait > 3200*time.Millisecond {
+			return 0, "", fmt.Errorf("docker sandbox %s: %w: %s", op, sandbox.ErrUnavailable, strings.TrimSpace(stderr))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, ctx.Err())
+		case <-time.After(wait):
+		}
+		if rw, ok := stdout.(interface{ Reset() }); ok {
+			rw.Reset()
+		}
+	}
+}
+
+// fileExecOnce runs script once; see fileExec.
+func (s *Session) fileExecOnce(ctx context.Context, script string, stdin []byte, stdout io.Writer) (int, string, error) {
+	errCap := sandbox.NewCapture(4096)
+	code, err := s.run(ctx, []string{"sh", "-c", script}, stdin, stdout, errCap)
+	if err != nil {
+		return 0, "", err
+	}
+	if code >= 128 {
+		if err := s.alive(ctx); err != nil {
+			return 0, "", err
+		}
+	}
+	text, _ := errCap.Text()
+	return code, text, nil
+}
+
+// run runs argv in the container through one exec, feeding stdin when it is
+// not nil and copying the output to stdout and stderr, and returns the exit
+// code once the daemon reports it. Daemon failures wrap
+// sandbox.ErrUnavailable. ctx ending cuts the stream.
+func (s *Session) run(ctx context.Context, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
+	cli := s.d.cli
+	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		User:         s.d.cfg.Docker.User,
+		AttachStdin:  stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          argv,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create: %w", unavailable(ctx, err))
+	}
+	att, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("start: %w", unavailable(ctx, err))
+	}
+	defer att.Close()
+	stop := context.AfterFunc(ctx, att.Close)
+	defer stop()
+	if stdin != nil {
+		// The script may fail before reading everything (a folder in the
+		// way); its exit code says so, so a write error here is not ours
+		// to report.
+		go func() {
+			_, _ = att.Conn.Write(stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	_, err = stdcopy.StdCopy(stdout, stderr, att.Reader)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("read output: %w", unavailable(ctx, err))
+	}
+	code, err := s.exitCode(ctx, created.ID)
+	if err != nil {
+		return 0, fmt.Errorf("inspect: %w", unavailable(ctx, err))
+	}
+	return code, nil
+}
+
+// headWriter keeps the first bytes written to it, for recognising the
+// runtime's own failure message.
+type headWriter struct{ b []byte }
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if room := 512 - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// isClosed reports whether Close was called.
+func (s *Session) isClosed() bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return s.closed
+}
