@@ -414,3 +414,49 @@ func TestS3MergeNamesTheStore(t *testing.T) {
 		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestS3StatusRateFromCommittedSegments: status of an s3:// run takes rate
+// and last commit from the commit times its ledger segments record; the read
+// cache holds no shard file (rate 0.0, last commit "-") or, after a cat or
+// merge, only download times.
+func TestS3StatusRateFromCommittedSegments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	out := s3test.URL(s3test.Start(t), "runs/status")
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 20)
+	cache := filepath.Join(t.TempDir(), "cache")
+	for i := range 2 {
+		args := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--spool", filepath.Join(t.TempDir(), "spool")}
+		if msg, err := shardGenerate(t, nil, args...); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+	}
+	code, stdout, stderr := clusterCLI(t, "status", out, "--cache", cache, "--json", "--window", "1h")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, stderr)
+	}
+	var sts []cluster.ShardStatus
+	if err := json.Unmarshal([]byte(stdout), &sts); err != nil {
+		t.Fatalf("status --json %q: %v", stdout, err)
+	}
+	total := 0
+	for _, s := range sts {
+		if s.LastCommit.IsZero() || s.Done == 0 {
+			t.Errorf("shard %d: no last commit or nothing done: %+v", s.Index, s)
+		}
+		// Every record was committed within the hour: rate × window = records.
+		if got := int(s.Rate*3600 + 0.5); got != s.Done {
+			t.Errorf("shard %d: rate %.4f/s over 1h is %d records, want %d", s.Index, s.Rate, got, s.Done)
+		}
+		total += s.Done
+	}
+	if total != 20 {
+		t.Errorf("status counts %d records, want 20", total)
+	}
+	code, stdout, _ = clusterCLI(t, "status", out, "--cache", cache)
+	if code != 0 || strings.Contains(stdout, " - ") || !strings.Contains(stdout, "s ago") {
+		t.Errorf("status table shows no last commit:\n%s", stdout)
+	}
+}
