@@ -168,9 +168,15 @@ const MaxFieldDepth = pyjson.MaxDepth
 
 // tooDeep reports whether containers nest more than MaxFieldDepth levels
 // inside one member of the JSON object in line, and which member (its key,
-// unescaped). It is one byte scan without allocation for rows within the
-// limit, so both row parsers run it before decoding anything.
+// unescaped). It costs two vectorised byte counts for ordinary rows and one
+// byte scan, without allocation, for rows with many brackets, so both row
+// parsers run it before decoding anything.
 func tooDeep(line []byte) (string, bool) {
+	// Fewer brackets than the limit, wherever they are, cannot nest past
+	// it: two vectorised counts spare the scan for nearly every row.
+	if bytes.Count(line, []byte{'{'})+bytes.Count(line, []byte{'['}) <= MaxFieldDepth+1 {
+		return "", false
+	}
 	depth := 0
 	inStr, esc := false, false
 	strStart, keyStart, keyEnd := 0, -1, -1

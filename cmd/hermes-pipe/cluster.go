@@ -156,7 +156,13 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sts, err := cluster.Status(c.Context, out, cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window"), InputKeys: prompts.EachKey})
+	opts := cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window"), InputKeys: prompts.EachKey}
+	if url := c.Args().First(); objstore.IsURL(url) {
+		if opts.Commits, err = storeCommits(c.Context, url); err != nil {
+			return err
+		}
+	}
+	sts, err := cluster.Status(c.Context, out, opts)
 	if err != nil {
 		return err
 	}
@@ -228,6 +234,39 @@ func localRun(c *cli.Context, out string, ledgerOnly bool) (string, error) {
 		}
 	}
 	return cache, nil
+}
+
+// storeCommits returns, per shard folder of the sharded run stored at url,
+// the commits its ledger segments record (time and records), for status. A
+// shard whose marker predates commit times is left out (status then falls
+// back to the cache's file times). It costs one listing and one GET per
+// shard.
+func storeCommits(ctx context.Context, url string) (map[string][]cluster.Commit, error) {
+	root, err := objstore.Open(ctx, url)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	defer root.Close()
+	names, err := root.Children(ctx)
+	if err != nil {
+		return nil, err
+	}
+	commits := map[string][]cluster.Commit{}
+	for _, name := range names {
+		if _, ok := cluster.ParseName(name); !ok {
+			continue
+		}
+		m, err := root.Sub(name).ReadMarker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, seg := range m.Segments {
+			if !seg.Committed.IsZero() {
+				commits[name] = append(commits[name], cluster.Commit{At: seg.Committed, Rows: seg.Rows})
+			}
+		}
+	}
+	return commits, nil
 }
 
 // uploadMerged copies merged.json and the merged statistics next to the

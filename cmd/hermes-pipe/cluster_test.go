@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -412,5 +416,104 @@ func TestS3MergeNamesTheStore(t *testing.T) {
 	code, stdout, stderr = clusterCLI(t, "merge", out, "--cache", cache)
 	if code != 0 || !strings.HasPrefix(stdout, out+": 2 shards complete, 20 records") || strings.Contains(stdout, cache) {
 		t.Fatalf("merge: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestS3StatusRateFromCommittedSegments: status of an s3:// run takes rate
+// and last commit from the commit times its ledger segments record; the read
+// cache holds no shard file (rate 0.0, last commit "-") or, after a cat or
+// merge, only download times.
+func TestS3StatusRateFromCommittedSegments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	out := s3test.URL(s3test.Start(t), "runs/status")
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 20)
+	cache := filepath.Join(t.TempDir(), "cache")
+	for i := range 2 {
+		args := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--spool", filepath.Join(t.TempDir(), "spool")}
+		if msg, err := shardGenerate(t, nil, args...); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+	}
+	code, stdout, stderr := clusterCLI(t, "status", out, "--cache", cache, "--json", "--window", "1h")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, stderr)
+	}
+	var sts []cluster.ShardStatus
+	if err := json.Unmarshal([]byte(stdout), &sts); err != nil {
+		t.Fatalf("status --json %q: %v", stdout, err)
+	}
+	total := 0
+	for _, s := range sts {
+		if s.LastCommit.IsZero() || s.Done == 0 {
+			t.Errorf("shard %d: no last commit or nothing done: %+v", s.Index, s)
+		}
+		// Every record was committed within the hour: rate × window = records.
+		if got := int(s.Rate*3600 + 0.5); got != s.Done {
+			t.Errorf("shard %d: rate %.4f/s over 1h is %d records, want %d", s.Index, s.Rate, got, s.Done)
+		}
+		total += s.Done
+	}
+	if total != 20 {
+		t.Errorf("status counts %d records, want 20", total)
+	}
+	code, stdout, _ = clusterCLI(t, "status", out, "--cache", cache)
+	if code != 0 || strings.Contains(stdout, " - ") || !strings.Contains(stdout, "s ago") {
+		t.Errorf("status table shows no last commit:\n%s", stdout)
+	}
+}
+
+// TestS3MergeAndCatWriteNoSDKWarnings: against a server that sends no
+// checksum headers (many S3-compatible servers; here the test server behind
+// a proxy that strips them), merge and cat of an s3:// run write nothing to
+// the process's stderr: the AWS SDK logged a WARN line there per GET.
+func TestS3MergeAndCatWriteNoSDKWarnings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	base := s3test.Start(t)
+	m := regexp.MustCompile(`endpoint=([^&]+)`).FindStringSubmatch(base)
+	target, err := neturl.Parse(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		for k := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+				r.Header.Del(k)
+			}
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	out := s3test.URL(strings.Replace(base, m[1], srv.URL, 1), "runs/quiet")
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 10)
+	for i := range 2 {
+		args := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--spool", filepath.Join(t.TempDir(), "spool")}
+		if msg, err := shardGenerate(t, nil, args...); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = errFile // the SDK's default logger takes os.Stderr when a store is opened
+	code, stdout, stderr := clusterCLI(t, "merge", out, "--cache", filepath.Join(t.TempDir(), "m"))
+	catCode, catOut, catErr := hp(t, "cat", out) // its read cache is under TMPDIR
+	os.Stderr = saved
+	errFile.Close()
+	if code != 0 || catCode != 0 || strings.Count(catOut, "\n") != 10 {
+		t.Fatalf("merge exit %d, cat exit %d (%d lines)\n%s%s%s", code, catCode, strings.Count(catOut, "\n"), stdout, stderr, catErr)
+	}
+	if b, _ := os.ReadFile(errFile.Name()); len(b) > 0 || stderr != "" || catErr != "" {
+		t.Fatalf("merge and cat wrote to stderr:\n%s%s%s", b, stderr, catErr)
 	}
 }

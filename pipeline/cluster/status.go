@@ -19,6 +19,18 @@ type StatusOptions struct {
 	// InputKeys lists the prompts file's keys (prompts.EachKey); nil leaves
 	// Expected and Remaining unknown.
 	InputKeys KeyLister
+	// Commits, when it holds a shard's folder name (shard-0-of-4), gives
+	// that shard's commit history as its store recorded it (the ledger
+	// segments of an s3:// run); rate and last commit then come from it,
+	// not from the local files' times, which in a read cache are download
+	// times (or absent: status pulls no shard file).
+	Commits map[string][]Commit
+}
+
+// Commit is one commit of a shard's records: when and how many.
+type Commit struct {
+	At   time.Time
+	Rows int
 }
 
 // ShardStatus is the progress of one shard.
@@ -39,7 +51,8 @@ type ShardStatus struct {
 // flight or finished. It reads each shard's ledger (not the records) and, to
 // know what remains, the prompts file once; it takes no lock and writes
 // nothing. The rate counts the records of shard files committed within the
-// window, divided by the window.
+// window (by Commits, else by the files' modification times), divided by the
+// window.
 func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus, error) {
 	if opts.Window <= 0 {
 		opts.Window = 5 * time.Minute
@@ -85,6 +98,18 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 			}
 		}
 		recent := 0
+		if commits, ok := opts.Commits[sp.Name()]; ok {
+			for _, c := range commits {
+				if c.At.After(st.LastCommit) {
+					st.LastCommit = c.At
+				}
+				if now.Sub(c.At) <= opts.Window {
+					recent += c.Rows
+				}
+			}
+			st.Rate = float64(recent) / opts.Window.Seconds()
+			continue
+		}
 		for name, rows := range lv.files {
 			fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
 			if err != nil {

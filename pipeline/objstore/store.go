@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/azureblob"
@@ -159,11 +160,16 @@ type Marker struct {
 	SHA256   string    `json:"sha256"` // of the whole ledger
 }
 
-// Segment is one immutable piece of the ledger.
+// Segment is one immutable piece of the ledger. Committed and Rows say when
+// it was pushed and how many records its lines commit, so the progress of a
+// run in a store can be told from the marker alone (status); markers written
+// before they existed leave them zero.
 type Segment struct {
-	Name   string `json:"name"`
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"`
+	Name      string    `json:"name"`
+	Bytes     int64     `json:"bytes"`
+	SHA256    string    `json:"sha256"`
+	Committed time.Time `json:"committed,omitzero"`
+	Rows      int       `json:"rows,omitempty"`
 }
 
 // ReadMarker returns the commit marker, or an empty one when the store holds
@@ -218,13 +224,15 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 	}
 	fresh := ledger[m.Bytes:]
 	if len(fresh) > 0 {
+		rows := 0 // records the new lines commit
 		sc := bufio.NewScanner(bytes.NewReader(fresh))
 		sc.Buffer(nil, len(fresh)+1)
 		for sc.Scan() {
 			var line struct {
-				Shard  string `json:"shard"`
-				Bytes  int64  `json:"bytes"`
-				SHA256 string `json:"sha256"`
+				Shard  string            `json:"shard"`
+				Bytes  int64             `json:"bytes"`
+				SHA256 string            `json:"sha256"`
+				Rows   []json.RawMessage `json:"rows"`
 			}
 			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 				return st, fmt.Errorf("push %s: ledger: %w", dir, err)
@@ -232,6 +240,7 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 			if line.Shard == "" {
 				continue
 			}
+			rows += len(line.Rows)
 			n, err := s.putFile(ctx, filepath.Join(dir, filepath.FromSlash(line.Shard)), line.Shard, line.SHA256)
 			if err != nil {
 				return st, fmt.Errorf("push %s: %w", dir, err)
@@ -239,7 +248,8 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 			st.Files++
 			st.Bytes += n
 		}
-		seg := Segment{Name: fmt.Sprintf("%s%06d.jsonl", SegmentDir, len(m.Segments)+1), Bytes: int64(len(fresh)), SHA256: sha(fresh)}
+		seg := Segment{Name: fmt.Sprintf("%s%06d.jsonl", SegmentDir, len(m.Segments)+1), Bytes: int64(len(fresh)), SHA256: sha(fresh),
+			Committed: time.Now().UTC(), Rows: rows}
 		if err := s.bucket.WriteAll(ctx, s.key(seg.Name), fresh, &blob.WriterOptions{ContentType: "application/x-ndjson"}); err != nil {
 			return st, fmt.Errorf("push %s: write %s: %w", dir, seg.Name, err)
 		}

@@ -16,7 +16,9 @@
 //
 // Records are carried as their input line (schemas.Record.Raw) and edited in
 // place, so every field keeps its bytes and its order; rows under budget are
-// written byte-identical.
+// written byte-identical. Every written string is valid UTF-8 (JSONL and
+// Parquet agree byte for byte), so a row that is not is rejected, naming the
+// field, rather than rewritten with U+FFFD.
 //
 // The package must not import cmd.
 package compress

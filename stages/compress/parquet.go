@@ -180,13 +180,13 @@ func appendValue(b []byte, n parquet.Node, v any) []byte {
 	case nil:
 		return append(b, "null"...)
 	case string:
-		return pyjson.AppendString(b, x)
+		return appendText(b, x)
 	case []byte:
 		if isLogical[*format.StringType](n) || isLogical[*format.JsonType](n) || isLogical[*format.EnumType](n) || validText(x) {
 			if isLogical[*format.JsonType](n) && json.Valid(x) {
 				return append(b, x...)
 			}
-			return pyjson.AppendString(b, string(x))
+			return appendText(b, string(x))
 		}
 		return pyjson.AppendString(b, base64.StdEncoding.EncodeToString(x))
 	case bool:
@@ -251,6 +251,28 @@ func appendFloat(b []byte, f float64) []byte {
 		return append(b, "null"...)
 	}
 	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
+
+// appendText writes s as a JSON string. Text that is not valid UTF-8 keeps
+// its bytes (everything else escaped as usual) instead of becoming U+FFFD,
+// so the source sees the row as it is and rejects it, naming the column,
+// rather than passing on a silently changed row.
+func appendText(b []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return pyjson.AppendString(b, s)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, fmt.Sprintf(`\u%04x`, c)...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 func validText(x []byte) bool {

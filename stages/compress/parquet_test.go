@@ -150,3 +150,40 @@ func TestParquetRunFolderInput(t *testing.T) {
 	}
 	verifyOK(t, dst)
 }
+
+// A Parquet text value that is not UTF-8 keeps its bytes on the way to the
+// source, which rejects the row naming the column, instead of becoming
+// U+FFFD in a row then reported as passed through unchanged.
+func TestParquetInvalidUTF8IsRejected(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[pqRow](f)
+	rows := []pqRow{
+		{ID: "ok", Conversations: []pqTurn{{"human", "hi \"there\"\n"}, {"gpt", "fine"}}},
+		{ID: "bad", Conversations: []pqTurn{{"human", "hi"}, {"gpt", "bytes \xff\xfe here"}}},
+	}
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var rejects []schemas.Reject
+	src := OpenSource(SourceOptions{Inputs: []Input{{Path: path, Kind: kindParquet, Name: "in.parquet"}}, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	defer src.Close()
+	rec, err := src.Next(bg)
+	if err != nil || gjson.GetBytes(rec.Raw, "conversations.0.value").Str != "hi \"there\"\n" {
+		t.Fatalf("first row: %v %s", err, rec.Raw)
+	}
+	if rec, err := src.Next(bg); err == nil {
+		t.Fatalf("the row with invalid UTF-8 was read: %s", rec.Raw)
+	}
+	if len(rejects) != 1 || rejects[0].Line != 2 || rejects[0].Field != "conversations[1].value" || rejects[0].RawBase64 == "" {
+		t.Fatalf("rejects = %+v", rejects)
+	}
+}

@@ -64,6 +64,13 @@ func Open(path string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open prompts: %w", err)
 	}
+	if fi, err := f.Stat(); err != nil || fi.IsDir() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is a folder; give the JSONL file", path)
+		}
+		return nil, fmt.Errorf("open prompts: %w", err)
+	}
 	if opts.Samples <= 0 {
 		opts.Samples = 1
 	}

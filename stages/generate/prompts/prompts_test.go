@@ -239,3 +239,12 @@ func TestOverLongLineIsStreamedPast(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusesAFolder: a folder is refused when opened, not at the
+// first read, with a message saying what to give instead.
+func TestOpenRefusesAFolder(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), dir+" is a folder") {
+		t.Fatalf("Open(folder) = %v", err)
+	}
+}
