@@ -25,7 +25,7 @@ func TestGradeSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := GradeOptions{Driver: d, RunID: "swe-test", TestTimeout: time.Minute}
+	o := GradeOptions{Driver: d, RunID: testRunID, TestTimeout: time.Minute}
 	ctx := context.Background()
 	const noop = "diff --git a/NOOP.md b/NOOP.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOOP.md\n@@ -0,0 +1 @@\n+nothing\n"
 	type result struct {
@@ -59,7 +59,7 @@ func TestGradeSuite(t *testing.T) {
 	}
 	slow := tk
 	slow.TestCmd = "sleep 30"
-	g = GradePatch(ctx, GradeOptions{Driver: d, RunID: "swe-test", TestTimeout: time.Second}, slow, tk.GoldPatch)
+	g = GradePatch(ctx, GradeOptions{Driver: d, RunID: testRunID, TestTimeout: time.Second}, slow, tk.GoldPatch)
 	if g.Outcome != schemas.OutcomeSandboxError || !strings.Contains(g.Reason, "timed out") {
 		t.Errorf("slow tests: %s %s", g.Outcome, g.Reason)
 	}

@@ -27,11 +27,17 @@ import (
 // the tests, so a test can kill a real run with SIGKILL.
 const helperEnv = "HERMES_SWE_HELPER"
 
+// killRunID labels the killed run's containers; it is unique per test
+// process, so runs of this package beside each other on one daemon never
+// collect each other's containers.
+var killRunID = fmt.Sprintf("swe-kill-%d", os.Getpid())
+
 // helperMain runs the tasks file $HERMES_SWE_TASKS into $HERMES_SWE_OUT
 // against the model at $HERMES_SWE_BASE, resuming when the folder holds a
 // run.
 func helperMain() int {
-	d, err := docker.New(sandbox.Config{RunID: "swe-kill"})
+	runID := os.Getenv("HERMES_SWE_RUNID")
+	d, err := docker.New(sandbox.Config{RunID: runID})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -44,7 +50,7 @@ func helperMain() int {
 	_, err = Run(context.Background(), Options{
 		RunConfig:   pipeline.RunConfig{Out: os.Getenv("HERMES_SWE_OUT"), Mode: pipeline.ModeResume, Workers: 2, CommitInterval: 10 * time.Millisecond},
 		Tasks:       os.Getenv("HERMES_SWE_TASKS"),
-		Rollout:     rollout.Options{Client: c, Model: "fake", Driver: d, RunID: "swe-kill"},
+		Rollout:     rollout.Options{Client: c, Model: "fake", Driver: d, RunID: runID},
 		Grade:       GradeOptions{TestTimeout: time.Minute},
 		CheckImages: d.CheckImages,
 	})
@@ -108,7 +114,7 @@ func TestKillNineThenResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "HERMES_SWE_TASKS="+tasks, "HERMES_SWE_OUT="+out, "HERMES_SWE_BASE="+hs.URL+"/v1")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "HERMES_SWE_TASKS="+tasks, "HERMES_SWE_OUT="+out, "HERMES_SWE_BASE="+hs.URL+"/v1", "HERMES_SWE_RUNID="+killRunID)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -149,7 +155,7 @@ wait:
 		t.Fatalf("all %d tasks were done before the kill: the test proves nothing", len(before))
 	}
 	// What the killed run left running is collected by run id.
-	if _, err := d.GC(context.Background(), "swe-kill"); err != nil {
+	if _, err := d.GC(context.Background(), killRunID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -68,18 +69,22 @@ func requireSuite(t testing.TB) *docker.Driver {
 	if imagesErr != nil {
 		t.Fatalf("build the sample suite images: %v", imagesErr)
 	}
-	d, err := docker.New(sandbox.Config{RunID: "swe-test"})
+	d, err := docker.New(sandbox.Config{RunID: testRunID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = d.GC(ctx, "swe-test")
+		_, _ = d.GC(ctx, testRunID)
 		_ = d.Release()
 	})
 	return d
 }
+
+// testRunID labels this test process's containers (unique per process, so
+// two runs of the package on one daemon never collect each other's).
+var testRunID = fmt.Sprintf("swe-test-%d", os.Getpid())
 
 // startFake serves the suite's fakellm scripts on loopback.
 func startFake(t testing.TB) (*fakellm.Server, string) {
@@ -127,7 +132,7 @@ func runOptions(t testing.TB, d *docker.Driver, base, tasks, out string) Options
 			Client:         client(t, base),
 			Model:          "fake",
 			Driver:         d,
-			RunID:          "swe-test",
+			RunID:          testRunID,
 			CommandTimeout: 30 * time.Second,
 		},
 		Grade:       GradeOptions{TestTimeout: time.Minute},
