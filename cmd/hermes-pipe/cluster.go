@@ -2,17 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
@@ -34,11 +27,7 @@ func shardFlags() []cli.Flag {
 // cluster.OpenOutput: the shard's filter, the local folder to write and, for
 // an s3:// or file:// --out, the spool and its uploads.
 func shardOutput(c *cli.Context) (*cluster.Output, error) {
-	ctx := c.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return cluster.OpenOutput(ctx, cluster.OutputOptions{
+	return cluster.OpenOutput(cmdContext(c), cluster.OutputOptions{
 		Out:            c.String("out"),
 		Shard:          c.String("shard"),
 		ShardCount:     c.Int("shard-count"),
@@ -105,7 +94,7 @@ func runMerge(c *cli.Context) error {
 		return err
 	}
 	if url := c.Args().First(); objstore.IsURL(url) {
-		if err := uploadMerged(c, url, out); err != nil {
+		if err := cluster.UploadMerged(c.Context, url, out); err != nil {
 			return err
 		}
 	}
@@ -158,7 +147,7 @@ func runStatus(c *cli.Context) error {
 	}
 	opts := cluster.StatusOptions{Prompts: promptsFile, Window: c.Duration("window"), InputKeys: prompts.EachKey}
 	if url := c.Args().First(); objstore.IsURL(url) {
-		if opts.Commits, err = storeCommits(c.Context, url); err != nil {
+		if opts.Commits, err = cluster.StoreCommits(c.Context, url); err != nil {
 			return err
 		}
 	}
@@ -172,141 +161,32 @@ func runStatus(c *cli.Context) error {
 	return cluster.WriteStatus(c.App.Writer, sts, time.Now())
 }
 
-// localRun returns a local folder holding the sharded run out: out itself
-// when it is a folder, else a read cache under the temp dir (or --cache)
-// that it first brings up to date from the store, shard by shard, as of each
-// shard's commit marker. ledgerOnly skips the shard files (enough for status,
-// whose rate is then 0). cat, stats and verify can call it too.
+// localRun binds --cache and calls cluster.LocalRun: out itself, or a read
+// cache brought up to date from the store.
 func localRun(c *cli.Context, out string, ledgerOnly bool) (string, error) {
-	if !objstore.IsURL(out) {
-		return out, nil
-	}
-	ctx := c.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	root, err := objstore.Open(ctx, out)
-	if err != nil {
-		return "", usagef("%v", err)
-	}
-	defer root.Close()
-	names, err := root.Children(ctx)
-	if err != nil {
-		return "", err
-	}
 	cache := ""
 	if c.IsSet("cache") {
 		cache = c.String("cache")
 	}
-	if cache == "" {
-		h := sha256.Sum256([]byte(out))
-		cache = filepath.Join(os.TempDir(), "hermes-pipe-cache", hex.EncodeToString(h[:8]))
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("read cache: %w", err)
-	}
-	keep := map[string]bool{}
-	for _, name := range names {
-		if _, ok := cluster.ParseName(name); !ok {
-			continue
-		}
-		keep[name] = true
-		if err := root.Sub(name).Pull(ctx, filepath.Join(cache, name), objstore.PullOptions{LedgerOnly: ledgerOnly}); err != nil {
-			return "", err
-		}
-	}
-	if len(keep) == 0 { // an unsharded run stored at out itself
-		single := filepath.Join(cache, "run")
-		if err := root.Pull(ctx, single, objstore.PullOptions{LedgerOnly: ledgerOnly}); err != nil {
-			return "", err
-		}
-		return single, nil
-	}
-	ents, err := os.ReadDir(cache)
-	if err != nil {
-		return "", fmt.Errorf("read cache: %w", err)
-	}
-	for _, e := range ents {
-		if _, ok := cluster.ParseName(e.Name()); ok && !keep[e.Name()] {
-			if err := os.RemoveAll(filepath.Join(cache, e.Name())); err != nil {
-				return "", fmt.Errorf("read cache: %w", err)
-			}
-		}
-	}
-	return cache, nil
+	return cluster.LocalRun(cmdContext(c), out, cache, ledgerOnly)
 }
 
-// storeCommits returns, per shard folder of the sharded run stored at url,
-// the commits its ledger segments record (time and records), for status. A
-// shard whose marker predates commit times is left out (status then falls
-// back to the cache's file times). It costs one listing and one GET per
-// shard.
-func storeCommits(ctx context.Context, url string) (map[string][]cluster.Commit, error) {
-	root, err := objstore.Open(ctx, url)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	defer root.Close()
-	names, err := root.Children(ctx)
-	if err != nil {
-		return nil, err
-	}
-	commits := map[string][]cluster.Commit{}
-	for _, name := range names {
-		if _, ok := cluster.ParseName(name); !ok {
-			continue
-		}
-		m, err := root.Sub(name).ReadMarker(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, seg := range m.Segments {
-			if !seg.Committed.IsZero() {
-				commits[name] = append(commits[name], cluster.Commit{At: seg.Committed, Rows: seg.Rows})
-			}
-		}
-	}
-	return commits, nil
-}
-
-// uploadMerged copies merged.json and the merged statistics next to the
-// shards in the store.
-func uploadMerged(c *cli.Context, url, local string) error {
-	root, err := objstore.Open(c.Context, url)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	for _, name := range []string{pipeline.StatisticsFile, cluster.MergedFile} {
-		b, err := os.ReadFile(filepath.Join(local, name))
-		if err != nil {
-			return fmt.Errorf("upload %s: %w", name, err)
-		}
-		if err := root.WriteFile(c.Context, name, b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// localInput returns a local path for an input file given as a path or as an
-// object-storage URL (s3://, gs://, azblob://, file://), which it downloads
-// first into a cache folder under the temp dir. Errors are usage errors
-// naming the flag.
+// localInput is cluster.LocalInput for the value of one flag; its errors name
+// the flag.
 func localInput(c *cli.Context, flag, p string) (string, error) {
-	if !objstore.IsURL(p) {
-		return p, nil
-	}
-	h := sha256.Sum256([]byte(p))
-	local := filepath.Join(os.TempDir(), "hermes-pipe-inputs", hex.EncodeToString(h[:8]), path.Base(strings.SplitN(p, "?", 2)[0]))
-	ctx := c.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := objstore.Fetch(ctx, p, local); err != nil {
+	l, err := cluster.LocalInput(cmdContext(c), p)
+	if err != nil {
 		return "", usagef("--%s: %v", flag, err)
 	}
-	return local, nil
+	return l, nil
+}
+
+// cmdContext is the command's context, or Background outside a running app.
+func cmdContext(c *cli.Context) context.Context {
+	if c.Context != nil {
+		return c.Context
+	}
+	return context.Background()
 }
 
 // localInputs is localInput for each value of a repeatable flag.
