@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      ?= ./...
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: help build test lint bench demo clean
+.PHONY: help build test stress lint bench demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ build: ## build bin/hermes-pipe and bin/fakellm
 test: ## vet and run every test with the race detector
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+stress: ## make test while busy loops load every CPU (LOOPS=4 by default)
+	./scripts/stress-test.sh -n $(or $(LOOPS),4) $(PKGS)
 
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed on the files above" && exit 1)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -22,7 +23,9 @@ const (
 // TestKill9Resume re-executes the test binary as a child that runs a slow
 // pipeline on a shared output folder and SIGKILLs it at random moments, then
 // finishes the run in-process: every key must appear exactly once and the
-// folder must verify.
+// folder must verify. A kill moment is a random number of stage calls into the
+// child's run (the child reports each call on a pipe), not a wall-clock delay,
+// so a loaded machine that starts the child slowly still kills it mid-run.
 func TestKill9Resume(t *testing.T) {
 	const n = 1000
 	if dir := os.Getenv(kill9Env); dir != "" {
@@ -49,16 +52,27 @@ func TestKill9Resume(t *testing.T) {
 	}
 	kills, midRun := 0, 0
 	for i := range 10 {
+		progress, progressW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Resume$", "-test.count=1")
 		cmd.Env = append(os.Environ(), kill9Env+"="+dir, kill9FormatEnv+"="+testFormat)
+		cmd.ExtraFiles = []*os.File{progressW} // the child's fd 3
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err == nil {
+		progressW.Close()
+		// Kill after a random number of stage calls (or when the child ends
+		// on its own and closes the pipe), then a random few hundred µs more.
+		calls := 20 + rng.IntN(100)
+		_, readErr := io.CopyN(io.Discard, progress, int64(calls))
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+		if readErr == nil && cmd.Process.Signal(syscall.SIGKILL) == nil {
 			kills++
 		}
-		err := cmd.Wait()
+		err = cmd.Wait()
+		progress.Close()
 		done := finalKeys()
 		if done < n {
 			midRun++
@@ -90,7 +104,9 @@ func kill9Child(t *testing.T, dir string, n int) {
 		t.Fatal(err)
 	}
 	defer out.Close()
+	progress := os.NewFile(3, "progress") // one byte per stage call for the parent
 	stage := &funcStage{name: "slow", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+		progress.Write([]byte{'.'})
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 		complete(rec)
 		if rand.IntN(5) == 0 {

@@ -543,11 +543,15 @@ func TestParquetCrashAndKill9(t *testing.T) {
 
 // TestParquetDuckDB reads the Parquet shards of a run with DuckDB (npm
 // @duckdb/node-api, through scripts/parquet-check.mjs) and compares every row
-// with the JSONL output of the same records. It skips when node is absent;
-// under CI=1 a missing package fails (install with npm ci --prefix scripts).
+// with the JSONL output of the same records. It skips when node or the
+// package is absent; under CI (CI set) either one missing fails the test
+// (install node and run npm ci --prefix scripts).
 func TestParquetDuckDB(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("node is not installed; CI requires the DuckDB cross-check (apt-get install nodejs npm): %v", err)
+		}
 		t.Skip("node not installed")
 	}
 	_, file, _, _ := runtime.Caller(0)

@@ -245,8 +245,10 @@ func TestSoftStopFinishesInFlightAndCommits(t *testing.T) {
 	for range 3 {
 		<-g.entered
 	}
+	// The producer holds no free slot while the three are in flight, and it
+	// checks Stop again after taking one, so nothing else can start once
+	// stop is closed before the release.
 	close(stop)
-	time.Sleep(20 * time.Millisecond) // let the producer notice the stop
 	close(g.release)
 	res := <-done
 	if res.err != nil {
@@ -511,8 +513,20 @@ func TestProgressPlainLines(t *testing.T) {
 		return buf.Write(p)
 	})
 	prog := NewProgress(ProgressOptions{Writer: w, Interval: 10 * time.Millisecond, Label: "generate"})
+	// The first record waits for a progress line, so at least one line is
+	// printed mid-run however slowly the machine schedules the ticker.
 	stage := &funcStage{name: "slow", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
-		time.Sleep(2 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); rec.PromptIndex == 0; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			printed := strings.Contains(buf.String(), "\n")
+			mu.Unlock()
+			if printed {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, errors.New("no progress line within 30 s")
+			}
+		}
 		complete(rec)
 		return []*schemas.Record{rec}, nil
 	}}

@@ -151,13 +151,24 @@ func TestControllerLimitIsRespectedExactly(t *testing.T) {
 		r, _ := c.Acquire(context.Background())
 		got <- r
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Wait until it queues: the limit must rise under a waiter, not before.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		queued := c.waiters.Len()
+		c.mu.Unlock()
+		if queued == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fourth acquire did not queue: %d waiters", queued)
+		}
+	}
 	c.OnSuccess()
 	c.OnSuccess() // window = limit 2: +1
 	select {
 	case r4 := <-got:
 		r4()
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("raised limit did not admit the waiter")
 	}
 	r2()

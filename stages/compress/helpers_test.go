@@ -137,8 +137,8 @@ func testOptions(t testing.TB, url string, inputs []string, out string) Options 
 		Inputs:     in,
 		Tokenizer:  cl100k(t),
 		Config:     Config{TargetTokens: 1500, SummaryTokens: 100, TurnOverhead: 4},
-		Summary:    SummaryOptions{Client: client(t, url, 5*time.Second, 2), Model: "m", Backoff: time.Millisecond},
-		RowTimeout: 20 * time.Second,
+		Summary:    SummaryOptions{Client: client(t, url, time.Minute, 2), Model: "m", Backoff: time.Millisecond},
+		RowTimeout: 2 * time.Minute,
 	}
 }
 

@@ -23,7 +23,7 @@ func TestDaemonWakesOnChangeSleepsUntilDueAndDrainsOnStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- d.RunDaemon(ctx, DaemonOptions{
-			After: clock.After, ChangeCheck: 10 * time.Millisecond, ShutdownGrace: 5 * time.Second,
+			After: clock.After, ChangeCheck: 10 * time.Millisecond, ShutdownGrace: time.Minute,
 			OnPass: func(r ClaimReport, err error) {
 				passes.Add(1)
 				mu.Lock()
@@ -36,7 +36,7 @@ func TestDaemonWakesOnChangeSleepsUntilDueAndDrainsOnStop(t *testing.T) {
 	}()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s", what)
 			}
@@ -63,7 +63,7 @@ func TestDaemonWakesOnChangeSleepsUntilDueAndDrainsOnStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("daemon did not stop")
 	}
 	h := statesOf(t, other.Ledger, j.ID)

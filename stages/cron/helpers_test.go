@@ -71,6 +71,7 @@ type fakeAgent struct {
 	jobs  []AgentJob
 	reply string
 	delay time.Duration
+	hold  chan struct{} // when set, a run waits until it is closed
 }
 
 func (f *fakeAgent) RunAgent(ctx context.Context, job AgentJob) (AgentResult, error) {
@@ -81,6 +82,13 @@ func (f *fakeAgent) RunAgent(ctx context.Context, job AgentJob) (AgentResult, er
 	f.runs[job.JobID+"@"+job.ScheduledAt.UTC().Format(time.RFC3339)]++
 	f.jobs = append(f.jobs, job)
 	f.mu.Unlock()
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return AgentResult{Outcome: schemas.OutcomeTimeout, Error: ctx.Err().Error()}, nil
+		}
+	}
 	if f.delay > 0 {
 		select {
 		case <-time.After(f.delay):

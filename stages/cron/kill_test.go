@@ -57,7 +57,7 @@ func TestKill9DuringJobEndsUnknownAndIsNotRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var scriptPID string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if b, _ := os.ReadFile(started); len(b) > 0 {
 			scriptPID = strings.TrimSpace(string(b))
 			break
@@ -111,7 +111,7 @@ func TestKill9DuringJobEndsUnknownAndIsNotRerun(t *testing.T) {
 		st, err := os.ReadFile("/proc/" + scriptPID + "/stat")
 		return err == nil && !strings.Contains(string(st), ") Z")
 	}
-	for i := 0; alive() && i < 100; i++ {
+	for deadline := time.Now().Add(30 * time.Second); alive() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if alive() {

@@ -42,15 +42,16 @@ func TestAgentJobRunsRolloutAndReturnsFinalAnswer(t *testing.T) {
 }
 
 func TestAgentJobInactivityTimeout(t *testing.T) {
-	url := server(t, fakellm.Config{Latency: 3 * time.Second}, `{"scripts": []}`)
+	// The model would answer after ten minutes: only the inactivity timeout
+	// can end the job, and the outcome says which one did.
+	url := server(t, fakellm.Config{Latency: 10 * time.Minute}, `{"scripts": []}`)
 	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m"}
-	start := time.Now()
 	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "slow", InactivityTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != schemas.OutcomeTimeout || time.Since(start) > 2500*time.Millisecond {
-		t.Fatalf("result = %+v after %s", res, time.Since(start))
+	if res.Outcome != schemas.OutcomeTimeout {
+		t.Fatalf("result = %+v", res)
 	}
 }
 

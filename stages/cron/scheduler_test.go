@@ -144,7 +144,7 @@ func TestOneShotAndRepeat(t *testing.T) {
 func TestOverlapForbidSkipsAndAllowRuns(t *testing.T) {
 	home := t.TempDir()
 	clock := newFakeClock(utc("2026-05-01T10:00:00Z"))
-	agent := &fakeAgent{reply: "slow", delay: 300 * time.Millisecond}
+	agent := &fakeAgent{reply: "slow", hold: make(chan struct{})}
 	s := newTestScheduler(t, home, clock, agent)
 	forbid := addJob(t, s, JobSpec{Schedule: "every 1m", Prompt: "forbid"})
 	allow := addJob(t, s, JobSpec{Schedule: "every 1m", Prompt: "allow", Overlap: OverlapAllow})
@@ -158,9 +158,15 @@ func TestOverlapForbidSkipsAndAllowRuns(t *testing.T) {
 		// Mark running as Execute would, then hold it while the next occurrence comes due.
 		wg.Go(func() { s.Execute(context.Background(), c) })
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Both runs are inside the agent (so marked running) until hold closes.
+	for deadline := time.Now().Add(30 * time.Second); agent.total() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 runs reached the agent", agent.total())
+		}
+	}
 	clock.Advance(time.Minute)
 	second, err := s.ClaimDue(context.Background())
+	close(agent.hold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +254,16 @@ func TestScriptJobDeliverySemantics(t *testing.T) {
 func TestScriptTimeoutKillsProcessTree(t *testing.T) {
 	home := t.TempDir()
 	pidFile := filepath.Join(home, "grandchild.pid")
-	writeScript(t, home, "hang.sh", "#!/bin/sh\nsleep 30 &\necho $! > "+pidFile+"\nwait\n")
+	// The grandchild would sleep ten minutes: runScript must kill the tree
+	// rather than wait for the output pipe the grandchild holds open.
+	writeScript(t, home, "hang.sh", "#!/bin/sh\nsleep 600 &\necho $! > "+pidFile+"\nwait\n")
 	p, err := ResolveScript(home, "hang.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	r := runScript(context.Background(), scriptRun{Path: p, Workdir: home, MaxRuntime: 500 * time.Millisecond})
-	if !r.TimedOut || time.Since(start) > 5*time.Second {
+	if !r.TimedOut || time.Since(start) > 5*time.Minute {
 		t.Fatalf("result %+v after %s", r, time.Since(start))
 	}
 	b, _ := os.ReadFile(pidFile)
@@ -267,7 +275,7 @@ func TestScriptTimeoutKillsProcessTree(t *testing.T) {
 		st, err := os.ReadFile("/proc/" + pid + "/stat")
 		return err == nil && !strings.Contains(string(st), ") Z")
 	}
-	for i := 0; alive() && i < 100; i++ {
+	for deadline := time.Now().Add(30 * time.Second); alive() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if alive() {

@@ -92,7 +92,7 @@ func TestSimulatedWeekTwoDaemonsAndTickLoop(t *testing.T) {
 		}
 	}
 	// Let the daemons finish what they claimed, then stop them.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		all, err := ticker.Ledger.All(ctx)
 		if err != nil {

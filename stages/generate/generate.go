@@ -66,6 +66,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("generate: pre-flight: %w", err)
 		}
+		if o.DefaultImage != "" {
+			// Settled up front with the rest: rows without an image run in it.
+			images = append(images, o.DefaultImage)
+		}
 		pf, err = preflight.New(preflight.Options{
 			Checker:      preflight.CheckerFunc(o.CheckImages),
 			DefaultImage: o.DefaultImage,

@@ -25,7 +25,7 @@ func env(t *testing.T, cfg fakellm.Config, retries int) llm.Client {
 	t.Helper()
 	srv := httptest.NewServer(fakellm.New(cfg))
 	t.Cleanup(srv.Close)
-	c, err := llm.New(llm.Options{BaseURL: srv.URL + "/v1", MaxRetries: retries, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, RequestTimeout: 2 * time.Second})
+	c, err := llm.New(llm.Options{BaseURL: srv.URL + "/v1", MaxRetries: retries, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,10 +292,10 @@ func TestHangEndsWhenClientLeaves(t *testing.T) {
 	if err == nil {
 		t.Fatal("hang answered")
 	}
-	if time.Since(start) > 5*time.Second {
+	if time.Since(start) > time.Minute { // the hang lasts an hour
 		t.Fatal("client timeout did not end the request")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for s.Stats().InFlight != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
