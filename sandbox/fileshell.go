@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -273,3 +274,80 @@ func CheckRead(path string, fi FileInfo, off int64, n int, got int) error {
 }
 
 var _ io.Writer = (*ReadOutput)(nil)
+
+// ScriptRunner runs one file script with /bin/sh inside a session (op names
+// the operation for errors), feeding stdin when it is not nil and copying
+// its standard output to stdout, and returns the script's exit code and
+// standard error. Its error means the driver failed (wrapping ErrUnavailable
+// or ErrClosed), never that the script did.
+type ScriptRunner func(ctx context.Context, op, script string, stdin []byte, stdout io.Writer) (code int, stderr string, err error)
+
+// ScriptFiles implements Files for drivers that reach a session's files
+// through its shell (docker, ssh): each operation is one short script run by
+// Run (FileReadScript, FileStatScript, FileWriteScript), with the bytes raw
+// on its stdin or stdout, never on a command line. CwdFile is where the
+// session's state script keeps the shell's current folder, against which
+// relative paths resolve.
+type ScriptFiles struct {
+	Run     ScriptRunner
+	CwdFile string
+}
+
+// ReadRange implements Files: dd seeks and head stops after the range, so
+// only the range crosses the driver's transport. It costs one script run.
+func (f ScriptFiles) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
+	if off < 0 || n < 0 {
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: errors.New("negative offset or length")}
+	}
+	out := NewReadOutput(n)
+	code, stderr, err := f.Run(ctx, "read", FileReadScript(f.CwdFile, path, off, n), nil, out)
+	if err != nil {
+		return nil, 0, err
+	}
+	if code != 0 {
+		return nil, 0, FileError("read", path, code, stderr)
+	}
+	fi, data, err := out.Result()
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if err := CheckRead(path, fi, off, n, len(data)); err != nil {
+		return nil, 0, err
+	}
+	return data, fi.Size, nil
+}
+
+// Stat implements Files with one run of stat.
+func (f ScriptFiles) Stat(ctx context.Context, path string) (FileInfo, error) {
+	var out bytes.Buffer
+	code, stderr, err := f.Run(ctx, "stat", FileStatScript(f.CwdFile, path), nil, &out)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if code != 0 {
+		return FileInfo{}, FileError("stat", path, code, stderr)
+	}
+	fi, err := ParseFileStat(strings.TrimSpace(out.String()))
+	if err != nil {
+		return FileInfo{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return fi, nil
+}
+
+// WriteFile implements Files with one run of FileWriteScript, the content
+// streamed raw on the script's stdin (a temporary file beside the target,
+// renamed over it). The script runs as the session's user, so the file
+// belongs to the user the commands run as.
+func (f ScriptFiles) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
+	if data == nil {
+		data = []byte{}
+	}
+	code, stderr, err := f.Run(ctx, "write", FileWriteScript(f.CwdFile, path, perm), data, io.Discard)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return FileError("write", path, code, stderr)
+	}
+	return nil
+}

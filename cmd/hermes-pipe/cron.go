@@ -262,16 +262,7 @@ func cronRunCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
 		Name: "run", Usage: "run a job now (recorded as a manual execution; the schedule does not move)", ArgsUsage: "ID",
 		Flags: []cli.Flag{jsonFlag()},
-		Action: func(c *cli.Context) error {
-			id, err := oneArg(c, "ID")
-			if err != nil {
-				return err
-			}
-			s, err := openScheduler(c, deps)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+		Action: schedulerJobAction(deps, func(c *cli.Context, s *cron.Scheduler, id string) error {
 			r, err := s.RunNow(c.Context, id)
 			if err != nil {
 				return fmt.Errorf("cron run: %w", err)
@@ -284,7 +275,7 @@ func cronRunCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron run %s: %s", id, r.Error)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -372,16 +363,7 @@ func cronHistoryCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
 		Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
 		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
-		Action: func(c *cli.Context) error {
-			id, err := oneArg(c, "ID")
-			if err != nil {
-				return err
-			}
-			s, err := openScheduler(c, deps)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+		Action: schedulerJobAction(deps, func(c *cli.Context, s *cron.Scheduler, id string) error {
 			h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
 			if err != nil {
 				return fmt.Errorf("cron history: %w", err)
@@ -412,7 +394,7 @@ func cronHistoryCommand(deps cronDeps) *cli.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ScheduledAt.In(loc).Format(time.RFC3339), e.State, e.Trigger, dur, clip(oneLine(detail), 80))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -566,6 +548,24 @@ func oneArg(c *cli.Context, what string) (string, error) {
 		return "", cronUsage("%s needs exactly one %s", c.Command.Name, what)
 	}
 	return c.Args().First(), nil
+}
+
+// schedulerJobAction is the Action of subcommands that take exactly one job
+// ID and need the scheduler (run, history): it opens the scheduler of the
+// home folder, calls do, and closes it.
+func schedulerJobAction(deps cronDeps, do func(c *cli.Context, s *cron.Scheduler, id string) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		id, err := oneArg(c, "ID")
+		if err != nil {
+			return err
+		}
+		s, err := openScheduler(c, deps)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return do(c, s, id)
+	}
 }
 
 // jobIDAction is the Action of rm, pause and resume: it takes exactly one job

@@ -1,47 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh/sshtest"
+
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 )
 
-// sshEnv starts (or finds) the test sshd of scripts/sshd.sh and returns its
-// settings. It skips only when sshd is absent and CI is unset.
-func sshEnv(t *testing.T) map[string]string {
-	t.Helper()
-	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI: /usr/sbin/sshd is missing")
-		}
-		t.Skip("sshd not installed")
-	}
-	out, err := exec.Command("../../scripts/sshd.sh", "start").CombinedOutput()
-	if err != nil {
-		t.Fatalf("scripts/sshd.sh start: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	f, err := os.Open(strings.TrimPrefix(lines[len(lines)-1], "running: "))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
-		if ok {
-			env[k] = strings.Trim(v, `"'`)
-		}
-	}
-	return env
-}
+// sshEnv is the test sshd's settings (sshtest.Env).
+func sshEnv(t *testing.T) map[string]string { return sshtest.Env(t) }
 
 // TestGenerateSSHSandbox runs a rollout whose commands execute over ssh.
 func TestGenerateSSHSandbox(t *testing.T) {

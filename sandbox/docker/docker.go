@@ -181,6 +181,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		return nil, fmt.Errorf("docker sandbox open %s: create container: %w", image, unavailable(ctx, err))
 	}
 	s := &Session{d: d, id: created.ID, spec: spec}
+	s.ScriptFiles = s.files()
 	if _, err := d.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = s.remove(ctx)
 		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
@@ -221,6 +222,9 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 
 // Session is one container. Exec calls are serialized.
 type Session struct {
+	// ScriptFiles implements sandbox.Files through file scripts (see files.go).
+	sandbox.ScriptFiles
+
 	d    *Driver
 	id   string
 	spec sandbox.Spec

@@ -1,12 +1,10 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -19,61 +17,11 @@ import (
 // cwdFile is where the state script keeps the shell's current folder.
 const cwdFile = stateDir + "/cwd"
 
-// ReadRange implements sandbox.Files with one exec of sandbox.FileReadScript
-// (dd seeks, head stops after the range): only the range crosses the
-// daemon's socket, as raw bytes on the exec's stdout.
-func (s *Session) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
-	if off < 0 || n < 0 {
-		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: errors.New("negative offset or length")}
-	}
-	out := sandbox.NewReadOutput(n)
-	code, stderr, err := s.fileExec(ctx, "read", sandbox.FileReadScript(cwdFile, path, off, n), nil, out)
-	if err != nil {
-		return nil, 0, err
-	}
-	if code != 0 {
-		return nil, 0, sandbox.FileError("read", path, code, stderr)
-	}
-	fi, data, err := out.Result()
-	if err != nil {
-		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	if err := sandbox.CheckRead(path, fi, off, n, len(data)); err != nil {
-		return nil, 0, err
-	}
-	return data, fi.Size, nil
-}
-
-// Stat implements sandbox.Files with one exec of stat.
-func (s *Session) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	var out bytes.Buffer
-	code, stderr, err := s.fileExec(ctx, "stat", sandbox.FileStatScript(cwdFile, path), nil, &out)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	if code != 0 {
-		return sandbox.FileInfo{}, sandbox.FileError("stat", path, code, stderr)
-	}
-	fi, err := sandbox.ParseFileStat(strings.TrimSpace(out.String()))
-	if err != nil {
-		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return fi, nil
-}
-
-// WriteFile implements sandbox.Files with one exec of
-// sandbox.FileWriteScript, the content streamed raw on the exec's stdin. The
-// exec runs as the session's user, so the file belongs to the user the
-// commands run as.
-func (s *Session) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	code, stderr, err := s.fileExec(ctx, "write", sandbox.FileWriteScript(cwdFile, path, perm), data, io.Discard)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return sandbox.FileError("write", path, code, stderr)
-	}
-	return nil
+// files is the session's sandbox.Files: each operation is one exec of a
+// file script (fileExec), the bytes raw on the exec's stdin or stdout, so a
+// ranged read moves only the range across the daemon's socket.
+func (s *Session) files() sandbox.ScriptFiles {
+	return sandbox.ScriptFiles{Run: s.fileExec, CwdFile: cwdFile}
 }
 
 // fileExec runs a file script in the container (serialized with Exec),

@@ -147,6 +147,7 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
 		return nil, fmt.Errorf("ssh open: set up %s on %s: %w: %w", dir, d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
 	s := &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}
+	s.ScriptFiles = s.files()
 	// sshd runs every command line with the login shell. When that is
 	// /bin/sh itself, the launcher is sent inline instead of exec'ing a
 	// second /bin/sh: one exec less per command.
@@ -158,6 +159,9 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
 // Session is one rollout's folder and shell state on the remote host. Exec
 // calls are serialized.
 type Session struct {
+	// ScriptFiles implements sandbox.Files through file scripts (see files.go).
+	sandbox.ScriptFiles
+
 	d         *Driver
 	dir       string // remote session folder
 	marker    string // value of HERMES_SANDBOX in the session's commands
