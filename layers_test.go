@@ -1,7 +1,7 @@
 // Package hermespipe_test holds the layering test: it reads the module's
 // import graph with `go list` and fails when a package imports what the
-// layout table in ARCHITECTURE.md and DESIGN.md forbids, so the layers stay
-// true without anyone remembering them.
+// layout table forbids (its "must not import" column, restated in
+// DEVELOPERS.md), so the layers stay true without anyone remembering them.
 package hermespipe_test
 
 import (
