@@ -191,31 +191,39 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 
 // GC force-removes every container labelled with runID ("" = every run of
 // hermes-pipe), e.g. after the run was killed. It returns how many it
-// removed. It is safe only when that run is no longer running.
+// removed. It is safe only when that run is no longer running. A create the
+// killed run had already sent can still finish at the daemon while GC works,
+// so GC lists again after removing and stops after a pass that finds
+// nothing (at most three passes).
 func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 	label := LabelRun
 	if runID != "" {
 		label += "=" + runID
 	}
-	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", label),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("docker sandbox gc: list containers: %w", unavailable(ctx, err))
-	}
 	n := 0
-	var errs []error
-	for _, c := range list.Items {
-		_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, err)
-			continue
+	for pass := 0; pass < 3; pass++ {
+		list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
+			All:     true,
+			Filters: make(client.Filters).Add("label", label),
+		})
+		if err != nil {
+			return n, fmt.Errorf("docker sandbox gc: list containers: %w", unavailable(ctx, err))
 		}
-		n++
-	}
-	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("docker sandbox gc: remove containers: %w", unavailable(ctx, err))
+		if len(list.Items) == 0 {
+			break
+		}
+		var errs []error
+		for _, c := range list.Items {
+			_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+		if err := errors.Join(errs...); err != nil {
+			return n, fmt.Errorf("docker sandbox gc: remove containers: %w", unavailable(ctx, err))
+		}
 	}
 	return n, nil
 }
