@@ -189,6 +189,7 @@ func runCompress(c *cli.Context) error {
 		OverLimit:      c.String("over-limit"),
 		MaxLineBytes:   c.Int("max-line-bytes"),
 		MaxShardRows:   c.Int("shard-rows"),
+		VerifyShards:   c.Bool("verify-shards"),
 		CommitInterval: c.Duration("commit-interval"),
 		Stop:           soft,
 		Progress:       progress,

@@ -176,6 +176,7 @@ func runSWE(c *cli.Context) error {
 		MinResolved:    minRate,
 		Baseline:       c.String("baseline"),
 		CommitInterval: c.Duration("commit-interval"),
+		VerifyShards:   c.Bool("verify-shards"),
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         logger,

@@ -29,7 +29,7 @@ var Runtime = OutcomeSet{
 	Final: []schemas.Outcome{schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial,
 		schemas.OutcomeSummaryFailed, schemas.OutcomeError},
 	Retryable: []schemas.Outcome{schemas.OutcomeAPIError, schemas.OutcomeTimeout, schemas.OutcomeSandboxError,
-		schemas.OutcomeInternal},
+		schemas.OutcomeInternal, schemas.OutcomeLost},
 }
 
 // All returns the final and retryable outcomes of s.

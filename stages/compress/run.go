@@ -37,6 +37,7 @@ type Options struct {
 
 	MaxLineBytes   int
 	MaxShardRows   int
+	VerifyShards   bool // check every live shard's SHA-256 on open (pipeline.OutputOptions)
 	CommitInterval time.Duration
 	Stop           <-chan struct{}
 	Progress       *pipeline.Progress
@@ -98,8 +99,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ToolVersion:    o.ToolVersion,
 		Options:        o.Record,
 		Outcomes:       Outcomes,
+		Retry:          OutcomeSet.Retryable,
+		OutcomeField:   OutcomeField,
+		OutcomeDefault: OutcomeUnderTarget,
 		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile},
 		MaxShardRows:   o.MaxShardRows,
+		VerifyShards:   o.VerifyShards,
 		CommitInterval: o.CommitInterval,
 		Logger:         o.Logger,
 	})
@@ -148,7 +153,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// returned); the next --resume rebuilds it.
 	rowsErr := rows.close()
 	agg := newAggregate(carryProcessing(prev), settings, start)
-	metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, agg)
+	metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Settled, agg)
 	if metricsErr == nil {
 		res.Metrics = agg.Report(o.Now())
 		metricsErr = writeReport(o.Out, res.Metrics)

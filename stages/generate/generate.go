@@ -36,6 +36,7 @@ type Options struct {
 
 	MaxLineBytes   int
 	MaxShardRows   int
+	VerifyShards   bool // check every live shard's SHA-256 on open (pipeline.OutputOptions)
 	CommitInterval time.Duration
 	Stop           <-chan struct{}
 	Progress       *pipeline.Progress
@@ -93,6 +94,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ToolVersion:    o.ToolVersion,
 		Options:        o.Record,
 		MaxShardRows:   o.MaxShardRows,
+		VerifyShards:   o.VerifyShards,
 		CommitInterval: o.CommitInterval,
 		Logger:         o.Logger,
 	})

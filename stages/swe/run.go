@@ -38,6 +38,7 @@ type Options struct {
 	Baseline    string  // gate: a previous report.json; "" = none
 
 	CommitInterval time.Duration
+	VerifyShards   bool // check every live shard's SHA-256 on open (pipeline.OutputOptions)
 	Stop           <-chan struct{}
 	Progress       *pipeline.Progress
 	Logger         *slog.Logger
@@ -116,6 +117,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Outcomes:       Outcomes,
 		Artifacts:      []string{PredsFile, JUnitFile, ReportFile},
 		CommitInterval: o.CommitInterval,
+		VerifyShards:   o.VerifyShards,
 		Logger:         o.Logger,
 	})
 	if err != nil {
