@@ -71,6 +71,9 @@ type OutputOptions struct {
 	OutcomeField string
 	// OutcomeDefault is the mode's outcome of a record without OutcomeField.
 	OutcomeDefault schemas.Outcome
+	// InputCheck makes Run compare the input with the ledger on resume
+	// (changed rows, keys no longer in the input).
+	InputCheck InputCheck
 	// Artifacts names files the mode writes into the output folder itself
 	// (report.json, compression_metrics.json, ...); they are recorded in
 	// run.json and Verify accepts them.
@@ -126,6 +129,7 @@ type Output struct {
 	man    Manifest
 	known  map[schemas.Outcome]bool
 	retry  map[schemas.Outcome]bool // final outcomes --resume runs again
+	inputs *inputCheck              // nil unless OutputOptions.InputCheck.Enabled
 
 	mu        sync.RWMutex // guards ix
 	ix        *ledgerIndex
@@ -290,6 +294,9 @@ func (o *Output) open() error {
 	if err := o.checkShards(); err != nil {
 		return err
 	}
+	if o.opts.InputCheck.Enabled {
+		o.inputs = newInputCheck(o.opts.InputCheck, o.ix)
+	}
 	if err := o.writeManifest(); err != nil {
 		return err
 	}
@@ -381,8 +388,14 @@ func (o *Output) adoptOrphans() error {
 	slices.SortFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.num, b.num) })
 	for _, or := range orphans {
 		line, err := o.scanOrphan(or.rel)
+		msg := "removed a shard missing from the ledger that cannot be adopted; its records will be redone"
+		if err == nil {
+			if err = o.strayCopy(line); err != nil {
+				msg = "removed a shard missing from the ledger whose records are already in the output folder"
+			}
+		}
 		if err != nil {
-			o.opts.Logger.Warn("removed a shard missing from the ledger that cannot be adopted; its records will be redone", "shard", or.rel, "reason", err)
+			o.opts.Logger.Warn(msg, "shard", or.rel, "reason", err)
 			if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(or.rel))); err != nil {
 				return fmt.Errorf("remove unadoptable shard: %w", err)
 			}
@@ -480,6 +493,19 @@ func (o *Output) shardDamage(rel string, size int64, sum string) (string, error)
 // missing or damaged); the run redoes them.
 func (o *Output) Lost() int { return o.lost }
 
+// strayCopy returns an error when a row of the orphan line l names a key
+// that is already done: Run never commits a done key again, so such a shard
+// is not a commit whose ledger line was lost but a copy (or a stray file);
+// adopting it would make two live records of one key.
+func (o *Output) strayCopy(l *ledgerLine) error {
+	for _, r := range l.Rows {
+		if o.Done(r.Key) {
+			return fmt.Errorf("key %s is already done in the ledger: the shard is a copy", r.Key)
+		}
+	}
+	return nil
+}
+
 // scanOrphan validates a shard file and builds its ledger line from its
 // content. Every line must be a record with a key and an outcome that belongs
 // in the shard's folder.
@@ -535,7 +561,7 @@ func (o *Output) Done(key string) bool {
 	o.mu.RLock()
 	oc, ok := o.ix.lookup(key)
 	o.mu.RUnlock()
-	return ok && !oc.Retryable() && !o.retry[oc]
+	return ok && !oc.Retryable() && !o.retry[oc] && oc != outdir.Pruned
 }
 
 // Settled reports whether key's latest ledger outcome is final, whether or

@@ -178,8 +178,11 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 		seen[r.Key] = true
 		v.live[r.Key] = r.Len >= 0
 		if r.Len < 0 {
-			if r.Outcome != outcomeFiltered && r.Outcome != outcomeFannedOut && !r.Outcome.Retryable() {
+			if !outdir.IsMarker(r.Outcome) && !r.Outcome.Retryable() {
 				v.add(LedgerFile, n, "marker row for %s has outcome %q", r.Key, r.Outcome)
+			}
+			if r.Outcome == outdir.Pruned || r.Outcome.Retryable() {
+				delete(v.final, r.Key) // its earlier final record was retired; it may run again
 			}
 		}
 	}

@@ -83,6 +83,9 @@ func generateCommand() *cli.Command {
 	}
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, runFlags()...)
+	flags = append(flags,
+		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
+		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
 	flags = append(flags, sandboxFlags()...)
 	return &cli.Command{
 		Name:      "generate",
@@ -296,6 +299,8 @@ func runGenerate(c *cli.Context) error {
 		MaxLineBytes:   c.Int("max-line-bytes"),
 		MaxShardRows:   c.Int("shard-rows"),
 		VerifyShards:   c.Bool("verify-shards"),
+		RedoChanged:    c.Bool("redo-changed"),
+		Prune:          c.Bool("prune"),
 		CommitInterval: c.Duration("commit-interval"),
 		Stop:           soft,
 		Progress:       progress,

@@ -242,3 +242,70 @@ func TestCompressResumeRetriesSummaryFailed(t *testing.T) {
 		t.Errorf("second resume: exit %d: %s", code, errs)
 	}
 }
+
+// TestResumeRemovesStrayShardCopy: a copy of a committed shard under a new
+// shard name is not adopted (its keys are live already), so resume leaves
+// one record per key and verify passes.
+func TestResumeRemovesStrayShardCopy(t *testing.T) {
+	out, args, shards := healRun(t)
+	want := catKeys(t, out)
+	data, err := os.ReadFile(shards[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(out, "data", "shard-00099.jsonl")
+	if err := os.WriteFile(stray, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := hp(t, append(args, "--resume")...)
+	if code != 0 || !strings.Contains(errs, "shard-00099.jsonl") || !strings.Contains(errs, "already") {
+		t.Fatalf("resume exit %d, want the stray copy named: %s", code, errs)
+	}
+	if got := catKeys(t, out); !maps.Equal(got, want) {
+		t.Errorf("after resume cat has %d keys, want %d", len(got), len(want))
+	}
+	mustVerify(t, out)
+}
+
+// TestResumeReportsChangedAndGoneRows: after editing the prompts file, a
+// row whose text changed is reported and kept (no second live record), run
+// again with --redo-changed (replacing its old record); a row no longer in
+// the file is reported and, with --prune, leaves the live set.
+func TestResumeReportsChangedAndGoneRows(t *testing.T) {
+	url := startFake(t, fakellm.Config{}, echoScript)
+	lines := []string{`{"prompt": "echo a"}`, `{"prompt": "echo b"}`, `{"prompt": "echo c", "id": "c"}`, `{"prompt": "echo d"}`}
+	prompts := writePrompts(t, lines...)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none"}
+	if code, _, errs := hp(t, args...); code != 0 {
+		t.Fatalf("generate exit %d: %s", code, errs)
+	}
+	// Row 1 changes its text; row 3 goes away.
+	lines[1], lines = `{"prompt": "echo B"}`, lines[:3]
+	if err := os.WriteFile(prompts, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := hp(t, append(args, "--resume")...)
+	if code != 0 || !strings.Contains(errs, "changed") || !strings.Contains(errs, "no longer in the input") {
+		t.Fatalf("resume exit %d, want the changed and the gone row reported: %s", code, errs)
+	}
+	if n := len(catKeys(t, out)); n != 4 {
+		t.Fatalf("after a plain resume %d live records, want the 4 of the first run", n)
+	}
+	mustVerify(t, out)
+	code, _, errs = hp(t, append(args, "--resume", "--redo-changed", "--prune")...)
+	if code != 0 {
+		t.Fatalf("resume --redo-changed --prune exit %d: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 3 {
+		t.Fatalf("after --redo-changed --prune %d live records, want one per row of the 3-line file", len(recs))
+	}
+	if conv, _ := json.Marshal(recs[1]["conversations"]); !strings.Contains(string(conv), "echo B") {
+		t.Errorf("row 1 was not run again with its new text: %s", conv)
+	}
+	mustVerify(t, out)
+	if code, _, errs := hp(t, append(args, "--resume")...); code != 0 || !strings.Contains(errs, "nothing to do") || strings.Contains(errs, "changed") {
+		t.Errorf("resume after pruning: exit %d: %s", code, errs)
+	}
+}
