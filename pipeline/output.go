@@ -489,10 +489,6 @@ func (o *Output) shardDamage(rel string, size int64, sum string) (string, error)
 	return "", nil
 }
 
-// Lost returns how many live records opening found lost (their shard
-// missing or damaged); the run redoes them.
-func (o *Output) Lost() int { return o.lost }
-
 // strayCopy returns an error when a row of the orphan line l names a key
 // that is already done: Run never commits a done key again, so such a shard
 // is not a commit whose ledger line was lost but a copy (or a stray file);
