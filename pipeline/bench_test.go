@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -40,6 +41,14 @@ func writeBigLedger(b *testing.B, dir string, keys int) []string {
 		}
 		buf = appendLedgerLine(buf[:0], &l)
 		w.Write(buf)
+		// Opening checks each live shard's size: a sparse file of that size.
+		sf, err := os.Create(filepath.Join(dir, filepath.FromSlash(l.Shard)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := errors.Join(sf.Truncate(l.Bytes), sf.Close()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)

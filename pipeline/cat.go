@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,11 +37,11 @@ func Cat(dir string, w io.Writer) error { return CatWith(dir, w, CatOptions{}) }
 
 // CatWith is Cat with options.
 func CatWith(dir string, w io.Writer, opts CatOptions) error {
-	ix, err := openReadOnly(dir)
+	ix, _, err := openReadOnly(dir)
 	if err != nil {
 		return fmt.Errorf("cat %s: %w", dir, err)
 	}
-	err = eachLive(dir, ix, opts.Final, func(_ ledgerEntry, line []byte) error {
+	err = eachLive(dir, ix, opts.Final, true, func(_ ledgerEntry, line []byte) error {
 		_, err := w.Write(line)
 		return err
 	})
@@ -50,22 +53,27 @@ func CatWith(dir string, w io.Writer, opts CatOptions) error {
 
 // openReadOnly loads the ledger of an output folder without repairing it: a
 // torn last line is ignored.
-func openReadOnly(dir string) (*ledgerIndex, error) {
+func openReadOnly(dir string) (*ledgerIndex, Manifest, error) {
 	man, ok, err := readManifest(dir)
 	if err != nil {
-		return nil, err
+		return nil, man, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("not an output folder: no %s", ManifestFile)
+		return nil, man, fmt.Errorf("not an output folder: no %s", ManifestFile)
 	}
 	if _, err := formatByName(man.Format); err != nil {
-		return nil, fmt.Errorf("%s: %w", ManifestFile, err)
+		return nil, man, fmt.Errorf("%s: %w", ManifestFile, err)
 	}
 	ld, err := loadLedger(filepath.Join(dir, LedgerFile))
 	if err != nil {
-		return nil, err
+		return nil, man, err
 	}
-	return ld.ix, nil
+	if ld.ix.len() == 0 {
+		if err := noLedgerError(dir); err != nil {
+			return nil, man, err
+		}
+	}
+	return ld.ix, man, nil
 }
 
 // liveRefs returns the live records of ix in (prompt_index, sample, key)
@@ -89,11 +97,22 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 
 // eachLive calls fn with every live record line (newline included) in order.
 // A record of a Parquet shard is its raw_json column, the same line the
-// JSONL format holds; its ledger offset is its row number.
-func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref ledgerEntry, line []byte) error) error {
+// JSONL format holds; its ledger offset is its row number. With check, each
+// shard is compared with its ledger line (size and SHA-256, see
+// checkShardFile) before its first record is read, so a damaged shard is an
+// error instead of lines that lie; that reads each shard once more.
+func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
 	files := newFileCache(dir, 64)
 	defer files.close()
+	checked := map[uint32]bool{}
+	checkShard := func(sid uint32) error {
+		if !check || checked[sid] {
+			return nil
+		}
+		checked[sid] = true
+		return checkShardFile(dir, ix.shards[sid], ix.shardSize[sid], ix.shardSHA[sid])
+	}
 	var pq *parquetLines
 	defer func() {
 		if pq != nil {
@@ -103,6 +122,9 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref ledgerEnt
 	const maxRead = 1 << 20
 	var buf []byte
 	for i := 0; i < len(refs); {
+		if err := checkShard(refs[i].shard); err != nil {
+			return err
+		}
 		if name := ix.shards[refs[i].shard]; strings.HasSuffix(name, parquetExt) {
 			if pq == nil {
 				pq = newParquetLines(dir)
@@ -133,7 +155,11 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref ledgerEnt
 			buf = make([]byte, size)
 		}
 		buf = buf[:size]
-		if _, err := f.ReadAt(buf, refs[i].off); err != nil {
+		if n, err := f.ReadAt(buf, refs[i].off); err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s and the ones after it up to byte %d: the shard was cut short; %s",
+					name, refs[i].off+int64(n), refs[i].key, end, healHint)
+			}
 			return fmt.Errorf("read %s at byte %d: %w", name, refs[i].off, err)
 		}
 		pos := 0
@@ -148,6 +174,37 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly bool, fn func(ref ledgerEnt
 			}
 		}
 		i = j
+	}
+	return nil
+}
+
+// healHint tells what to do about a damaged shard.
+const healHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
+
+// checkShardFile compares the shard dir/rel with its ledger line: it must
+// exist with the recorded size and SHA-256. It reads the whole file.
+func checkShardFile(dir, rel string, size int64, sum string) error {
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("shard %s is missing; %s", rel, healHint)
+	}
+	if err != nil {
+		return fmt.Errorf("open shard: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open shard: %w", err)
+	}
+	if fi.Size() != size {
+		return fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, healHint)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read shard %s: %w", rel, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", rel, healHint)
 	}
 	return nil
 }

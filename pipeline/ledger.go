@@ -44,6 +44,8 @@ type ledgerIndex struct {
 	entries    []ledgerEntry
 	next       atomic.Uint32 // lookup hint: the entry after the last hit
 	shards     []string      // relative shard paths (data/shard-00001.jsonl); shards[0] is "" for no shard
+	shardSize  []int64       // size of each shard as its ledger line records it
+	shardSHA   []string      // SHA-256 of each shard as its ledger line records it
 	shardByNm  map[string]uint32
 	outcomes   []schemas.Outcome
 	outcomeIdx map[schemas.Outcome]uint16
@@ -55,6 +57,8 @@ func newLedgerIndex(sizeHint int) *ledgerIndex {
 		table:      newKeyTable(sizeHint),
 		entries:    make([]ledgerEntry, 0, sizeHint),
 		shards:     []string{""},
+		shardSize:  []int64{0},
+		shardSHA:   []string{""},
 		shardByNm:  map[string]uint32{},
 		outcomeIdx: map[schemas.Outcome]uint16{},
 	}
@@ -179,9 +183,12 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 	if l.Shard != "" {
 		if id, ok := ix.shardByNm[l.Shard]; ok {
 			sid = id // named twice: Verify reports it; the later rows win
+			ix.shardSize[sid], ix.shardSHA[sid] = l.Bytes, l.SHA256
 		} else {
 			sid = uint32(len(ix.shards))
 			ix.shards = append(ix.shards, l.Shard)
+			ix.shardSize = append(ix.shardSize, l.Bytes)
+			ix.shardSHA = append(ix.shardSHA, l.SHA256)
 			ix.shardByNm[l.Shard] = sid
 		}
 		if num, ok := shardNumber(l.Shard); ok && num > ix.maxShard {

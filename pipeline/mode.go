@@ -23,6 +23,9 @@ type RunConfig struct {
 	Workers        int    // records processed at once (default 1)
 	MaxShardRows   int
 	CommitInterval time.Duration
+	// VerifyShards makes opening check the SHA-256 of every shard that holds
+	// live records, not only its size (OutputOptions.VerifyShards).
+	VerifyShards bool
 	// Stop ends dispatch softly (the first Ctrl-C): records in flight finish.
 	Stop     <-chan struct{}
 	Progress *Progress
@@ -44,6 +47,15 @@ type ModeSpec struct {
 	Kind      string            // run kind recorded in run.json; resume refuses another
 	Outcomes  []schemas.Outcome // the mode's own outcomes (OutputOptions.Outcomes)
 	Artifacts []string          // files the mode keeps in the folder (OutputOptions.Artifacts)
+	// Retry lists the mode's own outcomes that --resume runs again, and
+	// OutcomeField/OutcomeDefault where a record keeps the mode's outcome
+	// (see OutputOptions).
+	Retry          []schemas.Outcome
+	OutcomeField   string
+	OutcomeDefault schemas.Outcome
+	// InputCheck compares the input with the ledger on resume (changed rows,
+	// keys no longer in the input); modes whose input can change set it.
+	InputCheck InputCheck
 	// Open builds the source and the stages. It is called once the output
 	// folder is open (so it may read out.Done, out.Keys or send rejects to
 	// out.AddReject) and before any record is read. A source that is an
@@ -90,7 +102,12 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		ToolVersion:    cfg.ToolVersion,
 		Options:        cfg.Record,
 		Outcomes:       spec.Outcomes,
+		Retry:          spec.Retry,
+		OutcomeField:   spec.OutcomeField,
+		OutcomeDefault: spec.OutcomeDefault,
+		InputCheck:     spec.InputCheck,
 		Artifacts:      spec.Artifacts,
+		VerifyShards:   cfg.VerifyShards,
 		MaxShardRows:   cfg.MaxShardRows,
 		CommitInterval: cfg.CommitInterval,
 		Logger:         cfg.Logger,

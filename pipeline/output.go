@@ -61,10 +61,28 @@ type OutputOptions struct {
 	// Outcomes lists outcomes beyond the schemas constants that this kind of
 	// run produces; they are final, recorded in run.json and accepted by Verify.
 	Outcomes []schemas.Outcome
+	// Retry lists final outcomes of this mode that --resume runs again (the
+	// mode's outdir.OutcomeSet.Retryable beyond the runtime's); their
+	// records stay in data/ until the retry replaces them. Recorded in
+	// run.json.
+	Retry []schemas.Outcome
+	// OutcomeField is the dotted path of the record member holding the
+	// mode's own outcome, for Stats (see outdir.Manifest.OutcomeField).
+	OutcomeField string
+	// OutcomeDefault is the mode's outcome of a record without OutcomeField.
+	OutcomeDefault schemas.Outcome
+	// InputCheck makes Run compare the input with the ledger on resume
+	// (changed rows, keys no longer in the input).
+	InputCheck InputCheck
 	// Artifacts names files the mode writes into the output folder itself
 	// (report.json, compression_metrics.json, ...); they are recorded in
 	// run.json and Verify accepts them.
 	Artifacts []string
+
+	// VerifyShards makes opening check the SHA-256 of every shard that holds
+	// live records, not only its size (which is always checked). It reads
+	// every such shard once.
+	VerifyShards bool
 
 	MaxShardRows   int           // commit a shard at this many records; default 1000
 	MaxShardBytes  int64         // … or this many encoded bytes; default 64 MiB
@@ -110,6 +128,8 @@ type Output struct {
 	ledger *os.File
 	man    Manifest
 	known  map[schemas.Outcome]bool
+	retry  map[schemas.Outcome]bool // final outcomes --resume runs again
+	inputs *inputCheck              // nil unless OutputOptions.InputCheck.Enabled
 
 	mu        sync.RWMutex // guards ix
 	ix        *ledgerIndex
@@ -120,6 +140,7 @@ type Output struct {
 	rejects []schemas.Reject
 
 	adopted   int // orphan shards adopted on open
+	lost      int // live records found lost on open, to be redone
 	committed int // records and markers committed since open
 	used      bool
 	closed    bool
@@ -226,6 +247,14 @@ func (o *Output) open() error {
 			man.Outcomes = append(man.Outcomes, oc)
 		}
 	}
+	for _, oc := range o.opts.Retry {
+		if !slices.Contains(man.Retry, oc) {
+			man.Retry = append(man.Retry, oc)
+		}
+	}
+	if o.opts.OutcomeField != "" {
+		man.OutcomeField, man.OutcomeDefault = o.opts.OutcomeField, o.opts.OutcomeDefault
+	}
 	for _, a := range o.opts.Artifacts {
 		if !slices.Contains(man.Artifacts, a) {
 			man.Artifacts = append(man.Artifacts, a)
@@ -234,6 +263,17 @@ func (o *Output) open() error {
 	man.UpdatedAt = now
 	o.man = man
 	o.known = knownOutcomes(man.Outcomes)
+	o.retry = map[schemas.Outcome]bool{}
+	for _, oc := range o.opts.Retry {
+		o.retry[oc] = true
+	}
+	if !hasMan {
+		// run.json first: a folder killed while it is being set up is then
+		// still a run that --resume accepts, not a foreign non-empty folder.
+		if err := o.writeManifest(); err != nil {
+			return err
+		}
+	}
 
 	for _, sub := range []string{DataDir, FailedDir} {
 		if err := os.MkdirAll(filepath.Join(o.dir, sub), 0o755); err != nil {
@@ -250,6 +290,12 @@ func (o *Output) open() error {
 	}
 	if err := o.adoptOrphans(); err != nil {
 		return err
+	}
+	if err := o.checkShards(); err != nil {
+		return err
+	}
+	if o.opts.InputCheck.Enabled {
+		o.inputs = newInputCheck(o.opts.InputCheck, o.ix)
 	}
 	if err := o.writeManifest(); err != nil {
 		return err
@@ -342,8 +388,14 @@ func (o *Output) adoptOrphans() error {
 	slices.SortFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.num, b.num) })
 	for _, or := range orphans {
 		line, err := o.scanOrphan(or.rel)
+		msg := "removed a shard missing from the ledger that cannot be adopted; its records will be redone"
+		if err == nil {
+			if err = o.strayCopy(line); err != nil {
+				msg = "removed a shard missing from the ledger whose records are already in the output folder"
+			}
+		}
 		if err != nil {
-			o.opts.Logger.Warn("removed a shard missing from the ledger that cannot be adopted; its records will be redone", "shard", or.rel, "reason", err)
+			o.opts.Logger.Warn(msg, "shard", or.rel, "reason", err)
 			if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(or.rel))); err != nil {
 				return fmt.Errorf("remove unadoptable shard: %w", err)
 			}
@@ -359,14 +411,109 @@ func (o *Output) adoptOrphans() error {
 	return nil
 }
 
+// checkShards compares every shard that holds live records with its ledger
+// line: the file must exist with the recorded size and, with VerifyShards,
+// the recorded SHA-256. A shard that fails loses its records: the file is
+// removed, then one ledger line of lost markers (schemas.OutcomeLost,
+// retryable) supersedes its live keys, so the run redoes them and Cat never
+// reads the damaged file. Both steps repeat safely after a crash between
+// them. It is logged as a warning. It costs one stat per live shard, plus
+// reading each with VerifyShards.
+func (o *Output) checkShards() error {
+	live := make([][]uint32, len(o.ix.shards))
+	for i, e := range o.ix.entries {
+		if e.shard != 0 {
+			live[e.shard] = append(live[e.shard], uint32(i))
+		}
+	}
+	for sid, entries := range live {
+		if len(entries) == 0 {
+			continue
+		}
+		rel := o.ix.shards[sid]
+		why, err := o.shardDamage(rel, o.ix.shardSize[sid], o.ix.shardSHA[sid])
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			continue
+		}
+		o.opts.Logger.Warn("a shard of the output folder is damaged; its records will be redone", "shard", rel, "problem", why, "records", len(entries))
+		if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(rel))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove damaged shard %s: %w", rel, err)
+		}
+		line := &ledgerLine{Rows: make([]ledgerRow, 0, len(entries))}
+		for _, i := range entries {
+			e := o.ix.entries[i]
+			line.Rows = append(line.Rows, ledgerRow{Key: e.key, Outcome: schemas.OutcomeLost, PromptIndex: e.pi, Sample: int64(e.sample), Len: -1})
+		}
+		if err := o.appendLedger(line); err != nil {
+			return fmt.Errorf("mark the records of damaged shard %s lost: %w", rel, err)
+		}
+		o.ix.apply(line)
+		o.lost += len(line.Rows)
+	}
+	return nil
+}
+
+// shardDamage says what is wrong with the shard rel against its ledger
+// record, "" when nothing is. The error is for a shard that cannot be read
+// for another reason than being absent.
+func (o *Output) shardDamage(rel string, size int64, sum string) (string, error) {
+	path := filepath.Join(o.dir, filepath.FromSlash(rel))
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "missing", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("check shard %s: %w", rel, err)
+	}
+	if fi.Size() != size {
+		return fmt.Sprintf("%d bytes, the ledger says %d", fi.Size(), size), nil
+	}
+	if !o.opts.VerifyShards {
+		return "", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("check shard %s: %w", rel, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("check shard %s: %w", rel, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != sum {
+		return "SHA-256 differs from the ledger's: the content changed", nil
+	}
+	return "", nil
+}
+
+// strayCopy returns an error when a row of the orphan line l names a key
+// that is already done: Run never commits a done key again, so such a shard
+// is not a commit whose ledger line was lost but a copy (or a stray file);
+// adopting it would make two live records of one key.
+func (o *Output) strayCopy(l *ledgerLine) error {
+	for _, r := range l.Rows {
+		if o.Done(r.Key) {
+			return fmt.Errorf("key %s is already done in the ledger: the shard is a copy", r.Key)
+		}
+	}
+	return nil
+}
+
 // scanOrphan validates a shard file and builds its ledger line from its
 // content. Every line must be a record with a key and an outcome that belongs
 // in the shard's folder.
-func (o *Output) scanOrphan(rel string) (*ledgerLine, error) {
-	if o.format.name == FormatParquet {
-		return scanParquetOrphan(o.dir, rel)
+func (o *Output) scanOrphan(rel string) (*ledgerLine, error) { return scanShard(o.dir, o.format, rel) }
+
+// scanShard builds the ledger line of the shard dir/rel from its content
+// (see scanOrphan); Repair uses it for every shard.
+func scanShard(dir string, format shardFormat, rel string) (*ledgerLine, error) {
+	if format.name == FormatParquet {
+		return scanParquetOrphan(dir, rel)
 	}
-	data, err := os.ReadFile(filepath.Join(o.dir, filepath.FromSlash(rel)))
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
 		return nil, err
 	}
@@ -402,10 +549,21 @@ type recordHead struct {
 	Sample      int64           `json:"sample"`
 }
 
-// Done reports whether key's latest ledger outcome is final, so the unit must
-// not run again. Run calls it for every source record; it costs one map
-// lookup under a read lock.
+// Done reports whether key's latest ledger outcome is final and not one the
+// mode retries (OutputOptions.Retry), so the unit must not run again. Run
+// calls it for every source record; it costs one map lookup under a read
+// lock.
 func (o *Output) Done(key string) bool {
+	o.mu.RLock()
+	oc, ok := o.ix.lookup(key)
+	o.mu.RUnlock()
+	return ok && !oc.Retryable() && !o.retry[oc] && oc != outdir.Pruned
+}
+
+// Settled reports whether key's latest ledger outcome is final, whether or
+// not the mode retries it: its record is committed in data/ (or it was
+// filtered). Modes that rebuild side files from their own journals use it.
+func (o *Output) Settled(key string) bool {
 	o.mu.RLock()
 	oc, ok := o.ix.lookup(key)
 	o.mu.RUnlock()
@@ -662,9 +820,9 @@ func (o *Output) finish() error {
 	var errs []error
 	errs = append(errs, o.writeRejects())
 	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
-	if o.committed > 0 || o.adopted > 0 || statErr != nil {
+	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || statErr != nil {
 		o.mu.RLock()
-		st, err := statsFromIndex(o.dir, o.ix)
+		st, err := statsFromIndex(o.dir, o.ix, &o.man, false) // opening checked the shards' sizes
 		o.mu.RUnlock()
 		if err == nil {
 			var data []byte

@@ -99,6 +99,9 @@ type Summary struct {
 	Filtered    int  // inputs the stages filtered out
 	Dropped     int  // inputs abandoned by a hard stop or fatal error; redone on resume
 	Rejected    int  // bad input rows the source reported
+	Changed     int  // input rows whose key at a position differs from the ledger's (OutputOptions.InputCheck)
+	Gone        int  // ledger keys the input no longer yields (InputCheck; counted when the source was read to its end)
+	Pruned      int  // keys taken out of the live set by InputCheck
 	Interrupted bool // the run was stopped before the source was exhausted
 	Duration    time.Duration
 	Stages      []StageMetrics // one per stage, in stage order
@@ -244,6 +247,11 @@ produce:
 			break
 		}
 		sum.Read++
+		if out.inputs != nil && out.inputs.skipChanged(out, rec) {
+			sum.Skipped++
+			r.prog.skip()
+			continue
+		}
 		if out.Done(rec.Key) {
 			sum.Skipped++
 			r.prog.skip()
@@ -277,6 +285,11 @@ produce:
 	closeStages()
 	r.prog.stop()
 
+	if out.inputs != nil && r.fatalErr == nil {
+		if err := out.inputs.finish(out, eof, &sum); err != nil {
+			r.fatal(err)
+		}
+	}
 	finishErr := out.finish()
 	sum.Processed = int(r.processed.Load())
 	sum.Dropped = int(r.dropped.Load())

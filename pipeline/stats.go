@@ -130,21 +130,25 @@ func decodeStatRecord(line []byte, r *statRecord) error {
 // decoding each once without its conversation; memory is Cat's plus 8 bytes
 // per record for the duration percentiles.
 func Stats(dir string) (Statistics, error) {
-	ix, err := openReadOnly(dir)
+	ix, man, err := openReadOnly(dir)
 	if err != nil {
 		return Statistics{}, fmt.Errorf("stats %s: %w", dir, err)
 	}
-	st, err := statsFromIndex(dir, ix)
+	st, err := statsFromIndex(dir, ix, &man, true)
 	if err != nil {
 		return st, fmt.Errorf("stats %s: %w", dir, err)
 	}
 	return st, nil
 }
 
-func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
+// statsFromIndex computes the statistics of the live records of ix; check
+// compares each shard with its ledger line first (see eachLive). When the
+// manifest names an OutcomeField, the outcomes counted are the mode's own:
+// that member's, or OutcomeDefault for a record without it.
+func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
 	st := NewStatistics()
 	var durations []int64
-	err := eachLive(dir, ix, false, func(ref ledgerEntry, line []byte) error {
+	err := eachLive(dir, ix, false, check, func(ref ledgerEntry, line []byte) error {
 		var r statRecord
 		if err := decodeStatRecord(line, &r); err != nil {
 			// A verbatim record may carry a known field with another type
@@ -156,6 +160,13 @@ func statsFromIndex(dir string, ix *ledgerIndex) (Statistics, error) {
 		}
 		st.Records++
 		oc := r.Outcome
+		if man.OutcomeField != "" {
+			if own := memberString(line, man.OutcomeField); own != "" {
+				oc = schemas.Outcome(own)
+			} else if man.OutcomeDefault != "" {
+				oc = man.OutcomeDefault
+			}
+		}
 		if oc == "" {
 			oc = ix.outcomes[ref.outcome]
 		}
@@ -304,4 +315,31 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	return keys
+}
+
+// memberString returns the string at the dotted member path of the JSON
+// object line ("compression_metrics.outcome"), or "" when the line has no
+// such string member.
+func memberString(line []byte, path string) string {
+	s := strings.TrimSpace(string(line))
+	for {
+		if s == "" || s[0] != '{' || !json.Valid([]byte(s)) {
+			return ""
+		}
+		name, rest, nested := strings.Cut(path, ".")
+		var raw string
+		jsonMembers(s, func(n, r string) {
+			if n == name {
+				raw = r
+			}
+		})
+		if !nested {
+			var v string
+			if json.Unmarshal([]byte(raw), &v) != nil {
+				return ""
+			}
+			return v
+		}
+		s, path = strings.TrimSpace(raw), rest
+	}
 }

@@ -84,6 +84,10 @@ func Verify(dir string) (VerifyReport, error) {
 		}
 	}
 	v.known = knownOutcomes(man.Outcomes)
+	v.retry = map[schemas.Outcome]bool{}
+	for _, oc := range man.Retry {
+		v.retry[oc] = true
+	}
 	v.artifacts = man.Artifacts
 	if err := v.ledger(); err != nil {
 		return v.rep, err
@@ -96,10 +100,12 @@ type verifier struct {
 	dir       string
 	artifacts []string // files the mode keeps in the folder (run.json says which)
 	known     map[schemas.Outcome]bool
+	retry     map[schemas.Outcome]bool // final outcomes the mode runs again (run.json)
 	rep       VerifyReport
 	final     map[string]Problem // key → where its final record is
 	shardLine map[string]int     // shard → ledger line naming it
 	live      map[string]bool    // key → latest row has a record
+	latest    map[string]int     // key → ledger line of its latest row
 }
 
 func (v *verifier) add(file string, line int, format string, args ...any) {
@@ -108,16 +114,38 @@ func (v *verifier) add(file string, line int, format string, args ...any) {
 
 func (v *verifier) ledger() error {
 	data, err := os.ReadFile(filepath.Join(v.dir, LedgerFile))
-	if errors.Is(err, os.ErrNotExist) {
-		v.add(LedgerFile, 0, "missing")
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("verify: read ledger: %w", err)
+	}
+	if bytes.IndexByte(data, '\n') < 0 {
+		if nerr := noLedgerError(v.dir); nerr != nil {
+			v.add(LedgerFile, 0, "%v", nerr)
+		} else if err != nil {
+			v.add(LedgerFile, 0, "missing")
+		}
+		if err != nil {
+			return nil
+		}
 	}
 	v.live = map[string]bool{}
 	s := string(data)
 	var l ledgerLine
+	// First pass: the line holding each key's latest row, so a shard whose
+	// rows were all superseded (a damaged shard removed on open, its records
+	// marked lost) may be gone.
+	v.latest = map[string]int{}
+	for n, pos := 1, 0; pos < len(s); n++ {
+		end := strings.IndexByte(s[pos:], '\n')
+		if end < 0 {
+			break
+		}
+		if outdir.ParseLine(s[pos:pos+end], &l) == nil {
+			for _, r := range l.Rows {
+				v.latest[r.Key] = n
+			}
+		}
+		pos += end + 1
+	}
 	for n, pos := 1, 0; pos < len(s); n++ {
 		end := strings.IndexByte(s[pos:], '\n')
 		if end < 0 {
@@ -150,8 +178,11 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 		seen[r.Key] = true
 		v.live[r.Key] = r.Len >= 0
 		if r.Len < 0 {
-			if r.Outcome != outcomeFiltered && r.Outcome != outcomeFannedOut && !r.Outcome.Retryable() {
+			if !outdir.IsMarker(r.Outcome) && !r.Outcome.Retryable() {
 				v.add(LedgerFile, n, "marker row for %s has outcome %q", r.Key, r.Outcome)
+			}
+			if r.Outcome == outdir.Pruned || r.Outcome.Retryable() {
+				delete(v.final, r.Key) // its earlier final record was retired; it may run again
 			}
 		}
 	}
@@ -175,6 +206,10 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 	}
 	v.rep.Shards++
 	data, err := os.ReadFile(filepath.Join(v.dir, filepath.FromSlash(l.Shard)))
+	if errors.Is(err, os.ErrNotExist) && !v.holdsLatest(n, l) {
+		v.rep.Shards--
+		return // retired: every row was superseded, nothing live is lost
+	}
 	if err != nil {
 		v.add(l.Shard, 0, "committed by ledger line %d but unreadable: %v", n, err)
 		return
@@ -223,6 +258,17 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 	}
 }
 
+// holdsLatest reports whether ledger line n holds the latest row of any of
+// its keys.
+func (v *verifier) holdsLatest(n int, l *ledgerLine) bool {
+	for _, r := range l.Rows {
+		if v.latest[r.Key] == n {
+			return true
+		}
+	}
+	return false
+}
+
 // verifyRecord has pointers so absent fields can be told from zero ones.
 type verifyRecord struct {
 	Key           *string          `json:"key"`
@@ -246,7 +292,7 @@ func (v *verifier) record(shard, sub string, lineNo int, line []byte, row *ledge
 		if oc.Retryable() != (sub == FailedDir) {
 			v.add(shard, lineNo, "outcome %s does not belong in %s/", oc, sub)
 		}
-		if !oc.Retryable() {
+		if !oc.Retryable() && !v.retry[oc] {
 			here := Problem{File: shard, Line: lineNo}
 			if first, dup := v.final[row.Key]; dup {
 				v.add(shard, lineNo, "duplicate live key %s: also final at %s:%d", row.Key, first.File, first.Line)

@@ -17,6 +17,10 @@ const (
 	OutcomeTimeout      Outcome = "timeout"        // the per-rollout deadline passed
 	OutcomeSandboxError Outcome = "sandbox_error"  // the sandbox driver failed (not the command)
 	OutcomeInternal     Outcome = "internal_error" // a panic or bug inside a stage
+	// OutcomeLost marks, in the ledger only, a unit whose committed record
+	// was lost (its shard missing, cut short or changed) when the output
+	// folder was opened; --resume runs it again.
+	OutcomeLost Outcome = "lost"
 )
 
 // Final outcomes that still make a run exit 3: the row was kept or written,
@@ -29,7 +33,7 @@ const (
 // Retryable reports whether `--resume` should run a unit with this outcome again.
 func (o Outcome) Retryable() bool {
 	switch o {
-	case OutcomeAPIError, OutcomeTimeout, OutcomeSandboxError, OutcomeInternal:
+	case OutcomeAPIError, OutcomeTimeout, OutcomeSandboxError, OutcomeInternal, OutcomeLost:
 		return true
 	}
 	return false

@@ -169,8 +169,9 @@ func runCompress(c *cli.Context) error {
 	}
 	m := res.Metrics
 	fmt.Fprintf(c.App.ErrWriter, "compress: %d rows: %d under target, %d compressed, %d still over limit (%d dropped, %d quarantined), %d summary failed; tokens %d -> %d; %d summary calls, %d errors\n",
-		m.Summary.TotalTrajectories, m.Outcomes["under_target"], m.Outcomes["compressed"], m.Outcomes["still_over_limit"],
-		m.Outcomes["dropped"], m.Outcomes["quarantined"], m.Outcomes["summary_failed"], m.Tokens.TotalBefore, m.Tokens.TotalAfter,
+		m.Summary.TotalTrajectories, m.Outcomes[string(compress.OutcomeUnderTarget)], m.Outcomes[string(compress.OutcomeCompressed)],
+		m.Outcomes[string(compress.OutcomeStillOverLimit)], m.Outcomes[compress.DisposalDropped], m.Outcomes[compress.DisposalQuarantined],
+		m.Outcomes[string(compress.OutcomeSummaryFailed)], m.Tokens.TotalBefore, m.Tokens.TotalAfter,
 		m.Summarization.TotalAPICalls, m.Summarization.TotalErrors)
 	return reportCompress(c, res)
 }

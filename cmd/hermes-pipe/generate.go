@@ -37,6 +37,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "workers", Value: 8, Usage: "records processed at once"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue the run in --out: skip finished rows, retry api_error/timeout/sandbox_error rows"},
 		&cli.BoolFlag{Name: "overwrite", Usage: "delete the previous run in --out and start afresh"},
+		&cli.BoolFlag{Name: "verify-shards", Usage: "with --resume, check the SHA-256 of every shard holding live records, not only its size; records of a damaged shard are redone"},
 		&cli.StringFlag{Name: "format", Value: "jsonl", Usage: "shard format: jsonl or parquet"},
 		&cli.IntFlag{Name: "shard-rows", Value: 1000, Usage: "records per output shard at most"},
 		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
@@ -82,6 +83,9 @@ func generateCommand() *cli.Command {
 	}
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, runFlags()...)
+	flags = append(flags,
+		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
+		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
 	flags = append(flags, sandboxFlags()...)
 	return &cli.Command{
 		Name:      "generate",
@@ -278,6 +282,8 @@ func runGenerate(c *cli.Context) error {
 		CheckImages:  imageChecker(r.driver),
 		DefaultImage: c.String("docker-image"),
 		MaxLineBytes: c.Int("max-line-bytes"),
+		RedoChanged:  c.Bool("redo-changed"),
+		Prune:        c.Bool("prune"),
 	}
 	if c.String("sandbox") == "local" {
 		// Only here can a row's folder be checked before it runs; docker

@@ -178,6 +178,37 @@ ledger, no stray temporary file. Each problem is printed with its file and line.
 	}
 }
 
+func repairCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "repair",
+		Usage:     "rebuild the missing or empty ledger of an output folder from its shards",
+		UsageText: "hermes-pipe repair DIR",
+		Description: `Each valid shard in data/ and failed/ becomes one ledger line, in shard-number
+order, written atomically; nothing is deleted. A shard that is not valid is left
+out and listed (exit 1). Inputs that were filtered out have no shard: --resume
+runs them again. A ledger that still has lines is refused; run verify to see
+what is wrong with it.`,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("repair takes exactly one output folder, got %d arguments", c.NArg())
+			}
+			dir := c.Args().First()
+			rep, err := pipeline.Repair(dir)
+			if err != nil {
+				return err
+			}
+			for _, p := range rep.Skipped {
+				fmt.Fprintf(c.App.Writer, "%s: left out: %s\n", p.File, p.Msg)
+			}
+			fmt.Fprintf(c.App.Writer, "rebuilt %s from %d shards, %d records\n", filepath.Join(dir, pipeline.LedgerFile), rep.Shards, rep.Records)
+			if len(rep.Skipped) > 0 {
+				return &exitStatus{code: exitFatal, msg: fmt.Sprintf("%d shards of %s are not valid and were left out of the ledger", len(rep.Skipped), dir)}
+			}
+			return nil
+		},
+	}
+}
+
 func sharegptCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "sharegpt",

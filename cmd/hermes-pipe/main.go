@@ -124,6 +124,7 @@ rejected or failed rows, 4 evaluation gate failed (swe), 130 interrupted.`,
 			catCommand(),
 			statsCommand(),
 			verifyCommand(),
+			repairCommand(),
 			sharegptCommand(),
 		},
 	}

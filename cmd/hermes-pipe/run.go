@@ -83,6 +83,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		Workers:        workers,
 		MaxShardRows:   c.Int("shard-rows"),
 		CommitInterval: c.Duration("commit-interval"),
+		VerifyShards:   c.Bool("verify-shards"),
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         warnLogger(c),

@@ -103,14 +103,16 @@ func (s *catStream) next() (bool, error) {
 	if s.line != nil {
 		s.i++
 	}
-	if errors.Is(err, io.EOF) && len(line) == 0 {
+	// The pipe ends with exactly io.EOF when CatWith succeeded; any other
+	// error is CatWith's own, which already names the folder.
+	if err == io.EOF && len(line) == 0 {
 		if s.i != len(s.order) {
 			return false, fmt.Errorf("cat %s: %d records, but its ledger listed %d: the folder changed while it was read; try again", s.dir, s.i, len(s.order))
 		}
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cat %s: %w", s.dir, err)
+		return false, err
 	}
 	if s.i >= len(s.order) {
 		return false, fmt.Errorf("cat %s: more records than its ledger listed: the folder changed while it was read; try again", s.dir)

@@ -1,7 +1,6 @@
 package objstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -225,28 +224,24 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 	fresh := ledger[m.Bytes:]
 	if len(fresh) > 0 {
 		rows := 0 // records the new lines commit
-		sc := bufio.NewScanner(bytes.NewReader(fresh))
-		sc.Buffer(nil, len(fresh)+1)
-		for sc.Scan() {
-			var line struct {
-				Shard  string            `json:"shard"`
-				Bytes  int64             `json:"bytes"`
-				SHA256 string            `json:"sha256"`
-				Rows   []json.RawMessage `json:"rows"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-				return st, fmt.Errorf("push %s: ledger: %w", dir, err)
-			}
+		tail, err := outdir.Scan(string(fresh), func(_ int, line *outdir.Line) error {
 			if line.Shard == "" {
-				continue
+				return nil
 			}
 			rows += len(line.Rows)
 			n, err := s.putFile(ctx, filepath.Join(dir, filepath.FromSlash(line.Shard)), line.Shard, line.SHA256)
 			if err != nil {
-				return st, fmt.Errorf("push %s: %w", dir, err)
+				return err
 			}
 			st.Files++
 			st.Bytes += n
+			return nil
+		})
+		if err == nil && tail.Torn {
+			err = fmt.Errorf("ledger line %d past the store's is unparsable (run verify)", tail.TornLine)
+		}
+		if err != nil {
+			return st, fmt.Errorf("push %s: %w", dir, err)
 		}
 		seg := Segment{Name: fmt.Sprintf("%s%06d.jsonl", SegmentDir, len(m.Segments)+1), Bytes: int64(len(fresh)), SHA256: sha(fresh),
 			Committed: time.Now().UTC(), Rows: rows}

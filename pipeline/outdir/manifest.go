@@ -33,9 +33,21 @@ type Manifest struct {
 	Options     json.RawMessage   `json:"options,omitempty"`
 	Outcomes    []schemas.Outcome `json:"outcomes,omitempty"`
 	Artifacts   []string          `json:"artifacts,omitempty"`
-	Runs        int               `json:"runs"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	// Retry lists final outcomes of the mode that --resume runs again (see
+	// OutcomeSet.Retryable); a key may then hold more than one final record
+	// over time, the latest live.
+	Retry []schemas.Outcome `json:"retry_outcomes,omitempty"`
+	// OutcomeField names the record member, as a dotted path, that holds the
+	// mode's own outcome when it differs from "outcome" (compress keeps the
+	// input's outcome and puts its own in compression_metrics.outcome); stats
+	// count it.
+	OutcomeField string `json:"outcome_field,omitempty"`
+	// OutcomeDefault is the mode's outcome of a record without OutcomeField
+	// (compress passes a row under its target through unchanged).
+	OutcomeDefault schemas.Outcome `json:"outcome_default,omitempty"`
+	Runs           int             `json:"runs"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 }
 
 // ReadManifest reads dir's run.json. ok is false when the file does not

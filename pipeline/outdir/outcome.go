@@ -11,6 +11,7 @@ import (
 const (
 	Filtered  schemas.Outcome = "filtered"   // a stage dropped the input
 	FannedOut schemas.Outcome = "fanned_out" // a stage turned it into records with other keys
+	Pruned    schemas.Outcome = "pruned"     // the input no longer holds the key (--prune, --redo-changed)
 )
 
 // OutcomeSet is what one mode declares about the outcomes its records end
@@ -29,7 +30,7 @@ var Runtime = OutcomeSet{
 	Final: []schemas.Outcome{schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial,
 		schemas.OutcomeSummaryFailed, schemas.OutcomeError},
 	Retryable: []schemas.Outcome{schemas.OutcomeAPIError, schemas.OutcomeTimeout, schemas.OutcomeSandboxError,
-		schemas.OutcomeInternal},
+		schemas.OutcomeInternal, schemas.OutcomeLost},
 }
 
 // All returns the final and retryable outcomes of s.
@@ -56,4 +57,4 @@ func Known(extra []schemas.Outcome) map[schemas.Outcome]bool {
 }
 
 // IsMarker reports whether o is an outcome of a marker row.
-func IsMarker(o schemas.Outcome) bool { return o == Filtered || o == FannedOut }
+func IsMarker(o schemas.Outcome) bool { return o == Filtered || o == FannedOut || o == Pruned }

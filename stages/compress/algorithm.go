@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
 )
@@ -23,7 +24,19 @@ const (
 
 // Outcomes lists the outcomes a compress run adds to the runtime's, for
 // pipeline.OutputOptions.Outcomes.
-var Outcomes = []schemas.Outcome{OutcomeUnderTarget, OutcomeCompressed, OutcomeStillOverLimit, OutcomeSummaryFailed}
+var Outcomes = OutcomeSet.All()
+
+// OutcomeSet is what compress declares to its output folder: a row whose
+// summary failed keeps its original conversation and is final for the exit
+// code, but --resume compresses it again.
+var OutcomeSet = outdir.OutcomeSet{
+	Final:     []schemas.Outcome{OutcomeUnderTarget, OutcomeCompressed, OutcomeStillOverLimit},
+	Retryable: []schemas.Outcome{OutcomeSummaryFailed},
+}
+
+// OutcomeField is the record member holding compress's own outcome: a
+// hermes-pipe record keeps its input's outcome in "outcome".
+const OutcomeField = "compression_metrics.outcome"
 
 // SummaryPrefix starts every summary turn, as in Hermes' datasets.
 const SummaryPrefix = "[CONTEXT SUMMARY]:"

@@ -95,9 +95,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}()
 	mr, err := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
-		Kind:      "compress",
-		Outcomes:  Outcomes,
-		Artifacts: []string{MetricsFile, QuarantineFile, RowsFile},
+		Kind:           "compress",
+		Outcomes:       Outcomes,
+		Retry:          OutcomeSet.Retryable,
+		OutcomeField:   OutcomeField,
+		OutcomeDefault: OutcomeUnderTarget,
+		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile},
 		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			var err error
 			if o.Mode == pipeline.ModeResume {
@@ -127,7 +130,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Finish: func(out *pipeline.Output, _ pipeline.Summary) error {
 			rowsErr := rows.close()
 			agg := newAggregate(carryProcessing(prev), settings, start)
-			metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Done, agg)
+			metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Settled, agg)
 			if metricsErr == nil {
 				res.Metrics = agg.Report(o.Now())
 				metricsErr = writeReport(o.Out, res.Metrics)

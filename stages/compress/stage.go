@@ -20,6 +20,13 @@ const (
 	OverLimitQuarantine = "quarantine" // written to quarantine.jsonl instead, counted
 )
 
+// Disposals of a row left out of the output by the over-limit policy, counted
+// beside the outcomes in compression_metrics.json.
+const (
+	DisposalDropped     = "dropped"
+	DisposalQuarantined = "quarantined"
+)
+
 // Stage is the compress stage: it fits the conversation of each record (kept
 // in rec.Raw) into the token budget, editing only `conversations`, adding
 // `compression_metrics`, and for records that carry the runtime's fields,
@@ -115,7 +122,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	if oc == OutcomeStillOverLimit {
 		switch s.overLimit {
 		case OverLimitDrop:
-			if err := s.count(rec.Key, m, "dropped"); err != nil {
+			if err := s.count(rec.Key, m, DisposalDropped); err != nil {
 				return nil, err
 			}
 			return nil, nil
@@ -123,7 +130,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 			if err := s.quarantine.add(rec.Key, m, out); err != nil {
 				return nil, err
 			}
-			if err := s.count(rec.Key, m, "quarantined"); err != nil {
+			if err := s.count(rec.Key, m, DisposalQuarantined); err != nil {
 				return nil, err
 			}
 			return nil, nil

@@ -33,6 +33,10 @@ type Options struct {
 	DefaultImage string
 
 	MaxLineBytes int
+	// RedoChanged and Prune configure how a resume treats rows whose text
+	// changed and keys no longer in the prompts file (pipeline.InputCheck,
+	// always on with ModeResume).
+	RedoChanged, Prune bool
 	// CheckCwd, when set, rejects rows whose cwd it refuses (see
 	// prompts.Options.CheckCwd); the local sandbox uses prompts.LocalFolder.
 	CheckCwd func(dir string) error
@@ -80,7 +84,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	mr, err := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
-		Kind: "generate",
+		Kind:       "generate",
+		InputCheck: pipeline.InputCheck{Enabled: o.Mode == pipeline.ModeResume, RedoChanged: o.RedoChanged, Prune: o.Prune},
 		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			src, err := prompts.Open(o.Prompts, prompts.Options{
 				Samples:      o.Samples,
