@@ -34,22 +34,23 @@ type Options struct {
 	// CheckImages set and no default, such rows are rejected at pre-flight.
 	DefaultImage string
 
-	MaxLineBytes int
-	MaxShardRows int
-	VerifyShards bool // check every live shard's SHA-256 on open (pipeline.OutputOptions)
-	// RedoChanged and Prune configure how a resume treats rows whose text
-	// changed and keys no longer in the prompts file (pipeline.InputCheck,
-	// always on with ModeResume).
-	RedoChanged, Prune bool
-	CommitInterval     time.Duration
-	Stop               <-chan struct{}
-	Progress           *pipeline.Progress
-	Logger             *slog.Logger
-	ToolVersion        string
+	MaxLineBytes   int
+	MaxShardRows   int
+	VerifyShards   bool // check every live shard's SHA-256 on open (pipeline.OutputOptions)
+	CommitInterval time.Duration
+	Stop           <-chan struct{}
+	Progress       *pipeline.Progress
+	Logger         *slog.Logger
+	ToolVersion    string
 	// Record is what run.json keeps of the options (flags as given).
 	Record any
 	// Filter, when set, keeps only the records it accepts (sharding).
 	Filter func(rec *schemas.Record) bool
+
+	// RedoChanged and Prune configure how a resume treats rows whose text
+	// changed and keys no longer in the prompts file (pipeline.InputCheck,
+	// always on with ModeResume).
+	RedoChanged, Prune bool
 }
 
 // Result is what a generate run did.
