@@ -296,3 +296,28 @@ func TestStatusCountsDoneFailedRemaining(t *testing.T) {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }
+
+// TestMergeRefusesShardWithoutLedger: a shard folder whose ledger was
+// removed while its shards remain makes merge incomplete, naming the repair
+// command, instead of merging it as empty; after repair the merge is whole.
+func TestMergeRefusesShardWithoutLedger(t *testing.T) {
+	path := writePrompts(t, 40, nil)
+	out := t.TempDir()
+	for i := 0; i < 2; i++ {
+		runShard(t, out, path, cluster.Spec{Index: i, Count: 2}, 1, nil)
+	}
+	dirs, err := cluster.ShardDirs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dirs[1], pipeline.LedgerFile)); err != nil {
+		t.Fatal(err)
+	}
+	mustIncomplete(t, out, cluster.MergeOptions{}, "shard-1-of-2: verify found", "hermes-pipe repair "+dirs[1])
+	if _, err := pipeline.Repair(dirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := cluster.Merge(context.Background(), out, cluster.MergeOptions{InputKeys: prompts.EachKey}); err != nil || m.Keys != 40 {
+		t.Fatalf("merge after repair: %+v, %v", m, err)
+	}
+}
