@@ -260,25 +260,13 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer r.close()
+	ro := r.rolloutOptions(c, systemPrompt)
+	ro.Toolsets, ro.Distribution, ro.Seed = toolsets, dist, c.Int64("seed")
 	opts := generate.Options{
-		RunConfig: r.cfg,
-		Prompts:   promptsFile,
-		Samples:   c.Int("samples"),
-		Rollout: rollout.Options{
-			Client:         r.client,
-			Model:          c.String("model"),
-			Driver:         r.driver,
-			RunID:          r.runID,
-			MaxTurns:       c.Int("max-turns"),
-			Timeout:        c.Duration("timeout"),
-			CommandTimeout: c.Duration("command-timeout"),
-			MaxOutput:      c.Int("max-output"),
-			Toolsets:       toolsets,
-			Distribution:   dist,
-			Seed:           c.Int64("seed"),
-			SystemPrompt:   systemPrompt,
-			MaxTokens:      c.Int("max-tokens"),
-		},
+		RunConfig:    r.cfg,
+		Prompts:      promptsFile,
+		Samples:      c.Int("samples"),
+		Rollout:      ro,
 		CheckImages:  imageChecker(r.driver),
 		DefaultImage: c.String("docker-image"),
 		MaxLineBytes: c.Int("max-line-bytes"),

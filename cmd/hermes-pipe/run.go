@@ -9,6 +9,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
 )
 
@@ -103,6 +104,24 @@ func checkRunFlags(c *cli.Context) error {
 		return usagef("--workers must be at least 1, got %d", w)
 	}
 	return nil
+}
+
+// rolloutOptions binds the agent-loop flags generate and swe share (model,
+// turns, timeouts, output limit, max tokens) with the run's client, driver
+// and run id; systemPrompt is the mode's. Modes add their own fields.
+func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.Options {
+	return rollout.Options{
+		Client:         r.client,
+		Model:          c.String("model"),
+		Driver:         r.driver,
+		RunID:          r.runID,
+		MaxTurns:       c.Int("max-turns"),
+		Timeout:        c.Duration("timeout"),
+		CommandTimeout: c.Duration("command-timeout"),
+		MaxOutput:      c.Int("max-output"),
+		SystemPrompt:   systemPrompt,
+		MaxTokens:      c.Int("max-tokens"),
+	}
 }
 
 // finish uploads what the run committed (for an object-storage --out) and

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
 )
@@ -139,18 +138,7 @@ func runSWE(c *cli.Context) error {
 	res, err := swe.Run(r.ctx, swe.Options{
 		RunConfig: r.cfg,
 		Tasks:     tasksFile,
-		Rollout: rollout.Options{
-			Client:         r.client,
-			Model:          c.String("model"),
-			Driver:         r.driver,
-			RunID:          r.runID,
-			MaxTurns:       c.Int("max-turns"),
-			Timeout:        c.Duration("timeout"),
-			CommandTimeout: c.Duration("command-timeout"),
-			MaxOutput:      c.Int("max-output"),
-			SystemPrompt:   systemPrompt,
-			MaxTokens:      c.Int("max-tokens"),
-		},
+		Rollout:   r.rolloutOptions(c, systemPrompt),
 		Grade: swe.GradeOptions{
 			TestTimeout: c.Duration("test-timeout"),
 			// Only docker starts each session fresh from the image; with
