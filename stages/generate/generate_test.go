@@ -146,16 +146,6 @@ func mustVerify(t *testing.T, dir string) {
 	}
 }
 
-// humanTurn returns the value of a record's first human turn (the prompt).
-func humanTurn(r schemas.Record) string {
-	for _, tu := range r.Conversations {
-		if tu.From == "human" {
-			return tu.Value
-		}
-	}
-	return ""
-}
-
 // turnText joins a record's conversation for substring checks.
 func turnText(r schemas.Record) string {
 	var b strings.Builder
