@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // CatOptions configure CatWith.
@@ -107,23 +109,35 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 // gaps between live records, read from the file) and compared once every
 // record was handed to fn; a Parquet shard is hashed whole before its first
 // record. A changed shard of the same size is thus reported (exit 1) after
-// its lines were printed. The check costs one SHA-256 pass over the shards.
+// its lines were printed.
+//
+// The hash is the cost of that check (about as much again as reading), so
+// it is spent only on shards that may have changed since they were
+// committed: a shard is written before the ledger line that commits it, so
+// one whose modification time is not older than the ledger's was written
+// (or rewritten, copied, pulled) since; older shards get the size check
+// only. `verify` always hashes every shard.
 func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
 	files := newFileCache(dir, 64)
 	defer files.close()
+	var ledgerMod time.Time // zero: hash every shard
+	if fi, err := os.Stat(filepath.Join(dir, LedgerFile)); err == nil {
+		ledgerMod = fi.ModTime()
+	}
 	hashes := map[uint32]*shardHash{}
 	checkShard := func(sid uint32) error {
 		if _, seen := hashes[sid]; !check || seen {
 			return nil
 		}
+		hashes[sid] = nil
 		name := ix.shards[sid]
-		if strings.HasSuffix(name, parquetExt) {
-			hashes[sid] = nil
-			return checkShardFile(dir, name, ix.shardSize[sid], ix.shardSHA[sid])
-		}
-		if err := checkShardSize(dir, name, ix.shardSize[sid]); err != nil {
+		fi, err := checkShardSize(dir, name, ix.shardSize[sid])
+		if err != nil || fi.ModTime().Before(ledgerMod) {
 			return err
+		}
+		if strings.HasSuffix(name, parquetExt) {
+			return checkShardFile(dir, name, ix.shardSize[sid], ix.shardSHA[sid])
 		}
 		hashes[sid] = &shardHash{h: sha256.New()}
 		return nil
@@ -250,19 +264,19 @@ func (sh *shardHash) add(f *os.File, off int64, b []byte) error {
 }
 
 // checkShardSize compares the size of the shard dir/rel with its ledger
-// line; it costs one stat.
-func checkShardSize(dir, rel string, size int64) error {
+// line and returns what it found; it costs one stat.
+func checkShardSize(dir, rel string, size int64) (fs.FileInfo, error) {
 	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("shard %s is missing; %s", rel, healHint)
+		return nil, fmt.Errorf("shard %s is missing; %s", rel, healHint)
 	}
 	if err != nil {
-		return fmt.Errorf("open shard: %w", err)
+		return nil, fmt.Errorf("open shard: %w", err)
 	}
 	if fi.Size() != size {
-		return fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, healHint)
+		return nil, fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, healHint)
 	}
-	return nil
+	return fi, nil
 }
 
 // healHint tells what to do about a damaged shard.

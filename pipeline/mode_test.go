@@ -52,8 +52,8 @@ func TestRunModeRunsFinishesAndResumes(t *testing.T) {
 	if !res.Opened || res.NothingToDo || res.Summary.Written != 5 || res.PreviouslyDone != 0 || finished != 1 {
 		t.Fatalf("first run: %+v, finished %d", res, finished)
 	}
-	if _, err := Verify(dir); err != nil {
-		t.Fatalf("verify: %v", err)
+	if rep, err := Verify(dir); err != nil || !rep.OK() {
+		t.Fatalf("verify: %+v %v", rep.Problems, err)
 	}
 	res, err = RunMode(context.Background(), RunConfig{Out: dir, Mode: ModeResume}, modeSpec(5, &finished))
 	if err != nil {

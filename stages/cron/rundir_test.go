@@ -39,7 +39,7 @@ func TestAgentExecutionKeepsItsTrajectory(t *testing.T) {
 	if rec.Key != "exec1" || rec.Outcome != schemas.OutcomeCompleted || len(rec.Conversations) < 4 {
 		t.Fatalf("record key %s outcome %s, %d turns", rec.Key, rec.Outcome, len(rec.Conversations))
 	}
-	if _, err := pipeline.Verify(dir); err != nil {
-		t.Fatalf("verify: %v", err)
+	if rep, err := pipeline.Verify(dir); err != nil || !rep.OK() {
+		t.Fatalf("verify: %+v %v", rep.Problems, err)
 	}
 }
