@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -473,24 +469,8 @@ func TestS3MergeAndCatWriteNoSDKWarnings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an S3 server")
 	}
-	base := s3test.Start(t)
-	m := regexp.MustCompile(`endpoint=([^&]+)`).FindStringSubmatch(base)
-	target, err := neturl.Parse(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ModifyResponse = func(r *http.Response) error {
-		for k := range r.Header {
-			if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
-				r.Header.Del(k)
-			}
-		}
-		return nil
-	}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	out := s3test.URL(strings.Replace(base, m[1], srv.URL, 1), "runs/quiet")
+	base := s3test.WithoutChecksums(t, s3test.Start(t))
+	out := s3test.URL(base, "runs/quiet")
 	url := startFake(t, fakellm.Config{}, echoScript)
 	prompts := echoPrompts(t, 10)
 	for i := range 2 {

@@ -6,9 +6,14 @@ package s3test
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -57,3 +62,31 @@ func Start(t testing.TB) string {
 
 // URL returns base (from Start) with its key prefix set to prefix.
 func URL(base, prefix string) string { return strings.Replace(base, "PREFIX", prefix, 1) }
+
+// WithoutChecksums puts a proxy in front of the server of base (from Start)
+// that strips the x-amz-checksum-* response headers, as many S3-compatible
+// servers send none, and returns base pointing at the proxy (closed at
+// cleanup).
+func WithoutChecksums(t testing.TB, base string) string {
+	t.Helper()
+	m := regexp.MustCompile(`endpoint=([^&]+)`).FindStringSubmatch(base)
+	if m == nil {
+		t.Fatalf("no endpoint in %s", base)
+	}
+	target, err := url.Parse(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		for k := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+				r.Header.Del(k)
+			}
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return strings.Replace(base, m[1], srv.URL, 1)
+}
