@@ -74,8 +74,8 @@ func (r Result) OK() bool { return len(r.Missing) == 0 }
 // Check settles the distinct non-empty images of images (duplicates are
 // cheap: each is checked once) and blocks until all are settled or the
 // timeout passes; images not settled in time are reported missing with the
-// context's error. It is the function the generate source calls once, before
-// the run, to turn rows with an unavailable image into rejects.
+// context's error. Stage.Preflight calls it once before the first record;
+// `hermes-pipe preflight` calls it alone.
 func Check(ctx context.Context, images []string, opts Options) Result {
 	start := time.Now()
 	seen := make(map[string]bool, 64)
