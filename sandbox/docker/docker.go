@@ -269,31 +269,49 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	if timeout <= 0 {
 		timeout = s.spec.Timeout
 	}
-	res, err := s.execOnce(ctx, cmd.Command, timeout)
-	// The runtime could not start the process, so the command never ran and
-	// retrying is safe. The usual cause is transient: right after a command
-	// hit the pids limit, the processes the epilogue killed still hold their
-	// pids until PID 1 reaps them, and on a loaded machine that can take
-	// longer than one short pause. Back off (0.1 s doubling, about 6 s in
-	// all) before calling the driver failed.
-	for wait := 100 * time.Millisecond; err == nil && ociFailure(res); wait *= 2 {
-		if wait > 3200*time.Millisecond {
-			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w: %s", sandbox.ErrUnavailable, strings.TrimSpace(res.Stdout+res.Stderr))
-		}
-		select {
-		case <-ctx.Done():
-			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", ctx.Err())
-		case <-time.After(wait):
-		}
+	var res sandbox.Result
+	err := retryStart(ctx, "exec", func() (bool, string, error) {
+		var err error
 		res, err = s.execOnce(ctx, cmd.Command, timeout)
-	}
+		return err != nil || !ociFailure(res), res.Stdout + res.Stderr, err
+	})
 	// Close removed the container under the command: whatever the daemon
 	// reported for it (an exit by SIGKILL, a vanished exec), the command
 	// did not end on its own.
 	if s.isClosed() {
 		return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
 	}
-	return res, err
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	return res, nil
+}
+
+// retryStart calls attempt until the container runtime starts its process.
+// attempt reports started=false, with the runtime's message, when docker
+// could not start it ("OCI runtime exec failed", exit 126): the command
+// never ran, so trying again is safe. The usual cause is transient: right
+// after a command hit the pids limit, the processes the epilogue killed
+// still hold their pids until PID 1 reaps them, and on a loaded machine that
+// can take longer than one short pause. It backs off (0.1 s doubling, about
+// 6 s in all) before calling the driver failed (ErrUnavailable). attempt's
+// own errors are returned as they are; op names the operation in the
+// errors retryStart makes. Exec and the file operations share it.
+func retryStart(ctx context.Context, op string, attempt func() (started bool, msg string, err error)) error {
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		started, msg, err := attempt()
+		if err != nil || started {
+			return err
+		}
+		if wait > 3200*time.Millisecond {
+			return fmt.Errorf("docker sandbox %s: %w: %s", op, sandbox.ErrUnavailable, strings.TrimSpace(msg))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker sandbox %s: %w", op, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 // ociFailure reports a result that is docker's own failure to start the exec

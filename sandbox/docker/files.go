@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -37,30 +35,27 @@ func (s *Session) fileExec(ctx context.Context, op, script string, stdin []byte,
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
-	for wait := 100 * time.Millisecond; ; wait *= 2 {
+	var code int
+	var stderr string
+	err := retryStart(ctx, op, func() (bool, string, error) {
 		head := &headWriter{}
-		code, stderr, err := s.fileExecOnce(ctx, script, stdin, io.MultiWriter(stdout, head))
+		c, e, err := s.fileExecOnce(ctx, script, stdin, io.MultiWriter(stdout, head))
 		if err != nil && s.isClosed() {
-			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, sandbox.ErrClosed)
+			return false, "", fmt.Errorf("docker sandbox %s: %w", op, sandbox.ErrClosed)
 		}
 		if err != nil {
-			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, err)
+			return false, "", fmt.Errorf("docker sandbox %s: %w", op, err)
 		}
-		if !ociFailure(sandbox.Result{ExitCode: code, Stdout: string(head.b), Stderr: stderr}) {
-			return code, stderr, nil
+		code, stderr = c, e
+		if ociFailure(sandbox.Result{ExitCode: c, Stdout: string(head.b), Stderr: e}) {
+			if rw, ok := stdout.(interface{ Reset() }); ok {
+				rw.Reset() // the next attempt writes the output afresh
+			}
+			return false, e, nil
 		}
-		if wait > 3200*time.Millisecond {
-			return 0, "", fmt.Errorf("docker sandbox %s: %w: %s", op, sandbox.ErrUnavailable, strings.TrimSpace(stderr))
-		}
-		select {
-		case <-ctx.Done():
-			return 0, "", fmt.Errorf("docker sandbox %s: %w", op, ctx.Err())
-		case <-time.After(wait):
-		}
-		if rw, ok := stdout.(interface{ Reset() }); ok {
-			rw.Reset()
-		}
-	}
+		return true, "", nil
+	})
+	return code, stderr, err
 }
 
 // fileExecOnce runs script once; see fileExec.
