@@ -137,7 +137,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 			return err
 		}
 		if strings.HasSuffix(name, parquetExt) {
-			return checkShardFile(dir, name, ix.shardSize[sid], ix.shardSHA[sid])
+			return checkShardHash(dir, name, ix.shardSHA[sid])
 		}
 		hashes[sid] = &shardHash{h: sha256.New()}
 		return nil
@@ -217,7 +217,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 		}
 		name := ix.shards[sid]
 		if sh.broken {
-			if err := checkShardFile(dir, name, ix.shardSize[sid], ix.shardSHA[sid]); err != nil {
+			if err := checkShardHash(dir, name, ix.shardSHA[sid]); err != nil {
 				return err
 			}
 			continue
@@ -282,32 +282,33 @@ func checkShardSize(dir, rel string, size int64) (fs.FileInfo, error) {
 // healHint tells what to do about a damaged shard.
 const healHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
 
-// checkShardFile compares the shard dir/rel with its ledger line: it must
-// exist with the recorded size and SHA-256. It reads the whole file.
-func checkShardFile(dir, rel string, size int64, sum string) error {
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("shard %s is missing; %s", rel, healHint)
-	}
+// checkShardHash compares the SHA-256 of the shard dir/rel with its ledger
+// line; callers have checked its size (checkShardSize). It reads the whole
+// file.
+func checkShardHash(dir, rel, sum string) error {
+	got, err := fileSHA256(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
-		return fmt.Errorf("open shard: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("open shard: %w", err)
-	}
-	if fi.Size() != size {
-		return fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, healHint)
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
 		return fmt.Errorf("read shard %s: %w", rel, err)
 	}
-	if hex.EncodeToString(h.Sum(nil)) != sum {
+	if got != sum {
 		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", rel, healHint)
 	}
 	return nil
+}
+
+// fileSHA256 returns the hex SHA-256 of the file at path; it reads the whole
+// file. Opening a folder (--verify-shards) and cat share it.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // fileCache keeps a bounded number of shard files open.

@@ -474,16 +474,11 @@ func (o *Output) shardDamage(rel string, size int64, sum string) (string, error)
 	if !o.opts.VerifyShards {
 		return "", nil
 	}
-	f, err := os.Open(path)
+	got, err := fileSHA256(path)
 	if err != nil {
 		return "", fmt.Errorf("check shard %s: %w", rel, err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("check shard %s: %w", rel, err)
-	}
-	if hex.EncodeToString(h.Sum(nil)) != sum {
+	if got != sum {
 		return "SHA-256 differs from the ledger's: the content changed", nil
 	}
 	return "", nil

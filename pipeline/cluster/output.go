@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -136,8 +134,7 @@ func openSpooled(ctx context.Context, o OutputOptions, root *objstore.Store, sp 
 	}
 	spool := o.Spool
 	if spool == "" {
-		h := sha256.Sum256([]byte(o.Out + "\x00" + sp.Name()))
-		spool = filepath.Join(os.TempDir(), "hermes-pipe-spool", hex.EncodeToString(h[:8]))
+		spool = tempFolder("hermes-pipe-spool", o.Out+"\x00"+sp.Name())
 	}
 	if o.Overwrite {
 		if err := store.Clear(ctx); err != nil {

@@ -35,8 +35,7 @@ func LocalRun(ctx context.Context, out, cache string, ledgerOnly bool) (string, 
 		return "", err
 	}
 	if cache == "" {
-		h := sha256.Sum256([]byte(out))
-		cache = filepath.Join(os.TempDir(), "hermes-pipe-cache", hex.EncodeToString(h[:8]))
+		cache = tempFolder("hermes-pipe-cache", out)
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", fmt.Errorf("read cache: %w", err)
@@ -133,10 +132,17 @@ func LocalInput(ctx context.Context, p string) (string, error) {
 	if !objstore.IsURL(p) {
 		return p, nil
 	}
-	h := sha256.Sum256([]byte(p))
-	local := filepath.Join(os.TempDir(), "hermes-pipe-inputs", hex.EncodeToString(h[:8]), path.Base(strings.SplitN(p, "?", 2)[0]))
+	local := filepath.Join(tempFolder("hermes-pipe-inputs", p), path.Base(strings.SplitN(p, "?", 2)[0]))
 	if err := objstore.Fetch(ctx, p, local); err != nil {
 		return "", usage(err)
 	}
 	return local, nil
+}
+
+// tempFolder is the folder under the temp dir that kind (spool, read cache,
+// downloaded inputs) keeps for key (an object-storage address): the same key
+// always maps to the same folder, so a rerun finds what the last run left.
+func tempFolder(kind, key string) string {
+	h := sha256.Sum256([]byte(key))
+	return filepath.Join(os.TempDir(), kind, hex.EncodeToString(h[:8]))
 }
