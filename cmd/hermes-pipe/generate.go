@@ -209,7 +209,7 @@ func runGenerate(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("generate takes no arguments, got %q", c.Args().First())
 	}
-	if err := checkRunFlags(c); err != nil {
+	if _, err := checkRunFlags(c); err != nil {
 		return err
 	}
 	format, err := checkFormat(c)

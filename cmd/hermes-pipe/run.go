@@ -35,10 +35,10 @@ type runSetup struct {
 // without --format). Bad flags are usage errors found before any I/O; the
 // caller must call close when startRun succeeds.
 func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, error) {
-	if err := checkRunFlags(c); err != nil {
+	mode, err := checkRunFlags(c)
+	if err != nil {
 		return nil, err
 	}
-	mode, _ := outputMode(c)
 	workers := c.Int("workers")
 	progress, err := progressFor(c, label)
 	if err != nil {
@@ -95,15 +95,17 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 }
 
 // checkRunFlags checks the flags startRun binds that need no I/O, so a
-// command can report them before its own slower checks.
-func checkRunFlags(c *cli.Context) error {
-	if _, err := outputMode(c); err != nil {
-		return err
+// command can report them before its own slower checks, and returns the
+// output mode (--resume/--overwrite).
+func checkRunFlags(c *cli.Context) (pipeline.Mode, error) {
+	mode, err := outputMode(c)
+	if err != nil {
+		return 0, err
 	}
 	if w := c.Int("workers"); w < 1 {
-		return usagef("--workers must be at least 1, got %d", w)
+		return 0, usagef("--workers must be at least 1, got %d", w)
 	}
-	return nil
+	return mode, nil
 }
 
 // rolloutOptions binds the agent-loop flags generate and swe share (model,

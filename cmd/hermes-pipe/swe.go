@@ -98,7 +98,7 @@ func runSWE(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("swe takes no arguments, got %q", c.Args().First())
 	}
-	if err := checkRunFlags(c); err != nil {
+	if _, err := checkRunFlags(c); err != nil {
 		return err
 	}
 	if c.Int("max-turns") < 1 {
