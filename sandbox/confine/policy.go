@@ -1,0 +1,258 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Network modes of a Policy.
+const (
+	NetworkNone = "none" // a private network namespace with its own loopback only
+	NetworkHost = "host" // the host's network
+)
+
+// HostDirs are the host folders a confined command sees, read-only. Missing
+// ones are skipped; ones that are symbolic links (merged /usr) are recreated
+// as the same links.
+var HostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// MaskedPaths are host files and folders under HostDirs that a confined
+// command must not read: password hashes, sudo rules, ssh host keys, TLS
+// private keys, stored credentials. Files are replaced by an empty file,
+// folders by an empty read-only folder. Entries ending in "*" are globs.
+var MaskedPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/sudoers", "/etc/sudoers.d",
+	"/etc/ssh/ssh_host_*",
+	"/etc/ssl/private",
+	"/etc/security/opasswd",
+	"/etc/credstore", "/etc/credstore.encrypted",
+	"/etc/wireguard",
+	"/etc/NetworkManager/system-connections",
+	"/etc/docker",
+	"/etc/libvirt/secrets",
+	"/etc/ipsec.secrets",
+	"/etc/krb5.keytab",
+	"/etc/letsencrypt",
+	"/etc/pki/tls/private",
+	"/etc/cups/ssl",
+	"/etc/.pwd.lock",
+}
+
+// Mount is one extra folder or file made visible to a confined command.
+type Mount struct {
+	Src      string // host path
+	Dst      string // path inside the sandbox
+	ReadOnly bool
+}
+
+// ParseMount reads "SRC:DST[:ro]" (DST may be omitted: "SRC" mounts at
+// the same path; ":rw" is accepted as the default). Both paths must be
+// absolute.
+func ParseMount(s string) (Mount, error) {
+	parts := strings.Split(s, ":")
+	var m Mount
+	switch {
+	case len(parts) == 1:
+		m = Mount{Src: parts[0], Dst: parts[0]}
+	case len(parts) == 2:
+		m = Mount{Src: parts[0], Dst: parts[1]}
+		if parts[1] == "ro" || parts[1] == "rw" {
+			m = Mount{Src: parts[0], Dst: parts[0], ReadOnly: parts[1] == "ro"}
+		}
+	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
+		m = Mount{Src: parts[0], Dst: parts[1], ReadOnly: parts[2] == "ro"}
+	default:
+		return Mount{}, fmt.Errorf("mount %q: want SRC:DST[:ro]", s)
+	}
+	if !filepath.IsAbs(m.Src) || !filepath.IsAbs(m.Dst) {
+		return Mount{}, fmt.Errorf("mount %q: SRC and DST must be absolute paths", s)
+	}
+	m.Src, m.Dst = filepath.Clean(m.Src), filepath.Clean(m.Dst)
+	if m.Dst == "/" {
+		return Mount{}, fmt.Errorf("mount %q: DST cannot be /", s)
+	}
+	return m, nil
+}
+
+// String gives the mount back as SRC:DST[:ro].
+func (m Mount) String() string {
+	s := m.Src + ":" + m.Dst
+	if m.ReadOnly {
+		s += ":ro"
+	}
+	return s
+}
+
+// Limits are per-session resource limits; zero means unlimited.
+type Limits struct {
+	Processes     int   // processes (and threads) of the session
+	MemoryBytes   int64 // address space per process (rlimit) or the session's memory (cgroup)
+	FileSizeBytes int64 // largest file a command may write
+	CPUSeconds    int   // CPU time per process
+}
+
+// Policy says what a confined command sees and may use.
+type Policy struct {
+	SessionDir string   // host folder of the session, read-write at the same path
+	WorkDir    string   // the row's working folder, read-write at the same path; "" = none
+	TmpDir     string   // host folder (normally inside SessionDir) mounted at /tmp
+	Mounts     []Mount  // extra mounts
+	Network    string   // NetworkNone ("" too) or NetworkHost
+	Env        []string // the whole environment, KEY=VALUE; nothing else is inherited
+	Chdir      string   // folder the command starts in; "" = WorkDir, else SessionDir
+	Limits     Limits
+}
+
+// Validate checks the policy's paths and network mode.
+func (p Policy) Validate() error {
+	if !filepath.IsAbs(p.SessionDir) {
+		return fmt.Errorf("confine: session folder %q is not an absolute path", p.SessionDir)
+	}
+	if p.TmpDir != "" && !filepath.IsAbs(p.TmpDir) {
+		return fmt.Errorf("confine: tmp folder %q is not an absolute path", p.TmpDir)
+	}
+	if p.WorkDir != "" && !filepath.IsAbs(p.WorkDir) {
+		return fmt.Errorf("confine: working folder %q is not an absolute path", p.WorkDir)
+	}
+	switch p.Network {
+	case "", NetworkNone, NetworkHost:
+	default:
+		return fmt.Errorf("confine: network %q: want %s or %s", p.Network, NetworkNone, NetworkHost)
+	}
+	for _, m := range p.Mounts {
+		if !filepath.IsAbs(m.Src) || !filepath.IsAbs(m.Dst) {
+			return fmt.Errorf("confine: mount %s: paths must be absolute", m)
+		}
+	}
+	return nil
+}
+
+// Args returns the bubblewrap command line (bwrap is its path) that runs
+// argv under the policy. It reads the host (which HostDirs exist, which
+// MaskedPaths exist) to build it.
+func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(argv) == 0 {
+		return nil, errors.New("confine: empty command")
+	}
+	a := []string{bwrap,
+		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+		"--cap-drop", "ALL",
+	}
+	if p.Network == NetworkHost {
+		a = append(a, "--share-net")
+	}
+	for _, d := range HostDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			t, err := os.Readlink(d)
+			if err != nil {
+				continue
+			}
+			a = append(a, "--symlink", t, d)
+			continue
+		}
+		a = append(a, "--ro-bind", d, d)
+	}
+	for _, m := range maskedExisting() {
+		if m.dir {
+			a = append(a, "--tmpfs", m.path, "--remount-ro", m.path)
+		} else {
+			a = append(a, "--ro-bind", "/dev/null", m.path)
+		}
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if p.TmpDir != "" {
+		a = append(a, "--bind", p.TmpDir, "/tmp")
+	} else {
+		a = append(a, "--tmpfs", "/tmp")
+	}
+	a = append(a, "--bind", p.SessionDir, p.SessionDir)
+	if p.WorkDir != "" && p.WorkDir != p.SessionDir {
+		a = append(a, "--bind", p.WorkDir, p.WorkDir)
+	}
+	for _, m := range p.Mounts {
+		op := "--bind"
+		if m.ReadOnly {
+			op = "--ro-bind"
+		}
+		a = append(a, op, m.Src, m.Dst)
+	}
+	env := append([]string(nil), p.Env...)
+	sort.Strings(env)
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("confine: environment entry %q is not KEY=VALUE", kv)
+		}
+		a = append(a, "--setenv", k, v)
+	}
+	chdir := p.Chdir
+	if chdir == "" {
+		chdir = p.WorkDir
+	}
+	if chdir == "" {
+		chdir = p.SessionDir
+	}
+	a = append(a, "--chdir", chdir, "--")
+	return append(a, argv...), nil
+}
+
+type masked struct {
+	path string
+	dir  bool
+}
+
+// maskedExisting expands MaskedPaths to the entries present on this host.
+func maskedExisting() []masked {
+	var out []masked
+	for _, p := range MaskedPaths {
+		paths := []string{p}
+		if strings.ContainsAny(p, "*?[") {
+			paths, _ = filepath.Glob(p)
+		}
+		for _, q := range paths {
+			fi, err := os.Lstat(q)
+			if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+				continue
+			}
+			out = append(out, masked{path: q, dir: fi.IsDir()})
+		}
+	}
+	return out
+}
+
+// ShellLimits returns bash code setting the policy's limits as rlimits
+// (`ulimit`), to run in the confined shell before any command; "" when no
+// limit is set. Root is exempt from the process limit: a cgroup enforces it
+// there (Cgroup).
+func (l Limits) ShellLimits() string {
+	var b []string
+	if l.FileSizeBytes > 0 {
+		b = append(b, "ulimit -f "+strconv.FormatInt((l.FileSizeBytes+1023)/1024, 10)) // bash: 1024-byte blocks
+	}
+	if l.CPUSeconds > 0 {
+		b = append(b, "ulimit -t "+strconv.Itoa(l.CPUSeconds))
+	}
+	if l.MemoryBytes > 0 {
+		b = append(b, "ulimit -v "+strconv.FormatInt((l.MemoryBytes+1023)/1024, 10))
+	}
+	if l.Processes > 0 {
+		b = append(b, "ulimit -u "+strconv.Itoa(l.Processes))
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	return strings.Join(b, " 2>/dev/null; ") + " 2>/dev/null"
+}

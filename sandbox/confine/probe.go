@@ -1,0 +1,144 @@
+package confine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Report is what Probe found about this machine.
+type Report struct {
+	Bwrap        string   // path of bubblewrap; "" = not found
+	BwrapVersion string   // "bubblewrap 0.8.0"
+	Namespaces   error    // nil when bwrap ran a command in fresh user/pid/net/ipc/uts/mount namespaces
+	Cgroup       string   // "v2" (delegated, writable), "v1" (pids/memory writable), "" (none usable)
+	Controllers  []string // the usable cgroup controllers among pids, memory, cpu
+	Rlimits      bool     // rlimits (ulimit) can be set: always on Linux
+}
+
+// Usable reports whether confinement can start, and the reason when not.
+func (r Report) Usable() error {
+	if r.Bwrap == "" {
+		return fmt.Errorf("bubblewrap (bwrap) not found on PATH: install the bubblewrap package")
+	}
+	if r.Namespaces != nil {
+		return fmt.Errorf("bubblewrap cannot create namespaces: %w", r.Namespaces)
+	}
+	return nil
+}
+
+// String is the multi-line summary `sandbox check` prints.
+func (r Report) String() string {
+	var b strings.Builder
+	if r.Bwrap == "" {
+		b.WriteString("bubblewrap: not found\n")
+	} else {
+		fmt.Fprintf(&b, "bubblewrap: %s (%s)\n", r.Bwrap, r.BwrapVersion)
+	}
+	if r.Namespaces == nil && r.Bwrap != "" {
+		b.WriteString("namespaces: user, mount, pid, net, ipc, uts usable\n")
+	} else if r.Namespaces != nil {
+		fmt.Fprintf(&b, "namespaces: refused: %v\n", r.Namespaces)
+	}
+	if r.Cgroup == "" {
+		b.WriteString("cgroups: none usable (limits by rlimits only; root is exempt from the process limit)\n")
+	} else {
+		fmt.Fprintf(&b, "cgroups: %s, controllers %s\n", r.Cgroup, strings.Join(r.Controllers, ", "))
+	}
+	fmt.Fprintf(&b, "rlimits: %v\n", r.Rlimits)
+	if err := r.Usable(); err != nil {
+		fmt.Fprintf(&b, "confinement: unavailable: %v\n", err)
+	} else {
+		b.WriteString("confinement: available\n")
+	}
+	return b.String()
+}
+
+// Probe finds bwrap and runs it once with the namespaces a Policy asks for,
+// and looks at which cgroup hierarchy this process may write to.
+func Probe(ctx context.Context) Report {
+	r := Report{Rlimits: true}
+	r.Cgroup, r.Controllers = probeCgroup()
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		r.Namespaces = err
+		return r
+	}
+	r.Bwrap = path
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
+		r.BwrapVersion = strings.TrimSpace(string(out))
+	}
+	dir, err := os.MkdirTemp("", "hermes-confine-probe-")
+	if err != nil {
+		r.Namespaces = err
+		return r
+	}
+	defer os.RemoveAll(dir)
+	args, err := Policy{SessionDir: dir, Env: []string{"PATH=/usr/bin:/bin"}}.Args(path, []string{"/bin/sh", "-c", "echo ok"})
+	if err != nil {
+		r.Namespaces = err
+		return r
+	}
+	c := exec.CommandContext(ctx, args[0], args[1:]...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	switch {
+	case err != nil:
+		r.Namespaces = fmt.Errorf("%s: %v: %s", path, err, strings.TrimSpace(stderr.String()))
+	case strings.TrimSpace(string(out)) != "ok":
+		r.Namespaces = fmt.Errorf("%s: test command printed %q", path, out)
+	}
+	return r
+}
+
+// Check is Probe's verdict: nil when confinement can start.
+func Check(ctx context.Context) error { return Probe(ctx).Usable() }
+
+// probeCgroup reports the cgroup hierarchy this process can create child
+// groups in: v2 when the unified hierarchy at /sys/fs/cgroup has the pids
+// or memory controller enabled and is writable, else v1 controllers mounted
+// under /sys/fs/cgroup/<controller> that are writable.
+func probeCgroup() (string, []string) {
+	const root = "/sys/fs/cgroup"
+	if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
+		var ctl []string
+		for _, c := range strings.Fields(string(b)) {
+			if c == "pids" || c == "memory" || c == "cpu" {
+				ctl = append(ctl, c)
+			}
+		}
+		if len(ctl) > 0 && writable(root) {
+			return "v2", ctl
+		}
+		return "", nil
+	}
+	var ctl []string
+	for _, c := range []string{"pids", "memory", "cpu"} {
+		d := filepath.Join(root, c)
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil && writable(d) {
+			ctl = append(ctl, c)
+		}
+	}
+	if len(ctl) > 0 {
+		return "v1", ctl
+	}
+	return "", nil
+}
+
+// writable reports whether a folder can be created in dir (and removes it).
+func writable(dir string) bool {
+	d, err := os.MkdirTemp(dir, "hermes-probe-")
+	if err != nil {
+		return false
+	}
+	_ = os.Remove(d)
+	return true
+}
