@@ -139,7 +139,7 @@ func TestMapper(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(os.Symlink(secret, filepath.Join(dir, "k")))                      // absolute, outside every mount
+	must(os.Symlink(secret, filepath.Join(dir, "k")))                       // absolute, outside every mount
 	must(os.Symlink("../../../../../../"+secret, filepath.Join(dir, "k2"))) // relative, climbing out
 	must(os.Symlink("/tmp/f", filepath.Join(dir, "intmp")))                 // sandbox view: /tmp is the session tmp
 	must(os.WriteFile(filepath.Join(tmp, "f"), []byte("x"), 0o600))
