@@ -33,6 +33,28 @@ type LocalConfig struct {
 	BaseDir string   // parent of the per-session private folders; "" = os.TempDir()
 	Shell   string   // shell binary; "" = bash found on PATH
 	PassEnv []string // extra parent variable names passed through (secret-looking names are still refused)
+
+	// Isolation is "bwrap" ("" too): every command runs confined by
+	// bubblewrap (read-only host system, the session folder writable, no
+	// network, a PID namespace per session); or "none": commands run as the
+	// invoking user with the whole machine in reach.
+	Isolation string
+	Mounts    []string    // extra mounts for confined commands, each SRC:DST[:ro]
+	Network   string      // "none" ("" too) or "host", for confined commands
+	Limits    LocalLimits // per-session limits of confined commands
+
+	// ShellMode is "persistent" ("" too): one long-lived shell per session;
+	// or "fresh": one shell per command restoring the saved state.
+	ShellMode string
+}
+
+// LocalLimits are resource limits of a confined local session; zero means
+// unlimited.
+type LocalLimits struct {
+	Processes     int   // processes of the session (root is exempt where only rlimits apply)
+	MemoryBytes   int64 // address space per process
+	FileSizeBytes int64 // largest file a command may write
+	CPUSeconds    int   // CPU time per process
 }
 
 // DockerConfig holds options of the docker driver. Zero values are the

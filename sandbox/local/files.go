@@ -25,6 +25,9 @@ func (s *Session) resolve(path string) string {
 	cwd := s.cwd
 	if b, err := os.ReadFile(filepath.Join(s.state, "cwd")); err == nil {
 		if d := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(d) {
+			if s.mapper != nil { // a path in the sandbox's view, not the host's
+				return filepath.Join(d, path)
+			}
 			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 				cwd = d
 			}
@@ -55,6 +58,9 @@ func (s *Session) ReadRange(ctx context.Context, path string, off int64, n int) 
 	}
 	if off < 0 || n < 0 {
 		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: errors.New("negative offset or length")}
+	}
+	if s.mapper != nil {
+		return s.readConfined(path, off, n)
 	}
 	abs := s.resolve(path)
 	// Stat before opening: opening a FIFO would block until a writer came.
@@ -92,6 +98,9 @@ func (s *Session) Stat(ctx context.Context, path string) (sandbox.FileInfo, erro
 	if err := s.check(ctx, "stat"); err != nil {
 		return sandbox.FileInfo{}, err
 	}
+	if s.mapper != nil {
+		return s.statConfined(path)
+	}
 	fi, err := os.Stat(s.resolve(path))
 	if err != nil {
 		return sandbox.FileInfo{}, rename(err, path)
@@ -104,6 +113,9 @@ func (s *Session) Stat(ctx context.Context, path string) (sandbox.FileInfo, erro
 func (s *Session) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
 	if err := s.check(ctx, "write"); err != nil {
 		return err
+	}
+	if s.mapper != nil {
+		return s.writeConfined(path, data, perm)
 	}
 	abs := s.resolve(path)
 	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&fs.ModeSymlink != 0 {

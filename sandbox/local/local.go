@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // folderPrefix starts the name of every session folder; the run id follows,
@@ -35,7 +36,13 @@ type Driver struct {
 	cfg   sandbox.Config
 	base  string
 	shell string
+
+	bwrap  string // bubblewrap's path; "" = commands run unconfined (Isolation "none")
+	mounts []confine.Mount
 }
+
+// optOut names the flag that runs commands unconfined, for errors.
+const optOut = "--local-isolation none"
 
 // Factory is the sandbox.Factory of the "local" scheme.
 func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
@@ -59,8 +66,44 @@ func New(cfg sandbox.Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: find shell: %w", err)
 	}
-	return &Driver{cfg: cfg, base: base, shell: path}, nil
+	d := &Driver{cfg: cfg, base: base, shell: path}
+	switch cfg.Local.Isolation {
+	case "none":
+		return d, nil
+	case "", "bwrap":
+	default:
+		return nil, fmt.Errorf("local sandbox: isolation %q: want bwrap or none", cfg.Local.Isolation)
+	}
+	switch cfg.Local.ShellMode {
+	case "", "persistent", "fresh":
+	default:
+		return nil, fmt.Errorf("local sandbox: shell mode %q: want persistent or fresh", cfg.Local.ShellMode)
+	}
+	switch cfg.Local.Network {
+	case "", confine.NetworkNone, confine.NetworkHost:
+	default:
+		return nil, fmt.Errorf("local sandbox: network %q: want none or host", cfg.Local.Network)
+	}
+	for _, m := range cfg.Local.Mounts {
+		mt, err := confine.ParseMount(m)
+		if err != nil {
+			return nil, fmt.Errorf("local sandbox: %w", err)
+		}
+		if _, err := os.Stat(mt.Src); err != nil {
+			return nil, fmt.Errorf("local sandbox: mount %s: %w", m, err)
+		}
+		d.mounts = append(d.mounts, mt)
+	}
+	r := confine.Probe(context.Background())
+	if err := r.Usable(); err != nil {
+		return nil, fmt.Errorf("local sandbox: cannot confine commands: %v (%s runs them unconfined, as the invoking user)", err, optOut)
+	}
+	d.bwrap = r.Bwrap
+	return d, nil
 }
+
+// Confined reports whether the driver's commands run confined.
+func (d *Driver) Confined() bool { return d.bwrap != "" }
 
 // Open creates the session's private folder (home, tmp and state inside,
 // all mode 0700). It costs a few system calls and starts no process.
@@ -102,6 +145,33 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	s.env = d.environ(s, spec.Env)
 	s.script = sandbox.StateScript(s.state, "")
+	if d.bwrap != "" {
+		s.bwrap = d.bwrap
+		l := d.cfg.Local.Limits
+		s.policy = confine.Policy{
+			SessionDir: dir,
+			TmpDir:     filepath.Join(dir, "tmp"),
+			Mounts:     d.mounts,
+			Network:    d.cfg.Local.Network,
+			Env:        s.env,
+			Chdir:      s.cwd,
+			Limits: confine.Limits{Processes: l.Processes, MemoryBytes: l.MemoryBytes,
+				FileSizeBytes: l.FileSizeBytes, CPUSeconds: l.CPUSeconds},
+		}
+		if spec.Cwd != "" {
+			s.policy.WorkDir = spec.Cwd
+		}
+		if err := s.policy.Validate(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("local sandbox open: %w", err)
+		}
+		s.mapper = s.policy.Mapper()
+		if lim := s.policy.Limits.ShellLimits(); lim != "" {
+			s.script = lim + "\n" + s.script
+		}
+		// The bwrap process itself gets only the marker, so gc finds it.
+		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
+	}
 	return s, nil
 }
 
@@ -126,6 +196,9 @@ func (d *Driver) environ(s *Session, extra map[string]string) []string {
 	}
 	vars["HOME"] = s.home
 	vars["TMPDIR"] = filepath.Join(s.dir, "tmp")
+	if d.bwrap != "" {
+		vars["TMPDIR"] = "/tmp" // the session's tmp folder, mounted there
+	}
 	vars["SHELL"] = d.shell
 	for k, v := range extra {
 		vars[k] = v
@@ -195,6 +268,12 @@ type Session struct {
 	env    []string
 	script string
 
+	// Confined sessions only (bwrap != ""):
+	bwrap   string
+	policy  confine.Policy
+	mapper  *confine.Mapper
+	hostEnv []string // environment of the bwrap process on the host
+
 	mu sync.Mutex // serializes Exec and the final part of Close
 
 	smu     sync.Mutex // guards closed and running
@@ -245,6 +324,19 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	c := exec.Command(s.shell, "-c", s.script, "bash", cmd.Command)
 	c.Dir = s.cwd
 	c.Env = s.env
+	if s.bwrap != "" {
+		args, err := s.policy.Args(s.bwrap, c.Args)
+		if err != nil {
+			rOut.Close()
+			wOut.Close()
+			rErr.Close()
+			wErr.Close()
+			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+		}
+		c = exec.Command(args[0], args[1:]...)
+		c.Env = s.hostEnv
+		c.Dir = s.dir
+	}
 	c.Stdout = wOut
 	c.Stderr = wErr
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -268,7 +360,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		s.smu.Unlock()
 	}()
 	if closedNow {
-		killTree(pid, s.marker) // Close ran between the check and the start
+		s.kill(pid) // Close ran between the check and the start
 	}
 
 	outCap, errCap := sandbox.NewCapture(s.spec.MaxOutput), sandbox.NewCapture(s.spec.MaxOutput)
@@ -290,11 +382,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	case <-timer.C:
 		timedOut = true
-		killTree(pid, s.marker)
+		s.kill(pid)
 		<-waited
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		killTree(pid, s.marker)
+		s.kill(pid)
 		<-waited
 	}
 
@@ -305,7 +397,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	select {
 	case <-readDone:
 	case <-time.After(200 * time.Millisecond):
-		killTree(pid, s.marker)
+		s.kill(pid)
 		select {
 		case <-readDone:
 		case <-time.After(time.Second):
@@ -345,6 +437,18 @@ func copyAll(wg *sync.WaitGroup, w io.Writer, r io.Reader) {
 	_, _ = io.Copy(w, r)
 }
 
+// kill ends the command started as pid and everything it started: for a
+// confined session, the bwrap process, whose PID namespace dies with it;
+// otherwise the process tree, found by group and marker.
+func (s *Session) kill(pid int) {
+	if s.bwrap != "" {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return
+	}
+	killTree(pid, s.marker)
+}
+
 // Close kills the running command, if any, and every process the session's
 // commands left, then removes the private folder. It does not wait for a
 // running command to end on its own, and is safe to call more than once.
@@ -358,14 +462,14 @@ func (s *Session) Close(ctx context.Context) error {
 	pid := s.running
 	s.smu.Unlock()
 	if pid > 0 {
-		killTree(pid, s.marker)
+		s.kill(pid)
 	}
 	s.mu.Lock() // the running Exec, if any, ends now
 	defer s.mu.Unlock()
 	s.smu.Lock()
 	ran := s.ran
 	s.smu.Unlock()
-	if ran { // a session that never ran a command has no process to sweep for
+	if ran && s.bwrap == "" { // a session that never ran a command has no process to sweep for; a confined one none left
 		killTree(0, s.marker)
 	}
 	if err := removeAll(s.dir); err != nil {

@@ -13,9 +13,37 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
+// TestConformance runs the suite on confined sessions (fresh shell mode).
 func TestConformance(t *testing.T) {
 	base := t.TempDir()
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base}})
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: "fresh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Confined() {
+		t.Fatal("default local driver is not confined")
+	}
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:      true,
+		SharedHost: true,
+		Cwd:        t.TempDir(),
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			ls := s.(*Session)
+			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
+				t.Errorf("session folder %s still there (stat err %v)", ls.Dir(), err)
+			}
+			if p := alive(0, ls.Marker()); len(p) > 0 {
+				t.Errorf("processes %v of the session still alive", p)
+			}
+		},
+	})
+}
+
+// TestConformanceUnconfined runs the suite with Isolation "none": today's
+// behaviour.
+func TestConformanceUnconfined(t *testing.T) {
+	base := t.TempDir()
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, Isolation: "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +94,7 @@ func exec1(t *testing.T, s *Session, cmd string, timeout time.Duration) sandbox.
 // behind, checked in /proc by pid, process group and session, including a
 // child that left the group with setsid.
 func TestTimeoutLeavesNoProcess(t *testing.T) {
-	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
 	// The timeout leaves a loaded machine time to start the three processes.
 	res := exec1(t, s, "sleep 1000 & echo $!; setsid sleep 1001 & echo $!; echo $$; sleep 60", 5*time.Second)
 	if res.ExitCode != 124 || !res.TimedOut {
@@ -115,7 +143,7 @@ func waitNone(leaderPID int, prefix string) []int {
 // TestBackgroundKilledAtEnd checks that a background job does not outlive the
 // command that started it.
 func TestBackgroundKilledAtEnd(t *testing.T) {
-	s := open(t, sandbox.Config{}, sandbox.Spec{})
+	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
 	res := exec1(t, s, "sleep 1000 & echo $!", 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
 	waitDead(t, pid)
@@ -143,7 +171,7 @@ func TestEnvironmentAllowlist(t *testing.T) {
 	if got["MY_PASSTHROUGH"] != "yes" || got["ROW_VAR"] != "r" || got["LANG"] != "C.UTF-8" {
 		t.Errorf("expected variables missing: %v", got)
 	}
-	if got["HOME"] != filepath.Join(s.Dir(), "home") || !strings.HasPrefix(got["TMPDIR"], s.Dir()) {
+	if got["HOME"] != filepath.Join(s.Dir(), "home") || got["TMPDIR"] != "/tmp" {
 		t.Errorf("HOME %q TMPDIR %q not private", got["HOME"], got["TMPDIR"])
 	}
 }
@@ -184,7 +212,7 @@ func TestCloseRemovesUnwritableFolders(t *testing.T) {
 
 func TestGCRemovesLeftovers(t *testing.T) {
 	base := t.TempDir()
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base}})
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, Isolation: "none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
