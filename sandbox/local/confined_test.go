@@ -119,3 +119,42 @@ func TestUnavailableNamesOptOut(t *testing.T) {
 		t.Errorf("isolation chroot accepted")
 	}
 }
+
+// TestConfinedProcessLimit: with a process limit, a command starting many
+// sleeps gets at most that many processes, root included.
+func TestConfinedProcessLimit(t *testing.T) {
+	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Limits: sandbox.LocalLimits{Processes: 30}}}, sandbox.Spec{})
+	if s.cg == nil {
+		t.Skip("no usable cgroup here; the limit is an rlimit")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = s.Exec(context.Background(), sandbox.Cmd{Command: `for i in $(seq 100); do sleep 600 </dev/null >/dev/null 2>&1 & done 2>/dev/null; sleep 600`, Timeout: 30 * time.Second})
+	}()
+	most := 0
+	for deadline := time.Now().Add(60 * time.Second); most < 25; time.Sleep(10 * time.Millisecond) {
+		most = max(most, len(s.cg.Procs()))
+		if time.Now().After(deadline) {
+			t.Fatalf("at most %d processes ever ran in the session", most)
+		}
+	}
+	for {
+		most = max(most, len(s.cg.Procs()))
+		select {
+		case <-done:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if most > 30 {
+		t.Errorf("%d processes in the session with a limit of 30", most)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := waitNone(0, s.Marker()); len(p) > 0 {
+		t.Errorf("processes %v alive after close", p)
+	}
+}

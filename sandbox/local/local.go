@@ -39,6 +39,7 @@ type Driver struct {
 
 	bwrap  string // bubblewrap's path; "" = commands run unconfined (Isolation "none")
 	mounts []confine.Mount
+	cgroup string // cgroup version usable here ("v2", "v1"), "" = limits by rlimits only
 }
 
 // optOut names the flag that runs commands unconfined, for errors.
@@ -99,6 +100,7 @@ func New(cfg sandbox.Config) (*Driver, error) {
 		return nil, fmt.Errorf("local sandbox: cannot confine commands: %v (%s runs them unconfined, as the invoking user)", err, optOut)
 	}
 	d.bwrap = r.Bwrap
+	d.cgroup = r.Cgroup
 	return d, nil
 }
 
@@ -166,6 +168,14 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
 		s.mapper = s.policy.Mapper()
+		if d.cgroup != "" && (l.Processes > 0 || l.MemoryBytes > 0) {
+			cg, err := confine.NewCgroup(d.cgroup, filepath.Base(dir), s.policy.Limits)
+			if err != nil {
+				_ = os.RemoveAll(dir)
+				return nil, fmt.Errorf("local sandbox open: %w", err)
+			}
+			s.cg = cg
+		}
 		if lim := s.policy.Limits.ShellLimits(); lim != "" {
 			s.script = lim + "\n" + s.script
 		}
@@ -230,6 +240,7 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 		prefix += sandbox.SafeName(runID) + "-"
 	}
 	killTree(0, prefix)
+	confine.RemoveStale(prefix)
 	ents, err := os.ReadDir(d.base)
 	if err != nil {
 		return 0, fmt.Errorf("local sandbox gc: %w", err)
@@ -272,7 +283,8 @@ type Session struct {
 	bwrap   string
 	policy  confine.Policy
 	mapper  *confine.Mapper
-	hostEnv []string // environment of the bwrap process on the host
+	hostEnv []string        // environment of the bwrap process on the host
+	cg      *confine.Cgroup // the session's cgroup when limits need one; nil otherwise
 
 	mu sync.Mutex // serializes Exec and the final part of Close
 
@@ -332,6 +344,9 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 			rErr.Close()
 			wErr.Close()
 			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+		}
+		if s.cg != nil {
+			args = s.cg.Wrap(args)
 		}
 		c = exec.Command(args[0], args[1:]...)
 		c.Env = s.hostEnv
@@ -444,6 +459,9 @@ func (s *Session) kill(pid int) {
 	if s.bwrap != "" {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if s.cg != nil {
+			_ = s.cg.KillAll()
+		}
 		return
 	}
 	killTree(pid, s.marker)
@@ -471,6 +489,11 @@ func (s *Session) Close(ctx context.Context) error {
 	s.smu.Unlock()
 	if ran && s.bwrap == "" { // a session that never ran a command has no process to sweep for; a confined one none left
 		killTree(0, s.marker)
+	}
+	if s.cg != nil {
+		if err := s.cg.Remove(); err != nil {
+			return fmt.Errorf("local sandbox close: %w", err)
+		}
 	}
 	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("local sandbox close: %w", err)
