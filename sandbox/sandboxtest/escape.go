@@ -95,11 +95,15 @@ func (e *escape) probe(t *testing.T, sess sandbox.Session, cmd string, timeout t
 	return res
 }
 
-// noSecret fails t when the secret shows up in res.
+// noSecret fails t when the secret shows up in res. The message gives only
+// where: the output of a failed probe may hold the host's environment or
+// files, which must not end up in test logs.
 func (e *escape) noSecret(t *testing.T, res sandbox.Result) {
 	t.Helper()
-	if strings.Contains(res.Stdout, e.secret) || strings.Contains(res.Stderr, e.secret) {
-		t.Errorf("the secret leaked into the command's output:\nstdout %.2000q\nstderr %.2000q", res.Stdout, res.Stderr)
+	for _, o := range []struct{ name, text string }{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
+		if i := strings.Index(o.text, e.secret); i >= 0 {
+			t.Errorf("the secret leaked into the command's %s (%d times, first at byte %d)", o.name, strings.Count(o.text, e.secret), i)
+		}
 	}
 }
 
@@ -170,10 +174,8 @@ func (e *escape) readHome(t *testing.T) {
 	sess := e.session(t, e.spec(t))
 	cmd := fmt.Sprintf(`cat %s; cat ~/%s; cat /root/.hermes-escape-* /home/*/.hermes-escape-* 2>&1; ls -la %s 2>&1 | head -200; exit 0`,
 		sandbox.ShellQuote(path), name, sandbox.ShellQuote(home))
-	res := e.probe(t, sess, cmd, 0)
-	if strings.Contains(res.Stdout+res.Stderr, name) {
-		t.Errorf("the session sees the home folder's file %s:\n%.2000s", path, res.Stdout)
-	}
+	// The file holds the secret; its name alone shows up in error messages.
+	e.probe(t, sess, cmd, 0)
 }
 
 func (e *escape) readOtherSession(t *testing.T) {
@@ -186,10 +188,10 @@ func (e *escape) readOtherSession(t *testing.T) {
 		t.Fatalf("session A: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	q := sandbox.ShellQuote(dir)
-	res = e.probe(t, b, fmt.Sprintf(`cat %s/%s; ls -la %s; cat %s/* 2>&1 | head -c 4096; exit 0`, q, name, q, q), 0)
-	if strings.Contains(res.Stdout+res.Stderr, name) {
-		t.Errorf("session B sees session A's file %s/%s:\n%.2000s", dir, name, res.Stdout)
-	}
+	// The file holds the secret; its name alone shows up in error messages
+	// (and in B's own listing where both sessions work in the same path of
+	// their own containers).
+	e.probe(t, b, fmt.Sprintf(`cat %s/%s; ls -la %s; cat %s/* 2>&1 | head -c 4096; exit 0`, q, name, q, q), 0)
 }
 
 func (e *escape) connectLoopback(t *testing.T) {
