@@ -535,3 +535,28 @@ func BenchMedian(b *testing.B, op func() error) {
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
 }
+
+// BenchExec reports the median per-command overhead of sess: one Exec of
+// `true` per iteration.
+func BenchExec(b *testing.B, sess sandbox.Session) {
+	BenchMedian(b, func() error {
+		_, err := sess.Exec(context.Background(), sandbox.Cmd{Command: "true"})
+		return err
+	})
+}
+
+// BenchOpenClose reports the median cost of opening and closing one session
+// of d with spec (RolloutID is made unique per iteration).
+func BenchOpenClose(b *testing.B, d sandbox.Driver, spec sandbox.Spec) {
+	n := 0
+	BenchMedian(b, func() error {
+		n++
+		sp := spec
+		sp.RolloutID = fmt.Sprintf("%s-%d", spec.RolloutID, n)
+		s, err := d.Open(context.Background(), sp)
+		if err != nil {
+			return err
+		}
+		return s.Close(context.Background())
+	})
+}
