@@ -41,6 +41,33 @@ type Caps struct {
 	// session left nothing behind (folder, container, processes). It gets the
 	// Spec the session was opened with.
 	AfterClose func(t *testing.T, spec sandbox.Spec, s sandbox.Session)
+
+	// Confined is true for drivers that confine commands (their own view of
+	// processes, files and network): the escape battery (Escape/..., see
+	// escape.go) then runs. It reads the host's /proc, home folder and
+	// loopback from the test process, so the driver's commands must run on
+	// this machine or somewhere those probes are moot (a container).
+	Confined bool
+
+	// MaxProcs is the process limit of a confined session; 0 means none
+	// is set and skips the fork-bomb probe (it would take the machine down).
+	MaxProcs int
+
+	// MaxFileSize is the file-size limit of a confined session in bytes
+	// (RLIMIT_FSIZE or equivalent); 0 means none is set and skips the
+	// fill-the-disk probe (Escape/FillDisk).
+	MaxFileSize int64
+
+	// LongLivedShell is true for drivers that keep one shell per session, so
+	// that shell functions defined by one command are there in the next; the
+	// fresh-shell design restores only the working folder and environment,
+	// and the Persistence/Function case runs only when this is set.
+	LongLivedShell bool
+
+	// Aliases is true when an alias defined by one command expands in the
+	// next (a long-lived shell with alias expansion on); it gates the
+	// Persistence/Alias case.
+	Aliases bool
 }
 
 var seq atomic.Int64
@@ -77,6 +104,10 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Driver, caps Caps) {
 		t.Run("CancelKillsTree", s.cancelKillsTree)
 		t.Run("NoSecretsInEnv", s.noSecretsInEnv)
 	})
+	t.Run("Persistence", s.runPersistence)
+	if caps.Confined {
+		t.Run("Escape", s.runEscape)
+	}
 }
 
 type suite struct {
@@ -503,4 +534,29 @@ func BenchMedian(b *testing.B, op func() error) {
 	}
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "median-ms")
+}
+
+// BenchExec reports the median per-command overhead of sess: one Exec of
+// `true` per iteration.
+func BenchExec(b *testing.B, sess sandbox.Session) {
+	BenchMedian(b, func() error {
+		_, err := sess.Exec(context.Background(), sandbox.Cmd{Command: "true"})
+		return err
+	})
+}
+
+// BenchOpenClose reports the median cost of opening and closing one session
+// of d with spec (RolloutID is made unique per iteration).
+func BenchOpenClose(b *testing.B, d sandbox.Driver, spec sandbox.Spec) {
+	n := 0
+	BenchMedian(b, func() error {
+		n++
+		sp := spec
+		sp.RolloutID = fmt.Sprintf("%s-%d", spec.RolloutID, n)
+		s, err := d.Open(context.Background(), sp)
+		if err != nil {
+			return err
+		}
+		return s.Close(context.Background())
+	})
 }
