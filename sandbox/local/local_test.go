@@ -16,7 +16,8 @@ import (
 // TestConformance runs the suite on confined sessions (fresh shell mode).
 func TestConformance(t *testing.T) {
 	base := t.TempDir()
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: "fresh"}})
+	limits := sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: "fresh", Limits: limits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +25,12 @@ func TestConformance(t *testing.T) {
 		t.Fatal("default local driver is not confined")
 	}
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:      true,
-		SharedHost: true,
-		Cwd:        t.TempDir(),
+		Shell:       true,
+		SharedHost:  true,
+		Cwd:         t.TempDir(),
+		Confined:    true,
+		MaxProcs:    limits.Processes,
+		MaxFileSize: limits.FileSizeBytes,
 		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
 			ls := s.(*Session)
 			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
