@@ -44,6 +44,11 @@ type Spec struct {
 	RolloutID string // unique per rollout
 	Image     string // container image (docker); ignored by local and ssh
 	Cwd       string // starting working folder; "" = the session's private folder
+	// ReadOnly are host folders the session's commands must be able to read
+	// at their own paths (swe clones a task's repository from one). A
+	// confined local session mounts them read-only; other drivers see their
+	// own file systems and ignore them.
+	ReadOnly  []string
 	Env       map[string]string
 	Timeout   time.Duration // default per-command timeout
 	MaxOutput int           // bytes kept per stream before cutting; 0 = default

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -153,7 +154,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.policy = confine.Policy{
 			SessionDir: dir,
 			TmpDir:     filepath.Join(dir, "tmp"),
-			Mounts:     d.mounts,
+			Mounts:     append(slices.Clip(d.mounts), readOnly(spec.ReadOnly)...),
 			Network:    d.cfg.Local.Network,
 			Env:        s.env,
 			Chdir:      s.cwd,
@@ -514,4 +515,13 @@ func removeAll(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// readOnly mounts each of paths read-only at its own path.
+func readOnly(paths []string) []confine.Mount {
+	ms := make([]confine.Mount, 0, len(paths))
+	for _, p := range paths {
+		ms = append(ms, confine.Mount{Src: p, Dst: p, ReadOnly: true})
+	}
+	return ms
 }

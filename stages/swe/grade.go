@@ -102,6 +102,7 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Gr
 		RolloutID: t.InstanceID + "-grade",
 		Image:     t.Image,
 		Cwd:       sessionCwd(t, o.Clone),
+		ReadOnly:  cloneSource(t, o.Clone),
 		Timeout:   o.TestTimeout,
 		MaxOutput: o.MaxOutput,
 	})
@@ -243,6 +244,15 @@ func sessionCwd(t Task, clone bool) string {
 		return ""
 	}
 	return t.Cwd
+}
+
+// cloneSource is the host folder a cloning session reads the repository
+// from, so a confined local sandbox mounts it read-only.
+func cloneSource(t Task, clone bool) []string {
+	if !clone || t.Cwd == "" {
+		return nil
+	}
+	return []string{t.Cwd}
 }
 
 // cloneScript clones the task's repository into the session's private

@@ -279,6 +279,7 @@ type holdDriver struct {
 }
 
 func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	spec.ReadOnly = append(spec.ReadOnly, cloneSource(d.h.task, d.h.clone)...)
 	sess, err := d.Driver.Open(ctx, spec)
 	if err == nil {
 		var res sandbox.Result
