@@ -29,3 +29,15 @@ func lockDir(dir string) (*os.File, error) {
 func unlockDir(f *os.File) error {
 	return f.Close() // closing the descriptor releases the lock
 }
+
+// FolderInUse reports whether a run holds dir's lock now. It takes the lock
+// and gives it back at once; a folder that cannot be opened is not in use.
+func FolderInUse(dir string) bool {
+	f, err := lockDir(dir)
+	if err != nil {
+		var pe *os.PathError
+		return !errors.As(err, &pe)
+	}
+	_ = unlockDir(f)
+	return false
+}

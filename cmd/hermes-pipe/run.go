@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
@@ -55,6 +58,12 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		record = withRunID(record, r.runID)
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
 			return nil, err
+		}
+		if c.String("sandbox") == "local" && c.String("local-isolation") == "none" {
+			fmt.Fprintf(c.App.ErrWriter, "%s: warning: --local-isolation none: commands run as this user with its files, network and processes in reach\n", label)
+		}
+		if c.Bool("resume") {
+			collectPrevious(c, label, r.driver)
 		}
 	}
 	if r.out, err = shardOutput(c); err != nil {
@@ -147,4 +156,33 @@ func (r *runSetup) close() {
 // warnLogger logs warnings and errors to the command's error stream.
 func warnLogger(c *cli.Context) *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// collectPrevious removes what the run that last wrote --out left in the
+// sandbox (folders of a killed local run, containers of a killed docker
+// run): run.json names that run's id. It only warns on failure; the run goes
+// on.
+func collectPrevious(c *cli.Context, label string, d sandbox.Driver) {
+	if _, ok := d.(sandbox.Collector); !ok || pipeline.FolderInUse(c.String("out")) {
+		return // nothing to collect, or that run is still going: leave it alone
+	}
+	man, ok, err := outdir.ReadManifest(c.String("out"))
+	if err != nil || !ok {
+		return
+	}
+	var opts struct {
+		RunID string `json:"run_id"`
+	}
+	if json.Unmarshal(man.Options, &opts) != nil || opts.RunID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	defer cancel()
+	n, err := sandbox.GC(ctx, d, opts.RunID)
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: removing what run %s left: %v\n", label, opts.RunID, err)
+	case n > 0:
+		fmt.Fprintf(c.App.ErrWriter, "%s: removed %d leftovers of the previous run %s\n", label, n, opts.RunID)
+	}
 }
