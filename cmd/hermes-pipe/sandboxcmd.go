@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
 	"github.com/urfave/cli/v2"
@@ -17,6 +18,21 @@ func sandboxCommand() *cli.Command {
 		Name:  "sandbox",
 		Usage: "manage sandboxes",
 		Subcommands: []*cli.Command{{
+			Name:  "check",
+			Usage: "say whether this machine can confine local commands, and with which limits",
+			Description: `Finds bubblewrap, runs it once with the namespaces a confined local session
+uses (user, mount, pid, net, ipc, uts), and looks at which cgroup hierarchy
+can hold per-session limits. Exits 1 when confinement is unavailable: then
+--sandbox local refuses to run unless --local-isolation none is given.`,
+			Action: func(c *cli.Context) error {
+				r := confine.Probe(c.Context)
+				fmt.Fprint(c.App.Writer, r.String())
+				if err := r.Usable(); err != nil {
+					return fmt.Errorf("local confinement unavailable: %w (--local-isolation none runs commands unconfined)", err)
+				}
+				return nil
+			},
+		}, {
 			Name:      "gc",
 			Usage:     "remove containers and folders left by a killed run",
 			UsageText: "hermes-pipe sandbox gc [--sandbox docker|local] [--run ID]",
