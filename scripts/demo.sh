@@ -16,8 +16,15 @@ for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.05; done
 [ -s "$work/addr" ] || { echo "fakellm did not start:"; cat "$work/fakellm.log"; exit 1; }
 addr=$(cat "$work/addr")
 echo "== fakellm listening on http://$addr (pid $fake_pid)"
-echo "== hermes-pipe generate --prompts datasets/demo/prompts.jsonl --out $OUT --overwrite"
-"$BIN/hermes-pipe" generate --prompts datasets/demo/prompts.jsonl --out "$OUT" --overwrite \
+isolation=()
+if ! "$BIN/hermes-pipe" sandbox check >/dev/null 2>&1; then
+  # The demo's commands are the fake model's own harmless ones; a real run
+  # refuses instead (install the Debian package bubblewrap to confine them).
+  echo "== this machine cannot confine local commands (hermes-pipe sandbox check); the demo runs them with --local-isolation none"
+  isolation=(--local-isolation none)
+fi
+echo "== hermes-pipe generate --prompts datasets/demo/prompts.jsonl --out $OUT --overwrite ${isolation[*]}"
+"$BIN/hermes-pipe" generate --prompts datasets/demo/prompts.jsonl --out "$OUT" --overwrite "${isolation[@]}" \
   --base-url "http://$addr/v1" --model demo-model --workers 4 --progress plain
 echo "== hermes-pipe verify $OUT"
 "$BIN/hermes-pipe" verify "$OUT"
