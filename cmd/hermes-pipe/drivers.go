@@ -68,12 +68,16 @@ func cronAgent() cron.AgentRunner {
 	}
 }
 
+// defaultLocalLimits are the per-session limits of a confined local
+// session unless --local-max-* flags say otherwise.
+var defaultLocalLimits = sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}
+
 // lazyDriver builds its driver on the first Open, so commands that never run
 // an agent job never touch a sandbox.
 type lazyDriver struct{ scheme string }
 
 func (l lazyDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	d, err := registry().Open(l.scheme, sandbox.Config{})
+	d, err := registry().Open(l.scheme, sandbox.Config{Local: sandbox.LocalConfig{Limits: defaultLocalLimits}})
 	if err != nil {
 		return nil, err
 	}
