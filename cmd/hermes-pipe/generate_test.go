@@ -334,6 +334,10 @@ func TestKillNineAndResumeLosesNothing(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	base := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none",
 		"--workers", "8", "--samples", "2", "--toolsets", "terminal", "--commit-interval", "100ms", "--shard-rows", "7"}
+	// The session folders of the local sandbox go to sbx, so the test can
+	// check that each --resume removed what the killed run before it left.
+	sbx := t.TempDir()
+	env := append(os.Environ(), "TMPDIR="+sbx)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 10; i++ {
 		args := base
@@ -341,6 +345,7 @@ func TestKillNineAndResumeLosesNothing(t *testing.T) {
 			args = append(append([]string{}, base...), "--resume")
 		}
 		cmd := exec.Command(bin, args...)
+		cmd.Env = env
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -351,8 +356,12 @@ func TestKillNineAndResumeLosesNothing(t *testing.T) {
 		_ = cmd.Wait()
 	}
 	final := exec.Command(bin, append(base, "--resume")...)
+	final.Env = env
 	if b, err := final.CombinedOutput(); err != nil {
 		t.Fatalf("final resume: %v\n%s", err, b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(sbx, "hermes-sbx-*")); len(left) > 0 {
+		t.Errorf("session folders of killed runs left after the final --resume: %v", left)
 	}
 	recs := catRecords(t, out)
 	if len(recs) != 300 {
