@@ -3,8 +3,6 @@ package local
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -38,34 +36,8 @@ func (s *Session) readConfined(p string, off int64, n int) ([]byte, int64, error
 		return nil, 0, err
 	}
 	defer r.Close()
-	// Stat before opening: opening a FIFO would block until a writer came.
-	if fi, err := r.Stat(loc.Rel); err != nil {
-		return nil, 0, rename(err, p)
-	} else if err := sandbox.CheckRead(p, sandbox.FileInfo{Mode: fi.Mode()}, 0, 0, 0); err != nil {
-		return nil, 0, err
-	}
-	f, err := r.OpenFile(loc.Rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, 0, rename(err, p)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, rename(err, p)
-	}
-	info := sandbox.FileInfo{Size: fi.Size(), Mode: fi.Mode()}
-	if err := sandbox.CheckRead(p, info, 0, 0, 0); err != nil {
-		return nil, 0, err
-	}
-	if off >= info.Size || n == 0 {
-		return []byte{}, info.Size, nil
-	}
-	buf := make([]byte, min(int64(n), info.Size-off))
-	got, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, 0, rename(err, p)
-	}
-	return buf[:got], info.Size, nil
+	return readRange(p, off, n, func() (fs.FileInfo, error) { return r.Stat(loc.Rel) },
+		func() (*os.File, error) { return r.OpenFile(loc.Rel, os.O_RDONLY|syscall.O_NONBLOCK, 0) })
 }
 
 func (s *Session) statConfined(p string) (sandbox.FileInfo, error) {

@@ -63,13 +63,20 @@ func (s *Session) ReadRange(ctx context.Context, path string, off int64, n int) 
 		return s.readConfined(path, off, n)
 	}
 	abs := s.resolve(path)
-	// Stat before opening: opening a FIFO would block until a writer came.
-	if fi, err := os.Stat(abs); err != nil {
+	return readRange(path, off, n, func() (fs.FileInfo, error) { return os.Stat(abs) },
+		func() (*os.File, error) { return os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0) })
+}
+
+// readRange reads up to n bytes of the regular file path at off; stat and
+// open reach the file (through the OS, or through an os.Root when confined).
+// It stats before opening: opening a FIFO would block until a writer came.
+func readRange(path string, off int64, n int, stat func() (fs.FileInfo, error), open func() (*os.File, error)) ([]byte, int64, error) {
+	if fi, err := stat(); err != nil {
 		return nil, 0, rename(err, path)
 	} else if err := sandbox.CheckRead(path, sandbox.FileInfo{Mode: fi.Mode()}, 0, 0, 0); err != nil {
 		return nil, 0, err
 	}
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := open()
 	if err != nil {
 		return nil, 0, rename(err, path)
 	}
