@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,6 +73,10 @@ type Shell struct {
 	mu     sync.Mutex // serializes Exec and Close
 	cur    *liveShell // nil when no shell runs
 	closed bool
+
+	// Close kills the running shell without waiting for Exec's lock.
+	closing atomic.Bool
+	live    atomic.Pointer[liveShell]
 }
 
 // liveShell is one started ShellProc and the goroutines reading it.
@@ -211,9 +216,13 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 	return l, nil
 }
 
-// pump copies r to ch in chunks and closes ch at EOF or error.
+// pump copies r to ch in chunks and closes ch at EOF or error, and then r
+// when it is a Closer.
 func pump(r io.Reader, ch chan<- []byte) {
 	defer close(ch)
+	if c, ok := r.(io.Closer); ok {
+		defer c.Close()
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
@@ -249,7 +258,7 @@ func (l *liveShell) write(ctx context.Context, text string) error {
 func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.closing.Load() {
 		return Result{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
@@ -265,6 +274,11 @@ func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration)
 			return Result{}, err
 		}
 		s.cur = l
+		s.live.Store(l)
+		if s.closing.Load() {
+			s.drop()
+			return Result{}, ErrClosed
+		}
 	}
 	l := s.cur
 	marker := newMarker()
@@ -411,12 +425,18 @@ func (s *Shell) drop() {
 	if s.cur != nil {
 		s.cur.proc.Kill()
 		s.cur = nil
+		s.live.Store(nil)
 	}
 }
 
-// Close kills the shell and everything in its session. Exec then fails with
+// Close kills the shell and everything in its session, without waiting for
+// a running command (its Exec returns at once). Exec then fails with
 // ErrClosed.
 func (s *Shell) Close() {
+	s.closing.Store(true)
+	if l := s.live.Load(); l != nil {
+		l.proc.Kill()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
