@@ -5,13 +5,20 @@ import "encoding/json"
 // Message is one OpenAI chat-completions message as the agent loop keeps it.
 // Reasoning holds the model's reasoning captured from the `reasoning` or
 // `reasoning_content` response fields (or a leading <think> block in content).
+//
+// ContentJSON, when not empty, says the content was not a string: it holds
+// the content as Hermes keeps it for a trajectory (a list of content parts,
+// image parts replaced by Hermes' {"type": "text", "text": "[screenshot]"}
+// part), as Python's json.dumps writes it. Content then holds the same
+// parts flattened to text. The agent loop's messages never set it.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	Reasoning  string     `json:"reasoning,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
+	Role        string     `json:"role"`
+	Content     string     `json:"content"`
+	ContentJSON string     `json:"-"`
+	Reasoning   string     `json:"reasoning,omitempty"`
+	ToolCalls   []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID  string     `json:"tool_call_id,omitempty"`
+	Name        string     `json:"name,omitempty"`
 }
 
 // ToolCall is one function call requested by the assistant. Arguments is the

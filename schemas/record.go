@@ -52,9 +52,17 @@ var failedOutcomes = map[Outcome]bool{
 }
 
 // Turn is one ShareGPT turn as Hermes writes it.
+//
+// ValueJSON, when not empty, is the value as JSON text (Python json.dumps
+// form) that replaces the string Value when the turn is written: Hermes
+// writes a human turn whose message content was a list of parts as that
+// list. Value then holds the parts flattened to text. Only the `sharegpt`
+// conversion sets it; records of output folders hold string values. Write a
+// value with AppendTurnValue.
 type Turn struct {
-	From  string `json:"from"`
-	Value string `json:"value"`
+	From      string `json:"from"`
+	Value     string `json:"value"`
+	ValueJSON string `json:"-"`
 }
 
 // ToolStat counts calls of one tool and how many succeeded or failed, judged as

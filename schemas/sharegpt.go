@@ -81,12 +81,14 @@ func appendToolsJSON(b []byte, tools []Tool) []byte {
 // byte for byte as Hermes' convert_to_trajectory_format writes it:
 //
 //   - a system turn with HermesSystemPrompt(tools);
-//   - a human turn with the first message's content: like Hermes, the first
+//   - a human turn with the first message's content (ContentJSON, a list of
+//     parts, when set, as Hermes writes a list): like Hermes, the first
 //     message is taken as the user's prompt whatever its role. System
 //     messages before it are skipped (Hermes keeps its system prompt out of
 //     the message list, so the trajectory's system turn is always the
 //     function-calling template);
-//   - for each later user message a human turn with its content, unchanged;
+//   - for each later user message a human turn with its content, unchanged
+//     (again ContentJSON when set);
 //   - for each assistant message a gpt turn: a <think> block of the
 //     reasoning (when not blank), the content with <REASONING_SCRATCHPAD>
 //     tags turned into <think> tags, and one <tool_call> block per call
@@ -98,7 +100,12 @@ func appendToolsJSON(b []byte, tools []Tool) []byte {
 //     calls become one tool turn of <tool_response> blocks joined by "\n",
 //     each {"tool_call_id", "name", "content"}, where name comes from the
 //     call at the same position and content is embedded as JSON when it
-//     starts, after trimming, with "{" or "[" and parses, else as a string.
+//     starts, after trimming, with "{" or "[" and parses, else as a string
+//     (ContentJSON, when set, is embedded as it is, as Hermes embeds a list).
+//
+// An assistant message's content is always its text (Content): Hermes cannot
+// convert an assistant message whose content is a non-empty list (it stops
+// with a TypeError), so there is no Hermes form to follow.
 //
 // Later system messages and tool messages that do not follow an assistant
 // tool call are dropped, as Hermes drops them. Invalid UTF-8 in any text is
@@ -124,13 +131,13 @@ func ToShareGPTWithSystem(system string, messages []Message) []Turn {
 	}
 	var buf []byte
 	buf = pyjson.AppendValidUTF8(buf[:0], messages[k].Content)
-	turns = append(turns, Turn{From: "human", Value: string(buf)})
+	turns = append(turns, Turn{From: "human", Value: string(buf), ValueJSON: messages[k].ContentJSON})
 	for i := k + 1; i < len(messages); i++ {
 		m := &messages[i]
 		switch m.Role {
 		case "user":
 			buf = pyjson.AppendValidUTF8(buf[:0], m.Content)
-			turns = append(turns, Turn{From: "human", Value: string(buf)})
+			turns = append(turns, Turn{From: "human", Value: string(buf), ValueJSON: m.ContentJSON})
 		case "assistant":
 			if len(m.ToolCalls) == 0 {
 				buf = appendAnswerTurn(buf[:0], m)
@@ -250,6 +257,11 @@ func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
 		b = append(b, `"unknown"`...)
 	}
 	b = append(b, `, "content": `...)
+	if t.ContentJSON != "" {
+		// Hermes' strip() fails on a list, so the list is embedded as it is.
+		b = append(b, t.ContentJSON...)
+		return append(b, "}\n</tool_response>"...)
+	}
 	embedded := false
 	if s := pyLStrip(t.Content); len(s) > 0 && (s[0] == '{' || s[0] == '[') {
 		var err error
@@ -263,6 +275,15 @@ func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
 	return append(b, "}\n</tool_response>"...)
 }
 
+// ConvertOptions change how ConvertOpenAILineWith reads a transcript line.
+// The zero value converts exactly as Hermes does.
+type ConvertOptions struct {
+	// FlattenContent writes message content that is a list of parts as one
+	// string (text parts joined with "\n", image parts as "[screenshot]")
+	// instead of the list Hermes writes, for trainers that need strings.
+	FlattenContent bool
+}
+
 // ConvertOpenAILine converts one line of an OpenAI-format transcript file,
 // {"messages": [...], "tools": [...]}, to Hermes' ShareGPT turns; it backs the
 // `hermes-pipe sharegpt` command. See ParseOpenAILine for what a line may
@@ -270,7 +291,12 @@ func appendToolResponse(b []byte, t *Message, a *Message, idx int) []byte {
 // "messages[3].tool_calls[0].function.arguments"). It is called once per
 // line and costs one parse of the line plus the conversion.
 func ConvertOpenAILine(line []byte) ([]Turn, error) {
-	msgs, tools, err := ParseOpenAILine(line)
+	return ConvertOpenAILineWith(line, ConvertOptions{})
+}
+
+// ConvertOpenAILineWith is ConvertOpenAILine with options.
+func ConvertOpenAILineWith(line []byte, opts ConvertOptions) ([]Turn, error) {
+	msgs, tools, err := ParseOpenAILineWith(line, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -284,10 +310,18 @@ func ConvertOpenAILine(line []byte) ([]Turn, error) {
 //   - "messages" (required, non-empty array): objects with "role" one of
 //     system, developer (treated as system), user, assistant, tool; the first
 //     message that is not a system message must be a user message;
-//   - "content": a string, null (""), or an array of parts: text parts
-//     ({"type": "text", "text": ...}) are joined with "\n", image parts
-//     (image_url, image, input_image) become "[screenshot]" as in Hermes'
-//     trajectory normaliser;
+//   - "content": a string, null (""), an array of parts, or Hermes'
+//     multimodal tool result {"_multimodal": true, "content": [...],
+//     "text_summary": ...}. The multimodal result becomes text as Hermes
+//     saves it in trajectories: its text_summary when not empty, else its
+//     text parts ({"type": "text"}) joined with "\n" (image parts left out),
+//     else "[multimodal tool result]". An array of parts is kept as Hermes
+//     keeps it (Message.ContentJSON): every part as it is, except image parts
+//     (image_url, image, input_image), which become {"type": "text", "text":
+//     "[screenshot]"}. Its text form (Message.Content) joins text parts
+//     ("text", "input_text", "output_text") with "\n", an image part being
+//     "[screenshot]"; it is used for assistant messages and with
+//     FlattenContent, where any other part is an error;
 //   - "reasoning" or "reasoning_content": a string or null; "reasoning" wins
 //     when both are non-empty;
 //   - "tool_calls": null or an array of {"id", "type", "function": {"name",
@@ -298,10 +332,18 @@ func ConvertOpenAILine(line []byte) ([]Turn, error) {
 //   - "tools" (optional): null or an array of {"type": "function",
 //     "function": {"name", "description", "parameters"}}.
 //
-// Unknown fields are ignored. A line that is not valid UTF-8 is an error
-// naming the field that holds the bad bytes. It allocates the messages and
-// tools.
+// Where it reads more than Hermes' converter, deliberately: "reasoning_content"
+// (Hermes reads only "reasoning"; the OpenAI-compatible servers that return
+// reasoning name it so), the "developer" role, and assistant content given as
+// parts (Hermes fails on it). Unknown fields are ignored. A line that is not
+// valid UTF-8 is an error naming the field that holds the bad bytes. It
+// allocates the messages and tools.
 func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
+	return ParseOpenAILineWith(line, ConvertOptions{})
+}
+
+// ParseOpenAILineWith is ParseOpenAILine with options.
+func ParseOpenAILineWith(line []byte, opts ConvertOptions) ([]Message, []Tool, error) {
 	if field, bad := InvalidUTF8Field(line); bad {
 		// Hermes reads transcripts as UTF-8 and would stop here; replacing
 		// the bytes would silently change the trajectory.
@@ -328,7 +370,7 @@ func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
 	first := -1
 	for i, item := range mv.List() {
 		path := "messages[" + itoa(i) + "]"
-		if err := parseOpenAIMessage(item, path, &msgs[i]); err != nil {
+		if err := parseOpenAIMessage(item, path, &msgs[i], opts); err != nil {
 			return nil, nil, err
 		}
 		if first < 0 && msgs[i].Role != "system" {
@@ -356,7 +398,7 @@ func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
 	return msgs, tools, nil
 }
 
-func parseOpenAIMessage(v pyjson.Value, path string, m *Message) error {
+func parseOpenAIMessage(v pyjson.Value, path string, m *Message, opts ConvertOptions) error {
 	if v.Kind() != pyjson.Dict {
 		return &FieldError{Field: path, Reason: "must be an object, got " + pyKindName(v)}
 	}
@@ -374,7 +416,7 @@ func parseOpenAIMessage(v pyjson.Value, path string, m *Message) error {
 		return &FieldError{Field: path + ".role", Reason: `must be one of system, developer, user, assistant, tool; got "` + role + `"`}
 	}
 	m.Role = role
-	if m.Content, err = openAIContent(v, path); err != nil {
+	if err = openAIContent(v, path, m, opts); err != nil {
 		return err
 	}
 	if m.Reasoning, err = optString(v, "reasoning", path); err != nil {
@@ -440,21 +482,79 @@ func parseOpenAIMessage(v pyjson.Value, path string, m *Message) error {
 	return nil
 }
 
-// openAIContent flattens a message's content to text.
-func openAIContent(v pyjson.Value, path string) (string, error) {
+// imagePart reports whether part is an image part, as Hermes' trajectory
+// normaliser recognises one.
+func imagePart(part pyjson.Value) bool {
+	if part.Kind() != pyjson.Dict {
+		return false
+	}
+	t, _ := part.Get("type")
+	if t.Kind() != pyjson.Str {
+		return false
+	}
+	switch t.Str() {
+	case "image_url", "image", "input_image":
+		return true
+	}
+	return false
+}
+
+// screenshotPart is the part Hermes puts in place of an image part.
+const screenshotPart = `{"type": "text", "text": "[screenshot]"}`
+
+// openAIContent sets m.Content (and m.ContentJSON for a list of parts) from
+// a message's content.
+func openAIContent(v pyjson.Value, path string, m *Message, opts ConvertOptions) error {
 	c, ok := v.Get("content")
 	if !ok {
-		return "", nil
+		return nil
 	}
 	switch c.Kind() {
 	case pyjson.None:
-		return "", nil
+		return nil
 	case pyjson.Str:
-		return c.Str(), nil
+		m.Content = c.Str()
+		return nil
+	case pyjson.Dict:
+		if mm, _ := c.Get("_multimodal"); mm.Bool() {
+			if parts, _ := c.Get("content"); parts.Kind() == pyjson.List {
+				var err error
+				m.Content, err = multimodalSummary(c, parts, path+".content")
+				return err
+			}
+		}
+		return &FieldError{Field: path + ".content", Reason: `an object must be a multimodal tool result {"_multimodal": true, "content": [...]}`}
 	case pyjson.List:
 	default:
-		return "", &FieldError{Field: path + ".content", Reason: "must be a string, an array of parts or null, got " + pyKindName(c)}
+		return &FieldError{Field: path + ".content", Reason: "must be a string, an array of parts or null, got " + pyKindName(c)}
 	}
+	text, flatErr := flattenParts(c, path)
+	if opts.FlattenContent || m.Role == "assistant" {
+		if flatErr != nil {
+			return flatErr
+		}
+		m.Content = text
+		return nil
+	}
+	m.Content = text // best effort: the written form is ContentJSON
+	b := []byte{'['}
+	for k, part := range c.List() {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		if imagePart(part) {
+			b = append(b, screenshotPart...)
+		} else {
+			b = pyjson.Append(b, part)
+		}
+	}
+	m.ContentJSON = string(append(b, ']'))
+	return nil
+}
+
+// flattenParts joins the text of content parts with "\n", an image part
+// being "[screenshot]".
+func flattenParts(c pyjson.Value, path string) (string, error) {
 	var b strings.Builder
 	for k, part := range c.List() {
 		pp := path + ".content[" + itoa(k) + "]"
@@ -482,6 +582,50 @@ func openAIContent(v pyjson.Value, path string) (string, error) {
 		b.WriteString(text)
 	}
 	return b.String(), nil
+}
+
+// multimodalSummary is the text Hermes saves for a multimodal tool result:
+// text_summary when not empty, else the text parts joined with "\n", else
+// "[multimodal tool result]".
+func multimodalSummary(c, parts pyjson.Value, path string) (string, error) {
+	if ts, ok := c.Get("text_summary"); ok {
+		switch {
+		case ts.Kind() == pyjson.Str && ts.Str() != "":
+			return ts.Str(), nil
+		case ts.Kind() != pyjson.Str && !ts.IsNone():
+			return "", &FieldError{Field: path + ".text_summary", Reason: "must be a string or null, got " + pyKindName(ts)}
+		}
+	}
+	var texts []string
+	for k, part := range parts.List() {
+		if part.Kind() != pyjson.Dict {
+			continue
+		}
+		if t, _ := part.Get("type"); t.Kind() != pyjson.Str || t.Str() != "text" {
+			continue
+		}
+		text, err := optString(part, "text", path+".content["+itoa(k)+"]")
+		if err != nil {
+			return "", err
+		}
+		if tv, ok := part.Get("text"); ok && tv.IsNone() {
+			text = "None" // Hermes' str(None)
+		}
+		texts = append(texts, text)
+	}
+	if len(texts) == 0 {
+		return "[multimodal tool result]", nil
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// AppendTurnValue appends the JSON of t's value as Python's json.dumps
+// writes it: ValueJSON when set, else Value as a string.
+func AppendTurnValue(b []byte, t *Turn) []byte {
+	if t.ValueJSON != "" {
+		return append(b, t.ValueJSON...)
+	}
+	return pyjson.AppendString(b, t.Value)
 }
 
 func parseOpenAITool(v pyjson.Value, path string, t *Tool) error {

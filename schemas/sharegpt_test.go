@@ -62,7 +62,7 @@ func appendTurns(b []byte, turns []Turn, sep string) []byte {
 		b = append(b, `{"from": `...)
 		b = pyjson.AppendString(b, tr.From)
 		b = append(b, `, "value": `...)
-		b = pyjson.AppendString(b, tr.Value)
+		b = AppendTurnValue(b, &turns[i])
 		b = append(b, '}')
 	}
 	if multiline {
@@ -71,13 +71,13 @@ func appendTurns(b []byte, turns []Turn, sep string) []byte {
 	return append(b, ']')
 }
 
-func convertFile(t *testing.T, path string) []Turn {
+func convertFile(t *testing.T, path string, opts ConvertOptions) []Turn {
 	t.Helper()
 	line, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	turns, err := ConvertOpenAILine(line)
+	turns, err := ConvertOpenAILineWith(line, opts)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -87,7 +87,7 @@ func convertFile(t *testing.T, path string) []Turn {
 func TestShareGPTGolden(t *testing.T) {
 	for _, in := range goldenInputs(t) {
 		t.Run(filepath.Base(in), func(t *testing.T) {
-			got := appendTurns(nil, convertFile(t, in), ",\n")
+			got := appendTurns(nil, convertFile(t, in, ConvertOptions{}), ",\n")
 			got = append(got, '\n')
 			golden := strings.TrimSuffix(in, ".json") + ".golden.json"
 			if *updateGolden {
@@ -108,30 +108,37 @@ func TestShareGPTGolden(t *testing.T) {
 }
 
 // TestShareGPTMatchesPython runs the Python reference model of Hermes'
-// conversion on every golden input and requires byte-identical output.
+// conversion on every golden input and requires byte-identical output, as
+// Hermes writes it and with --flatten-content.
 func TestShareGPTMatchesPython(t *testing.T) {
 	py := pyjsontest.Python(t)
 	inputs := goldenInputs(t)
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "hermes_ref.py"), "convert"}, inputs...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hermes_ref.py: %v\n%s", err, stderr.String())
-	}
-	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
-	if len(lines) != len(inputs) {
-		t.Fatalf("python wrote %d lines for %d inputs", len(lines), len(inputs))
-	}
-	for i, in := range inputs {
-		var b []byte
-		b = append(b, `{"file": `...)
-		b = pyjson.AppendString(b, filepath.Base(in))
-		b = append(b, `, "conversations": `...)
-		b = appendTurns(b, convertFile(t, in), ", ")
-		b = append(b, '}')
-		if !bytes.Equal(b, lines[i]) {
-			t.Errorf("%s: Go and Python differ:\n%s", in, firstDiff(b, lines[i]))
+	for _, flatten := range []bool{false, true} {
+		args := []string{filepath.Join("testdata", "hermes_ref.py"), "convert"}
+		if flatten {
+			args = append(args, "--flatten")
+		}
+		cmd := exec.Command(py, append(args, inputs...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hermes_ref.py: %v\n%s", err, stderr.String())
+		}
+		lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+		if len(lines) != len(inputs) {
+			t.Fatalf("python wrote %d lines for %d inputs", len(lines), len(inputs))
+		}
+		for i, in := range inputs {
+			var b []byte
+			b = append(b, `{"file": `...)
+			b = pyjson.AppendString(b, filepath.Base(in))
+			b = append(b, `, "conversations": `...)
+			b = appendTurns(b, convertFile(t, in, ConvertOptions{FlattenContent: flatten}), ", ")
+			b = append(b, '}')
+			if !bytes.Equal(b, lines[i]) {
+				t.Errorf("%s (flatten %v): Go and Python differ:\n%s", in, flatten, firstDiff(b, lines[i]))
+			}
 		}
 	}
 }
@@ -221,8 +228,10 @@ func TestConvertOpenAILineErrors(t *testing.T) {
 		{`{"messages": [{"role": "assistant", "content": "x"}]}`, "messages[0].role"},
 		{`{"messages": [{"role": "system", "content": "x"}]}`, "messages"},
 		{`{"messages": [{"role": "user", "content": 5}]}`, "messages[0].content"},
-		{`{"messages": [{"role": "user", "content": [{"type": "audio"}]}]}`, "messages[0].content[0].type"},
-		{`{"messages": [{"role": "user", "content": [{"type": "text"}]}]}`, "messages[0].content[0].text"},
+		{`{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "audio"}]}]}`, "messages[1].content[0].type"},
+		{`{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "text"}]}]}`, "messages[1].content[0].text"},
+		{`{"messages": [{"role": "user", "content": {"type": "text"}}]}`, "messages[0].content"},
+		{`{"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": {"_multimodal": true, "content": [], "text_summary": 5}}]}`, "messages[1].content.text_summary"},
 		{`{"messages": [{"role": "robot"}]}`, "messages[0].role"},
 		{`{"messages": [{"content": "x"}]}`, "messages[0].role"},
 		{`{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning": 1}]}`, "messages[1].reasoning"},
@@ -269,5 +278,31 @@ func BenchmarkToShareGPT(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = ToShareGPTWithSystem(system, long)
+	}
+}
+
+// A part Hermes does not know is kept as it is in a human turn, and refused
+// when content is flattened (it has no text).
+func TestContentPartsKeptOrFlattened(t *testing.T) {
+	line := []byte(`{"messages": [{"role": "user", "content": [{"type": "text", "text": "hear this"}, {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}, {"type": "image_url", "image_url": {"url": "x"}}]}]}`)
+	turns, err := ConvertOpenAILine(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"type": "text", "text": "hear this"}, {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}, {"type": "text", "text": "[screenshot]"}]`
+	if got := string(AppendTurnValue(nil, &turns[1])); got != want {
+		t.Errorf("human turn = %s\nwant %s", got, want)
+	}
+	_, err = ConvertOpenAILineWith(line, ConvertOptions{FlattenContent: true})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "messages[0].content[1].type" {
+		t.Errorf("flattened: got %v, want an error naming messages[0].content[1].type", err)
+	}
+	line = []byte(`{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "source": {}}]}]}`)
+	if turns, err = ConvertOpenAILineWith(line, ConvertOptions{FlattenContent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(AppendTurnValue(nil, &turns[1])); got != `"a\n[screenshot]"` {
+		t.Errorf("flattened human turn = %s", got)
 	}
 }

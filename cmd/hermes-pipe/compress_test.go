@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
 	"github.com/urfave/cli/v2"
 )
@@ -292,7 +293,7 @@ func TestCompressRejectsInvalidUTF8Rows(t *testing.T) {
 func TestShareGPTRejectsInvalidUTF8(t *testing.T) {
 	in := `{"messages": [{"role": "user", "content": "fine"}]}` + "\n" + "{\"messages\": [{\"role\": \"user\", \"content\": \"bad \xff\"}]}\n"
 	var out, errb strings.Builder
-	err := convertShareGPT("t.jsonl", strings.NewReader(in), &out, &errb)
+	err := convertShareGPT("t.jsonl", strings.NewReader(in), &out, &errb, schemas.ConvertOptions{})
 	if exitCode(err) != exitRowsFailed || strings.Count(out.String(), "\n") != 1 {
 		t.Fatalf("exit %d, output %q", exitCode(err), out.String())
 	}

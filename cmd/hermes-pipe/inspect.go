@@ -216,8 +216,17 @@ func sharegptCommand() *cli.Command {
 		UsageText: "hermes-pipe sharegpt [FILE]   (standard input when FILE is absent or -)",
 		Description: `Each input line is {"messages": [...], "tools": [...]} in OpenAI chat format.
 Each output line is {"conversations": [{"from", "value"}, ...]} exactly as Hermes
-writes trajectories. A bad line is reported with its line number and field on
-standard error and skipped; the exit code is then 3.`,
+writes trajectories. Hermes' multimodal tool results ({"_multimodal": true,
+"content": [...], "text_summary": ...}) become their text summary, and content
+given as a list of parts is written as the list Hermes writes (image parts as
+its [screenshot] text part); --flatten-content joins such lists into one
+string instead. Read beyond Hermes: "reasoning_content", the "developer" role
+and assistant content as parts (Hermes cannot convert those). A bad line is
+reported with its line number and field on standard error and skipped; the
+exit code is then 3.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "flatten-content", Usage: "write content given as a list of parts as one string (text parts joined with a newline, images as [screenshot]) for trainers that need string values"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
 				return usagef("sharegpt takes at most one file")
@@ -236,14 +245,15 @@ standard error and skipped; the exit code is then 3.`,
 				defer f.Close()
 				in = f
 			}
-			return convertShareGPT(name, in, c.App.Writer, c.App.ErrWriter)
+			opts := schemas.ConvertOptions{FlattenContent: c.Bool("flatten-content")}
+			return convertShareGPT(name, in, c.App.Writer, c.App.ErrWriter, opts)
 		},
 	}
 }
 
 // convertShareGPT streams lines from in to out; bad lines are reported on
 // errw and make the result exit 3.
-func convertShareGPT(name string, in io.Reader, out, errw io.Writer) error {
+func convertShareGPT(name string, in io.Reader, out, errw io.Writer, opts schemas.ConvertOptions) error {
 	r := bufio.NewReaderSize(in, 1<<20)
 	w := bufio.NewWriterSize(out, 1<<20)
 	bad, lineNo := 0, 0
@@ -252,7 +262,7 @@ func convertShareGPT(name string, in io.Reader, out, errw io.Writer) error {
 		if len(line) > 0 {
 			lineNo++
 			if t := strings.TrimSpace(string(line)); t != "" {
-				turns, cerr := schemas.ConvertOpenAILine([]byte(t))
+				turns, cerr := schemas.ConvertOpenAILineWith([]byte(t), opts)
 				if cerr != nil {
 					bad++
 					fmt.Fprintf(errw, "%s:%d: %v\n", name, lineNo, cerr)
@@ -283,14 +293,14 @@ func convertShareGPT(name string, in io.Reader, out, errw io.Writer) error {
 func conversationsLine(turns []schemas.Turn) []byte {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"conversations": [`...)
-	for i, t := range turns {
+	for i := range turns {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
 		b = append(b, `{"from": `...)
-		b = pyjson.AppendString(b, t.From)
+		b = pyjson.AppendString(b, turns[i].From)
 		b = append(b, `, "value": `...)
-		b = pyjson.AppendString(b, t.Value)
+		b = schemas.AppendTurnValue(b, &turns[i])
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson/pyjsontest"
 )
 
 func TestShareGPTCommandConvertsAndReportsBadLines(t *testing.T) {
@@ -13,7 +20,7 @@ func TestShareGPTCommandConvertsAndReportsBadLines(t *testing.T) {
 		`{"messages": "nope"}`,
 	}, "\n")
 	var out, errb strings.Builder
-	err := convertShareGPT("logs.jsonl", strings.NewReader(in), &out, &errb)
+	err := convertShareGPT("logs.jsonl", strings.NewReader(in), &out, &errb, schemas.ConvertOptions{})
 	if exitCode(err) != exitRowsFailed {
 		t.Fatalf("exit %d, want 3: %v", exitCode(err), err)
 	}
@@ -43,5 +50,58 @@ func TestShareGPTCommandConvertsAndReportsBadLines(t *testing.T) {
 	// Python-style separators and raw '<', as Hermes' json.dumps writes them.
 	if !strings.HasPrefix(lines[0], `{"conversations": [{"from": "system", "value": "You are a function calling AI model.`) || !strings.Contains(lines[0], `"hi <b>"`) {
 		t.Errorf("line format: %.200s", lines[0])
+	}
+}
+
+// The command's lines equal the Python reference model of Hermes' converter
+// on transcripts with Hermes' multimodal tool results and content lists, as
+// Hermes writes them and with --flatten-content.
+func TestShareGPTCommandMatchesPythonOnMultimodal(t *testing.T) {
+	py := pyjsontest.Python(t)
+	dir := filepath.Join("..", "..", "schemas", "testdata")
+	fixtures := []string{"16_multimodal_results.json", "17_list_content_only.json", "12_content_parts.json"}
+	for _, flatten := range []bool{false, true} {
+		var in bytes.Buffer
+		args := []string{filepath.Join(dir, "hermes_ref.py"), "convert"}
+		if flatten {
+			args = append(args, "--flatten")
+		}
+		for _, f := range fixtures {
+			p := filepath.Join(dir, "sharegpt", f)
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, raw); err != nil {
+				t.Fatal(err)
+			}
+			in.Write(compact.Bytes())
+			in.WriteByte('\n')
+			args = append(args, p)
+		}
+		ref, err := exec.Command(py, args...).Output()
+		if err != nil {
+			t.Fatalf("hermes_ref.py: %v", err)
+		}
+		var out, errb strings.Builder
+		if err := convertShareGPT("-", &in, &out, &errb, schemas.ConvertOptions{FlattenContent: flatten}); err != nil {
+			t.Fatalf("flatten %v: %v\n%s", flatten, err, errb.String())
+		}
+		got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		want := strings.Split(strings.TrimSuffix(string(ref), "\n"), "\n")
+		if len(got) != len(fixtures) || len(want) != len(fixtures) {
+			t.Fatalf("flatten %v: %d lines, python %d, want %d", flatten, len(got), len(want), len(fixtures))
+		}
+		for i, f := range fixtures {
+			// Python's line is {"file": NAME, "conversations": [...]}.
+			w := `{` + want[i][strings.Index(want[i], `"conversations": `):]
+			if got[i] != w {
+				t.Errorf("%s (flatten %v): command and Hermes differ\n got: %.300s\nwant: %.300s", f, flatten, got[i], w)
+			}
+		}
+		if !flatten && !strings.Contains(got[0], `"value": [{"type": "text", "text": "Open the settings & check <dark mode>"}, {"type": "text", "text": "[screenshot]"}]`) {
+			t.Errorf("list content not written as Hermes writes it: %.400s", got[0])
+		}
 	}
 }

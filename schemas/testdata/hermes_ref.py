@@ -9,8 +9,10 @@ success judgement), not copied from Hermes.
 
 Modes (all output is UTF-8, one line per item):
 
-  hermes_ref.py convert FILE...   one line per FILE:
+  hermes_ref.py convert [--flatten] FILE...
+                                  one line per FILE:
                                   {"file": <basename>, "conversations": [...]}
+                                  (--flatten: content lists joined into text)
   hermes_ref.py dumps             stdin: lines of "x" + base64 of JSON text;
                                   stdout: base64 of json.dumps(json.loads(text))
                                   or ERR per line
@@ -119,7 +121,37 @@ def tool_block(msg, tool_msg, position):
     return "<tool_response>\n" + payload + "\n</tool_response>"
 
 
+IMAGE_PARTS = {"image_url", "image", "input_image"}
+
+
+def is_multimodal(value):
+    return isinstance(value, dict) and value.get("_multimodal") is True and isinstance(value.get("content"), list)
+
+
+def multimodal_summary(value):
+    if value.get("text_summary"):
+        return str(value["text_summary"])
+    parts = [str(p.get("text", "")) for p in value.get("content") or []
+             if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(parts) if parts else "[multimodal tool result]"
+
+
+def normalize_msg(msg):
+    """Hermes' trajectory normaliser: multimodal tool results become their
+    text summary, image parts of a content list become a [screenshot] part."""
+    content = msg.get("content")
+    if is_multimodal(content):
+        return {**msg, "content": multimodal_summary(content)}
+    if isinstance(content, list):
+        return {**msg, "content": [
+            {"type": "text", "text": "[screenshot]"} if isinstance(p, dict) and p.get("type") in IMAGE_PARTS else p
+            for p in content
+        ]}
+    return msg
+
+
 def trajectory(messages, user_query, tools):
+    messages = [normalize_msg(m) for m in messages]
     turns = [
         {"from": "system", "value": SYSTEM_HEAD + tools_json(tools) + SYSTEM_TAIL},
         {"from": "human", "value": user_query},
@@ -168,14 +200,17 @@ def tool_succeeded(content):
 
 
 # --- hermes-pipe's input adapter (OpenAI line -> Hermes message list) --------
-
-IMAGE_PARTS = {"image_url", "image", "input_image"}
+#
+# Content stays as the transcript holds it (a string, a list of parts, or a
+# multimodal tool result), so Hermes' normaliser above judges lists and
+# multimodal results. Two adapter decisions: an assistant message's list is
+# flattened (Hermes fails on it), and with --flatten every list is.
 
 
 def flatten_content(content):
     if content is None:
         return ""
-    if isinstance(content, str):
+    if isinstance(content, (str, dict)):
         return content
     texts = []
     for part in content:
@@ -183,11 +218,16 @@ def flatten_content(content):
     return "\n".join(texts)
 
 
-def adapt(line):
+def adapt(line, flatten):
     messages = []
     for m in line["messages"]:
         role = "system" if m["role"] == "developer" else m["role"]
-        msg = {"role": role, "content": flatten_content(m.get("content"))}
+        content = m.get("content")
+        if content is None:
+            content = ""
+        if flatten or role == "assistant":
+            content = flatten_content(content)
+        msg = {"role": role, "content": content}
         msg["reasoning"] = m.get("reasoning") or m.get("reasoning_content") or ""
         if m.get("tool_call_id") is not None:
             msg["tool_call_id"] = m["tool_call_id"]
@@ -219,11 +259,13 @@ def clean(text):
     return LONE_SURROGATE.sub("\ufffd", text)
 
 
-def convert_file(path):
+def convert_file(path, flatten):
     with open(path, "rb") as f:
         line = json.loads(f.read().decode("utf-8", "replace"))
-    messages, tools = adapt(line)
-    turns = trajectory(messages, messages[0]["content"], tools)
+    messages, tools = adapt(line, flatten)
+    # The transcript's first message is the user query (Hermes is given the
+    # prompt separately; here it is that message, normalised).
+    turns = trajectory(messages, normalize_msg(messages[0])["content"], tools)
     out = json.dumps({"file": os.path.basename(path), "conversations": turns}, ensure_ascii=False)
     return clean(out)
 
@@ -232,8 +274,10 @@ def main():
     mode = sys.argv[1]
     out = sys.stdout.buffer
     if mode == "convert":
-        for path in sys.argv[2:]:
-            out.write(convert_file(path).encode("utf-8") + b"\n")
+        args = sys.argv[2:]
+        flatten = bool(args) and args[0] == "--flatten"
+        for path in args[1:] if flatten else args:
+            out.write(convert_file(path, flatten).encode("utf-8") + b"\n")
     elif mode == "dumps":
         for raw in sys.stdin.buffer.read().split(b"\n"):
             if not raw:
