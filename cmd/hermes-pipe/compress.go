@@ -42,6 +42,11 @@ func compressCommand() *cli.Command {
 		&cli.IntFlag{Name: "summary-tokens", Value: compress.DefaultSummaryTokens, Usage: "expected summary length; requests allow twice as many (max_tokens)"},
 		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base or the path of a Hugging Face tokenizer.json"},
 		&cli.IntFlag{Name: "protect-last", Value: compress.DefaultProtectLast, Usage: "final turns never summarised"},
+		&cli.BoolFlag{Name: "protect-first-system", Value: true, Usage: "never summarise the first system turn (--protect-first-system=false turns it off)"},
+		&cli.BoolFlag{Name: "protect-first-human", Value: true, Usage: "never summarise the first human turn (=false turns it off)"},
+		&cli.BoolFlag{Name: "protect-first-gpt", Value: true, Usage: "never summarise the first gpt turn (=false turns it off)"},
+		&cli.BoolFlag{Name: "protect-first-tool", Value: true, Usage: "never summarise the first tool turn (=false turns it off)"},
+		&cli.Float64Flag{Name: "temperature", Value: compress.DefaultTemperature, Usage: "sampling temperature sent with every summary request (Hermes' summariser uses 0.3)"},
 		&cli.IntFlag{Name: "turn-overhead", Usage: "tokens the chat template adds per turn, counted against the budget"},
 		&cli.StringFlag{Name: "summary-role", Value: "human", Usage: "\"from\" of the inserted summary turn"},
 		&cli.BoolFlag{Name: "no-notice", Usage: "do not append the summarised-turns notice to the system turn"},
@@ -61,11 +66,14 @@ func compressCommand() *cli.Command {
 		Description: `Counts each row's tokens with an exact offline tokenizer (plus --turn-overhead
 per turn). Rows within --target-tokens pass through byte-identical (outcome
 under_target). For a longer row, the first system, human, gpt and tool turns
-and the last --protect-last turns are kept; from the turns after the protected
-head, just enough are replaced by one summary turn ("[CONTEXT SUMMARY]: ...")
-to fit, never separating a tool call from its result. A row still over budget
-is widened or summarised again, up to --max-passes (outcome compressed, or
-still_over_limit: see --over-limit). A summary that fails (errors after
+(each unless --protect-first-ROLE=false) and the last --protect-last turns are
+kept; from the turns after the protected head, just enough are replaced by one
+summary turn ("[CONTEXT SUMMARY]: ...") to fit, never separating a tool call
+from its result. A row still over budget is widened or summarised again, up to
+--max-passes; the last pass summarises every unprotected turn of its region,
+so a row whose protected turns plus one summary fit ends within budget
+(outcome compressed, or still_over_limit: see --over-limit). Summary requests
+are sent with --temperature (0.3, as Hermes' summariser). A summary that fails (errors after
 retries, timeouts, a reply cut at max_tokens) leaves the row as it was, with
 outcome summary_failed, and the run exits 3.
 
@@ -129,6 +137,15 @@ func runCompress(c *cli.Context) error {
 		SummaryRole:   c.String("summary-role"),
 		NoNotice:      c.Bool("no-notice"),
 		MaxPasses:     c.Int("max-passes"),
+
+		NoProtectFirstSystem: !c.Bool("protect-first-system"),
+		NoProtectFirstHuman:  !c.Bool("protect-first-human"),
+		NoProtectFirstGPT:    !c.Bool("protect-first-gpt"),
+		NoProtectFirstTool:   !c.Bool("protect-first-tool"),
+	}
+	temp := c.Float64("temperature")
+	if temp < 0 || temp > 2 || temp != temp {
+		return usagef("--temperature must be between 0 and 2, got %v", temp)
 	}
 	if !c.Bool("dry-run") {
 		for _, name := range []string{"out", "base-url", "model"} {
@@ -159,7 +176,7 @@ func runCompress(c *cli.Context) error {
 		Inputs:       inputs,
 		Tokenizer:    tok,
 		Config:       cfg,
-		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model")},
+		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model"), Temperature: &temp},
 		RowTimeout:   c.Duration("row-timeout"),
 		OverLimit:    c.String("over-limit"),
 		MaxLineBytes: c.Int("max-line-bytes"),

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -364,5 +367,57 @@ func TestCompressDryRunProjectsEveryPass(t *testing.T) {
 	}
 	if got := int(fk.Stats().Requests); got != rep.ProjectedCalls {
 		t.Errorf("dry run projected %d summary calls, the run made %d", rep.ProjectedCalls, got)
+	}
+}
+
+// Every summary request carries --temperature: 0.3 by default (Hermes'
+// summariser), the flag's value when given.
+func TestCompressSendsTemperature(t *testing.T) {
+	fk := fakellm.New(fakellm.Config{SummaryWords: 40})
+	var mu sync.Mutex
+	var temps []any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req map[string]any
+		if json.Unmarshal(body, &req) == nil {
+			if _, ok := req["messages"]; ok {
+				mu.Lock()
+				temps = append(temps, req["temperature"])
+				mu.Unlock()
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		fk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	lines := []string{trajLine("a", 12, 200), trajLine("b", 12, 200)}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want float64
+	}{{nil, 0.3}, {[]string{"--temperature", "0"}, 0}} {
+		mu.Lock()
+		temps = nil
+		mu.Unlock()
+		args := append([]string{"compress", "--in", in, "--out", filepath.Join(dir, fmt.Sprint("out", tc.want)), "--target-tokens", "1500",
+			"--summary-tokens", "100", "--base-url", srv.URL + "/v1", "--model", "m", "--progress", "none"}, tc.args...)
+		if code, _, errs := hpc(t, args...); code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		mu.Lock()
+		got := append([]any(nil), temps...)
+		mu.Unlock()
+		if len(got) < 2 {
+			t.Fatalf("%d summary requests, want at least 2", len(got))
+		}
+		for i, v := range got {
+			if f, ok := v.(float64); !ok || f != tc.want {
+				t.Errorf("%v: request %d temperature %v, want %v", tc.args, i, v, tc.want)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -64,6 +65,10 @@ type Config struct {
 	// ProtectLast is how many final turns are never summarised: 0 means
 	// DefaultProtectLast, a negative value protects none.
 	ProtectLast int
+	// The first system, human, gpt and tool turns are never summarised
+	// (Hermes' protect_first_* settings); each of these turns that
+	// protection off for its role.
+	NoProtectFirstSystem, NoProtectFirstHuman, NoProtectFirstGPT, NoProtectFirstTool bool
 	// TurnOverhead is added to the token count of every turn: the chat
 	// template's per-turn tokens, so "fits the budget" holds at training time.
 	TurnOverhead int
@@ -158,10 +163,14 @@ type result struct {
 }
 
 // prepare counts the tokens of turns and marks the protected ones: the first
-// system, human, gpt and tool turns and the last ProtectLast turns.
+// system, human, gpt and tool turns (unless turned off) and the last
+// ProtectLast turns.
 func (c *compressor) prepare(turns []turn) int {
 	total := 0
-	seen := map[string]bool{}
+	seen := map[string]bool{
+		"system": c.cfg.NoProtectFirstSystem, "human": c.cfg.NoProtectFirstHuman,
+		"gpt": c.cfg.NoProtectFirstGPT, "tool": c.cfg.NoProtectFirstTool,
+	}
 	for i := range turns {
 		t := &turns[i]
 		t.orig = i
@@ -224,7 +233,14 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 		if !noticed {
 			extra += noticeCost
 		}
-		s, u, ok := c.region(cur, total-c.cfg.TargetTokens+extra, extra)
+		need := total - c.cfg.TargetTokens + extra
+		if pass == c.cfg.MaxPasses-1 {
+			// The last pass takes every unprotected turn it can, so a row
+			// whose protected turns plus one summary fit ends within budget
+			// even when earlier summaries came out longer than expected.
+			need = math.MaxInt
+		}
+		s, u, ok := c.region(cur, need, extra)
 		if !ok {
 			break
 		}
@@ -301,9 +317,11 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 // tokens, from its start until the turns cover need tokens. A region never
 // starts on a tool turn (its gpt call lies before it) and never ends just
 // before one (the tool result would follow the summary without its call).
+// With need math.MaxInt it takes the whole of the run that saves the most.
 func (c *compressor) region(cur []turn, need, extra int) (s, u int, ok bool) {
 	n := len(cur)
 	isTool := func(i int) bool { return i < n && cur[i].from == "tool" }
+	best, bs, bu := 0, 0, 0
 	for a := 0; a < n; {
 		if cur[a].prot {
 			a++
@@ -337,13 +355,16 @@ func (c *compressor) region(cur []turn, need, extra int) (s, u int, ok bool) {
 			for _, t := range cur[s:u] {
 				saving += t.tokens
 			}
-			if saving > extra {
+			if saving > extra && need < math.MaxInt {
 				return s, u, true
+			}
+			if saving > extra && saving > best {
+				best, bs, bu = saving, s, u
 			}
 		}
 		a = b
 	}
-	return 0, 0, false
+	return bs, bu, best > 0
 }
 
 // Long turn values are cut to their head and tail in the summary request.

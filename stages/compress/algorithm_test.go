@@ -191,3 +191,79 @@ func TestRegionNeverSplitsToolPairs(t *testing.T) {
 		}
 	}
 }
+
+// words returns n tokens of text (" word" is one cl100k token).
+func words(n int) string { return strings.Repeat(" word", n) }
+
+// A row whose protected turns plus one summary fit must end within budget,
+// even when every summary is longer than expected: the numbers of a row that
+// ended still_over_limit (target 2,000, summary 200, protected turns 893
+// tokens) with unprotected middle turns left unsummarised.
+func TestCompressNeverGivesUpOnARowThatFits(t *testing.T) {
+	c, err := newCompressor(Config{TargetTokens: 2000, SummaryTokens: 200, NoNotice: true}, cl100k(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []schemas.Turn{
+		{From: "system", Value: words(200)}, {From: "human", Value: words(100)},
+		{From: "gpt", Value: words(100)}, {From: "tool", Value: words(100)},
+	}
+	for range 10 {
+		in = append(in, schemas.Turn{From: "gpt", Value: words(100)}, schemas.Turn{From: "tool", Value: words(100)})
+	}
+	in = append(in, schemas.Turn{From: "gpt", Value: words(100)}, schemas.Turn{From: "tool", Value: words(100)},
+		schemas.Turn{From: "human", Value: words(100)}, schemas.Turn{From: "gpt", Value: words(93)})
+	turns := toTurns(in)
+	c.prepare(turns)
+	protected := 0
+	for _, tt := range turns {
+		if tt.prot {
+			protected += tt.tokens
+		}
+	}
+	if protected != 893 {
+		t.Fatalf("setup: protected turns hold %d tokens, want 893", protected)
+	}
+	// Every summary is 390 tokens: within max_tokens (2 x 200) but far over
+	// the 200 expected, so each just-enough pass falls short.
+	var calls atomic.Int64
+	r, err := c.compress(bg, toTurns(in), wordsSummarizer(390, &calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.outcome != OutcomeCompressed || r.metrics.CompressedTokens > 2000 {
+		t.Fatalf("outcome %s with %d tokens after %d passes, want compressed within 2000 (protected 893 + one summary fit)",
+			r.outcome, r.metrics.CompressedTokens, r.metrics.Passes)
+	}
+	checkInvariants(t, c, in, r)
+}
+
+// Each head protection can be turned off on its own.
+func TestHeadProtectionsTurnOff(t *testing.T) {
+	in := []schemas.Turn{{From: "system", Value: "s"}, {From: "human", Value: "h"}, {From: "gpt", Value: "g"}, {From: "tool", Value: "t"},
+		{From: "gpt", Value: "g2"}, {From: "tool", Value: "t2"}, {From: "human", Value: "h2"}, {From: "gpt", Value: "g3"}}
+	for _, tc := range []struct {
+		cfg  Config
+		free int // the head turn left unprotected, -1 none
+	}{
+		{Config{}, -1},
+		{Config{NoProtectFirstSystem: true}, 0},
+		{Config{NoProtectFirstHuman: true}, 1},
+		{Config{NoProtectFirstGPT: true}, 2},
+		{Config{NoProtectFirstTool: true}, 3},
+	} {
+		tc.cfg.ProtectLast = -1
+		c, err := newCompressor(tc.cfg, cl100k(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns := toTurns(in)
+		c.prepare(turns)
+		for i, tt := range turns {
+			want := i < 4 && i != tc.free
+			if tt.prot != want {
+				t.Errorf("%+v: turn %d (%s) protected %v, want %v", tc.cfg, i, tt.from, tt.prot, want)
+			}
+		}
+	}
+}

@@ -26,9 +26,13 @@ type SummaryOptions struct {
 	// Backoff is the first wait between such attempts, doubled after each
 	// (default 1s).
 	Backoff time.Duration
-	// Temperature is sent when set.
+	// Temperature is sent with every summary request when set (the CLI's
+	// --temperature, default DefaultTemperature as Hermes' summariser).
 	Temperature *float64
 }
+
+// DefaultTemperature is the sampling temperature of Hermes' summariser.
+const DefaultTemperature = 0.3
 
 // errTruncated marks a summary cut at max_tokens.
 var errTruncated = errors.New("summary cut at max_tokens (finish_reason=length)")
