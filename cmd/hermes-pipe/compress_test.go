@@ -421,3 +421,29 @@ func TestCompressSendsTemperature(t *testing.T) {
 		}
 	}
 }
+
+// A tokenizer of another family than --model is noted on stderr; a matching
+// or unknown one is not.
+func TestCompressNotesTokenizerFamilyMismatch(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(trajLine("a", 2, 20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model, tok string
+		note       bool
+	}{
+		{"moonshotai/Kimi-K2-Instruct", "cl100k_base", true},
+		{"gpt-4o", "o200k_base", false},
+		{"my-local-model", "cl100k_base", false},
+	} {
+		code, _, errs := hpc(t, "compress", "--in", in, "--dry-run", "--tokenizer", tc.tok, "--model", tc.model)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		if got := strings.Contains(errs, "note: --tokenizer "+tc.tok); got != tc.note {
+			t.Errorf("%s with %s: note %v, want %v (stderr %q)", tc.model, tc.tok, got, tc.note, errs)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 // Package tokenizer counts and encodes tokens exactly as the reference
 // tokenizers do, offline: OpenAI's cl100k_base and o200k_base (the same ids as
-// the official tiktoken) and Hugging Face byte-level BPE tokenizer.json files
-// (Qwen2/2.5/3, Llama 3, Kimi and GPT-2 style; the same ids as Hugging Face
-// tokenizers).
+// the official tiktoken), tiktoken-format BPE files (*.tiktoken, Kimi K2's
+// tiktoken.model, Llama 3's tokenizer.model; the same ids as tiktoken with
+// their split pattern and special tokens) and Hugging Face byte-level BPE
+// tokenizer.json files (Qwen2/2.5/3, Llama 3, Kimi and GPT-2 style; the same
+// ids as Hugging Face tokenizers).
 //
 // The compress stage and the `tokens` command call Load once and then Count or
 // Encode from many goroutines. The hot path is hand-written: a pre-tokenizer

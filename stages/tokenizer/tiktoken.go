@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 
 	loader "github.com/pkoukk/tiktoken-go-loader"
 )
@@ -26,7 +27,7 @@ func loadTiktoken(name string) (*encoder, error) {
 	if name == "o200k_base" {
 		pat = patO200K
 	}
-	return &encoder{name: name, model: m, split: knownSplitter(pat)}, nil
+	return &encoder{name: name, family: strings.TrimSuffix(name, "_base"), model: m, split: knownSplitter(pat)}, nil
 }
 
 // pairMerges turns tiktoken's ranks into the pair table of the merge loop:

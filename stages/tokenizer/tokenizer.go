@@ -22,13 +22,16 @@ type Tokenizer interface {
 }
 
 // Load returns the tokenizer called nameOrPath: "cl100k_base" or
-// "o200k_base" (tiktoken encodings, embedded, no network), or the path of a
-// Hugging Face tokenizer.json with a byte-level BPE model. Callers load once
+// "o200k_base" (tiktoken encodings, embedded, no network), the path of a
+// tiktoken-format BPE file (*.tiktoken, tiktoken.model: see
+// LoadTiktokenFile), or the path of a Hugging Face tokenizer.json with a
+// byte-level BPE model. Callers load once
 // and share the result: building the tables costs 100–500 ms and 20–100 MB.
 //
 // The built-in encodings treat special-token text such as <|endoftext|> as
 // ordinary text (tiktoken's encode_ordinary); a tokenizer.json matches its
-// added tokens first, as Hugging Face tokenizers does.
+// added tokens first, as Hugging Face tokenizers does, and a tiktoken-format
+// file its special tokens (tiktoken's allowed_special="all").
 func Load(nameOrPath string) (Tokenizer, error) {
 	switch nameOrPath {
 	case "cl100k_base", "o200k_base":
@@ -44,6 +47,9 @@ func Load(nameOrPath string) (Tokenizer, error) {
 		}
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
+	if isTiktokenFile(nameOrPath) {
+		return LoadTiktokenFile(nameOrPath, TiktokenSpec{})
+	}
 	t, err := loadHF(nameOrPath)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", nameOrPath, err)
@@ -54,8 +60,10 @@ func Load(nameOrPath string) (Tokenizer, error) {
 // encoder is the one Tokenizer implementation: optional added-token
 // matching, optional normalization, pre-tokenization, byte-pair merging.
 type encoder struct {
-	name  string
-	model *bpeModel
+	name string
+	// family is the tokenizer family when known (see Family).
+	family string
+	model  *bpeModel
 	// split is the fast pre-tokenizer; nil when pre is used.
 	split splitter
 	// pre is the general pre-tokenizer pipeline of a tokenizer.json.

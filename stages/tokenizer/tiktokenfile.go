@@ -1,0 +1,245 @@
+package tokenizer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// TiktokenSpec completes a tiktoken-format BPE file, which holds only the
+// ranks: the split pattern and the special tokens live in the code that
+// ships with it. The zero value means "as the file's family has them" (see
+// LoadTiktokenFile).
+type TiktokenSpec struct {
+	// Pattern is the split regex, or the name of a known one: cl100k,
+	// o200k, llama3, kimi, qwen2.
+	Pattern string
+	// Special maps special-token text to its id. They are matched in the
+	// text before splitting, as tiktoken's encode(allowed_special="all")
+	// and the Hugging Face wrappers of these files do.
+	Special map[string]int
+}
+
+// Families of tiktoken-format files, recognised by their number of ranks.
+var tiktokenFamilies = map[int]string{
+	100256: "cl100k", // OpenAI cl100k_base
+	199998: "o200k",  // OpenAI o200k_base
+	128000: "llama3", // Llama 3, 3.1, 3.2, 3.3 tokenizer.model
+	163584: "kimi",   // Kimi K2 tiktoken.model
+}
+
+var namedPatterns = map[string]string{
+	"cl100k": patCL100K, "llama3": patCL100K, "o200k": patO200K, "kimi": patKimi, "qwen2": patQwen2,
+}
+
+// familySpecial returns the special tokens a family defines in code, for
+// the ids after its n ranks.
+func familySpecial(family string, n int) map[string]int {
+	switch family {
+	case "cl100k":
+		return map[string]int{"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+			"<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
+	case "o200k":
+		return map[string]int{"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+	case "llama3":
+		// Llama 3.1's list (3.0 named fewer of the reserved ids).
+		names := []string{"<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+			"<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+			"<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"}
+		for i := 3; len(names) < 256; i++ {
+			names = append(names, "<|reserved_special_token_"+strconv.Itoa(i)+"|>")
+		}
+		m := make(map[string]int, len(names))
+		for i, s := range names {
+			m[s] = n + i
+		}
+		return m
+	case "kimi":
+		// Kimi names its specials in tokenizer_config.json; the ids it does
+		// not name are reserved.
+		m := make(map[string]int, 256)
+		for i := n; i < n+256; i++ {
+			m["<|reserved_token_"+strconv.Itoa(i)+"|>"] = i
+		}
+		return m
+	}
+	return nil
+}
+
+// LoadTiktokenFile loads a tiktoken-format BPE file (lines of "base64-token
+// rank", as *.tiktoken files and the tiktoken.model / tokenizer.model of
+// Kimi K2 and Llama 3). What spec leaves empty comes from the file's family,
+// recognised by its number of ranks (cl100k, o200k, Llama 3, Kimi K2), and a
+// tokenizer_config.json beside the file names special tokens by id
+// ("added_tokens_decoder"), as the Hugging Face wrappers read it. A file of
+// no known family needs spec.Pattern. It costs one read of the file and
+// building the merge table (100–500 ms for a full vocabulary).
+func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
+	ranks, err := readTiktokenRanks(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+	}
+	family := tiktokenFamilies[len(ranks)]
+	pattern := spec.Pattern
+	if p, ok := namedPatterns[pattern]; ok {
+		pattern = p
+	}
+	if pattern == "" {
+		if family == "" {
+			return nil, fmt.Errorf("load tokenizer %s: %d ranks match no known family (cl100k, o200k, llama3, kimi): give the split pattern", path, len(ranks))
+		}
+		pattern = namedPatterns[family]
+	}
+	special := spec.Special
+	if special == nil {
+		special = familySpecial(family, len(ranks))
+		named, err := configSpecial(filepath.Join(filepath.Dir(path), "tokenizer_config.json"))
+		if err != nil {
+			return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
+		}
+		if len(named) > 0 {
+			if special == nil {
+				special = map[string]int{}
+			}
+			for id, s := range named {
+				for k, v := range special {
+					if v == id {
+						delete(special, k)
+					}
+				}
+				special[s] = id
+			}
+		}
+	}
+	m := &bpeModel{vocab: ranks, direct: true}
+	for b := range 256 {
+		id, ok := ranks[string([]byte{byte(b)})]
+		if !ok {
+			return nil, fmt.Errorf("load tokenizer %s: no one-byte token for byte %#x (not a byte-level BPE file)", path, b)
+		}
+		m.byteID[b] = int32(id)
+	}
+	m.merges = pairMerges(ranks)
+	e := &encoder{name: displayName(path), model: m, family: family}
+	if e.split = knownSplitter(pattern); e.split == nil {
+		re, err := compileLook(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("load tokenizer %s: split pattern: %w", path, err)
+		}
+		e.pre = []preStep{&splitStep{behavior: "Isolated", re: re}}
+	}
+	if len(special) > 0 {
+		toks := make([]hfAddedToken, 0, len(special))
+		for s, id := range special {
+			if s != "" {
+				toks = append(toks, hfAddedToken{ID: id, Content: s, Special: true})
+			}
+		}
+		sort.Slice(toks, func(i, j int) bool { return toks[i].ID < toks[j].ID })
+		e.added = newAddedMatcher(toks)
+	}
+	return e, nil
+}
+
+// readTiktokenRanks reads the "base64 rank" lines of a tiktoken file.
+func readTiktokenRanks(path string) (map[string]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ranks := make(map[string]int, bytes.Count(data, []byte{'\n'})+1)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		tok, rank, ok := strings.Cut(line, " ")
+		if !ok {
+			return nil, fmt.Errorf("line %d: want \"base64-token rank\"", n)
+		}
+		b, err := base64.StdEncoding.DecodeString(tok)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: token: %w", n, err)
+		}
+		r, err := strconv.Atoi(strings.TrimSpace(rank))
+		if err != nil || r < 0 || r > 1<<30 {
+			return nil, fmt.Errorf("line %d: rank %q is not a small non-negative integer", n, rank)
+		}
+		if _, dup := ranks[string(b)]; dup {
+			return nil, fmt.Errorf("line %d: token repeated", n)
+		}
+		ranks[string(b)] = r
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(ranks) == 0 {
+		return nil, errors.New("no ranks: not a tiktoken-format file")
+	}
+	return ranks, nil
+}
+
+// configSpecial reads added_tokens_decoder ({"id": {"content": ...}}) from a
+// tokenizer_config.json; a missing file gives none.
+func configSpecial(path string) (map[int]string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Added map[string]struct {
+			Content string `json:"content"`
+		} `json:"added_tokens_decoder"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make(map[int]string, len(cfg.Added))
+	for k, v := range cfg.Added {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: added_tokens_decoder key %q is not an id", path, k)
+		}
+		out[id] = v.Content
+	}
+	return out, nil
+}
+
+// isTiktokenFile reports whether path names a tiktoken-format file by its
+// name: *.tiktoken, or a *.model file whose first line is "base64 rank"
+// (tiktoken.model, Llama 3's tokenizer.model; a SentencePiece .model is
+// binary).
+func isTiktokenFile(path string) bool {
+	if strings.HasSuffix(path, ".tiktoken") {
+		return true
+	}
+	if !strings.HasSuffix(path, ".model") {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	tok, rank, ok := strings.Cut(strings.TrimSpace(line), " ")
+	if !ok {
+		return false
+	}
+	_, errB := base64.StdEncoding.DecodeString(tok)
+	_, errR := strconv.Atoi(rank)
+	return errB == nil && errR == nil
+}

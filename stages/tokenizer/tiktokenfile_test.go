@@ -1,0 +1,154 @@
+package tokenizer
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	loader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// writeTiktokenFile writes an embedded encoding's ranks out as a
+// tiktoken-format file, the form Kimi K2 and Llama 3 ship.
+func writeTiktokenFile(t testing.TB, encoding, path string) {
+	t.Helper()
+	ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := make([]string, 0, len(ranks))
+	for tok := range ranks {
+		toks = append(toks, tok)
+	}
+	slices.SortFunc(toks, func(a, b string) int { return ranks[a] - ranks[b] })
+	var b strings.Builder
+	for _, tok := range toks {
+		b.WriteString(base64.StdEncoding.EncodeToString([]byte(tok)))
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(ranks[tok]))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kimiSpecial matches KIMI_SPECIAL in scripts/tokenizer-golden.mjs.
+var kimiSpecial = map[string]int{
+	"[BOS]": 200000, "[EOS]": 200001, "<|im_end|>": 200002, "<|im_user|>": 200003,
+	"<|im_assistant|>": 200004, "<|im_system|>": 200005, "<|im_middle|>": 200006, "<|im_start|>": 200007,
+}
+
+// TestGoldenTiktokenFiles: ids from tiktoken-format files equal npm
+// tiktoken's for the same ranks, split pattern and special tokens.
+func TestGoldenTiktokenFiles(t *testing.T) {
+	_, inputs := corpus(t)
+	dir := t.TempDir()
+
+	// cl100k ranks as a user's file: the family (recognised by the rank
+	// count) gives the pattern and the special tokens.
+	cl := filepath.Join(dir, "cl", "cl100k_base.tiktoken")
+	os.MkdirAll(filepath.Dir(cl), 0o755)
+	writeTiktokenFile(t, "cl100k_base", cl)
+	tok, err := Load(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Family(tok) != "cl100k" {
+		t.Errorf("family %q, want cl100k", Family(tok))
+	}
+	var g goldenFile
+	readJSON(t, filepath.Join("testdata", "golden", "cl100k-file.json"), &g)
+	checkCases(t, tok, g.Cases, inputs)
+
+	// o200k ranks named tiktoken.model with the Kimi K2 pattern, special
+	// tokens named by a tokenizer_config.json beside it.
+	km := filepath.Join(dir, "kimi", "tiktoken.model")
+	os.MkdirAll(filepath.Dir(km), 0o755)
+	writeTiktokenFile(t, "o200k_base", km)
+	added := map[string]map[string]any{}
+	for s, id := range kimiSpecial {
+		added[strconv.Itoa(id)] = map[string]any{"content": s, "special": true}
+	}
+	cfg, _ := json.Marshal(map[string]any{"added_tokens_decoder": added})
+	if err := os.WriteFile(filepath.Join(filepath.Dir(km), "tokenizer_config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !isTiktokenFile(km) {
+		t.Fatal("tiktoken.model not recognised as a tiktoken-format file")
+	}
+	tok, err = LoadTiktokenFile(km, TiktokenSpec{Pattern: "kimi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readJSON(t, filepath.Join("testdata", "golden", "kimi-pattern-file.json"), &g)
+	checkCases(t, tok, g.Cases, inputs)
+	if got := tok.Encode("<|im_user|>hi<|endoftext|>"); len(got) != 3 || got[0] != 200003 || got[2] != 199999 {
+		t.Errorf("special tokens: %v", got)
+	}
+}
+
+func TestTiktokenFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var small strings.Builder
+	for b := range 256 {
+		small.WriteString(base64.StdEncoding.EncodeToString([]byte{byte(b)}) + " " + strconv.Itoa(b) + "\n")
+	}
+	cases := []struct{ path, want string }{
+		{write("bad.tiktoken", "not base64!! 1\n"), "line 1"},
+		{write("rank.tiktoken", "YQ== x\n"), "rank"},
+		{write("empty.tiktoken", "\n"), "no ranks"},
+		{write("nobytes.tiktoken", "YQ== 0\n"), "match no known family"},
+		{write("unknown.tiktoken", small.String()), "give the split pattern"},
+	}
+	for _, c := range cases {
+		if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", filepath.Base(c.path), err, c.want)
+		}
+	}
+	// With a pattern, a file of no known family loads and splits as told.
+	tok, err := LoadTiktokenFile(filepath.Join(dir, "unknown.tiktoken"), TiktokenSpec{Pattern: `\S+|\s+`, Special: map[string]int{"<s>": 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("ab <s>"); !slices.Equal(got, []int{'a', 'b', ' ', 256}) {
+		t.Errorf("ids %v", got)
+	}
+}
+
+func TestFamilies(t *testing.T) {
+	for model, want := range map[string]string{
+		"moonshotai/Kimi-K2-Instruct": "kimi", "Qwen/Qwen3-8B": "qwen", "meta-llama/Llama-3.1-8B-Instruct": "llama3",
+		"gpt-4o-mini": "o200k", "openai/gpt-4-turbo": "cl100k", "gpt-5": "o200k", "deepseek-chat": "deepseek", "my-model": "",
+	} {
+		if got := ModelFamily(model); got != want {
+			t.Errorf("ModelFamily(%q) = %q, want %q", model, got, want)
+		}
+	}
+	for _, name := range []string{"cl100k_base", "o200k_base"} {
+		tok, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Family(tok); got != strings.TrimSuffix(name, "_base") {
+			t.Errorf("Family(%s) = %q", name, got)
+		}
+	}
+	for file, want := range map[string]string{"qwen3-mini": "qwen", "llama3-mini": "llama3", "kimi-mini": "kimi"} {
+		if got := Family(loadByGoldenName(t, file)); got != want {
+			t.Errorf("Family(%s) = %q, want %q", file, got, want)
+		}
+	}
+}
