@@ -17,7 +17,9 @@ import (
 // code a CI job can gate on.
 func sweCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "tasks", Usage: "JSONL tasks: SWE-bench instances {instance_id, repo, base_commit, problem_statement, image, test_patch, FAIL_TO_PASS, PASS_TO_PASS, test_cmd, cwd?} or {task, image, test_cmd?, id?}", Required: true},
+		&cli.StringFlag{Name: "tasks", Usage: "JSONL tasks: SWE-bench instances {instance_id, repo, base_commit, problem_statement, image, test_patch, FAIL_TO_PASS, PASS_TO_PASS, test_cmd, cwd?, env?} or {task, image?, test_cmd?, id?, env?}"},
+		&cli.StringFlag{Name: "task", Usage: "run one task given here, in Hermes' simple form ({\"task\": TEXT}), instead of --tasks"},
+		&cli.StringFlag{Name: "default-image", Value: swe.DefaultImage, Usage: "image of tasks that name none (Hermes' default); \"\" = none, which only --sandbox local or ssh accepts"},
 		&cli.StringFlag{Name: "out", Usage: "output folder: trajectories (data/, failed/), ledger, report.json, junit.xml, preds.json", Required: true},
 		&cli.IntFlag{Name: "max-turns", Value: 30, Usage: "assistant turns per task"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "agent time limit per task; when it passes during a command the patch so far is graded, during a model call the task is an error retried by --resume; 0 = none"},
@@ -47,7 +49,7 @@ func sweCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "swe",
 		Usage:     "evaluate an agent on SWE-bench-style tasks and gate CI on the resolved rate",
-		UsageText: "hermes-pipe swe --tasks FILE --out DIR --base-url URL --model NAME [--workers N] [--resume] [--baseline REPORT] [--min-resolved RATE]",
+		UsageText: "hermes-pipe swe (--tasks FILE | --task TEXT) --out DIR --base-url URL --model NAME [--workers N] [--resume] [--baseline REPORT] [--min-resolved RATE]",
 		Description: `Runs the agent on every task in the task's image with the terminal tool. The
 agent submits by running a command whose output begins with the line
 MINI_SWE_AGENT_FINAL_OUTPUT and exits 0 (the sentinel shown by cat or grep,
@@ -63,6 +65,13 @@ FAIL_TO_PASS and PASS_TO_PASS test passes), unresolved, empty_patch, or error
 (image missing, container or harness failure, test timeout, model endpoint
 down). Errors never count as model failures and --resume runs them again;
 tasks whose image is missing cost no token.
+
+A task without an image runs in --default-image (python:3.11-slim, as Hermes);
+with --sandbox local or ssh images are not used. A task's "env" object sets
+environment variables in its agent and grading sessions. A simple task without
+test_cmd is judged by its submission (its patch must not be empty; in an image
+without git, the submission alone). The text after the sentinel line of the
+submitting command is kept as extra.final_result.
 
 Writes trajectories like generate, plus report.json, junit.xml (one testcase
 per task) and preds.json (the SWE-bench harness's predictions format), rebuilt
@@ -111,14 +120,27 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return usagef("--min-resolved: %v", err)
 	}
-	tasksFile, err := localInput(c, "tasks", c.String("tasks"))
-	if err != nil {
-		return err
+	src := swe.TaskSource{Text: c.String("task"), DefaultImage: c.String("default-image"), NeedImage: c.String("sandbox") == "docker"}
+	switch {
+	case c.IsSet("task") && c.IsSet("tasks"):
+		return usagef("give --tasks or --task, not both")
+	case c.IsSet("task"):
+		if strings.TrimSpace(src.Text) == "" {
+			return usagef("--task is empty")
+		}
+	case !c.IsSet("tasks"):
+		return usagef("give --tasks FILE or --task TEXT")
+	default:
+		tasksFile, err := localInput(c, "tasks", c.String("tasks"))
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(tasksFile); err != nil {
+			return usagef("--tasks: %v", err)
+		}
+		src.File = tasksFile
 	}
-	if _, err := os.Stat(tasksFile); err != nil {
-		return usagef("--tasks: %v", err)
-	}
-	if _, err := swe.ReadTasks(tasksFile); err != nil { // bad tasks cost nothing, not even a connection
+	if _, err := swe.LoadTasks(src); err != nil { // bad tasks cost nothing, not even a connection
 		return usagef("--tasks: %v", err)
 	}
 	if b := c.String("baseline"); b != "" {
@@ -137,7 +159,7 @@ func runSWE(c *cli.Context) error {
 	defer r.close()
 	res, err := swe.Run(r.ctx, swe.Options{
 		RunConfig: r.cfg,
-		Tasks:     tasksFile,
+		Tasks:     src,
 		Rollout:   r.rolloutOptions(c, systemPrompt),
 		Grade: swe.GradeOptions{
 			TestTimeout: c.Duration("test-timeout"),

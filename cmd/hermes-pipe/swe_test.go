@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -44,7 +45,11 @@ func TestSWEUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad task", []string{"--tasks", bad}, "image: missing"},
+		{"bad task", []string{"--tasks", bad}, "test_cmd: missing"},
+		{"no image", []string{"--task", "x", "--sandbox", "docker", "--default-image", ""}, "image: missing"},
+		{"both", []string{"--tasks", tasks, "--task", "x"}, "not both"},
+		{"neither", nil, "give --tasks FILE or --task TEXT"},
+		{"empty task", []string{"--task", " "}, "--task is empty"},
 		{"rate", []string{"--tasks", tasks, "--min-resolved", "1.5"}, "--min-resolved"},
 		{"baseline", []string{"--tasks", tasks, "--baseline", filepath.Join(t.TempDir(), "none.json")}, "--baseline"},
 		{"tasks file", []string{"--tasks", filepath.Join(t.TempDir(), "none.jsonl")}, "--tasks"},
@@ -125,5 +130,49 @@ func TestSWEExitCodes(t *testing.T) {
 		if !strings.Contains(errs, "never-built") {
 			t.Errorf("missing image, min %s: stderr does not name the image:\n%s", tc.min, errs)
 		}
+	}
+}
+
+// `swe --task` runs one task from the command line, with no image under the
+// local sandbox, and keeps the text after the sentinel as the final result.
+func TestSWEOneTaskFromTheCommandLine(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	sp := filepath.Join(t.TempDir(), "scripts.json")
+	script := `{"scripts": [{"name": "hello", "match": "^Create hello.py", "steps": [
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "printf 'print(1)\\n' > hello.py"}}]},
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo MINI_SWE_AGENT_FINAL_OUTPUT; echo created hello.py"}}]}]}]}`
+	if err := os.WriteFile(sp, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := fakellm.LoadScripts(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs := hpSWE(t, "swe", "--task", "Create hello.py that prints 1", "--out", out, "--base-url", base, "--model", "fake",
+		"--sandbox", "local", "--progress", "none")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errs)
+	}
+	var cat bytes.Buffer
+	app := newApp(&cat, &bytes.Buffer{})
+	if err := app.Run([]string{"hermes-pipe", "cat", out}); err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Outcome string `json:"outcome"`
+		Extra   struct {
+			Final string `json:"final_result"`
+			Patch string `json:"model_patch"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(cat.Bytes()), &rec); err != nil {
+		t.Fatalf("%v: %s", err, cat.String())
+	}
+	if rec.Outcome != "resolved" || rec.Extra.Final != "created hello.py" || !strings.Contains(rec.Extra.Patch, "+print(1)") {
+		t.Errorf("record %+v", rec)
 	}
 }

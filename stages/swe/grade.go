@@ -103,6 +103,7 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Gr
 		Image:     t.Image,
 		Cwd:       sessionCwd(t, o.Clone),
 		ReadOnly:  cloneSource(t, o.Clone),
+		Env:       withEnv(nil, t.Env),
 		Timeout:   o.TestTimeout,
 		MaxOutput: o.MaxOutput,
 	})
@@ -258,11 +259,11 @@ func cloneSource(t Task, clone bool) []string {
 // cloneScript clones the task's repository into the session's private
 // folder at the base commit and enters it.
 func cloneScript(t Task) string {
-	src := t.Cwd
-	if src == "" {
-		src = "."
+	if t.Cwd == "" {
+		// A simple task over no folder starts from an empty one.
+		return "{ mkdir -p " + cloneDir + " && cd " + cloneDir + "; }"
 	}
-	s := "git clone -q --no-hardlinks " + q(src) + " " + cloneDir + " && cd " + cloneDir
+	s := "git clone -q --no-hardlinks " + q(t.Cwd) + " " + cloneDir + " && cd " + cloneDir
 	if t.BaseCommit != "" {
 		s += " && git checkout -q " + q(t.BaseCommit)
 	}

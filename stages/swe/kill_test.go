@@ -49,7 +49,7 @@ func helperMain() int {
 	}
 	_, err = Run(context.Background(), Options{
 		RunConfig:   pipeline.RunConfig{Out: os.Getenv("HERMES_SWE_OUT"), Mode: pipeline.ModeResume, Workers: 2, CommitInterval: 10 * time.Millisecond},
-		Tasks:       os.Getenv("HERMES_SWE_TASKS"),
+		Tasks:       TaskSource{File: os.Getenv("HERMES_SWE_TASKS")},
 		Rollout:     rollout.Options{Client: c, Model: "fake", Driver: d, RunID: runID},
 		Grade:       GradeOptions{TestTimeout: time.Minute},
 		CheckImages: d.CheckImages,

@@ -67,7 +67,7 @@ func TestLocalDriverWorksOnClones(t *testing.T) {
 	_, base := startFake(t)
 	res, err := Run(context.Background(), Options{
 		RunConfig: pipeline.RunConfig{Out: filepath.Join(t.TempDir(), "out"), Workers: 1, CommitInterval: 10 * time.Millisecond},
-		Tasks:     tasks,
+		Tasks:     TaskSource{File: tasks},
 		Rollout:   rollout.Options{Client: client(t, base), Model: "fake", Driver: d},
 		Grade:     GradeOptions{TestTimeout: time.Minute, Clone: true},
 	})

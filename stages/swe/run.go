@@ -21,7 +21,9 @@ var ErrInput = errors.New("bad input")
 type Options struct {
 	pipeline.RunConfig
 
-	Tasks string // tasks file (JSONL or a JSON array)
+	// Tasks is where the tasks come from: a file or one task, and the image
+	// of tasks that name none.
+	Tasks TaskSource
 
 	Rollout rollout.Options // the agent loop; its Toolsets are forced to terminal
 	Grade   GradeOptions    // Driver defaults to Rollout.Driver
@@ -52,13 +54,13 @@ type Result struct {
 // fatal fault of the run; per-task failures are in the report.
 func Run(ctx context.Context, o Options) (Result, error) {
 	var res Result
-	if o.Tasks == "" || o.Out == "" {
-		return res, fmt.Errorf("swe: %w: a tasks file and an output folder are required", ErrInput)
+	if o.Out == "" {
+		return res, fmt.Errorf("swe: %w: an output folder is required", ErrInput)
 	}
 	if o.MinResolved < 0 || o.MinResolved > 1 {
 		return res, fmt.Errorf("swe: %w: the minimum resolved rate must be within 0..1, got %g", ErrInput, o.MinResolved)
 	}
-	tasks, err := ReadTasks(o.Tasks)
+	tasks, err := LoadTasks(o.Tasks)
 	if err != nil {
 		return res, fmt.Errorf("swe: %w: %w", ErrInput, err)
 	}

@@ -124,8 +124,19 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	ro := s.o.Rollout
 	ro.Client = spy
 	ro.Driver = &holdDriver{Driver: s.o.Rollout.Driver, h: h}
+	var (
+		finalMu sync.Mutex
+		final   *string
+	)
 	ro.OnTerminal = func(_ string, res sandbox.Result) (schemas.Outcome, bool) {
-		return ExitSubmitted, Submitted(res)
+		if !Submitted(res) {
+			return ExitSubmitted, false
+		}
+		r := FinalResult(res.Stdout)
+		finalMu.Lock()
+		final = &r
+		finalMu.Unlock()
+		return ExitSubmitted, true
 	}
 	st, err := rollout.New(ro)
 	if err != nil {
@@ -139,6 +150,9 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		return nil, fmt.Errorf("swe %s: the rollout returned %d records", t.InstanceID, len(outs))
 	}
 	ex := extra{InstanceID: t.InstanceID, ExitStatus: string(rec.Outcome), AgentMS: time.Since(start).Milliseconds()}
+	finalMu.Lock()
+	ex.FinalResult = final
+	finalMu.Unlock()
 	defer func() { rec.Extra = ex.encode(rec.Extra) }()
 	agentErr := rec.Error
 
@@ -154,6 +168,24 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 			ex.ExitStatus = ""
 			return []*schemas.Record{rec}, nil
 		}
+	}
+
+	if h.noGit() {
+		// A simple task in an image without git (Hermes' default
+		// python:3.11-slim): there is no patch, and the submission alone
+		// is the verdict.
+		h.close(ctx)
+		g := Grade{GradedBy: "submission", Outcome: OutcomeResolved}
+		if ex.ExitStatus != ExitSubmitted {
+			g.Outcome, g.Reason = OutcomeUnresolved, "the agent did not submit (exit status "+ex.ExitStatus+")"
+		}
+		ex.Grade = &g
+		rec.Outcome, rec.Error = g.Outcome, g.Reason
+		if g.Outcome != OutcomeResolved && agentErr != "" {
+			rec.Error = strings.TrimPrefix(rec.Error+"; agent: "+agentErr, "; ")
+		}
+		rec.DurationMS = time.Since(start).Milliseconds()
+		return []*schemas.Record{rec}, nil
 	}
 
 	t0 := time.Now()
@@ -195,15 +227,25 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	return []*schemas.Record{rec}, nil
 }
 
+// FinalResult is the agent's final result in a submitting command's output:
+// the text after the sentinel line, trimmed.
+func FinalResult(stdout string) string {
+	_, rest, _ := strings.Cut(strings.TrimLeft(stdout, " \t\r\n"), "\n")
+	return strings.TrimSpace(rest)
+}
+
 // extra is what the SWE stage adds to a record, under record.extra.
 type extra struct {
-	InstanceID string  `json:"instance_id"`
-	ExitStatus string  `json:"exit_status,omitempty"`
-	Patch      *string `json:"model_patch,omitempty"`
-	Grade      *Grade  `json:"grade,omitempty"`
-	AgentMS    int64   `json:"agent_ms"`
-	PatchMS    int64   `json:"patch_ms,omitempty"`
-	HarnessMS  int64   `json:"harness_ms,omitempty"`
+	InstanceID string `json:"instance_id"`
+	ExitStatus string `json:"exit_status,omitempty"`
+	// FinalResult is the text after the sentinel line when the agent
+	// submitted (Hermes' runner asks for the result there).
+	FinalResult *string `json:"final_result,omitempty"`
+	Patch       *string `json:"model_patch,omitempty"`
+	Grade       *Grade  `json:"grade,omitempty"`
+	AgentMS     int64   `json:"agent_ms"`
+	PatchMS     int64   `json:"patch_ms,omitempty"`
+	HarnessMS   int64   `json:"harness_ms,omitempty"`
 }
 
 func (e extra) encode(m map[string]json.RawMessage) map[string]json.RawMessage {
@@ -218,6 +260,9 @@ func (e extra) encode(m map[string]json.RawMessage) map[string]json.RawMessage {
 	put("instance_id", e.InstanceID)
 	if e.ExitStatus != "" {
 		put("exit_status", e.ExitStatus)
+	}
+	if e.FinalResult != nil {
+		put("final_result", *e.FinalResult)
 	}
 	if e.Patch != nil {
 		put("model_patch", *e.Patch)
@@ -280,12 +325,17 @@ type holdDriver struct {
 
 func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	spec.ReadOnly = append(spec.ReadOnly, cloneSource(d.h.task, d.h.clone)...)
+	spec.Env = withEnv(spec.Env, d.h.task.Env)
 	sess, err := d.Driver.Open(ctx, spec)
 	if err == nil {
 		var res sandbox.Result
 		prep := ensureRepo + ` && cd "$(git rev-parse --show-toplevel)" && pwd && git rev-parse HEAD`
 		if d.h.clone {
 			prep = cloneScript(d.h.task) + " && " + prep
+		}
+		if d.h.task.Graded() == "submission" {
+			// Judged by the submission alone: an image without git is fine.
+			prep = `if ! command -v git >/dev/null 2>&1; then pwd; echo ` + noGitMark + `; exit 0; fi; ` + prep
 		}
 		res, err = run(ctx, sess, "find the repository", prep, helperTime)
 		if err == nil {
@@ -312,6 +362,32 @@ func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Sessi
 		return nil, err
 	}
 	return keepOpen{sess}, nil
+}
+
+// noGitMark stands for the base commit of a session without git.
+const noGitMark = "NO-GIT"
+
+// noGit reports whether the agent's session has no git (a simple task
+// judged by its submission alone).
+func (h *held) noGit() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err == nil && h.sess != nil && h.base == noGitMark
+}
+
+// withEnv returns base with the task's variables added (the task's win).
+func withEnv(base, task map[string]string) map[string]string {
+	if len(task) == 0 {
+		return base
+	}
+	out := make(map[string]string, len(base)+len(task))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range task {
+		out[k] = v
+	}
+	return out
 }
 
 // keepOpen hides Close from the rollout.

@@ -127,7 +127,7 @@ func tasksWithMissing(t testing.TB) string {
 func runOptions(t testing.TB, d *docker.Driver, base, tasks, out string) Options {
 	return Options{
 		RunConfig: pipeline.RunConfig{Out: out, Workers: 4, CommitInterval: 50 * time.Millisecond},
-		Tasks:     tasks,
+		Tasks:     TaskSource{File: tasks},
 		Rollout: rollout.Options{
 			Client:         client(t, base),
 			Model:          "fake",

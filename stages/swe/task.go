@@ -19,8 +19,9 @@ import (
 const DefaultCwd = "/testbed"
 
 // Task is one evaluation instance. SWE-bench instances fill every field; the
-// simple Hermes form ({"task", "image", "test_cmd"?}) sets Simple and leaves
-// the SWE-bench fields empty.
+// simple Hermes form ({"task", "image"?, "test_cmd"?, "env"?}) sets Simple
+// and leaves the SWE-bench fields empty. A task without an image gets the
+// run's default image (see LoadTasks).
 type Task struct {
 	InstanceID       string
 	Repo             string
@@ -34,6 +35,9 @@ type Task struct {
 	PassToPass       []string
 	GoldPatch        string // the reference fix ("patch"), used only by tests and checks
 	Simple           bool
+	// Env holds environment variables set in the task's agent and grading
+	// sessions ("env": {"NAME": "value"}).
+	Env map[string]string
 
 	Line int    // 1-based line in the tasks file
 	Key  string // stable resume key
@@ -64,6 +68,58 @@ func ReadTasks(path string) ([]Task, error) {
 		return nil, fmt.Errorf("read tasks: %w", err)
 	}
 	return ParseTasks(data)
+}
+
+// DefaultImage is the image of tasks that name none, as Hermes' SWE runner.
+const DefaultImage = "python:3.11-slim"
+
+// TaskSource says where a run's tasks come from and what a task without an
+// image runs in.
+type TaskSource struct {
+	File string // tasks file (JSONL or a JSON array)
+	Text string // one task given on the command line, instead of File
+	// DefaultImage is the image of tasks without one; "" leaves them
+	// without an image, which only a driver that ignores images accepts
+	// (NeedImage false).
+	DefaultImage string
+	NeedImage    bool
+}
+
+// LoadTasks reads the tasks of src and gives every task without an image
+// src.DefaultImage. A task still without an image while src.NeedImage is an
+// error naming its line.
+func LoadTasks(src TaskSource) ([]Task, error) {
+	var (
+		tasks []Task
+		err   error
+	)
+	switch {
+	case src.Text != "" && src.File != "":
+		return nil, errors.New("give a tasks file or one task, not both")
+	case src.Text != "":
+		line, _ := json.Marshal(map[string]string{"task": src.Text})
+		tasks, err = ParseTasks(line)
+	case src.File != "":
+		tasks, err = ReadTasks(src.File)
+	default:
+		return nil, errors.New("no tasks: give a tasks file or one task")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for i := range tasks {
+		if tasks[i].Image == "" {
+			tasks[i].Image = src.DefaultImage
+		}
+		if tasks[i].Image == "" && src.NeedImage {
+			errs = append(errs, &TaskError{Line: tasks[i].Line, Field: "image", Reason: "missing, and no default image (the container image the task runs in)"})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("tasks file: %w", errors.Join(errs...))
+	}
+	return tasks, nil
 }
 
 // ParseTasks is ReadTasks on the file's content.
@@ -210,6 +266,16 @@ func parseTask(line []byte, n int) (Task, error) {
 	if t.PassToPass, err = testList(raw, "PASS_TO_PASS", n); err != nil {
 		return t, err
 	}
+	if v, ok := raw["env"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &t.Env); err != nil {
+			return t, &TaskError{Line: n, Field: "env", Reason: "must be an object of string values"}
+		}
+		for k := range t.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return t, &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("%q is not a variable name", k)}
+			}
+		}
+	}
 	_, hasPS := raw["problem_statement"]
 	t.Simple = !hasPS
 	switch {
@@ -217,8 +283,6 @@ func parseTask(line []byte, n int) (Task, error) {
 		return t, &TaskError{Line: n, Field: "task", Reason: "missing (a task needs \"problem_statement\" or, in the simple form, \"task\")"}
 	case t.ProblemStatement == "":
 		return t, &TaskError{Line: n, Field: "problem_statement", Reason: "empty"}
-	case t.Image == "":
-		return t, &TaskError{Line: n, Field: "image", Reason: "missing (the container image the task runs in)"}
 	}
 	if !t.Simple {
 		if t.InstanceID == "" {
