@@ -10,7 +10,9 @@
 // and grows until it covers the overage plus the summary's own cost; a
 // region never separates a gpt turn from the tool turn answering it; when one
 // pass leaves the row over budget it widens or takes the next region
-// (bounded); token counts include a per-turn template overhead; a summary
+// (bounded), the last pass taking every unprotected turn of its run so a row
+// whose protected turns plus one summary fit ends within budget; head
+// protections can be turned off one by one; token counts include a per-turn template overhead; a summary
 // cut at max_tokens, a timeout or a 5xx storm leaves the original row intact
 // with outcome summary_failed, never a placeholder.
 //
