@@ -137,8 +137,8 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 // cronListCommand builds `cron list`.
 func cronListCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
-		Name: "list", Usage: "list jobs", Flags: []cli.Flag{jsonFlag()},
-		Action: func(c *cli.Context) error {
+		Name: "list", Usage: "list jobs (exit 1 when a stored job cannot be scheduled; it is named)", Flags: []cli.Flag{jsonFlag()},
+		Action: func(c *cli.Context) (err error) {
 			tx, err := cron.NewStore(cronHome(c, deps)).Load()
 			if err != nil {
 				return fmt.Errorf("cron list: %w", err)
@@ -147,18 +147,31 @@ func cronListCommand(deps cronDeps) *cli.Command {
 			if err != nil {
 				return fmt.Errorf("cron list: %w", err)
 			}
+			invalid := tx.Invalid()
+			bad := map[string]bool{}
+			for _, e := range invalid {
+				bad[e.ID] = true
+			}
 			w := c.App.Writer
 			if c.Bool("json") {
 				if jobs == nil {
 					jobs = []*cron.Job{}
 				}
-				return writeJSON(w, jobs)
+				if err := writeJSON(w, jobs); err != nil {
+					return err
+				}
+				return jobProblems("cron list", invalid)
 			}
+			defer func() {
+				if err == nil {
+					err = jobProblems("cron list", invalid)
+				}
+			}()
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tNEXT\tSTATE\tLAST")
 			for _, j := range jobs {
 				next := "-"
-				if at, ok := j.NextRun(); ok {
+				if at, ok := j.PlannedRun(cronNow(deps)); ok {
 					next = at.In(j.Location()).Format(time.RFC3339)
 				}
 				last := "-"
@@ -168,6 +181,15 @@ func cronListCommand(deps cronDeps) *cli.Command {
 				state := j.State
 				if !j.Enabled && state == cron.StateScheduled {
 					state = cron.StatePaused
+				}
+				if state == "" { // Hermes files may leave it out
+					state = cron.StateScheduled
+					if !j.Enabled {
+						state = cron.StatePaused
+					}
+				}
+				if bad[j.ID] {
+					state, next = "invalid", "-"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
 			}
@@ -307,15 +329,18 @@ func cronTickCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron tick: %w", err)
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, rep)
+				if err := writeJSON(c.App.Writer, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rep.Results {
+					printResult(c.App.Writer, r)
+				}
+				if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
+					fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
+				}
 			}
-			for _, r := range rep.Results {
-				printResult(c.App.Writer, r)
-			}
-			if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
-				fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
-			}
-			return nil
+			return jobProblems("cron tick", rep.Problems())
 		},
 	}
 }
@@ -477,6 +502,19 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// jobProblems is the error of a command that found jobs it cannot schedule
+// (exit 1): each is named with its reason; the other jobs were handled.
+func jobProblems(cmd string, problems []cron.JobError) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.String()
+	}
+	return fmt.Errorf("%s: %d job(s) cannot be scheduled (the others were handled):\n  %s", cmd, len(problems), strings.Join(lines, "\n  "))
 }
 
 func cronUsage(format string, a ...any) error {

@@ -183,3 +183,38 @@ func TestCronCLIImportAndHomeFromEnv(t *testing.T) {
 		t.Fatalf("show: %v %s", err, out)
 	}
 }
+
+// A stored job that cannot be scheduled is named by tick and list (exit 1)
+// while the other jobs still run.
+func TestCronCLIReportsJobsItCannotSchedule(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "cron"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	store := `{"jobs":[
+{"id":"good1","name":"good","prompt":"say hi","schedule":{"kind":"interval","minutes":5},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC"},
+{"id":"bad61","name":"b61","prompt":"say hi","schedule":{"kind":"cron","expr":"61 * * * *"},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC"},
+{"id":7,"prompt":"say hi","schedule":{"kind":"interval","minutes":5},"next_run_at":"2026-05-01T09:00:00Z"}
+]}`
+	if err := os.WriteFile(filepath.Join(home, "cron", "jobs.json"), []byte(store), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := &echoAgent{}
+	deps := cronDeps{Agent: agent, Now: func() time.Time { return time.Date(2026, 5, 1, 9, 0, 30, 0, time.UTC) }}
+	for range 2 {
+		out, err := cronApp(t, deps, "--home", home, "tick")
+		if err == nil || exitCode(err) != exitFatal || !strings.Contains(err.Error(), "job bad61: ") || !strings.Contains(err.Error(), "job 7: id 7 is not a string") {
+			t.Fatalf("tick: %v\n%s", err, out)
+		}
+	}
+	if len(agent.prompts) != 1 {
+		t.Fatalf("the healthy job ran %d times", len(agent.prompts))
+	}
+	out, err := cronApp(t, deps, "--home", home, "list")
+	if err == nil || exitCode(err) != exitFatal || !strings.Contains(out, "good1") || !strings.Contains(err.Error(), "minute field") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if _, err := cronApp(t, deps, "--home", home, "add", "every 2562048h", "check the disk"); !errors.Is(err, cron.ErrUsage) {
+		t.Fatalf("overflowing interval: %v", err)
+	}
+}

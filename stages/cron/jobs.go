@@ -280,6 +280,39 @@ func rearm(j *Job, now time.Time) {
 	}
 }
 
+// arm gives a runnable job without next_run_at its next occurrence, as
+// import does: a one-shot its own instant (late or not: the next pass runs
+// it or, past its starting deadline, records it missed and alerts), a
+// recurring job its first occurrence after now. A job with no occurrence
+// left, or whose repeat count is used up, is completed.
+func arm(j *Job, now time.Time) {
+	switch {
+	case j.Repeat.Times != nil && j.Repeat.Completed >= *j.Repeat.Times:
+		j.NextRunAt = ""
+	case j.Schedule.Kind == KindOnce:
+		j.NextRunAt = ""
+		if at, err := parseTimestamp(j.Schedule.RunAt, j.Location()); err == nil {
+			j.NextRunAt = NullString(fmtTime(at))
+		}
+	default:
+		rearm(j, now)
+	}
+	if j.NextRunAt == "" {
+		j.State, j.Enabled = StateCompleted, false
+	}
+}
+
+// PlannedRun is the job's next run: next_run_at, or for a runnable job
+// without one the instant the scheduler's next pass arms it with (see arm).
+func (j *Job) PlannedRun(now time.Time) (time.Time, bool) {
+	if at, ok := j.NextRun(); ok || !j.Runnable() {
+		return at, ok
+	}
+	c := *j
+	arm(&c, now)
+	return c.NextRun()
+}
+
 // PauseJob disables a job; its occurrences until resume are not recorded.
 func PauseJob(ctx context.Context, st *Store, home, id string, now time.Time) (*Job, error) {
 	return ModifyJob(ctx, st, home, id, now, func(j *Job) error {
@@ -340,6 +373,11 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 	if err != nil {
 		return rep, usagef("import %s: %v", file, err)
 	}
+	for _, inv := range tx0.Invalid() {
+		if _, err := tx0.Get(inv.ID); err != nil { // did not decode; the others are checked below
+			rep.Rejected[inv.ID] = inv.Error
+		}
+	}
 	if tz == "" {
 		tz = LocalZone()
 	}
@@ -381,7 +419,13 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 				continue
 			}
 			if j.Runnable() {
-				if at, ok := j.NextRun(); !ok || now.Sub(at) > GraceFor(j.Schedule, at, j.Location(), j.Policy.StartingDeadline()) {
+				at, ok := j.NextRun()
+				switch {
+				case !ok:
+					arm(j, now)
+				case j.Schedule.Kind != KindOnce && now.Sub(at) > GraceFor(j.Schedule, at, j.Location(), j.Policy.StartingDeadline()):
+					// A late one-shot keeps its instant: the scheduler runs
+					// it once, or records it missed past its deadline.
 					rearm(j, now)
 				}
 				if j.NextRunAt == "" {
