@@ -680,6 +680,16 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		}
 		contexts = append(contexts, contextOutput{id: id, name: name, text: e.Output, at: e.ScheduledAt})
 	}
+	// Text from other jobs and from the script reaches the model too: a hit
+	// stops the execution (an alert names the rule and the source).
+	for _, c := range contexts {
+		if fs := ScanRuntime(c.text); len(fs) > 0 {
+			return fail("blocked by guard: the latest output of context_from job %q (%s): %s", c.name, c.id, describeFindings(fs))
+		}
+	}
+	if fs := ScanRuntime(scriptOut); len(fs) > 0 {
+		return fail("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
+	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
 	skills := []string(job.Skills)
 	workdir := string(job.Workdir)
