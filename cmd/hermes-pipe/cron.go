@@ -39,9 +39,9 @@ timestamps without an offset are wall-clock times in that zone:
   - intervals ("every 2h") and "in 30m" count elapsed time and ignore DST.`
 
 const cronGrammarHelp = `Schedules:
-  in 30m, in 2h, in 1d          one-shot, that long from now
+  in 45s, in 30m, in 2h, in 1d  one-shot, that long from now
   2026-07-01T09:00[:00][±hh:mm] one-shot at a timestamp (no offset: the job's zone)
-  every 30m, every 2h, every 1d repeating interval
+  every 30s, every 2h, every 1d repeating interval (10s to 36500d; under 1m needs the daemon)
   "0 9 * * 1-5"                 5-field cron: minute hour day-of-month month day-of-week
   @hourly @daily @weekly @monthly @yearly
 A bare duration such as "30m" is refused: write "every 30m" or "in 30m".`
@@ -50,8 +50,17 @@ const cronMissedHelp = `Missed runs: the tick advances a job's next run before e
 occurrence runs at most once, even across crashes. An occurrence found late runs
 if it is within its grace window (half the period clamped to 120 s – 2 h, or
 --starting-deadline); only the latest late occurrence runs, older ones are
-recorded as missed in the history. An execution whose process died is recorded
-as unknown and never retried.`
+recorded as missed in the history. A one-shot found late still runs once
+unless it is past its --starting-deadline. Every occurrence recorded missed or
+skipped (overlap forbid) is delivered as an alert through the job's --deliver
+target. An execution whose process died is recorded as unknown and never
+retried.
+
+Bad jobs: a job in jobs.json that cannot be scheduled (a schedule such as
+"61 * * * *", a non-string id, a field of the wrong type) is left untouched,
+named by tick and list (exit 1) and alerted once; the other jobs run. A job
+with no next_run_at (null) gets one as import gives it. A job whose scheduling
+fails is paused with the reason and alerted; fix it, then cron resume.`
 
 func cronCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
