@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 	_ "time/tzdata"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -216,5 +217,17 @@ func TestCronCLIReportsJobsItCannotSchedule(t *testing.T) {
 	}
 	if _, err := cronApp(t, deps, "--home", home, "add", "every 2562048h", "check the disk"); !errors.Is(err, cron.ErrUsage) {
 		t.Fatalf("overflowing interval: %v", err)
+	}
+}
+
+func TestCronListClipsNamesAtACharacterBoundary(t *testing.T) {
+	home := t.TempDir()
+	deps := cronDeps{Now: func() time.Time { return time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC) }}
+	if _, err := cronApp(t, deps, "--home", home, "add", "--tz", "UTC", "--name", strings.Repeat("é", 40), "every 1h", "x"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cronApp(t, deps, "--home", home, "list")
+	if err != nil || !utf8.ValidString(out) || !strings.Contains(out, strings.Repeat("é", 29)+"…") {
+		t.Fatalf("list: %v\n%q", err, out)
 	}
 }

@@ -60,6 +60,24 @@ const DefaultToolset = "terminal"
 // schedules jobs, sends messages or asks the user a question.
 var forbiddenToolsets = []string{"cronjob", "cron", "schedule", "messaging", "send_message", "message", "clarify", "ask_user", "delegation"}
 
+// checkToolsets refuses toolsets the agent does not have, naming the known
+// ones: a job asking for a toolset it would silently run without (Hermes'
+// web or browser, say) is refused instead.
+func checkToolsets(requested []string) error {
+	var unknown []string
+	for _, t := range requested {
+		t = strings.TrimSpace(t)
+		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || schemas.IsKnownToolset(t) {
+			continue
+		}
+		unknown = append(unknown, t)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(schemas.KnownToolsets, ", "))
+	}
+	return nil
+}
+
 // NarrowToolsets applies the cron policy to requested toolsets: forbidden
 // ones are removed (and returned in refused); an empty result becomes the
 // default toolset.

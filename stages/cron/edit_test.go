@@ -3,8 +3,10 @@ package cron
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -50,5 +52,41 @@ func TestEditJobAppliesOnlyWhatIsSet(t *testing.T) {
 	after, _ := tx.Get(j.ID)
 	if after.Timezone != "Asia/Tokyo" || after.Prompt != "daily digest" || after.Deliver != "local" {
 		t.Fatalf("a refused edit changed the job: %+v", after)
+	}
+}
+
+func TestDefaultNameIsCutAtACharacterBoundary(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	prompt := strings.Repeat("日", 49) + "éa long tail that is cut"
+	j, err := NewJob(home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: prompt}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(j.Name) || j.Name != strings.Repeat("日", 49)+"é" {
+		t.Fatalf("name %q (valid UTF-8: %v)", j.Name, utf8.ValidString(j.Name))
+	}
+	// A job with only skills is named after its first skill, as in Hermes.
+	j, err = NewJob(home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Skills: []string{"daily-digest"}}, now)
+	if err != nil || j.Name != "daily-digest" {
+		t.Fatalf("skills-only job named %q (%v)", j.Name, err)
+	}
+}
+
+func TestUnknownToolsetsAreRefusedWithTheKnownList(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	st := NewStore(home)
+	_, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "search the web", Toolsets: []string{"terminal", "web"}}, now)
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `unknown toolsets web (known: terminal, file)`) {
+		t.Fatalf("add: %v", err)
+	}
+	j, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "tidy", Toolsets: []string{"terminal", "file"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{"browser"}
+	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Toolsets: &bad}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "known: terminal, file") {
+		t.Fatalf("edit: %v", err)
 	}
 }

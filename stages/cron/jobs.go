@@ -125,14 +125,20 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	return j, nil
 }
 
+// defaultName is Hermes' default job name: the start of the prompt (else
+// the first skill, else the script), at most 50 characters, cut at a
+// character boundary, never inside a UTF-8 sequence.
 func defaultName(j *Job) string {
 	src := j.Prompt
-	if src == "" {
+	if strings.TrimSpace(src) == "" && len(j.Skills) > 0 {
+		src = j.Skills[0]
+	}
+	if strings.TrimSpace(src) == "" {
 		src = string(j.Script)
 	}
 	src = strings.Join(strings.Fields(src), " ")
-	if len(src) > 50 {
-		src = strings.TrimSpace(src[:50])
+	if r := []rune(src); len(r) > 50 {
+		src = strings.TrimSpace(string(r[:50]))
 	}
 	if src == "" {
 		return "cron job"
@@ -179,6 +185,9 @@ func ValidateJob(home string, j *Job) error {
 	}
 	if _, refused := NarrowToolsets(j.EnabledToolsets); len(refused) > 0 {
 		return usagef("toolsets %s are not available to cron jobs (no scheduling, messaging or asking the user)", strings.Join(refused, ", "))
+	}
+	if err := checkToolsets(j.EnabledToolsets); err != nil {
+		return usagef("job %s: %v", j.ID, err)
 	}
 	if w := string(j.Workdir); w != "" {
 		if !filepath.IsAbs(w) {

@@ -690,6 +690,9 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	if fs := ScanRuntime(scriptOut); len(fs) > 0 {
 		return fail("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
 	}
+	if err := checkToolsets(job.EnabledToolsets); err != nil {
+		return fail("%v; edit the job's toolsets", err)
+	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
 	skills := []string(job.Skills)
 	workdir := string(job.Workdir)
