@@ -509,6 +509,9 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 			for id, why := range rep.Rejected {
 				fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
 			}
+			for id, why := range rep.Warnings {
+				fmt.Fprintf(c.App.Writer, "warning %s: %s\n", id, why)
+			}
 			return nil
 		},
 	}

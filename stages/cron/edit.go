@@ -82,7 +82,12 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		}
 	}
 	setList((*[]string)(&j.ContextFrom), e.ContextFrom)
-	setList((*[]string)(&j.EnabledToolsets), e.Toolsets)
+	if e.Toolsets != nil {
+		if err := checkToolsets(*e.Toolsets); err != nil {
+			return usagef("%v", err)
+		}
+		j.EnabledToolsets = *e.Toolsets
+	}
 	setList(&j.Policy.EnvAllow, e.EnvAllow)
 	setNull(&j.Workdir, e.Workdir)
 	setStr(&j.Policy.Overlap, e.Overlap)

@@ -90,3 +90,20 @@ func TestUnknownToolsetsAreRefusedWithTheKnownList(t *testing.T) {
 		t.Fatalf("edit: %v", err)
 	}
 }
+
+// A stored job asking for a toolset the agent lacks (imported from Hermes)
+// fails each execution naming it, instead of running without it.
+func TestExecutionWithUnknownToolsetFails(t *testing.T) {
+	home := t.TempDir()
+	writeHandStore(t, home, `{"jobs":[{"id":"webjob","prompt":"search the news","schedule":{"kind":"interval","minutes":60},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC","enabled_toolsets":["web","terminal"]}]}`)
+	clock := newFakeClock(utc("2026-05-01T09:00:10Z"))
+	agent := &fakeAgent{reply: "ok"}
+	s := newTestScheduler(t, home, clock, agent)
+	rep, err := s.Tick(context.Background())
+	if err != nil || len(rep.Results) != 1 {
+		t.Fatalf("tick %+v %v", rep, err)
+	}
+	if r := rep.Results[0]; r.State != StateFailed || !strings.Contains(r.Error, "unknown toolsets web (known: terminal, file)") || agent.total() != 0 {
+		t.Fatalf("result %+v, agent runs %d", r, agent.total())
+	}
+}

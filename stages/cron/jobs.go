@@ -105,6 +105,9 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	if err := ValidateJob(home, j); err != nil {
 		return nil, err
 	}
+	if err := checkToolsets(j.EnabledToolsets); err != nil {
+		return nil, usagef("%v", err)
+	}
 	if err := ValidateDeliver(j.Deliver); err != nil {
 		return nil, err
 	}
@@ -147,9 +150,10 @@ func defaultName(j *Job) string {
 }
 
 // ValidateJob checks a job's fields (on add, edit and import). The deliver
-// spec is not checked here: imported Hermes targets are kept and fall back to
-// local delivery; new values are checked with ValidateDeliver. Errors wrap
-// ErrUsage.
+// spec and the toolsets are not checked here: imported Hermes targets are
+// kept and fall back to local delivery, imported toolsets hermes-pipe lacks
+// are a warning; values the user gives are checked by NewJob and
+// JobEdit.Apply (ValidateDeliver, checkToolsets). Errors wrap ErrUsage.
 func ValidateJob(home string, j *Job) error {
 	if !validJobID(j.ID) {
 		return usagef("job id %q: use letters, digits, '-', '_' or '.'", j.ID)
@@ -185,9 +189,6 @@ func ValidateJob(home string, j *Job) error {
 	}
 	if _, refused := NarrowToolsets(j.EnabledToolsets); len(refused) > 0 {
 		return usagef("toolsets %s are not available to cron jobs (no scheduling, messaging or asking the user)", strings.Join(refused, ", "))
-	}
-	if err := checkToolsets(j.EnabledToolsets); err != nil {
-		return usagef("job %s: %v", j.ID, err)
 	}
 	if w := string(j.Workdir); w != "" {
 		if !filepath.IsAbs(w) {
@@ -360,15 +361,20 @@ func RemoveJob(ctx context.Context, st *Store, id string) error {
 type ImportReport struct {
 	Imported []string          `json:"imported"`
 	Rejected map[string]string `json:"rejected,omitempty"` // id -> reason
+	// Warnings are imported jobs that will not run as they did in Hermes
+	// until edited (id -> what to change): toolsets hermes-pipe lacks.
+	Warnings map[string]string `json:"warnings,omitempty"`
 }
 
 // ImportHermes reads a Hermes jobs.json (the {"jobs": [...]} object, a bare
 // list, or an id-keyed map) and adds its jobs, keeping their ids and fields.
-// Jobs without a zone get tz. Past or missing next_run_at values are
-// recomputed from now. With skipInvalid, bad jobs are reported and skipped;
+// Jobs without a zone get tz. Missing next_run_at values are computed
+// (arm), and past ones of recurring jobs recomputed from now; a late one-shot
+// keeps its instant. Jobs asking for toolsets hermes-pipe lacks are imported
+// with a warning. With skipInvalid, bad jobs are reported and skipped;
 // otherwise any bad job refuses the whole import and nothing is written.
 func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now time.Time, skipInvalid bool) (ImportReport, error) {
-	rep := ImportReport{Rejected: map[string]string{}}
+	rep := ImportReport{Rejected: map[string]string{}, Warnings: map[string]string{}}
 	src := &Store{Dir: filepath.Dir(file)}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -412,6 +418,12 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 			check := *j
 			if ValidateDeliver(check.Deliver) != nil {
 				check.Deliver = "local"
+			}
+			// Toolsets Hermes has and hermes-pipe lacks (web, browser...) do
+			// not refuse the import: each execution fails naming them, with
+			// an alert, until the job is edited. The report says so now.
+			if err := checkToolsets(j.EnabledToolsets); err != nil {
+				rep.Warnings[j.ID] = fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID)
 			}
 			if err := ValidateJob(home, &check); err != nil {
 				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
