@@ -18,13 +18,20 @@ type AgentJob struct {
 	ExecutionID string
 	Name        string
 	ScheduledAt time.Time
-	Prompt      string
-	Model       string
-	Provider    string
-	BaseURL     string
-	Skills      []string
-	Toolsets    []string
-	Workdir     string
+	// Prompt is the user message: the cron preamble, context_from outputs,
+	// script output and the job's prompt, with its skills placed before it
+	// as Hermes places them.
+	Prompt string
+	// SystemPrompt is SOUL.md and the workdir's project context files
+	// (AGENTS.md, CLAUDE.md or .cursorrules), as Hermes' system prompt
+	// carries them; "" when there are none.
+	SystemPrompt string
+	Model        string
+	Provider     string
+	BaseURL      string
+	Skills       []string
+	Toolsets     []string
+	Workdir      string
 	// InactivityTimeout ends the run when neither the model nor a tool made
 	// progress for this long; 0 means none. The runner enforces it.
 	InactivityTimeout time.Duration
@@ -116,6 +123,22 @@ func buildPrompt(job *Job, contexts []contextOutput, scriptOut string) string {
 	}
 	b.WriteString(job.Prompt)
 	return b.String()
+}
+
+// jobSkills is the job's skills, with Hermes' legacy single "skill" field
+// when "skills" is empty, without blanks or repeats.
+func jobSkills(job *Job) []string {
+	src := []string(job.Skills)
+	if len(src) == 0 && job.Skill != "" {
+		src = []string{string(job.Skill)}
+	}
+	var out []string
+	for _, s := range src {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 type contextOutput struct {

@@ -84,12 +84,13 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		}()
 	}
 	stage, err := rollout.New(rollout.Options{
-		Client:   activityClient{client, touch},
-		Model:    model,
-		Driver:   activityDriver{r.Driver, touch},
-		RunID:    "cron-" + job.JobID,
-		MaxTurns: maxTurns,
-		Toolsets: job.Toolsets,
+		Client:       activityClient{client, touch},
+		Model:        model,
+		Driver:       activityDriver{r.Driver, touch},
+		RunID:        "cron-" + job.JobID,
+		MaxTurns:     maxTurns,
+		Toolsets:     job.Toolsets,
+		SystemPrompt: job.SystemPrompt,
 	})
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)

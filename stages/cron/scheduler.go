@@ -694,11 +694,41 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		return fail("%v; edit the job's toolsets", err)
 	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
-	skills := []string(job.Skills)
+	skills := jobSkills(job)
 	workdir := string(job.Workdir)
+	prompt := buildPrompt(job, contexts, scriptOut)
+	// Skills, SOUL.md and the workdir's project context reach the model as
+	// Hermes places them; a missing skill fails the execution naming it.
+	if len(skills) > 0 {
+		texts := make([]string, len(skills))
+		for i, name := range skills {
+			text, err := LoadSkill(s.Home, name)
+			if err != nil {
+				return fail("%v", err)
+			}
+			if fs := ScanRuntime(text); len(fs) > 0 {
+				return fail("blocked by guard: skill %q: %s", name, describeFindings(fs))
+			}
+			texts[i] = text
+		}
+		prompt = withSkills(skills, texts, prompt)
+	}
+	soulText, err := soul(s.Home)
+	if err != nil {
+		return fail("%v", err)
+	}
+	files, err := projectContext(workdir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, f := range append([]contextFile{{"SOUL.md", soulText}}, files...) {
+		if fs := ScanRuntime(f.text); len(fs) > 0 {
+			return fail("blocked by guard: context file %s: %s", f.name, describeFindings(fs))
+		}
+	}
 	ar, err := s.Agent.RunAgent(rctx, AgentJob{
 		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
-		Prompt: buildPrompt(job, contexts, scriptOut), Model: string(job.Model), Provider: string(job.Provider),
+		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
 		InactivityTimeout: job.Policy.Inactivity(), MaxRuntime: maxRun,
 		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
