@@ -485,6 +485,7 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
+			&cli.StringFlag{Name: "skills-dir", Usage: "Hermes skills `DIR` (e.g. ~/.hermes/skills) to link under <home>/skills, where jobs' skills are loaded from"},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -498,6 +499,15 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 				}
 			}
 			home := cronHome(c, deps)
+			if dir := c.String("skills-dir"); dir != "" {
+				linked, err := cron.LinkSkills(home, dir)
+				if err != nil {
+					return fmt.Errorf("cron import: %w", err)
+				}
+				if !c.Bool("json") && len(linked) > 0 {
+					fmt.Fprintf(c.App.Writer, "linked %d skill folders from %s into %s\n", len(linked), dir, cron.SkillsDir(home))
+				}
+			}
 			rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
 			if err != nil {
 				return fmt.Errorf("cron import: %w", err)

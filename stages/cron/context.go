@@ -174,3 +174,63 @@ func systemPrompt(soulText string, files []contextFile) string {
 	}
 	return strings.Join(parts, "\n\n")
 }
+
+// LinkSkills makes the skills of a Hermes skills folder (src, e.g.
+// ~/.hermes/skills) available under <home>/skills: the whole folder is
+// linked when the home has none yet, otherwise each skill or category
+// folder the home lacks is linked one by one (the home's own are kept).
+// It returns the names it linked. Links keep following Hermes' copy, so a
+// skill edited there is the skill the next execution loads.
+func LinkSkills(home, src string) ([]string, error) {
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return nil, usagef("--skills-dir %s: %v", src, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, usagef("--skills-dir %s is not a folder", src)
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, fmt.Errorf("--skills-dir %s: %w", src, err)
+	}
+	dst := SkillsDir(home)
+	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(abs, dst); err != nil {
+			return nil, fmt.Errorf("link skills: %w", err)
+		}
+		var names []string
+		for _, e := range entries {
+			if e.IsDir() {
+				names = append(names, e.Name())
+			}
+		}
+		return names, nil
+	}
+	if target, err := filepath.EvalSymlinks(dst); err == nil && sameFile(target, abs) {
+		return nil, nil // already this folder
+	}
+	var linked []string
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(dst, e.Name())
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(abs, e.Name()), p); err != nil {
+			return linked, fmt.Errorf("link skill %s: %w", e.Name(), err)
+		}
+		linked = append(linked, e.Name())
+	}
+	return linked, nil
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}

@@ -366,12 +366,19 @@ type ImportReport struct {
 	Warnings map[string]string `json:"warnings,omitempty"`
 }
 
+func (r *ImportReport) warn(id, msg string) {
+	if w := r.Warnings[id]; w != "" {
+		msg = w + "; " + msg
+	}
+	r.Warnings[id] = msg
+}
+
 // ImportHermes reads a Hermes jobs.json (the {"jobs": [...]} object, a bare
 // list, or an id-keyed map) and adds its jobs, keeping their ids and fields.
 // Jobs without a zone get tz. Missing next_run_at values are computed
-// (arm), and past ones of recurring jobs recomputed from now; a late one-shot
-// keeps its instant. Jobs asking for toolsets hermes-pipe lacks are imported
-// with a warning. With skipInvalid, bad jobs are reported and skipped;
+// (arm); past ones are kept, so the first pass runs or records them missed
+// (with an alert) as for any late occurrence. Jobs asking for toolsets or
+// skills hermes-pipe lacks are imported with a warning. With skipInvalid, bad jobs are reported and skipped;
 // otherwise any bad job refuses the whole import and nothing is written.
 func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now time.Time, skipInvalid bool) (ImportReport, error) {
 	rep := ImportReport{Rejected: map[string]string{}, Warnings: map[string]string{}}
@@ -422,8 +429,13 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 			// Toolsets Hermes has and hermes-pipe lacks (web, browser...) do
 			// not refuse the import: each execution fails naming them, with
 			// an alert, until the job is edited. The report says so now.
+			for _, name := range jobSkills(j) {
+				if _, err := LoadSkill(home, name); err != nil {
+					rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until the skill is installed (cron import --skills-dir links Hermes' skills folder)", err))
+				}
+			}
 			if err := checkToolsets(j.EnabledToolsets); err != nil {
-				rep.Warnings[j.ID] = fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID)
+				rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID))
 			}
 			if err := ValidateJob(home, &check); err != nil {
 				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
@@ -439,19 +451,11 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 				rep.Rejected[j.ID] = reason
 				continue
 			}
-			if j.Runnable() {
-				at, ok := j.NextRun()
-				switch {
-				case !ok:
-					arm(j, now)
-				case j.Schedule.Kind != KindOnce && now.Sub(at) > GraceFor(j.Schedule, at, j.Location(), j.Policy.StartingDeadline()):
-					// A late one-shot keeps its instant: the scheduler runs
-					// it once, or records it missed past its deadline.
-					rearm(j, now)
-				}
-				if j.NextRunAt == "" {
-					j.State, j.Enabled = StateCompleted, false
-				}
+			// A job keeps its next_run_at even when it is past: the next
+			// pass runs what is within its grace window and records the rest
+			// missed, with an alert, instead of dropping it here unheard.
+			if _, ok := j.NextRun(); !ok && j.Runnable() {
+				arm(j, now)
 			}
 			ok = append(ok, j)
 		}
