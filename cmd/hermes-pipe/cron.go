@@ -110,8 +110,8 @@ func cronJobFlags() []cli.Flag {
 		&cli.IntFlag{Name: "repeat", Usage: "stop after N runs (0: forever; one-shots run once)"},
 		&cli.StringFlag{Name: "overlap", Usage: "when the previous run is still going: forbid (skip and record) or allow", Value: cron.OverlapForbid},
 		&cli.DurationFlag{Name: "starting-deadline", Usage: "how late a run may start (default: half the period, clamped to 120s-2h)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout (0: none)", Value: cron.DefaultInactivityTimeout},
-		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run", Value: cron.DefaultMaxRuntime},
+		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout: the run ends after this long without a model reply or tool result (0: none; default HERMES_CRON_TIMEOUT seconds, else 10m)"},
+		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run (default: none, as in Hermes)"},
 		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
 	}
 }
@@ -586,6 +586,16 @@ func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
 	}
 	s.MaxParallel = c.Int("max-parallel")
 	s.Agent = deps.Agent
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if d, ok, err := cron.ParseCronTimeout(getenv("HERMES_CRON_TIMEOUT")); err != nil {
+		s.Close()
+		return nil, err
+	} else if ok {
+		s.DefaultInactivity = &d
+	}
 	if deps.Now != nil {
 		s.Now = deps.Now
 		s.Store.Now = deps.Now
@@ -648,13 +658,17 @@ func jobIDAction(deps cronDeps, do func(c *cli.Context, home, id string) (string
 }
 
 func specFromFlags(c *cli.Context) cron.JobSpec {
-	timeout := c.Duration("timeout")
+	var timeout *time.Duration // unset: HERMES_CRON_TIMEOUT or the default, decided at run time
+	if c.IsSet("timeout") {
+		v := c.Duration("timeout")
+		timeout = &v
+	}
 	return cron.JobSpec{
 		Name: c.String("name"), Timezone: c.String("tz"), Script: c.String("script"), NoAgent: c.Bool("no-agent"),
 		Model: c.String("model"), Provider: c.String("provider"), BaseURL: c.String("base-url"),
 		Skills: c.StringSlice("skill"), ContextFrom: c.StringSlice("context-from"), Toolsets: splitList(c.StringSlice("toolsets")),
 		Deliver: c.String("deliver"), Workdir: c.String("workdir"), Repeat: c.Int("repeat"), Overlap: c.String("overlap"),
-		StartingDeadline: c.Duration("starting-deadline"), Timeout: &timeout, MaxRuntime: c.Duration("max-runtime"),
+		StartingDeadline: c.Duration("starting-deadline"), Timeout: timeout, MaxRuntime: c.Duration("max-runtime"),
 		EnvAllow: c.StringSlice("env-allow"),
 	}
 }

@@ -231,3 +231,46 @@ func TestCronListClipsNamesAtACharacterBoundary(t *testing.T) {
 		t.Fatalf("list: %v\n%q", err, out)
 	}
 }
+
+type jobAgent struct{ jobs []cron.AgentJob }
+
+func (a *jobAgent) RunAgent(_ context.Context, job cron.AgentJob) (cron.AgentResult, error) {
+	a.jobs = append(a.jobs, job)
+	return cron.AgentResult{Output: "ok", Outcome: schemas.OutcomeCompleted}, nil
+}
+
+// HERMES_CRON_TIMEOUT sets the inactivity timeout of jobs that set none, as
+// in Hermes; a job's own --timeout wins; no wall-clock cap unless set.
+func TestCronTimeoutFromHermesEnvironment(t *testing.T) {
+	home := t.TempDir()
+	now := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	agent := &jobAgent{}
+	env := map[string]string{"HERMES_CRON_TIMEOUT": "90"}
+	deps := cronDeps{Agent: agent, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}
+	for _, args := range [][]string{
+		{"add", "--tz", "UTC", "--name", "env", "0 9 * * *", "uses the environment"},
+		{"add", "--tz", "UTC", "--name", "own", "--timeout", "5m", "--max-runtime", "2h", "0 9 * * *", "sets its own"},
+	} {
+		if out, err := cronApp(t, deps, append([]string{"--home", home}, args...)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	now = time.Date(2026, 5, 1, 9, 0, 5, 0, time.UTC)
+	if out, err := cronApp(t, deps, "--home", home, "tick"); err != nil {
+		t.Fatalf("tick: %v\n%s", err, out)
+	}
+	got := map[string]cron.AgentJob{}
+	for _, j := range agent.jobs {
+		got[j.Name] = j
+	}
+	if j := got["env"]; j.InactivityTimeout != 90*time.Second || j.MaxRuntime != 0 {
+		t.Errorf("env job: inactivity %s, max runtime %s", j.InactivityTimeout, j.MaxRuntime)
+	}
+	if j := got["own"]; j.InactivityTimeout != 5*time.Minute || j.MaxRuntime != 2*time.Hour {
+		t.Errorf("own job: inactivity %s, max runtime %s", j.InactivityTimeout, j.MaxRuntime)
+	}
+	env["HERMES_CRON_TIMEOUT"] = "soon"
+	if _, err := cronApp(t, deps, "--home", home, "tick"); !errors.Is(err, cron.ErrUsage) {
+		t.Errorf("bad HERMES_CRON_TIMEOUT: %v", err)
+	}
+}

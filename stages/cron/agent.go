@@ -35,8 +35,8 @@ type AgentJob struct {
 	// InactivityTimeout ends the run when neither the model nor a tool made
 	// progress for this long; 0 means none. The runner enforces it.
 	InactivityTimeout time.Duration
-	// MaxRuntime is the wall-clock cap; the context passed to RunAgent also
-	// carries it as a deadline.
+	// MaxRuntime is the wall-clock cap (0: none, the default); when set, the
+	// context passed to RunAgent also carries it as a deadline.
 	MaxRuntime time.Duration
 	// OutDir is the output folder where the runner keeps the execution's
 	// trajectory as a record (generate's record format, so `hermes-pipe cat`,

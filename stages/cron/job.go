@@ -77,11 +77,9 @@ const (
 	OverlapAllow  = "allow"  // run both
 )
 
-// Defaults of a job's policy.
-const (
-	DefaultInactivityTimeout = 600 * time.Second
-	DefaultMaxRuntime        = time.Hour
-)
+// DefaultInactivityTimeout is how long a run may show no progress when
+// neither the job nor HERMES_CRON_TIMEOUT says otherwise (Hermes' default).
+const DefaultInactivityTimeout = 600 * time.Second
 
 // Policy holds hermes-pipe's per-job execution rules (absent from Hermes
 // files; the zero value means the defaults).
@@ -101,10 +99,12 @@ func (p Policy) Inactivity() time.Duration {
 	return time.Duration(*p.TimeoutSeconds) * time.Second
 }
 
-// MaxRuntime is the wall-clock cap of one run.
+// MaxRuntime is the wall-clock cap of one run; 0, the default, means none:
+// as in Hermes, a run that keeps making progress is only bounded by the
+// inactivity timeout.
 func (p Policy) MaxRuntime() time.Duration {
 	if p.MaxRuntimeSeconds <= 0 {
-		return DefaultMaxRuntime
+		return 0
 	}
 	return time.Duration(p.MaxRuntimeSeconds) * time.Second
 }

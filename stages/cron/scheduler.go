@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,10 @@ type Scheduler struct {
 	MaxParallel int
 	// Log receives operational messages; default discards.
 	Log *slog.Logger
+	// DefaultInactivity, when set, replaces DefaultInactivityTimeout for
+	// jobs that set no timeout of their own (HERMES_CRON_TIMEOUT, as in
+	// Hermes; 0 means none).
+	DefaultInactivity *time.Duration
 
 	// beforeAdvance, when set, is called with each due job before it is
 	// advanced (tests inject failures through it).
@@ -613,8 +618,15 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		return fail("blocked by guard: %s", describeFindings(fs))
 	}
 	maxRun := job.Policy.MaxRuntime()
-	rctx, cancel := context.WithTimeout(ctx, maxRun)
+	rctx, cancel := context.WithCancel(ctx)
+	if maxRun > 0 {
+		rctx, cancel = context.WithTimeout(ctx, maxRun)
+	}
 	defer cancel()
+	inactivity := job.Policy.Inactivity()
+	if job.Policy.TimeoutSeconds == nil && s.DefaultInactivity != nil {
+		inactivity = *s.DefaultInactivity
+	}
 
 	var scriptOut string
 	if scriptPath != "" {
@@ -624,7 +636,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		}
 		r := runScript(rctx, scriptRun{
 			Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
-			MaxRuntime: maxRun, Inactivity: job.Policy.Inactivity(),
+			MaxRuntime: maxRun, Inactivity: inactivity,
 			Env: []string{
 				"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
 				"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),
@@ -730,7 +742,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
 		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
-		InactivityTimeout: job.Policy.Inactivity(), MaxRuntime: maxRun,
+		InactivityTimeout: inactivity, MaxRuntime: maxRun,
 		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
 	})
 	switch {
@@ -845,4 +857,20 @@ func (s *Scheduler) RunNow(ctx context.Context, jobID string) (Result, error) {
 		return Result{}, err
 	}
 	return s.Execute(ctx, Claim{ExecutionID: id, Job: *job, ScheduledAt: now, Trigger: TriggerManual, ClaimedAt: now}), nil
+}
+
+// ParseCronTimeout reads HERMES_CRON_TIMEOUT as Hermes does: seconds (a
+// fraction allowed), 0 meaning no inactivity timeout. ok is false when it is
+// unset; a value that is not a number of seconds is an error (Hermes would
+// quietly use its default).
+func ParseCronTimeout(v string) (d time.Duration, ok bool, err error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > float64(MaxDuration/time.Second) {
+		return 0, false, usagef("HERMES_CRON_TIMEOUT=%q: want a number of seconds (0: no inactivity timeout)", v)
+	}
+	return time.Duration(f * float64(time.Second)), true, nil
 }
