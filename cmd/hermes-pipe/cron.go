@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
@@ -396,9 +397,24 @@ func cronDaemonCommand(deps cronDeps) *cli.Command {
 // cronHistoryCommand builds `cron history`.
 func cronHistoryCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
-		Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
-		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
+		Name: "history", Usage: "show a job's executions, or with --show one agent execution's trajectory", ArgsUsage: "ID",
+		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50},
+			&cli.StringFlag{Name: "show", Usage: "print the trajectory record of agent execution `EXEC` (as hermes-pipe cat prints it)"}},
 		Action: schedulerJobAction(deps, func(c *cli.Context, s *cron.Scheduler, id string) error {
+			if exec := c.String("show"); exec != "" {
+				e, err := s.Ledger.Get(c.Context, exec)
+				if err != nil {
+					return fmt.Errorf("cron history: %w", err)
+				}
+				if e.JobID != id {
+					return cronUsage("execution %s belongs to job %s, not %s", exec, e.JobID, id)
+				}
+				dir := cron.RunDir(s.Home, id, exec)
+				if _, err := os.Stat(dir); err != nil {
+					return cronUsage("execution %s kept no trajectory (only agent executions do; it ended %s)", exec, e.State)
+				}
+				return pipeline.Cat(dir, c.App.Writer)
+			}
 			h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
 			if err != nil {
 				return fmt.Errorf("cron history: %w", err)

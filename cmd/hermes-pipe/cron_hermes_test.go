@@ -122,4 +122,14 @@ func TestCronHermesHomeImportedAndRun(t *testing.T) {
 			t.Fatalf("verify %s: %+v %v", d, rep.Problems, err)
 		}
 	}
+	// cron history --show prints an execution's trajectory record.
+	exec := filepath.Base(dirs[0])
+	job := filepath.Base(filepath.Dir(dirs[0]))
+	out, err = cronApp(t, deps, "--home", home, "history", "--show", exec, job)
+	if err != nil || !strings.Contains(out, `"key":"`+exec+`"`) || !strings.Contains(out, "All good.") {
+		t.Fatalf("history --show: %v\n%s", err, out)
+	}
+	if _, err := cronApp(t, deps, "--home", home, "history", "--show", exec, "backup0004"); err == nil {
+		t.Fatal("an execution of another job was shown")
+	}
 }
