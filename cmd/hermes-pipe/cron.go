@@ -114,6 +114,9 @@ func cronJobFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout: the run ends after this long without a model reply or tool result (0: none; default HERMES_CRON_TIMEOUT seconds, else 10m)"},
 		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run (default: none, as in Hermes)"},
 		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
+		&cli.IntFlag{Name: "max-turns", Usage: "agent turns per run (0: the default, 20)"},
+		&cli.DurationFlag{Name: "command-timeout", Usage: "timeout of each tool command of the agent (0: the rollout default)"},
+		&cli.StringFlag{Name: "api-key-env", Usage: "environment `VAR` holding the job's API key (default: PROVIDER_API_KEY when --provider is set, else OPENAI_API_KEY)"},
 	}
 }
 
@@ -685,7 +688,8 @@ func specFromFlags(c *cli.Context) cron.JobSpec {
 		Skills: c.StringSlice("skill"), ContextFrom: c.StringSlice("context-from"), Toolsets: splitList(c.StringSlice("toolsets")),
 		Deliver: c.String("deliver"), Workdir: c.String("workdir"), Repeat: c.Int("repeat"), Overlap: c.String("overlap"),
 		StartingDeadline: c.Duration("starting-deadline"), Timeout: timeout, MaxRuntime: c.Duration("max-runtime"),
-		EnvAllow: c.StringSlice("env-allow"),
+		EnvAllow: c.StringSlice("env-allow"), MaxTurns: c.Int("max-turns"), CommandTimeout: c.Duration("command-timeout"),
+		APIKeyEnv: c.String("api-key-env"),
 	}
 }
 
@@ -742,6 +746,11 @@ func jobEdit(c *cli.Context) cron.JobEdit {
 		v := c.Int("repeat")
 		e.Repeat = &v
 	}
+	if c.IsSet("max-turns") {
+		v := c.Int("max-turns")
+		e.MaxTurns = &v
+	}
+	e.CommandTimeout, e.APIKeyEnv = dur("command-timeout"), str("api-key-env")
 	return e
 }
 

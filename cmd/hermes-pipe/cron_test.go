@@ -249,7 +249,8 @@ func TestCronTimeoutFromHermesEnvironment(t *testing.T) {
 	deps := cronDeps{Agent: agent, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}
 	for _, args := range [][]string{
 		{"add", "--tz", "UTC", "--name", "env", "0 9 * * *", "uses the environment"},
-		{"add", "--tz", "UTC", "--name", "own", "--timeout", "5m", "--max-runtime", "2h", "0 9 * * *", "sets its own"},
+		{"add", "--tz", "UTC", "--name", "own", "--timeout", "5m", "--max-runtime", "2h", "--max-turns", "7", "--command-timeout", "30s", "--api-key-env", "TEAM_KEY", "0 9 * * *", "sets its own"},
+		{"add", "--tz", "UTC", "--name", "provider", "--provider", "openrouter", "0 9 * * *", "uses its provider's key"},
 	} {
 		if out, err := cronApp(t, deps, append([]string{"--home", home}, args...)...); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
@@ -266,8 +267,11 @@ func TestCronTimeoutFromHermesEnvironment(t *testing.T) {
 	if j := got["env"]; j.InactivityTimeout != 90*time.Second || j.MaxRuntime != 0 {
 		t.Errorf("env job: inactivity %s, max runtime %s", j.InactivityTimeout, j.MaxRuntime)
 	}
-	if j := got["own"]; j.InactivityTimeout != 5*time.Minute || j.MaxRuntime != 2*time.Hour {
-		t.Errorf("own job: inactivity %s, max runtime %s", j.InactivityTimeout, j.MaxRuntime)
+	if j := got["own"]; j.InactivityTimeout != 5*time.Minute || j.MaxRuntime != 2*time.Hour || j.MaxTurns != 7 || j.CommandTimeout != 30*time.Second || j.APIKeyEnv != "TEAM_KEY" {
+		t.Errorf("own job: %+v", j)
+	}
+	if j := got["provider"]; j.APIKeyEnv != "OPENROUTER_API_KEY" || j.MaxTurns != 0 {
+		t.Errorf("provider job: %+v", j)
 	}
 	env["HERMES_CRON_TIMEOUT"] = "soon"
 	if _, err := cronApp(t, deps, "--home", home, "tick"); !errors.Is(err, cron.ErrUsage) {

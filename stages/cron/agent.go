@@ -35,6 +35,12 @@ type AgentJob struct {
 	// InactivityTimeout ends the run when neither the model nor a tool made
 	// progress for this long; 0 means none. The runner enforces it.
 	InactivityTimeout time.Duration
+	// MaxTurns and CommandTimeout are the job's own agent settings (0: the
+	// runner's defaults); APIKeyEnv names the variable holding its API key
+	// ("": the runner's key).
+	MaxTurns       int
+	CommandTimeout time.Duration
+	APIKeyEnv      string
 	// MaxRuntime is the wall-clock cap (0: none, the default); when set, the
 	// context passed to RunAgent also carries it as a deadline.
 	MaxRuntime time.Duration

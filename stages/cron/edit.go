@@ -19,6 +19,10 @@ type JobEdit struct {
 	Repeat *int
 	// Timeout is the inactivity timeout; 0 means none.
 	StartingDeadline, Timeout, MaxRuntime *time.Duration
+	// Agent settings: 0 or "" returns to the cron command's defaults.
+	MaxTurns       *int
+	CommandTimeout *time.Duration
+	APIKeyEnv      *string
 }
 
 // Apply copies the edit onto j. The zone is applied before the schedule, so a
@@ -101,6 +105,13 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 	if e.MaxRuntime != nil {
 		j.Policy.MaxRuntimeSeconds = int(*e.MaxRuntime / time.Second)
 	}
+	if e.MaxTurns != nil {
+		j.Policy.MaxTurns = *e.MaxTurns
+	}
+	if e.CommandTimeout != nil {
+		j.Policy.CommandTimeoutSeconds = int(*e.CommandTimeout / time.Second)
+	}
+	setStr(&j.Policy.APIKeyEnv, e.APIKeyEnv)
 	if e.Repeat != nil {
 		if n := *e.Repeat; n > 0 {
 			j.Repeat.Times = &n

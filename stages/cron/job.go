@@ -89,6 +89,33 @@ type Policy struct {
 	TimeoutSeconds          *int     `json:"timeout_seconds,omitempty"`
 	MaxRuntimeSeconds       int      `json:"max_runtime_seconds,omitempty"`
 	EnvAllow                []string `json:"env_allow,omitempty"`
+	// Agent settings of the job (0 or "": the cron command's defaults).
+	MaxTurns              int    `json:"max_turns,omitempty"`
+	CommandTimeoutSeconds int    `json:"command_timeout_seconds,omitempty"`
+	APIKeyEnv             string `json:"api_key_env,omitempty"`
+}
+
+// KeyEnv is the environment variable holding the job's API key: the one
+// set with --api-key-env, else the provider's conventional one
+// (PROVIDER_API_KEY, as Hermes names them: openrouter → OPENROUTER_API_KEY),
+// else "" (the cron command's default key).
+func (j *Job) KeyEnv() string {
+	if j.Policy.APIKeyEnv != "" {
+		return j.Policy.APIKeyEnv
+	}
+	p := strings.TrimSpace(string(j.Provider))
+	if p == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range strings.ToUpper(p) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "_API_KEY"
 }
 
 // Inactivity is the inactivity timeout: default 600 s, 0 means none.

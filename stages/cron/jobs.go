@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type JobSpec struct {
 	MaxRuntime       time.Duration
 	EnvAllow         []string
 	Paused           bool
+	MaxTurns         int           // agent turns per run; 0 = the cron command's default
+	CommandTimeout   time.Duration // per tool command; 0 = the rollout default
+	APIKeyEnv        string        // variable holding the API key; "" = from the provider, else the default key
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -94,7 +98,8 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 		j.Repeat.Times = &one
 	}
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
-		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow}
+		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
+		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -203,11 +208,16 @@ func ValidateJob(home string, j *Job) error {
 	default:
 		return usagef("overlap policy %q: use forbid or allow", j.Policy.Overlap)
 	}
-	if j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
+	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
+		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)
+	}
+	if j.Policy.MaxTurns < 0 || j.Policy.CommandTimeoutSeconds < 0 || j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
 		return usagef("job %s: durations must not be negative", j.ID)
 	}
 	return nil
 }
+
+var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func pause(j *Job, now time.Time, reason string) {
 	j.Enabled = false

@@ -28,6 +28,8 @@ type RolloutRunner struct {
 	MaxTurns       int // 0 = 20
 	// NewClient builds the LLM client for a base URL; nil = llm.New.
 	NewClient func(baseURL, apiKey string) (llm.Client, error)
+	// Getenv reads a job's API key variable; nil = os.Getenv.
+	Getenv func(string) string
 }
 
 // RunAgent runs one rollout for the job and returns its final answer. It
@@ -50,11 +52,24 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model})
 		}
 	}
-	client, err := newClient(base, r.APIKey)
+	key := r.APIKey
+	if job.APIKeyEnv != "" {
+		getenv := r.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if key = getenv(job.APIKeyEnv); key == "" {
+			return AgentResult{Outcome: schemas.OutcomeAPIError, Error: fmt.Sprintf("the job's API key variable %s is not set (--api-key-env, or the provider's PROVIDER_API_KEY)", job.APIKeyEnv)}, nil
+		}
+	}
+	client, err := newClient(base, key)
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
-	maxTurns := r.MaxTurns
+	maxTurns := job.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = r.MaxTurns
+	}
 	if maxTurns <= 0 {
 		maxTurns = 20
 	}
@@ -84,13 +99,14 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		}()
 	}
 	stage, err := rollout.New(rollout.Options{
-		Client:       activityClient{client, touch},
-		Model:        model,
-		Driver:       activityDriver{r.Driver, touch},
-		RunID:        "cron-" + job.JobID,
-		MaxTurns:     maxTurns,
-		Toolsets:     job.Toolsets,
-		SystemPrompt: job.SystemPrompt,
+		Client:         activityClient{client, touch},
+		Model:          model,
+		Driver:         activityDriver{r.Driver, touch},
+		RunID:          "cron-" + job.JobID,
+		MaxTurns:       maxTurns,
+		CommandTimeout: job.CommandTimeout,
+		Toolsets:       job.Toolsets,
+		SystemPrompt:   job.SystemPrompt,
 	})
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)

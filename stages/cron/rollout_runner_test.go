@@ -3,9 +3,11 @@ package cron
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -60,5 +62,42 @@ func TestAgentJobWithoutEndpointFailsClearly(t *testing.T) {
 	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})
 	if err != nil || res.Outcome != schemas.OutcomeAPIError || res.Error == "" {
 		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+}
+
+// A job's own agent settings reach the rollout: its max turns and the API
+// key from its variable (named, or the provider's PROVIDER_API_KEY).
+func TestAgentJobSettings(t *testing.T) {
+	url := server(t, fakellm.Config{}, `{"scripts": [{"match": "report", "steps": [
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo 42"}}]},
+	  {"content": "The answer is 42."}]}]}`)
+	var keys []string
+	env := map[string]string{"OPENROUTER_API_KEY": "or-key", "TEAM_KEY": "team-key"}
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m", APIKey: "default-key",
+		Getenv: func(k string) string { return env[k] },
+		NewClient: func(u, key string) (llm.Client, error) {
+			keys = append(keys, key)
+			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: "m"})
+		}}
+	job := AgentJob{JobID: "j1", ExecutionID: "e1", Prompt: "nightly report"}
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome != schemas.OutcomeCompleted {
+		t.Fatalf("default turns: %+v", res)
+	}
+	job.MaxTurns = 1
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome == schemas.OutcomeCompleted {
+		t.Fatalf("max turns 1 still completed two turns: %+v", res)
+	}
+	for _, j := range []*Job{{Provider: "openrouter"}, {Policy: Policy{APIKeyEnv: "TEAM_KEY"}, Provider: "openrouter"}} {
+		job.MaxTurns, job.APIKeyEnv = 0, j.KeyEnv()
+		if _, err := r.RunAgent(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(keys, ",") != "default-key,default-key,or-key,team-key" {
+		t.Fatalf("keys %v", keys)
+	}
+	job.APIKeyEnv = "UNSET_KEY"
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome != schemas.OutcomeAPIError || !strings.Contains(res.Error, "UNSET_KEY is not set") {
+		t.Fatalf("unset key variable: %+v", res)
 	}
 }
