@@ -116,6 +116,7 @@ func cronJobFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
 		&cli.IntFlag{Name: "max-turns", Usage: "agent turns per run (0: the default, 20)"},
 		&cli.DurationFlag{Name: "command-timeout", Usage: "timeout of each tool command of the agent (0: the rollout default)"},
+		&cli.StringFlag{Name: "sandbox", Usage: "where the agent's commands run: local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]"},
 		&cli.StringFlag{Name: "api-key-env", Usage: "environment `VAR` holding the job's API key (default: PROVIDER_API_KEY when --provider is set, else OPENAI_API_KEY)"},
 	}
 }
@@ -689,7 +690,7 @@ func specFromFlags(c *cli.Context) cron.JobSpec {
 		Deliver: c.String("deliver"), Workdir: c.String("workdir"), Repeat: c.Int("repeat"), Overlap: c.String("overlap"),
 		StartingDeadline: c.Duration("starting-deadline"), Timeout: timeout, MaxRuntime: c.Duration("max-runtime"),
 		EnvAllow: c.StringSlice("env-allow"), MaxTurns: c.Int("max-turns"), CommandTimeout: c.Duration("command-timeout"),
-		APIKeyEnv: c.String("api-key-env"),
+		APIKeyEnv: c.String("api-key-env"), Sandbox: c.String("sandbox"),
 	}
 }
 
@@ -750,7 +751,7 @@ func jobEdit(c *cli.Context) cron.JobEdit {
 		v := c.Int("max-turns")
 		e.MaxTurns = &v
 	}
-	e.CommandTimeout, e.APIKeyEnv = dur("command-timeout"), str("api-key-env")
+	e.CommandTimeout, e.APIKeyEnv, e.Sandbox = dur("command-timeout"), str("api-key-env"), str("sandbox")
 	return e
 }
 

@@ -41,6 +41,9 @@ type AgentJob struct {
 	MaxTurns       int
 	CommandTimeout time.Duration
 	APIKeyEnv      string
+	// Sandbox is the job's sandbox spec (see ParseSandbox); "" = the
+	// runner's driver.
+	Sandbox string
 	// MaxRuntime is the wall-clock cap (0: none, the default); when set, the
 	// context passed to RunAgent also carries it as a deadline.
 	MaxRuntime time.Duration

@@ -23,6 +23,7 @@ type JobEdit struct {
 	MaxTurns       *int
 	CommandTimeout *time.Duration
 	APIKeyEnv      *string
+	Sandbox        *string
 }
 
 // Apply copies the edit onto j. The zone is applied before the schedule, so a
@@ -112,6 +113,7 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		j.Policy.CommandTimeoutSeconds = int(*e.CommandTimeout / time.Second)
 	}
 	setStr(&j.Policy.APIKeyEnv, e.APIKeyEnv)
+	setStr(&j.Policy.Sandbox, e.Sandbox)
 	if e.Repeat != nil {
 		if n := *e.Repeat; n > 0 {
 			j.Repeat.Times = &n

@@ -93,6 +93,25 @@ type Policy struct {
 	MaxTurns              int    `json:"max_turns,omitempty"`
 	CommandTimeoutSeconds int    `json:"command_timeout_seconds,omitempty"`
 	APIKeyEnv             string `json:"api_key_env,omitempty"`
+	// Sandbox is where the agent's commands run: "local" ("" too),
+	// "docker:IMAGE" or "ssh:[USER@]HOST[:PORT]".
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// ParseSandbox splits a job's sandbox spec into the driver scheme and its
+// target (the docker image, the ssh [user@]host[:port]).
+func ParseSandbox(spec string) (scheme, target string, err error) {
+	spec = strings.TrimSpace(spec)
+	scheme, target, _ = strings.Cut(spec, ":")
+	switch {
+	case spec == "" || spec == "local":
+		return "local", "", nil
+	case scheme == "docker" && target != "":
+		return scheme, target, nil
+	case scheme == "ssh" && target != "" && !strings.ContainsAny(target, " /"):
+		return scheme, target, nil
+	}
+	return "", "", fmt.Errorf("sandbox %q: use local, docker:IMAGE or ssh:[USER@]HOST[:PORT]", spec)
 }
 
 // KeyEnv is the environment variable holding the job's API key: the one

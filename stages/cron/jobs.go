@@ -40,6 +40,7 @@ type JobSpec struct {
 	MaxTurns         int           // agent turns per run; 0 = the cron command's default
 	CommandTimeout   time.Duration // per tool command; 0 = the rollout default
 	APIKeyEnv        string        // variable holding the API key; "" = from the provider, else the default key
+	Sandbox          string        // local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -99,7 +100,8 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	}
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
 		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
-		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv}
+		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
+		Sandbox: spec.Sandbox}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -207,6 +209,9 @@ func ValidateJob(home string, j *Job) error {
 	case "", OverlapForbid, OverlapAllow:
 	default:
 		return usagef("overlap policy %q: use forbid or allow", j.Policy.Overlap)
+	}
+	if _, _, err := ParseSandbox(j.Policy.Sandbox); err != nil {
+		return usagef("job %s: %v", j.ID, err)
 	}
 	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
 		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)

@@ -2,6 +2,7 @@ package cron
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -99,5 +101,45 @@ func TestAgentJobSettings(t *testing.T) {
 	job.APIKeyEnv = "UNSET_KEY"
 	if res, _ := r.RunAgent(context.Background(), job); res.Outcome != schemas.OutcomeAPIError || !strings.Contains(res.Error, "UNSET_KEY is not set") {
 		t.Fatalf("unset key variable: %+v", res)
+	}
+}
+
+type specDriver struct {
+	sandbox.Driver
+	images *[]string
+}
+
+func (d specDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	*d.images = append(*d.images, spec.Image)
+	return d.Driver.Open(ctx, spec)
+}
+
+// A job's own sandbox opens its driver: docker with the job's image, ssh
+// with its user and host; a bad spec is refused at add.
+func TestAgentJobSandbox(t *testing.T) {
+	url := server(t, fakellm.Config{}, `{"scripts": [{"steps": [{"content": "done"}]}]}`)
+	var opened []string
+	var images []string
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m",
+		OpenDriver: func(scheme string, cfg sandbox.Config) (sandbox.Driver, error) {
+			opened = append(opened, scheme+" image="+cfg.Docker.DefaultImage+" host="+cfg.SSH.User+"@"+cfg.SSH.Host)
+			return specDriver{fake.New(), &images}, nil
+		}}
+	for _, sb := range []string{"docker:python:3.11-slim", "ssh:ops@build1:2222"} {
+		res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "x", Sandbox: sb})
+		if err != nil || res.Outcome != schemas.OutcomeCompleted {
+			t.Fatalf("%s: %+v %v", sb, res, err)
+		}
+	}
+	if strings.Join(opened, "; ") != "docker image=python:3.11-slim host=@; ssh image= host=ops@build1:2222" {
+		t.Fatalf("opened %v", opened)
+	}
+	if len(images) != 2 || images[0] != "python:3.11-slim" || images[1] != "" {
+		t.Fatalf("session images %q", images)
+	}
+	for _, bad := range []string{"docker", "docker:", "kubernetes:pod", "ssh:a b"} {
+		if _, err := NewJob(t.TempDir(), JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "x", Sandbox: bad}, time.Now()); !errors.Is(err, ErrUsage) {
+			t.Errorf("sandbox %q accepted: %v", bad, err)
+		}
 	}
 }

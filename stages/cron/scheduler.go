@@ -743,7 +743,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
 		InactivityTimeout: inactivity, MaxRuntime: maxRun,
-		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(),
+		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
 		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
 	})
 	switch {
