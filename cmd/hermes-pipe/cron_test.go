@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	_ "time/tzdata"
@@ -232,9 +233,15 @@ func TestCronListClipsNamesAtACharacterBoundary(t *testing.T) {
 	}
 }
 
-type jobAgent struct{ jobs []cron.AgentJob }
+// jobAgent keeps every job it is asked to run; due jobs run in parallel.
+type jobAgent struct {
+	mu   sync.Mutex
+	jobs []cron.AgentJob
+}
 
 func (a *jobAgent) RunAgent(_ context.Context, job cron.AgentJob) (cron.AgentResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.jobs = append(a.jobs, job)
 	return cron.AgentResult{Output: "ok", Outcome: schemas.OutcomeCompleted}, nil
 }
