@@ -47,6 +47,11 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		if s.Kind == KindOnce {
+			if at, err := parseTimestamp(s.RunAt, j.Location()); err == nil && now.Sub(at) > minGrace {
+				return usagef("one-shot time %s is in the past", at.In(j.Location()).Format(time.RFC3339))
+			}
+		}
 		j.Schedule = s
 		if s.Kind == KindOnce && j.Repeat.Times == nil {
 			one := 1

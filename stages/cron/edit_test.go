@@ -107,3 +107,17 @@ func TestExecutionWithUnknownToolsetFails(t *testing.T) {
 		t.Fatalf("result %+v, agent runs %d", r, agent.total())
 	}
 }
+
+func TestEditRefusesAOneShotInThePast(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	st := NewStore(home)
+	j, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "x"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := "2026-04-30T10:00:00Z"
+	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Schedule: &past}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "in the past") {
+		t.Fatalf("edit to a past one-shot: %v", err)
+	}
+}
