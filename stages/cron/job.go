@@ -291,6 +291,20 @@ func (j *Job) Location() *time.Location {
 
 var locCache sync.Map // zone name -> *time.Location
 
+var zoneErrs sync.Map // zone name -> error (nil for a known zone)
+
+// zoneError is time.LoadLocation's error for name, cached: checking every
+// job of a large store must not read the zone database once per job.
+func zoneError(name string) error {
+	if v, ok := zoneErrs.Load(name); ok {
+		err, _ := v.(error)
+		return err
+	}
+	_, err := time.LoadLocation(name)
+	zoneErrs.Store(name, err)
+	return err
+}
+
 // loadLocation is time.LoadLocation with a cache (parsing tzdata costs tens
 // of microseconds); unknown zones give UTC.
 func loadLocation(name string) *time.Location {

@@ -229,11 +229,17 @@ func (e *entry) check() error {
 	if t := gjson.GetBytes(e.raw, "id"); t.Exists() && t.Type != gjson.String {
 		return fmt.Errorf("id %s is not a string", t.Raw)
 	}
-	j, err := e.decode()
-	if err != nil {
+	if e.job != nil {
+		return validateStored(e.job)
+	}
+	// One decode of the known fields (the unknown ones are kept as raw
+	// bytes and need no check); the job is decoded in full when used.
+	a := jobAlias{Enabled: true}
+	if err := json.Unmarshal(e.raw, &a); err != nil {
 		return err
 	}
-	return validateStored(j)
+	j := Job(a)
+	return validateStored(&j)
 }
 
 // validateStored checks the fields the scheduler relies on, without the
@@ -246,7 +252,7 @@ func validateStored(j *Job) error {
 		return err
 	}
 	if j.Timezone != "" {
-		if _, err := time.LoadLocation(j.Timezone); err != nil {
+		if err := zoneError(j.Timezone); err != nil {
 			return fmt.Errorf("time zone %q: %v", j.Timezone, err)
 		}
 	}
