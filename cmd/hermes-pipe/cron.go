@@ -16,6 +16,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
 
@@ -39,9 +41,9 @@ timestamps without an offset are wall-clock times in that zone:
   - intervals ("every 2h") and "in 30m" count elapsed time and ignore DST.`
 
 const cronGrammarHelp = `Schedules:
-  in 30m, in 2h, in 1d          one-shot, that long from now
+  in 45s, in 30m, in 2h, in 1d  one-shot, that long from now
   2026-07-01T09:00[:00][±hh:mm] one-shot at a timestamp (no offset: the job's zone)
-  every 30m, every 2h, every 1d repeating interval
+  every 30s, every 2h, every 1d repeating interval (10s to 36500d; under 1m needs the daemon)
   "0 9 * * 1-5"                 5-field cron: minute hour day-of-month month day-of-week
   @hourly @daily @weekly @monthly @yearly
 A bare duration such as "30m" is refused: write "every 30m" or "in 30m".`
@@ -50,8 +52,17 @@ const cronMissedHelp = `Missed runs: the tick advances a job's next run before e
 occurrence runs at most once, even across crashes. An occurrence found late runs
 if it is within its grace window (half the period clamped to 120 s – 2 h, or
 --starting-deadline); only the latest late occurrence runs, older ones are
-recorded as missed in the history. An execution whose process died is recorded
-as unknown and never retried.`
+recorded as missed in the history. A one-shot found late still runs once
+unless it is past its --starting-deadline. Every occurrence recorded missed or
+skipped (overlap forbid) is delivered as an alert through the job's --deliver
+target. An execution whose process died is recorded as unknown and never
+retried.
+
+Bad jobs: a job in jobs.json that cannot be scheduled (a schedule such as
+"61 * * * *", a non-string id, a field of the wrong type) is left untouched,
+named by tick and list (exit 1) and alerted once; the other jobs run. A job
+with no next_run_at (null) gets one as import gives it. A job whose scheduling
+fails is paused with the reason and alerted; fix it, then cron resume.`
 
 func cronCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
@@ -94,15 +105,19 @@ func cronJobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint for agent jobs"},
 		&cli.StringSliceFlag{Name: "skill", Usage: "skill to load (repeatable)"},
 		&cli.StringSliceFlag{Name: "context-from", Usage: "job `ID` whose latest output is added to the prompt (repeatable)"},
-		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: " + strings.Join(schemas.KnownToolsets, ", ") + " (default terminal; scheduling, messaging and asking the user are never allowed)"},
 		&cli.StringFlag{Name: "deliver", Usage: "where output goes: local, webhook:URL, or both comma-separated", Value: "local"},
 		&cli.StringFlag{Name: "workdir", Usage: "absolute working folder for the script or agent"},
 		&cli.IntFlag{Name: "repeat", Usage: "stop after N runs (0: forever; one-shots run once)"},
 		&cli.StringFlag{Name: "overlap", Usage: "when the previous run is still going: forbid (skip and record) or allow", Value: cron.OverlapForbid},
 		&cli.DurationFlag{Name: "starting-deadline", Usage: "how late a run may start (default: half the period, clamped to 120s-2h)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout (0: none)", Value: cron.DefaultInactivityTimeout},
-		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run", Value: cron.DefaultMaxRuntime},
+		&cli.DurationFlag{Name: "timeout", Usage: "inactivity timeout: the run ends after this long without a model reply or tool result (0: none; default HERMES_CRON_TIMEOUT seconds, else 10m)"},
+		&cli.DurationFlag{Name: "max-runtime", Usage: "wall-clock cap of one run (default: none, as in Hermes)"},
 		&cli.StringSliceFlag{Name: "env-allow", Usage: "extra environment variable passed to scripts (repeatable)"},
+		&cli.IntFlag{Name: "max-turns", Usage: "agent turns per run (0: the default, 20)"},
+		&cli.DurationFlag{Name: "command-timeout", Usage: "timeout of each tool command of the agent (0: the rollout default)"},
+		&cli.StringFlag{Name: "sandbox", Usage: "where the agent's commands run: local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]"},
+		&cli.StringFlag{Name: "api-key-env", Usage: "environment `VAR` holding the job's API key (default: PROVIDER_API_KEY when --provider is set, else OPENAI_API_KEY)"},
 	}
 }
 
@@ -137,8 +152,8 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 // cronListCommand builds `cron list`.
 func cronListCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
-		Name: "list", Usage: "list jobs", Flags: []cli.Flag{jsonFlag()},
-		Action: func(c *cli.Context) error {
+		Name: "list", Usage: "list jobs (exit 1 when a stored job cannot be scheduled; it is named)", Flags: []cli.Flag{jsonFlag()},
+		Action: func(c *cli.Context) (err error) {
 			tx, err := cron.NewStore(cronHome(c, deps)).Load()
 			if err != nil {
 				return fmt.Errorf("cron list: %w", err)
@@ -147,18 +162,31 @@ func cronListCommand(deps cronDeps) *cli.Command {
 			if err != nil {
 				return fmt.Errorf("cron list: %w", err)
 			}
+			invalid := tx.Invalid()
+			bad := map[string]bool{}
+			for _, e := range invalid {
+				bad[e.ID] = true
+			}
 			w := c.App.Writer
 			if c.Bool("json") {
 				if jobs == nil {
 					jobs = []*cron.Job{}
 				}
-				return writeJSON(w, jobs)
+				if err := writeJSON(w, jobs); err != nil {
+					return err
+				}
+				return jobProblems("cron list", invalid)
 			}
+			defer func() {
+				if err == nil {
+					err = jobProblems("cron list", invalid)
+				}
+			}()
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tNEXT\tSTATE\tLAST")
 			for _, j := range jobs {
 				next := "-"
-				if at, ok := j.NextRun(); ok {
+				if at, ok := j.PlannedRun(cronNow(deps)); ok {
 					next = at.In(j.Location()).Format(time.RFC3339)
 				}
 				last := "-"
@@ -168,6 +196,15 @@ func cronListCommand(deps cronDeps) *cli.Command {
 				state := j.State
 				if !j.Enabled && state == cron.StateScheduled {
 					state = cron.StatePaused
+				}
+				if state == "" { // Hermes files may leave it out
+					state = cron.StateScheduled
+					if !j.Enabled {
+						state = cron.StatePaused
+					}
+				}
+				if bad[j.ID] {
+					state, next = "invalid", "-"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
 			}
@@ -307,15 +344,18 @@ func cronTickCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron tick: %w", err)
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, rep)
+				if err := writeJSON(c.App.Writer, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rep.Results {
+					printResult(c.App.Writer, r)
+				}
+				if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
+					fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
+				}
 			}
-			for _, r := range rep.Results {
-				printResult(c.App.Writer, r)
-			}
-			if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
-				fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
-			}
-			return nil
+			return jobProblems("cron tick", rep.Problems())
 		},
 	}
 }
@@ -361,9 +401,24 @@ func cronDaemonCommand(deps cronDeps) *cli.Command {
 // cronHistoryCommand builds `cron history`.
 func cronHistoryCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
-		Name: "history", Usage: "show a job's executions", ArgsUsage: "ID",
-		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50}},
+		Name: "history", Usage: "show a job's executions, or with --show one agent execution's trajectory", ArgsUsage: "ID",
+		Flags: []cli.Flag{jsonFlag(), &cli.IntFlag{Name: "limit", Usage: "newest N only (0: all)", Value: 50},
+			&cli.StringFlag{Name: "show", Usage: "print the trajectory record of agent execution `EXEC` (as hermes-pipe cat prints it)"}},
 		Action: schedulerJobAction(deps, func(c *cli.Context, s *cron.Scheduler, id string) error {
+			if exec := c.String("show"); exec != "" {
+				e, err := s.Ledger.Get(c.Context, exec)
+				if err != nil {
+					return fmt.Errorf("cron history: %w", err)
+				}
+				if e.JobID != id {
+					return cronUsage("execution %s belongs to job %s, not %s", exec, e.JobID, id)
+				}
+				dir := cron.RunDir(s.Home, id, exec)
+				if _, err := os.Stat(dir); err != nil {
+					return cronUsage("execution %s kept no trajectory (only agent executions do; it ended %s)", exec, e.State)
+				}
+				return pipeline.Cat(dir, c.App.Writer)
+			}
 			h, err := s.Ledger.History(c.Context, id, c.Int("limit"))
 			if err != nil {
 				return fmt.Errorf("cron history: %w", err)
@@ -450,6 +505,7 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
+			&cli.StringFlag{Name: "skills-dir", Usage: "Hermes skills `DIR` (e.g. ~/.hermes/skills) to link under <home>/skills, where jobs' skills are loaded from"},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -463,6 +519,15 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 				}
 			}
 			home := cronHome(c, deps)
+			if dir := c.String("skills-dir"); dir != "" {
+				linked, err := cron.LinkSkills(home, dir)
+				if err != nil {
+					return fmt.Errorf("cron import: %w", err)
+				}
+				if !c.Bool("json") && len(linked) > 0 {
+					fmt.Fprintf(c.App.Writer, "linked %d skill folders from %s into %s\n", len(linked), dir, cron.SkillsDir(home))
+				}
+			}
 			rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
 			if err != nil {
 				return fmt.Errorf("cron import: %w", err)
@@ -474,9 +539,25 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 			for id, why := range rep.Rejected {
 				fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
 			}
+			for id, why := range rep.Warnings {
+				fmt.Fprintf(c.App.Writer, "warning %s: %s\n", id, why)
+			}
 			return nil
 		},
 	}
+}
+
+// jobProblems is the error of a command that found jobs it cannot schedule
+// (exit 1): each is named with its reason; the other jobs were handled.
+func jobProblems(cmd string, problems []cron.JobError) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.String()
+	}
+	return fmt.Errorf("%s: %d job(s) cannot be scheduled (the others were handled):\n  %s", cmd, len(problems), strings.Join(lines, "\n  "))
 }
 
 func cronUsage(format string, a ...any) error {
@@ -525,6 +606,16 @@ func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
 	}
 	s.MaxParallel = c.Int("max-parallel")
 	s.Agent = deps.Agent
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if d, ok, err := cron.ParseCronTimeout(getenv("HERMES_CRON_TIMEOUT")); err != nil {
+		s.Close()
+		return nil, err
+	} else if ok {
+		s.DefaultInactivity = &d
+	}
 	if deps.Now != nil {
 		s.Now = deps.Now
 		s.Store.Now = deps.Now
@@ -587,14 +678,19 @@ func jobIDAction(deps cronDeps, do func(c *cli.Context, home, id string) (string
 }
 
 func specFromFlags(c *cli.Context) cron.JobSpec {
-	timeout := c.Duration("timeout")
+	var timeout *time.Duration // unset: HERMES_CRON_TIMEOUT or the default, decided at run time
+	if c.IsSet("timeout") {
+		v := c.Duration("timeout")
+		timeout = &v
+	}
 	return cron.JobSpec{
 		Name: c.String("name"), Timezone: c.String("tz"), Script: c.String("script"), NoAgent: c.Bool("no-agent"),
 		Model: c.String("model"), Provider: c.String("provider"), BaseURL: c.String("base-url"),
 		Skills: c.StringSlice("skill"), ContextFrom: c.StringSlice("context-from"), Toolsets: splitList(c.StringSlice("toolsets")),
 		Deliver: c.String("deliver"), Workdir: c.String("workdir"), Repeat: c.Int("repeat"), Overlap: c.String("overlap"),
-		StartingDeadline: c.Duration("starting-deadline"), Timeout: &timeout, MaxRuntime: c.Duration("max-runtime"),
-		EnvAllow: c.StringSlice("env-allow"),
+		StartingDeadline: c.Duration("starting-deadline"), Timeout: timeout, MaxRuntime: c.Duration("max-runtime"),
+		EnvAllow: c.StringSlice("env-allow"), MaxTurns: c.Int("max-turns"), CommandTimeout: c.Duration("command-timeout"),
+		APIKeyEnv: c.String("api-key-env"), Sandbox: c.String("sandbox"),
 	}
 }
 
@@ -651,6 +747,11 @@ func jobEdit(c *cli.Context) cron.JobEdit {
 		v := c.Int("repeat")
 		e.Repeat = &v
 	}
+	if c.IsSet("max-turns") {
+		v := c.Int("max-turns")
+		e.MaxTurns = &v
+	}
+	e.CommandTimeout, e.APIKeyEnv, e.Sandbox = dur("command-timeout"), str("api-key-env"), str("sandbox")
 	return e
 }
 
@@ -722,11 +823,13 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
+// clip shortens s to n characters, cutting at a character boundary.
 func clip(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string(r[:n-1]) + "…"
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	_ "time/tzdata"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -181,5 +183,105 @@ func TestCronCLIImportAndHomeFromEnv(t *testing.T) {
 	out, err = cronApp(t, deps, "show", "abc123def456")
 	if err != nil || !strings.Contains(out, "cron 0 9 * * * (Australia/Lord_Howe)") || !strings.Contains(out, "2026-05-02T09:00:00+10:30") {
 		t.Fatalf("show: %v %s", err, out)
+	}
+}
+
+// A stored job that cannot be scheduled is named by tick and list (exit 1)
+// while the other jobs still run.
+func TestCronCLIReportsJobsItCannotSchedule(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "cron"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	store := `{"jobs":[
+{"id":"good1","name":"good","prompt":"say hi","schedule":{"kind":"interval","minutes":5},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC"},
+{"id":"bad61","name":"b61","prompt":"say hi","schedule":{"kind":"cron","expr":"61 * * * *"},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC"},
+{"id":7,"prompt":"say hi","schedule":{"kind":"interval","minutes":5},"next_run_at":"2026-05-01T09:00:00Z"}
+]}`
+	if err := os.WriteFile(filepath.Join(home, "cron", "jobs.json"), []byte(store), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := &echoAgent{}
+	deps := cronDeps{Agent: agent, Now: func() time.Time { return time.Date(2026, 5, 1, 9, 0, 30, 0, time.UTC) }}
+	for range 2 {
+		out, err := cronApp(t, deps, "--home", home, "tick")
+		if err == nil || exitCode(err) != exitFatal || !strings.Contains(err.Error(), "job bad61: ") || !strings.Contains(err.Error(), "job 7: id 7 is not a string") {
+			t.Fatalf("tick: %v\n%s", err, out)
+		}
+	}
+	if len(agent.prompts) != 1 {
+		t.Fatalf("the healthy job ran %d times", len(agent.prompts))
+	}
+	out, err := cronApp(t, deps, "--home", home, "list")
+	if err == nil || exitCode(err) != exitFatal || !strings.Contains(out, "good1") || !strings.Contains(err.Error(), "minute field") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if _, err := cronApp(t, deps, "--home", home, "add", "every 2562048h", "check the disk"); !errors.Is(err, cron.ErrUsage) {
+		t.Fatalf("overflowing interval: %v", err)
+	}
+}
+
+func TestCronListClipsNamesAtACharacterBoundary(t *testing.T) {
+	home := t.TempDir()
+	deps := cronDeps{Now: func() time.Time { return time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC) }}
+	if _, err := cronApp(t, deps, "--home", home, "add", "--tz", "UTC", "--name", strings.Repeat("é", 40), "every 1h", "x"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cronApp(t, deps, "--home", home, "list")
+	if err != nil || !utf8.ValidString(out) || !strings.Contains(out, strings.Repeat("é", 29)+"…") {
+		t.Fatalf("list: %v\n%q", err, out)
+	}
+}
+
+// jobAgent keeps every job it is asked to run; due jobs run in parallel.
+type jobAgent struct {
+	mu   sync.Mutex
+	jobs []cron.AgentJob
+}
+
+func (a *jobAgent) RunAgent(_ context.Context, job cron.AgentJob) (cron.AgentResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.jobs = append(a.jobs, job)
+	return cron.AgentResult{Output: "ok", Outcome: schemas.OutcomeCompleted}, nil
+}
+
+// HERMES_CRON_TIMEOUT sets the inactivity timeout of jobs that set none, as
+// in Hermes; a job's own --timeout wins; no wall-clock cap unless set.
+func TestCronTimeoutFromHermesEnvironment(t *testing.T) {
+	home := t.TempDir()
+	now := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	agent := &jobAgent{}
+	env := map[string]string{"HERMES_CRON_TIMEOUT": "90"}
+	deps := cronDeps{Agent: agent, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}
+	for _, args := range [][]string{
+		{"add", "--tz", "UTC", "--name", "env", "0 9 * * *", "uses the environment"},
+		{"add", "--tz", "UTC", "--name", "own", "--timeout", "5m", "--max-runtime", "2h", "--max-turns", "7", "--command-timeout", "30s", "--api-key-env", "TEAM_KEY", "0 9 * * *", "sets its own"},
+		{"add", "--tz", "UTC", "--name", "provider", "--provider", "openrouter", "0 9 * * *", "uses its provider's key"},
+	} {
+		if out, err := cronApp(t, deps, append([]string{"--home", home}, args...)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	now = time.Date(2026, 5, 1, 9, 0, 5, 0, time.UTC)
+	if out, err := cronApp(t, deps, "--home", home, "tick"); err != nil {
+		t.Fatalf("tick: %v\n%s", err, out)
+	}
+	got := map[string]cron.AgentJob{}
+	for _, j := range agent.jobs {
+		got[j.Name] = j
+	}
+	if j := got["env"]; j.InactivityTimeout != 90*time.Second || j.MaxRuntime != 0 {
+		t.Errorf("env job: inactivity %s, max runtime %s", j.InactivityTimeout, j.MaxRuntime)
+	}
+	if j := got["own"]; j.InactivityTimeout != 5*time.Minute || j.MaxRuntime != 2*time.Hour || j.MaxTurns != 7 || j.CommandTimeout != 30*time.Second || j.APIKeyEnv != "TEAM_KEY" {
+		t.Errorf("own job: %+v", j)
+	}
+	if j := got["provider"]; j.APIKeyEnv != "OPENROUTER_API_KEY" || j.MaxTurns != 0 {
+		t.Errorf("provider job: %+v", j)
+	}
+	env["HERMES_CRON_TIMEOUT"] = "soon"
+	if _, err := cronApp(t, deps, "--home", home, "tick"); !errors.Is(err, cron.ErrUsage) {
+		t.Errorf("bad HERMES_CRON_TIMEOUT: %v", err)
 	}
 }

@@ -18,18 +18,34 @@ type AgentJob struct {
 	ExecutionID string
 	Name        string
 	ScheduledAt time.Time
-	Prompt      string
-	Model       string
-	Provider    string
-	BaseURL     string
-	Skills      []string
-	Toolsets    []string
-	Workdir     string
+	// Prompt is the user message: the cron preamble, context_from outputs,
+	// script output and the job's prompt, with its skills placed before it
+	// as Hermes places them.
+	Prompt string
+	// SystemPrompt is SOUL.md and the workdir's project context files
+	// (AGENTS.md, CLAUDE.md or .cursorrules), as Hermes' system prompt
+	// carries them; "" when there are none.
+	SystemPrompt string
+	Model        string
+	Provider     string
+	BaseURL      string
+	Skills       []string
+	Toolsets     []string
+	Workdir      string
 	// InactivityTimeout ends the run when neither the model nor a tool made
 	// progress for this long; 0 means none. The runner enforces it.
 	InactivityTimeout time.Duration
-	// MaxRuntime is the wall-clock cap; the context passed to RunAgent also
-	// carries it as a deadline.
+	// MaxTurns and CommandTimeout are the job's own agent settings (0: the
+	// runner's defaults); APIKeyEnv names the variable holding its API key
+	// ("": the runner's key).
+	MaxTurns       int
+	CommandTimeout time.Duration
+	APIKeyEnv      string
+	// Sandbox is the job's sandbox spec (see ParseSandbox); "" = the
+	// runner's driver.
+	Sandbox string
+	// MaxRuntime is the wall-clock cap (0: none, the default); when set, the
+	// context passed to RunAgent also carries it as a deadline.
 	MaxRuntime time.Duration
 	// OutDir is the output folder where the runner keeps the execution's
 	// trajectory as a record (generate's record format, so `hermes-pipe cat`,
@@ -59,6 +75,24 @@ const DefaultToolset = "terminal"
 // forbiddenToolsets are never given to unattended jobs: nothing that
 // schedules jobs, sends messages or asks the user a question.
 var forbiddenToolsets = []string{"cronjob", "cron", "schedule", "messaging", "send_message", "message", "clarify", "ask_user", "delegation"}
+
+// checkToolsets refuses toolsets the agent does not have, naming the known
+// ones: a job asking for a toolset it would silently run without (Hermes'
+// web or browser, say) is refused instead.
+func checkToolsets(requested []string) error {
+	var unknown []string
+	for _, t := range requested {
+		t = strings.TrimSpace(t)
+		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || schemas.IsKnownToolset(t) {
+			continue
+		}
+		unknown = append(unknown, t)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(schemas.KnownToolsets, ", "))
+	}
+	return nil
+}
 
 // NarrowToolsets applies the cron policy to requested toolsets: forbidden
 // ones are removed (and returned in refused); an empty result becomes the
@@ -98,6 +132,22 @@ func buildPrompt(job *Job, contexts []contextOutput, scriptOut string) string {
 	}
 	b.WriteString(job.Prompt)
 	return b.String()
+}
+
+// jobSkills is the job's skills, with Hermes' legacy single "skill" field
+// when "skills" is empty, without blanks or repeats.
+func jobSkills(job *Job) []string {
+	src := []string(job.Skills)
+	if len(src) == 0 && job.Skill != "" {
+		src = []string{string(job.Skill)}
+	}
+	var out []string
+	for _, s := range src {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 type contextOutput struct {

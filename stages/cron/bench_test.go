@@ -15,7 +15,7 @@ func seedJobs(b *testing.B, home string, n int, now time.Time) *Store {
 			j, err := NewJob(home, JobSpec{
 				Name: fmt.Sprintf("job %d", i), Schedule: "0 */6 * * *", Timezone: "America/New_York",
 				Prompt:   fmt.Sprintf("Summarise the overnight logs of service %d and list anything unusual.", i),
-				Toolsets: []string{"terminal", "web"}, Deliver: "local",
+				Toolsets: []string{"terminal", "file"}, Deliver: "local",
 			}, now)
 			if err != nil {
 				return err

@@ -81,6 +81,9 @@ func (s *Scheduler) RunDaemon(ctx context.Context, o DaemonOptions) error {
 		if o.OnPass != nil {
 			o.OnPass(rep, err)
 		}
+		for _, p := range rep.Problems() {
+			s.log().Error("job cannot be scheduled; the others run", "job", p.ID, "err", p.Error)
+		}
 		for _, c := range rep.Claims {
 			pool.execute(runCtx, c, nil)
 		}

@@ -19,6 +19,11 @@ type JobEdit struct {
 	Repeat *int
 	// Timeout is the inactivity timeout; 0 means none.
 	StartingDeadline, Timeout, MaxRuntime *time.Duration
+	// Agent settings: 0 or "" returns to the cron command's defaults.
+	MaxTurns       *int
+	CommandTimeout *time.Duration
+	APIKeyEnv      *string
+	Sandbox        *string
 }
 
 // Apply copies the edit onto j. The zone is applied before the schedule, so a
@@ -41,6 +46,11 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		s, err := ParseSchedule(*e.Schedule, j.Location(), now)
 		if err != nil {
 			return err
+		}
+		if s.Kind == KindOnce {
+			if at, err := parseTimestamp(s.RunAt, j.Location()); err == nil && now.Sub(at) > minGrace {
+				return usagef("one-shot time %s is in the past", at.In(j.Location()).Format(time.RFC3339))
+			}
 		}
 		j.Schedule = s
 		if s.Kind == KindOnce && j.Repeat.Times == nil {
@@ -82,7 +92,12 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		}
 	}
 	setList((*[]string)(&j.ContextFrom), e.ContextFrom)
-	setList((*[]string)(&j.EnabledToolsets), e.Toolsets)
+	if e.Toolsets != nil {
+		if err := checkToolsets(*e.Toolsets); err != nil {
+			return usagef("%v", err)
+		}
+		j.EnabledToolsets = *e.Toolsets
+	}
 	setList(&j.Policy.EnvAllow, e.EnvAllow)
 	setNull(&j.Workdir, e.Workdir)
 	setStr(&j.Policy.Overlap, e.Overlap)
@@ -96,6 +111,14 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 	if e.MaxRuntime != nil {
 		j.Policy.MaxRuntimeSeconds = int(*e.MaxRuntime / time.Second)
 	}
+	if e.MaxTurns != nil {
+		j.Policy.MaxTurns = *e.MaxTurns
+	}
+	if e.CommandTimeout != nil {
+		j.Policy.CommandTimeoutSeconds = int(*e.CommandTimeout / time.Second)
+	}
+	setStr(&j.Policy.APIKeyEnv, e.APIKeyEnv)
+	setStr(&j.Policy.Sandbox, e.Sandbox)
 	if e.Repeat != nil {
 		if n := *e.Repeat; n > 0 {
 			j.Repeat.Times = &n

@@ -3,8 +3,10 @@ package cron
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -50,5 +52,72 @@ func TestEditJobAppliesOnlyWhatIsSet(t *testing.T) {
 	after, _ := tx.Get(j.ID)
 	if after.Timezone != "Asia/Tokyo" || after.Prompt != "daily digest" || after.Deliver != "local" {
 		t.Fatalf("a refused edit changed the job: %+v", after)
+	}
+}
+
+func TestDefaultNameIsCutAtACharacterBoundary(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	prompt := strings.Repeat("日", 49) + "éa long tail that is cut"
+	j, err := NewJob(home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: prompt}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(j.Name) || j.Name != strings.Repeat("日", 49)+"é" {
+		t.Fatalf("name %q (valid UTF-8: %v)", j.Name, utf8.ValidString(j.Name))
+	}
+	// A job with only skills is named after its first skill, as in Hermes.
+	j, err = NewJob(home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Skills: []string{"daily-digest"}}, now)
+	if err != nil || j.Name != "daily-digest" {
+		t.Fatalf("skills-only job named %q (%v)", j.Name, err)
+	}
+}
+
+func TestUnknownToolsetsAreRefusedWithTheKnownList(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	st := NewStore(home)
+	_, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "search the web", Toolsets: []string{"terminal", "web"}}, now)
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `unknown toolsets web (known: terminal, file)`) {
+		t.Fatalf("add: %v", err)
+	}
+	j, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "tidy", Toolsets: []string{"terminal", "file"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{"browser"}
+	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Toolsets: &bad}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "known: terminal, file") {
+		t.Fatalf("edit: %v", err)
+	}
+}
+
+// A stored job asking for a toolset the agent lacks (imported from Hermes)
+// fails each execution naming it, instead of running without it.
+func TestExecutionWithUnknownToolsetFails(t *testing.T) {
+	home := t.TempDir()
+	writeHandStore(t, home, `{"jobs":[{"id":"webjob","prompt":"search the news","schedule":{"kind":"interval","minutes":60},"next_run_at":"2026-05-01T09:00:00Z","timezone":"UTC","enabled_toolsets":["web","terminal"]}]}`)
+	clock := newFakeClock(utc("2026-05-01T09:00:10Z"))
+	agent := &fakeAgent{reply: "ok"}
+	s := newTestScheduler(t, home, clock, agent)
+	rep, err := s.Tick(context.Background())
+	if err != nil || len(rep.Results) != 1 {
+		t.Fatalf("tick %+v %v", rep, err)
+	}
+	if r := rep.Results[0]; r.State != StateFailed || !strings.Contains(r.Error, "unknown toolsets web (known: terminal, file)") || agent.total() != 0 {
+		t.Fatalf("result %+v, agent runs %d", r, agent.total())
+	}
+}
+
+func TestEditRefusesAOneShotInThePast(t *testing.T) {
+	home := t.TempDir()
+	now := utc("2026-05-01T10:00:00Z")
+	st := NewStore(home)
+	j, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "x"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := "2026-04-30T10:00:00Z"
+	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Schedule: &past}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "in the past") {
+		t.Fatalf("edit to a past one-shot: %v", err)
 	}
 }

@@ -51,6 +51,36 @@ var lifecycleRules = []guardRule{
 	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bhermes-pipe\s+(?:--\S+\s+)*cron\s+(?:daemon|tick)\b`)},
 }
 
+// directiveRules are the rules whose phrasing does not occur in ordinary
+// prose or logs: they are the ones applied to text that enters a prompt at
+// run time (context_from outputs, script stdout), which legitimately
+// mentions commands.
+var directiveRules = func() (out []guardRule) {
+	for _, g := range injectionRules {
+		if g.name == "instruction_override" || g.name == "deception" {
+			out = append(out, g)
+		}
+	}
+	return out
+}()
+
+// githubAPICall is a curl to api.github.com authenticated with a token
+// variable, the form Hermes' GitHub skill uses: it is replaced by a harmless
+// stand-in before scanning, so it is allowed while the rest of the line is
+// still scanned. The host must be exactly api.github.com (lookalikes such as
+// api.github.com.evil.example or api.github.com@evil.example do not match).
+var githubAPICall = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']\s+["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?(?:["']|\s|$)`),
+	regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?["']?\s+(?:[^\n;&|$` + "`" + `]*\s)?(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']`),
+}
+
+func stripAllowed(text string) string {
+	for _, re := range githubAPICall {
+		text = re.ReplaceAllString(text, "curl https://api.github.com/user ")
+	}
+	return text
+}
+
 // invisible are code points that hide text from a human reader while the
 // model still reads it.
 func invisible(r rune) bool {
@@ -66,19 +96,46 @@ func invisible(r rune) bool {
 	return false
 }
 
-// Scan checks a job's prompt and script text together and returns every
-// finding (nil when clean). It is called at add and again before each run;
-// it is pure computation over the text.
-func Scan(prompt, script string) []Finding {
-	text := prompt + "\n" + script
-	var out []Finding
-	for _, r := range text {
-		if invisible(r) {
-			out = append(out, Finding{Rule: "invisible_unicode", Match: fmt.Sprintf("U+%04X", r)})
-			break
+// emojiNeighbour reports whether r is a code point an emoji ZWJ sequence
+// joins (the ranges Hermes uses: pictographs, symbols, flags, the keycap).
+func emojiNeighbour(r rune) bool {
+	return (r >= 0x1F000 && r <= 0x1FFFF) || (r >= 0x2600 && r <= 0x27BF) ||
+		(r >= 0x2300 && r <= 0x23FF) || r == 0x20E3
+}
+
+// firstInvisible returns the first invisible code point of text. A zero
+// width joiner between two emoji (skipping the emoji variation selector
+// U+FE0F), as in 👨‍👩‍👧 or 🏳️‍🌈, is part of the emoji and allowed.
+func firstInvisible(text string) (rune, bool) {
+	rs := []rune(text)
+	for i, r := range rs {
+		if !invisible(r) {
+			continue
 		}
+		if r == 0x200D {
+			l, k := i-1, i+1
+			for l >= 0 && rs[l] == 0xFE0F {
+				l--
+			}
+			for k < len(rs) && rs[k] == 0xFE0F {
+				k++
+			}
+			if l >= 0 && k < len(rs) && emojiNeighbour(rs[l]) && emojiNeighbour(rs[k]) {
+				continue
+			}
+		}
+		return r, true
 	}
-	for _, set := range [][]guardRule{injectionRules, lifecycleRules} {
+	return 0, false
+}
+
+func scanWith(text string, sets ...[]guardRule) []Finding {
+	var out []Finding
+	if r, ok := firstInvisible(text); ok {
+		out = append(out, Finding{Rule: "invisible_unicode", Match: fmt.Sprintf("U+%04X", r)})
+	}
+	text = stripAllowed(text)
+	for _, set := range sets {
 		for _, g := range set {
 			if m := g.re.FindString(text); m != "" {
 				out = append(out, Finding{Rule: g.name, Match: strings.TrimSpace(m)})
@@ -86,6 +143,21 @@ func Scan(prompt, script string) []Finding {
 		}
 	}
 	return out
+}
+
+// Scan checks a job's prompt and script text together and returns every
+// finding (nil when clean). It is called at add and again before each run;
+// it is pure computation over the text.
+func Scan(prompt, script string) []Finding {
+	return scanWith(prompt+"\n"+script, injectionRules, lifecycleRules)
+}
+
+// ScanRuntime checks text that enters an agent's prompt at run time (the
+// outputs named by context_from, a script's stdout) with the rules that do
+// not fire on ordinary prose or logs: instruction overrides, deception and
+// invisible Unicode.
+func ScanRuntime(text string) []Finding {
+	return scanWith(text, directiveRules)
 }
 
 // describeFindings renders findings for an error message.

@@ -77,11 +77,9 @@ const (
 	OverlapAllow  = "allow"  // run both
 )
 
-// Defaults of a job's policy.
-const (
-	DefaultInactivityTimeout = 600 * time.Second
-	DefaultMaxRuntime        = time.Hour
-)
+// DefaultInactivityTimeout is how long a run may show no progress when
+// neither the job nor HERMES_CRON_TIMEOUT says otherwise (Hermes' default).
+const DefaultInactivityTimeout = 600 * time.Second
 
 // Policy holds hermes-pipe's per-job execution rules (absent from Hermes
 // files; the zero value means the defaults).
@@ -91,6 +89,52 @@ type Policy struct {
 	TimeoutSeconds          *int     `json:"timeout_seconds,omitempty"`
 	MaxRuntimeSeconds       int      `json:"max_runtime_seconds,omitempty"`
 	EnvAllow                []string `json:"env_allow,omitempty"`
+	// Agent settings of the job (0 or "": the cron command's defaults).
+	MaxTurns              int    `json:"max_turns,omitempty"`
+	CommandTimeoutSeconds int    `json:"command_timeout_seconds,omitempty"`
+	APIKeyEnv             string `json:"api_key_env,omitempty"`
+	// Sandbox is where the agent's commands run: "local" ("" too),
+	// "docker:IMAGE" or "ssh:[USER@]HOST[:PORT]".
+	Sandbox string `json:"sandbox,omitempty"`
+}
+
+// ParseSandbox splits a job's sandbox spec into the driver scheme and its
+// target (the docker image, the ssh [user@]host[:port]).
+func ParseSandbox(spec string) (scheme, target string, err error) {
+	spec = strings.TrimSpace(spec)
+	scheme, target, _ = strings.Cut(spec, ":")
+	switch {
+	case spec == "" || spec == "local":
+		return "local", "", nil
+	case scheme == "docker" && target != "":
+		return scheme, target, nil
+	case scheme == "ssh" && target != "" && !strings.ContainsAny(target, " /"):
+		return scheme, target, nil
+	}
+	return "", "", fmt.Errorf("sandbox %q: use local, docker:IMAGE or ssh:[USER@]HOST[:PORT]", spec)
+}
+
+// KeyEnv is the environment variable holding the job's API key: the one
+// set with --api-key-env, else the provider's conventional one
+// (PROVIDER_API_KEY, as Hermes names them: openrouter → OPENROUTER_API_KEY),
+// else "" (the cron command's default key).
+func (j *Job) KeyEnv() string {
+	if j.Policy.APIKeyEnv != "" {
+		return j.Policy.APIKeyEnv
+	}
+	p := strings.TrimSpace(string(j.Provider))
+	if p == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range strings.ToUpper(p) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "_API_KEY"
 }
 
 // Inactivity is the inactivity timeout: default 600 s, 0 means none.
@@ -101,10 +145,12 @@ func (p Policy) Inactivity() time.Duration {
 	return time.Duration(*p.TimeoutSeconds) * time.Second
 }
 
-// MaxRuntime is the wall-clock cap of one run.
+// MaxRuntime is the wall-clock cap of one run; 0, the default, means none:
+// as in Hermes, a run that keeps making progress is only bounded by the
+// inactivity timeout.
 func (p Policy) MaxRuntime() time.Duration {
 	if p.MaxRuntimeSeconds <= 0 {
-		return DefaultMaxRuntime
+		return 0
 	}
 	return time.Duration(p.MaxRuntimeSeconds) * time.Second
 }
@@ -244,6 +290,20 @@ func (j *Job) Location() *time.Location {
 }
 
 var locCache sync.Map // zone name -> *time.Location
+
+var zoneErrs sync.Map // zone name -> error (nil for a known zone)
+
+// zoneError is time.LoadLocation's error for name, cached: checking every
+// job of a large store must not read the zone database once per job.
+func zoneError(name string) error {
+	if v, ok := zoneErrs.Load(name); ok {
+		err, _ := v.(error)
+		return err
+	}
+	_, err := time.LoadLocation(name)
+	zoneErrs.Store(name, err)
+	return err
+}
 
 // loadLocation is time.LoadLocation with a cache (parsing tzdata costs tens
 // of microseconds); unknown zones give UTC.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ type JobSpec struct {
 	MaxRuntime       time.Duration
 	EnvAllow         []string
 	Paused           bool
+	MaxTurns         int           // agent turns per run; 0 = the cron command's default
+	CommandTimeout   time.Duration // per tool command; 0 = the rollout default
+	APIKeyEnv        string        // variable holding the API key; "" = from the provider, else the default key
+	Sandbox          string        // local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -94,7 +99,9 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 		j.Repeat.Times = &one
 	}
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
-		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow}
+		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
+		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
+		Sandbox: spec.Sandbox}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -104,6 +111,9 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	}
 	if err := ValidateJob(home, j); err != nil {
 		return nil, err
+	}
+	if err := checkToolsets(j.EnabledToolsets); err != nil {
+		return nil, usagef("%v", err)
 	}
 	if err := ValidateDeliver(j.Deliver); err != nil {
 		return nil, err
@@ -125,14 +135,20 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	return j, nil
 }
 
+// defaultName is Hermes' default job name: the start of the prompt (else
+// the first skill, else the script), at most 50 characters, cut at a
+// character boundary, never inside a UTF-8 sequence.
 func defaultName(j *Job) string {
 	src := j.Prompt
-	if src == "" {
+	if strings.TrimSpace(src) == "" && len(j.Skills) > 0 {
+		src = j.Skills[0]
+	}
+	if strings.TrimSpace(src) == "" {
 		src = string(j.Script)
 	}
 	src = strings.Join(strings.Fields(src), " ")
-	if len(src) > 50 {
-		src = strings.TrimSpace(src[:50])
+	if r := []rune(src); len(r) > 50 {
+		src = strings.TrimSpace(string(r[:50]))
 	}
 	if src == "" {
 		return "cron job"
@@ -141,9 +157,10 @@ func defaultName(j *Job) string {
 }
 
 // ValidateJob checks a job's fields (on add, edit and import). The deliver
-// spec is not checked here: imported Hermes targets are kept and fall back to
-// local delivery; new values are checked with ValidateDeliver. Errors wrap
-// ErrUsage.
+// spec and the toolsets are not checked here: imported Hermes targets are
+// kept and fall back to local delivery, imported toolsets hermes-pipe lacks
+// are a warning; values the user gives are checked by NewJob and
+// JobEdit.Apply (ValidateDeliver, checkToolsets). Errors wrap ErrUsage.
 func ValidateJob(home string, j *Job) error {
 	if !validJobID(j.ID) {
 		return usagef("job id %q: use letters, digits, '-', '_' or '.'", j.ID)
@@ -193,11 +210,19 @@ func ValidateJob(home string, j *Job) error {
 	default:
 		return usagef("overlap policy %q: use forbid or allow", j.Policy.Overlap)
 	}
-	if j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
+	if _, _, err := ParseSandbox(j.Policy.Sandbox); err != nil {
+		return usagef("job %s: %v", j.ID, err)
+	}
+	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
+		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)
+	}
+	if j.Policy.MaxTurns < 0 || j.Policy.CommandTimeoutSeconds < 0 || j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
 		return usagef("job %s: durations must not be negative", j.ID)
 	}
 	return nil
 }
+
+var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func pause(j *Job, now time.Time, reason string) {
 	j.Enabled = false
@@ -280,6 +305,39 @@ func rearm(j *Job, now time.Time) {
 	}
 }
 
+// arm gives a runnable job without next_run_at its next occurrence, as
+// import does: a one-shot its own instant (late or not: the next pass runs
+// it or, past its starting deadline, records it missed and alerts), a
+// recurring job its first occurrence after now. A job with no occurrence
+// left, or whose repeat count is used up, is completed.
+func arm(j *Job, now time.Time) {
+	switch {
+	case j.Repeat.Times != nil && j.Repeat.Completed >= *j.Repeat.Times:
+		j.NextRunAt = ""
+	case j.Schedule.Kind == KindOnce:
+		j.NextRunAt = ""
+		if at, err := parseTimestamp(j.Schedule.RunAt, j.Location()); err == nil {
+			j.NextRunAt = NullString(fmtTime(at))
+		}
+	default:
+		rearm(j, now)
+	}
+	if j.NextRunAt == "" {
+		j.State, j.Enabled = StateCompleted, false
+	}
+}
+
+// PlannedRun is the job's next run: next_run_at, or for a runnable job
+// without one the instant the scheduler's next pass arms it with (see arm).
+func (j *Job) PlannedRun(now time.Time) (time.Time, bool) {
+	if at, ok := j.NextRun(); ok || !j.Runnable() {
+		return at, ok
+	}
+	c := *j
+	arm(&c, now)
+	return c.NextRun()
+}
+
 // PauseJob disables a job; its occurrences until resume are not recorded.
 func PauseJob(ctx context.Context, st *Store, home, id string, now time.Time) (*Job, error) {
 	return ModifyJob(ctx, st, home, id, now, func(j *Job) error {
@@ -318,15 +376,27 @@ func RemoveJob(ctx context.Context, st *Store, id string) error {
 type ImportReport struct {
 	Imported []string          `json:"imported"`
 	Rejected map[string]string `json:"rejected,omitempty"` // id -> reason
+	// Warnings are imported jobs that will not run as they did in Hermes
+	// until edited (id -> what to change): toolsets hermes-pipe lacks.
+	Warnings map[string]string `json:"warnings,omitempty"`
+}
+
+func (r *ImportReport) warn(id, msg string) {
+	if w := r.Warnings[id]; w != "" {
+		msg = w + "; " + msg
+	}
+	r.Warnings[id] = msg
 }
 
 // ImportHermes reads a Hermes jobs.json (the {"jobs": [...]} object, a bare
 // list, or an id-keyed map) and adds its jobs, keeping their ids and fields.
-// Jobs without a zone get tz. Past or missing next_run_at values are
-// recomputed from now. With skipInvalid, bad jobs are reported and skipped;
+// Jobs without a zone get tz. Missing next_run_at values are computed
+// (arm); past ones are kept, so the first pass runs or records them missed
+// (with an alert) as for any late occurrence. Jobs asking for toolsets or
+// skills hermes-pipe lacks are imported with a warning. With skipInvalid, bad jobs are reported and skipped;
 // otherwise any bad job refuses the whole import and nothing is written.
 func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now time.Time, skipInvalid bool) (ImportReport, error) {
-	rep := ImportReport{Rejected: map[string]string{}}
+	rep := ImportReport{Rejected: map[string]string{}, Warnings: map[string]string{}}
 	src := &Store{Dir: filepath.Dir(file)}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -339,6 +409,11 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 	jobs, err := tx0.Jobs()
 	if err != nil {
 		return rep, usagef("import %s: %v", file, err)
+	}
+	for _, inv := range tx0.Invalid() {
+		if _, err := tx0.Get(inv.ID); err != nil { // did not decode; the others are checked below
+			rep.Rejected[inv.ID] = inv.Error
+		}
 	}
 	if tz == "" {
 		tz = LocalZone()
@@ -366,6 +441,17 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 			if ValidateDeliver(check.Deliver) != nil {
 				check.Deliver = "local"
 			}
+			// Toolsets Hermes has and hermes-pipe lacks (web, browser...) do
+			// not refuse the import: each execution fails naming them, with
+			// an alert, until the job is edited. The report says so now.
+			for _, name := range jobSkills(j) {
+				if _, err := LoadSkill(home, name); err != nil {
+					rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until the skill is installed (cron import --skills-dir links Hermes' skills folder)", err))
+				}
+			}
+			if err := checkToolsets(j.EnabledToolsets); err != nil {
+				rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID))
+			}
 			if err := ValidateJob(home, &check); err != nil {
 				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
 			} else if _, err := tx.Get(j.ID); err == nil {
@@ -380,13 +466,11 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 				rep.Rejected[j.ID] = reason
 				continue
 			}
-			if j.Runnable() {
-				if at, ok := j.NextRun(); !ok || now.Sub(at) > GraceFor(j.Schedule, at, j.Location(), j.Policy.StartingDeadline()) {
-					rearm(j, now)
-				}
-				if j.NextRunAt == "" {
-					j.State, j.Enabled = StateCompleted, false
-				}
+			// A job keeps its next_run_at even when it is past: the next
+			// pass runs what is within its grace window and records the rest
+			// missed, with an alert, instead of dropping it here unheard.
+			if _, ok := j.NextRun(); !ok && j.Runnable() {
+				arm(j, now)
 			}
 			ok = append(ok, j)
 		}

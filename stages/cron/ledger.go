@@ -26,6 +26,10 @@ const (
 	StateUnknown  = "unknown"
 	TriggerSched  = "schedule"
 	TriggerManual = "manual"
+	// TriggerCheck marks the record of a stored job found unschedulable
+	// (it does not decode, its schedule is bad): one row, and one alert,
+	// per problem, never an execution.
+	TriggerCheck = "check"
 )
 
 // Execution is one row of the ledger: one occurrence of one job.
@@ -106,8 +110,11 @@ func (l *Ledger) Close() error { return l.db.Close() }
 // ExecutionID is the stable id of an occurrence; webhooks use it as the
 // idempotency key.
 func ExecutionID(jobID string, scheduled time.Time, trigger string) string {
-	if trigger == TriggerManual {
+	switch trigger {
+	case TriggerManual:
 		return jobID + "-m" + strconv.FormatInt(scheduled.UnixMilli(), 10)
+	case TriggerCheck:
+		return jobID + "-c" + strconv.FormatInt(scheduled.Unix(), 10)
 	}
 	return jobID + "-" + strconv.FormatInt(scheduled.Unix(), 10)
 }
@@ -135,6 +142,31 @@ func (l *Ledger) Batch(ctx context.Context, fn func(b *LedgerTx) error) error {
 		return fmt.Errorf("ledger commit: %w", err)
 	}
 	return nil
+}
+
+// savepoint opens a nested transaction for one job's rows, so a job that
+// fails half-way leaves none of them (rollbackTo) and the others commit.
+func (b *LedgerTx) savepoint(ctx context.Context) error {
+	if _, err := b.tx.ExecContext(ctx, `SAVEPOINT job`); err != nil {
+		return fmt.Errorf("ledger savepoint: %w", err)
+	}
+	return nil
+}
+
+// release keeps the rows written since savepoint.
+func (b *LedgerTx) release(ctx context.Context) error {
+	if _, err := b.tx.ExecContext(ctx, `RELEASE job`); err != nil {
+		return fmt.Errorf("ledger release: %w", err)
+	}
+	return nil
+}
+
+// rollbackTo drops the rows written since savepoint.
+func (b *LedgerTx) rollbackTo(ctx context.Context) error {
+	if _, err := b.tx.ExecContext(ctx, `ROLLBACK TO job`); err != nil {
+		return fmt.Errorf("ledger rollback: %w", err)
+	}
+	return b.release(ctx)
 }
 
 // Insert adds the occurrence with the given state unless a row for it

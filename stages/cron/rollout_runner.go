@@ -28,6 +28,49 @@ type RolloutRunner struct {
 	MaxTurns       int // 0 = 20
 	// NewClient builds the LLM client for a base URL; nil = llm.New.
 	NewClient func(baseURL, apiKey string) (llm.Client, error)
+	// Getenv reads a job's API key variable; nil = os.Getenv.
+	Getenv func(string) string
+	// OpenDriver builds the driver of a job that names its own sandbox
+	// (docker:IMAGE, ssh:HOST); nil makes such jobs fail saying so.
+	OpenDriver func(scheme string, cfg sandbox.Config) (sandbox.Driver, error)
+}
+
+// driverFor returns the driver of the job's sandbox, the image its record
+// names, and a release function.
+func (r *RolloutRunner) driverFor(job AgentJob) (sandbox.Driver, string, func(), error) {
+	scheme, target, err := ParseSandbox(job.Sandbox)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if job.Sandbox == "" || (scheme == "local" && r.OpenDriver == nil) {
+		return r.Driver, "", func() {}, nil
+	}
+	if r.OpenDriver == nil {
+		return nil, "", nil, fmt.Errorf("sandbox %s: this runner opens no other sandbox", job.Sandbox)
+	}
+	var cfg sandbox.Config
+	image := ""
+	switch scheme {
+	case "docker":
+		image = target
+		cfg.Docker.DefaultImage = target
+	case "ssh":
+		host := target
+		if u, h, ok := strings.Cut(target, "@"); ok {
+			cfg.SSH.User, host = u, h
+		}
+		cfg.SSH.Host = host
+	}
+	d, err := r.OpenDriver(scheme, cfg)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("sandbox %s: %w", job.Sandbox, err)
+	}
+	release := func() {
+		if rel, ok := d.(sandbox.Releaser); ok {
+			_ = rel.Release()
+		}
+	}
+	return d, image, release, nil
 }
 
 // RunAgent runs one rollout for the job and returns its final answer. It
@@ -50,11 +93,24 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model})
 		}
 	}
-	client, err := newClient(base, r.APIKey)
+	key := r.APIKey
+	if job.APIKeyEnv != "" {
+		getenv := r.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if key = getenv(job.APIKeyEnv); key == "" {
+			return AgentResult{Outcome: schemas.OutcomeAPIError, Error: fmt.Sprintf("the job's API key variable %s is not set (--api-key-env, or the provider's PROVIDER_API_KEY)", job.APIKeyEnv)}, nil
+		}
+	}
+	client, err := newClient(base, key)
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
-	maxTurns := r.MaxTurns
+	maxTurns := job.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = r.MaxTurns
+	}
 	if maxTurns <= 0 {
 		maxTurns = 20
 	}
@@ -83,13 +139,20 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 			}
 		}()
 	}
+	driver, image, release, err := r.driverFor(job)
+	if err != nil {
+		return AgentResult{Outcome: schemas.OutcomeSandboxError, Error: err.Error()}, nil
+	}
+	defer release()
 	stage, err := rollout.New(rollout.Options{
-		Client:   activityClient{client, touch},
-		Model:    model,
-		Driver:   activityDriver{r.Driver, touch},
-		RunID:    "cron-" + job.JobID,
-		MaxTurns: maxTurns,
-		Toolsets: job.Toolsets,
+		Client:         activityClient{client, touch},
+		Model:          model,
+		Driver:         activityDriver{driver, touch},
+		RunID:          "cron-" + job.JobID,
+		MaxTurns:       maxTurns,
+		CommandTimeout: job.CommandTimeout,
+		Toolsets:       job.Toolsets,
+		SystemPrompt:   job.SystemPrompt,
 	})
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
@@ -98,7 +161,7 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	if len(toolsets) == 0 {
 		toolsets = []string{"terminal"}
 	}
-	rec := &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets}}
+	rec := &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets, Image: image}}
 	out, err := runOne(actx, job, rec, stage)
 	switch {
 	case err != nil && errors.Is(context.Cause(actx), errInactive):

@@ -2,11 +2,15 @@ package cron
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -60,5 +64,82 @@ func TestAgentJobWithoutEndpointFailsClearly(t *testing.T) {
 	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})
 	if err != nil || res.Outcome != schemas.OutcomeAPIError || res.Error == "" {
 		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+}
+
+// A job's own agent settings reach the rollout: its max turns and the API
+// key from its variable (named, or the provider's PROVIDER_API_KEY).
+func TestAgentJobSettings(t *testing.T) {
+	url := server(t, fakellm.Config{}, `{"scripts": [{"match": "report", "steps": [
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo 42"}}]},
+	  {"content": "The answer is 42."}]}]}`)
+	var keys []string
+	env := map[string]string{"OPENROUTER_API_KEY": "or-key", "TEAM_KEY": "team-key"}
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m", APIKey: "default-key",
+		Getenv: func(k string) string { return env[k] },
+		NewClient: func(u, key string) (llm.Client, error) {
+			keys = append(keys, key)
+			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: "m"})
+		}}
+	job := AgentJob{JobID: "j1", ExecutionID: "e1", Prompt: "nightly report"}
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome != schemas.OutcomeCompleted {
+		t.Fatalf("default turns: %+v", res)
+	}
+	job.MaxTurns = 1
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome == schemas.OutcomeCompleted {
+		t.Fatalf("max turns 1 still completed two turns: %+v", res)
+	}
+	for _, j := range []*Job{{Provider: "openrouter"}, {Policy: Policy{APIKeyEnv: "TEAM_KEY"}, Provider: "openrouter"}} {
+		job.MaxTurns, job.APIKeyEnv = 0, j.KeyEnv()
+		if _, err := r.RunAgent(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(keys, ",") != "default-key,default-key,or-key,team-key" {
+		t.Fatalf("keys %v", keys)
+	}
+	job.APIKeyEnv = "UNSET_KEY"
+	if res, _ := r.RunAgent(context.Background(), job); res.Outcome != schemas.OutcomeAPIError || !strings.Contains(res.Error, "UNSET_KEY is not set") {
+		t.Fatalf("unset key variable: %+v", res)
+	}
+}
+
+type specDriver struct {
+	sandbox.Driver
+	images *[]string
+}
+
+func (d specDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	*d.images = append(*d.images, spec.Image)
+	return d.Driver.Open(ctx, spec)
+}
+
+// A job's own sandbox opens its driver: docker with the job's image, ssh
+// with its user and host; a bad spec is refused at add.
+func TestAgentJobSandbox(t *testing.T) {
+	url := server(t, fakellm.Config{}, `{"scripts": [{"steps": [{"content": "done"}]}]}`)
+	var opened []string
+	var images []string
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m",
+		OpenDriver: func(scheme string, cfg sandbox.Config) (sandbox.Driver, error) {
+			opened = append(opened, scheme+" image="+cfg.Docker.DefaultImage+" host="+cfg.SSH.User+"@"+cfg.SSH.Host)
+			return specDriver{fake.New(), &images}, nil
+		}}
+	for _, sb := range []string{"docker:python:3.11-slim", "ssh:ops@build1:2222"} {
+		res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "x", Sandbox: sb})
+		if err != nil || res.Outcome != schemas.OutcomeCompleted {
+			t.Fatalf("%s: %+v %v", sb, res, err)
+		}
+	}
+	if strings.Join(opened, "; ") != "docker image=python:3.11-slim host=@; ssh image= host=ops@build1:2222" {
+		t.Fatalf("opened %v", opened)
+	}
+	if len(images) != 2 || images[0] != "python:3.11-slim" || images[1] != "" {
+		t.Fatalf("session images %q", images)
+	}
+	for _, bad := range []string{"docker", "docker:", "kubernetes:pod", "ssh:a b"} {
+		if _, err := NewJob(t.TempDir(), JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "x", Sandbox: bad}, time.Now()); !errors.Is(err, ErrUsage) {
+			t.Errorf("sandbox %q accepted: %v", bad, err)
+		}
 	}
 }

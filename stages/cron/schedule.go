@@ -29,45 +29,78 @@ const (
 // Hermes writes: {"kind":"once","run_at":...}, {"kind":"interval","minutes":N}
 // or {"kind":"cron","expr":"0 9 * * *"}, each with a display string.
 type Schedule struct {
-	Kind    string `json:"kind"`
-	RunAt   string `json:"run_at,omitempty"`
-	Minutes int    `json:"minutes,omitempty"`
-	Expr    string `json:"expr,omitempty"`
-	Display string `json:"display,omitempty"`
+	Kind    string  `json:"kind"`
+	RunAt   string  `json:"run_at,omitempty"`
+	Minutes float64 `json:"minutes,omitempty"`
+	Expr    string  `json:"expr,omitempty"`
+	Display string  `json:"display,omitempty"`
 }
 
 var (
-	reDuration = regexp.MustCompile(`^(\d+)\s*(m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days)$`)
+	reDuration = regexp.MustCompile(`^(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days)$`)
 	reBareDur  = regexp.MustCompile(`^\d+\s*[a-z]+$`)
 )
 
-// parseMinutes reads "30m", "2h", "1d" into minutes.
-func parseMinutes(s string) (int, error) {
+// Limits of a duration in a schedule. MinInterval is the shortest repeating
+// interval ("every 10s"); MaxDuration is the longest interval or "in"
+// offset: longer ones would overflow time arithmetic (about 292 years) and
+// are refused rather than wrapped into the past.
+const (
+	MinInterval = 10 * time.Second
+	MaxDuration = 100 * 365 * 24 * time.Hour
+)
+
+// parseDuration reads "30s", "30m", "2h", "1d" (whole seconds, at most
+// MaxDuration).
+func parseDuration(s string) (time.Duration, error) {
 	m := reDuration.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
 	if m == nil {
-		return 0, fmt.Errorf("bad duration %q (use e.g. 30m, 2h, 1d)", s)
+		return 0, fmt.Errorf("bad duration %q (use e.g. 30s, 30m, 2h, 1d)", s)
 	}
-	n, err := strconv.Atoi(m[1])
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad duration %q: must be at least 1m", s)
-	}
+	unit := time.Minute
 	switch m[2][0] {
+	case 's':
+		unit = time.Second
 	case 'h':
-		n *= 60
+		unit = time.Hour
 	case 'd':
-		n *= 1440
+		unit = 24 * time.Hour
 	}
-	return n, nil
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > int64(MaxDuration/unit) {
+		return 0, fmt.Errorf("duration %q is longer than the maximum of %s", s, formatDuration(MaxDuration))
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("bad duration %q: must be positive", s)
+	}
+	return time.Duration(n) * unit, nil
 }
 
-func formatMinutes(n int) string {
+// formatDuration writes d in the largest unit that divides it: 1d, 2h, 30m, 45s.
+func formatDuration(d time.Duration) string {
 	switch {
-	case n%1440 == 0:
-		return fmt.Sprintf("%dd", n/1440)
-	case n%60 == 0:
-		return fmt.Sprintf("%dh", n/60)
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
 	}
-	return fmt.Sprintf("%dm", n)
+	return fmt.Sprintf("%ds", d/time.Second)
+}
+
+// interval is an interval schedule's period, rounded to the second (Hermes
+// stores minutes, a fraction for sub-minute intervals). It is 0 when the
+// stored value is not a positive period within MaxDuration.
+func (s Schedule) interval() time.Duration {
+	if !(s.Minutes > 0) || s.Minutes > float64(MaxDuration/time.Minute) {
+		return 0
+	}
+	return time.Duration(s.Minutes * float64(time.Minute)).Round(time.Second)
+}
+
+func intervalSchedule(d time.Duration) Schedule {
+	return Schedule{Kind: KindInterval, Minutes: float64(d) / float64(time.Minute), Display: "every " + formatDuration(d)}
 }
 
 // ParseSchedule turns the user's schedule text into its stored form.
@@ -83,18 +116,21 @@ func ParseSchedule(text string, loc *time.Location, now time.Time) (Schedule, er
 	case s == "":
 		return Schedule{}, usagef("empty schedule")
 	case strings.HasPrefix(lower, "in "):
-		n, err := parseMinutes(s[3:])
+		d, err := parseDuration(s[3:])
 		if err != nil {
 			return Schedule{}, usagef("schedule %q: %v", s, err)
 		}
-		at := now.Add(time.Duration(n) * time.Minute).UTC().Truncate(time.Second)
+		at := now.Add(d).UTC().Truncate(time.Second)
 		return onceAt(at, loc), nil
 	case strings.HasPrefix(lower, "every "):
-		n, err := parseMinutes(s[6:])
+		d, err := parseDuration(s[6:])
 		if err != nil {
 			return Schedule{}, usagef("schedule %q: %v", s, err)
 		}
-		return Schedule{Kind: KindInterval, Minutes: n, Display: "every " + formatMinutes(n)}, nil
+		if d < MinInterval {
+			return Schedule{}, usagef("schedule %q: the shortest interval is %s", s, formatDuration(MinInterval))
+		}
+		return intervalSchedule(d), nil
 	case strings.HasPrefix(s, "@") || len(strings.Fields(s)) == 5:
 		e, err := parseCronExpr(s)
 		if err != nil {
@@ -208,10 +244,11 @@ func (s Schedule) Next(after time.Time, loc *time.Location) (time.Time, bool) {
 		}
 		return at.UTC(), true
 	case KindInterval:
-		if s.Minutes <= 0 {
+		p := s.interval()
+		if p <= 0 {
 			return time.Time{}, false
 		}
-		return after.Add(time.Duration(s.Minutes) * time.Minute).UTC().Truncate(time.Second), true
+		return after.Add(p).UTC().Truncate(time.Second), true
 	case KindCron:
 		e, err := parseCronExpr(s.Expr)
 		if err != nil {
@@ -245,8 +282,8 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("once schedule: %v", err)
 		}
 	case KindInterval:
-		if s.Minutes <= 0 {
-			return fmt.Errorf("interval schedule: minutes must be positive")
+		if p := s.interval(); p < MinInterval {
+			return fmt.Errorf("interval schedule: minutes %v must be a period between %s and %s", s.Minutes, formatDuration(MinInterval), formatDuration(MaxDuration))
 		}
 	case KindCron:
 		if _, err := parseCronExpr(s.Expr); err != nil {
@@ -268,7 +305,7 @@ func (s Schedule) Normalized(loc *time.Location) string {
 		}
 		return "once at " + at.In(loc).Format(time.RFC3339)
 	case KindInterval:
-		return "every " + formatMinutes(s.Minutes)
+		return "every " + formatDuration(s.interval())
 	case KindCron:
 		return "cron " + s.Expr + " (" + loc.String() + ")"
 	}
@@ -280,7 +317,7 @@ func (s Schedule) Normalized(loc *time.Location) string {
 func (s Schedule) Period(at time.Time, loc *time.Location) time.Duration {
 	switch s.Kind {
 	case KindInterval:
-		return time.Duration(s.Minutes) * time.Minute
+		return s.interval()
 	case KindCron:
 		a, ok := s.Next(at, loc)
 		if !ok {

@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -170,6 +171,9 @@ func TestScheduleGrammar(t *testing.T) {
 		"every 30m":            "every 30m",
 		"every 120 min":        "every 2h",
 		"every 1d":             "every 1d",
+		"every 30s":            "every 30s",
+		"every 90 seconds":     "every 90s",
+		"in 45s":               "once at 2026-05-01T10:00:45Z",
 		"0 9 * * 1-5":          "cron 0 9 * * 1-5 (UTC)",
 		"@daily":               "cron @daily (UTC)",
 		"0  9 * JAN MON":       "cron 0 9 * JAN MON (UTC)",
@@ -185,11 +189,19 @@ func TestScheduleGrammar(t *testing.T) {
 			t.Errorf("%q: normalized %q, want %q", in, got, want)
 		}
 	}
-	for _, bad := range []string{"30m", "2h", "", "every 0m", "every 30s", "61 * * * *", "* * * *", "@sometimes", "tomorrow", "0 9 31 2 x"} {
+	for _, bad := range []string{"30m", "2h", "", "every 0m", "every 5s", "every 9 sec", "61 * * * *", "* * * *", "@sometimes", "tomorrow", "0 9 31 2 x"} {
 		_, err := ParseSchedule(bad, loc, now)
 		if !errors.Is(err, ErrUsage) {
 			t.Errorf("%q: err %v, want ErrUsage", bad, err)
 		}
+	}
+	// Seconds are stored as Hermes stores intervals, in (fractional) minutes.
+	s30, _ := ParseSchedule("every 30s", loc, now)
+	if b, _ := json.Marshal(s30); !strings.Contains(string(b), `"minutes":0.5`) {
+		t.Errorf("every 30s stored as %s", b)
+	}
+	if next, ok := s30.Next(now, loc); !ok || !next.Equal(now.Add(30*time.Second)) {
+		t.Errorf("every 30s next %v %v", next, ok)
 	}
 	_, err := ParseSchedule("30m", loc, now)
 	if err == nil || !strings.Contains(err.Error(), "every 30m") || !strings.Contains(err.Error(), "in 30m") {

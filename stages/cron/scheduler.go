@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/tidwall/gjson"
 )
 
 // Scheduler claims and executes due occurrences of the jobs in one home
@@ -40,6 +43,14 @@ type Scheduler struct {
 	MaxParallel int
 	// Log receives operational messages; default discards.
 	Log *slog.Logger
+	// DefaultInactivity, when set, replaces DefaultInactivityTimeout for
+	// jobs that set no timeout of their own (HERMES_CRON_TIMEOUT, as in
+	// Hermes; 0 means none).
+	DefaultInactivity *time.Duration
+
+	// beforeAdvance, when set, is called with each due job before it is
+	// advanced (tests inject failures through it).
+	beforeAdvance func(*Job)
 }
 
 // RunDir is the output folder that keeps the trajectory of one agent
@@ -95,9 +106,29 @@ type ClaimReport struct {
 	Skipped   int       // occurrences skipped by the overlap policy
 	Recovered []string  // executions of dead processes marked unknown
 	NextDue   time.Time // earliest next_run_at after the pass (zero: none)
+	// Invalid lists stored jobs that cannot be scheduled (they do not
+	// decode, or their id, schedule or zone is bad). They are left as they
+	// are, reported on every pass and alerted once; the others run.
+	Invalid []JobError `json:"Invalid,omitempty"`
+	// Failed lists jobs whose claiming failed (a panic included) in this
+	// pass: each is paused with the reason, recorded failed and alerted;
+	// the others run.
+	Failed []JobError `json:"Failed,omitempty"`
+}
+
+// Problems is how many jobs the pass could not schedule.
+func (r ClaimReport) Problems() []JobError {
+	return append(append([]JobError(nil), r.Invalid...), r.Failed...)
 }
 
 func (s *Scheduler) tickLockPath() string { return filepath.Join(s.Home, "cron", ".tick.lock") }
+
+// pendingAlert is an alert decided while claiming, sent once the ledger
+// rows it reports are committed.
+type pendingAlert struct {
+	deliver string
+	msg     Message
+}
 
 // ClaimDue is one claiming pass. It takes the tick lock without waiting
 // (held elsewhere: Busy, no error), marks executions of dead processes
@@ -106,6 +137,12 @@ func (s *Scheduler) tickLockPath() string { return filepath.Join(s.Home, "cron",
 // the grace window is claimed, older ones are recorded missed. When nothing is
 // due it reads only the store's small index file, so it costs a few
 // milliseconds whatever the number of jobs.
+//
+// A bad job never stops the others: a stored job that cannot be scheduled is
+// reported in Invalid, a job whose claiming fails or panics is paused and
+// reported in Failed, and both are alerted through the job's delivery
+// target, as are occurrences recorded missed or skipped. Only a failure of
+// the store or the ledger themselves fails the pass.
 func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 	var rep ClaimReport
 	if err := s.Store.ensureDir(); err != nil {
@@ -134,38 +171,64 @@ func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 		return rep, nil
 	}
 	var claimed []Claim
+	var alerts []pendingAlert
+	committed := false
 	err = s.Store.Update(ctx, func(tx *Tx) error {
-		claimed = claimed[:0]
-		rep.Missed, rep.Skipped = 0, 0
-		due := tx.DueIDs(now)
-		if len(due) == 0 {
+		claimed, alerts = claimed[:0], alerts[:0]
+		rep.Missed, rep.Skipped, rep.Failed = 0, 0, nil
+		rep.Invalid = tx.Invalid()
+		due, unarmed := tx.scan(now)
+		for _, id := range unarmed {
+			if j, err := tx.Get(id); err == nil {
+				arm(j, now)
+				if err := tx.Put(j); err != nil {
+					return err
+				}
+				if at, ok := j.NextRun(); ok && j.Runnable() && !at.After(now) {
+					due = append(due, id)
+				}
+			}
+		}
+		if len(due) == 0 && len(rep.Invalid) == 0 {
 			rep.NextDue = tx.NextDue()
 			return nil
 		}
 		err := s.Ledger.Batch(ctx, func(b *LedgerTx) error {
+			for _, inv := range rep.Invalid {
+				a, err := s.recordInvalid(ctx, b, tx, inv, now)
+				if err != nil {
+					return err
+				}
+				alerts = append(alerts, a...)
+			}
 			for _, id := range due {
-				job, err := tx.Get(id)
+				c, a, jobErr, err := s.claimOne(ctx, b, tx, id, now, &rep)
 				if err != nil {
 					return err
 				}
-				c, missed, skipped, err := s.advance(ctx, b, job, now)
-				if err != nil {
-					return err
+				alerts = append(alerts, a...)
+				if jobErr != nil {
+					a, err := s.failJob(ctx, b, tx, id, now, jobErr)
+					if err != nil {
+						return err
+					}
+					alerts = append(alerts, a...)
+					rep.Failed = append(rep.Failed, JobError{ID: id, Error: jobErr.Error()})
+					continue
 				}
-				rep.Missed += missed
-				rep.Skipped += skipped
 				if c != nil {
 					claimed = append(claimed, *c)
-				}
-				if err := tx.Put(job); err != nil {
-					return err
 				}
 			}
 			return nil
 		})
+		committed = err == nil
 		rep.NextDue = tx.NextDue()
 		return err
 	})
+	if committed {
+		s.sendAlerts(ctx, alerts)
+	}
 	if err != nil {
 		// The store was not advanced; release the claims so the next pass
 		// sees them as already recorded and moves on instead of running them.
@@ -178,15 +241,183 @@ func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 	return rep, nil
 }
 
+// claimOne advances one due job inside its own savepoint. jobErr is the
+// job's own failure (it does not decode or validate, or advancing it
+// panicked): its rows are rolled back and the caller fails the job. err is a
+// failure of the ledger, which fails the pass.
+func (s *Scheduler) claimOne(ctx context.Context, b *LedgerTx, tx *Tx, id string, now time.Time, rep *ClaimReport) (c *Claim, alerts []pendingAlert, jobErr, err error) {
+	job, gerr := tx.Get(id)
+	if gerr != nil {
+		return nil, nil, gerr, nil
+	}
+	if verr := validateStored(job); verr != nil {
+		return nil, nil, verr, nil
+	}
+	if err := b.savepoint(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	var missed, skipped []Execution
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				jobErr = fmt.Errorf("panic while scheduling: %v", r)
+				s.log().Error("job panicked while being scheduled", "job", id, "panic", r, "stack", string(debug.Stack()))
+			}
+		}()
+		if s.beforeAdvance != nil {
+			s.beforeAdvance(job)
+		}
+		c, missed, skipped, err = s.advance(ctx, b, job, now)
+	}()
+	if jobErr != nil {
+		if err := b.rollbackTo(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, jobErr, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := b.release(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	rep.Missed += len(missed)
+	rep.Skipped += len(skipped)
+	if err := tx.Put(job); err != nil {
+		return nil, nil, nil, err
+	}
+	if a, ok := notRunAlert(job, missed, StateMissed); ok {
+		alerts = append(alerts, a)
+	}
+	if a, ok := notRunAlert(job, skipped, StateSkipped); ok {
+		alerts = append(alerts, a)
+	}
+	return c, alerts, nil, nil
+}
+
+// failJob makes a job whose claiming failed that job's error: it is paused
+// with the reason (resume re-arms it), its due occurrence is recorded
+// failed and, the first time, alerted.
+func (s *Scheduler) failJob(ctx context.Context, b *LedgerTx, tx *Tx, id string, now time.Time, jobErr error) ([]pendingAlert, error) {
+	msg := "scheduler error: " + jobErr.Error()
+	s.log().Error("job could not be scheduled; paused", "job", id, "err", jobErr)
+	tx.reload(id)
+	at := now
+	job, err := tx.Get(id)
+	if err == nil {
+		if t, ok := job.NextRun(); ok {
+			at = t
+		}
+		pause(job, now, msg)
+		job.NextRunAt, job.LastStatus, job.LastError = "", "error", NullString(msg)
+		if err := tx.Put(job); err != nil {
+			return nil, err
+		}
+	} else {
+		job = &Job{ID: id, Name: id}
+	}
+	execID, ins, err := b.Insert(ctx, id, at, TriggerSched, StateFailed, msg+" (the job was paused; fix it, then cron resume "+id+")", now)
+	if err != nil || !ins {
+		return nil, err
+	}
+	return []pendingAlert{{deliver: job.Deliver, msg: Message{ExecutionID: execID, JobID: id, JobName: job.Name,
+		ScheduledAt: at, Kind: DeliverAlert, Status: StateFailed, Error: msg,
+		Text: "The scheduler could not run this job and paused it: " + jobErr.Error() + "\nFix it, then run `hermes-pipe cron resume " + id + "`."}}}, nil
+}
+
+// recordInvalid records a stored job that cannot be scheduled, once per
+// problem (keyed by its next_run_at), and alerts it the first time.
+func (s *Scheduler) recordInvalid(ctx context.Context, b *LedgerTx, tx *Tx, inv JobError, now time.Time) ([]pendingAlert, error) {
+	tx.index()
+	e := tx.byID[inv.ID]
+	at := time.Unix(0, 0).UTC()
+	deliver, name := "local", inv.ID
+	if e != nil {
+		r := gjson.GetManyBytes(e.raw, "next_run_at", "deliver", "name")
+		if t, err := parseTimestamp(r[0].String(), time.UTC); err == nil {
+			at = t.UTC()
+		}
+		if r[1].Type == gjson.String {
+			deliver = r[1].String()
+		}
+		if r[2].Type == gjson.String && r[2].String() != "" {
+			name = r[2].String()
+		}
+	}
+	if !validJobID(inv.ID) {
+		return nil, nil // no safe folder or ledger key to record it under; reported only
+	}
+	msg := "job refused on load: " + inv.Error
+	execID, ins, err := b.Insert(ctx, inv.ID, at, TriggerCheck, StateFailed, msg, now)
+	if err != nil || !ins {
+		return nil, err
+	}
+	return []pendingAlert{{deliver: deliver, msg: Message{ExecutionID: execID, JobID: inv.ID, JobName: name,
+		ScheduledAt: at, Kind: DeliverAlert, Status: StateFailed, Error: msg,
+		Text: "This job in jobs.json cannot be scheduled and does not run until it is fixed: " + inv.Error}}}, nil
+}
+
+// notRunAlert summarises the occurrences of one job recorded missed or
+// skipped in one pass as one alert; ok is false when there are none.
+func notRunAlert(job *Job, rows []Execution, state string) (pendingAlert, bool) {
+	if len(rows) == 0 {
+		return pendingAlert{}, false
+	}
+	var b strings.Builder
+	verb := "did not run"
+	if state == StateSkipped {
+		verb = "was skipped"
+	}
+	if len(rows) == 1 {
+		fmt.Fprintf(&b, "The occurrence scheduled at %s %s: %s\n", rows[0].ScheduledAt.In(job.Location()).Format(time.RFC3339), verb, rows[0].Error)
+	} else {
+		fmt.Fprintf(&b, "%d occurrences %s:\n", len(rows), strings.Replace(verb, "was", "were", 1))
+		for i, r := range rows {
+			if i == 20 && len(rows) > 21 {
+				fmt.Fprintf(&b, "- ... %d more\n", len(rows)-21)
+				r = rows[len(rows)-1]
+			} else if i > 20 {
+				break
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", r.ScheduledAt.In(job.Location()).Format(time.RFC3339), r.Error)
+		}
+	}
+	last := rows[len(rows)-1]
+	return pendingAlert{deliver: job.Deliver, msg: Message{ExecutionID: last.ID, JobID: job.ID, JobName: job.Name,
+		ScheduledAt: last.ScheduledAt, Kind: DeliverAlert, Status: state, Text: b.String(), Error: last.Error}}, true
+}
+
+// sendAlerts delivers alerts through each job's target and records the
+// delivery on the execution row it reports.
+func (s *Scheduler) sendAlerts(ctx context.Context, alerts []pendingAlert) {
+	if len(alerts) == 0 {
+		return
+	}
+	d := &deliverer{home: s.Home, client: s.HTTPClient, backoff: s.WebhookBackoff}
+	dctx := context.WithoutCancel(ctx)
+	for _, a := range alerts {
+		summary := d.deliver(dctx, a.deliver, a.msg)
+		if err := s.Ledger.SetDelivery(dctx, a.msg.ExecutionID, summary); err != nil {
+			s.log().Error("recording an alert's delivery failed", "execution", a.msg.ExecutionID, "err", err)
+		}
+	}
+}
+
 // advance decides what happens to a due job at now, records it in the
-// ledger and moves the job's next_run_at past now.
-func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time.Time) (c *Claim, missed, skipped int, err error) {
+// ledger and moves the job's next_run_at past now. It returns the claim (if
+// an occurrence runs now) and the rows it recorded missed and skipped.
+func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time.Time) (c *Claim, missed, skipped []Execution, err error) {
 	loc := job.Location()
 	first, ok := job.NextRun()
 	if !ok {
-		return nil, 0, 0, nil
+		return nil, nil, nil, nil
 	}
 	grace := GraceFor(job.Schedule, first, loc, job.Policy.StartingDeadline())
+	if job.Schedule.Kind == KindOnce && job.Policy.StartingDeadline() <= 0 {
+		// As in Hermes, a one-shot found late still runs once: "in 30m
+		// check the deploy" must not vanish because the machine was off.
+		grace = MaxDuration
+	}
 	maxRows := s.MaxMissedRows
 	if maxRows <= 0 {
 		maxRows = 1000
@@ -199,7 +430,7 @@ func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time
 	truncated := 0
 	switch job.Schedule.Kind {
 	case KindInterval:
-		p := time.Duration(job.Schedule.Minutes) * time.Minute
+		p := job.Schedule.interval()
 		k := int(now.Sub(first) / p)
 		start := max(0, k-maxRows)
 		truncated = start
@@ -236,27 +467,28 @@ func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time
 		if i == 0 && truncated > 0 {
 			reason += fmt.Sprintf("; %d earlier occurrences were not listed", truncated)
 		}
-		if _, ins, err := b.Insert(ctx, job.ID, at, TriggerSched, StateMissed, reason, now); err != nil {
-			return nil, 0, 0, err
+		if id, ins, err := b.Insert(ctx, job.ID, at, TriggerSched, StateMissed, reason, now); err != nil {
+			return nil, nil, nil, err
 		} else if ins {
-			missed++
+			missed = append(missed, Execution{ID: id, JobID: job.ID, ScheduledAt: at, State: StateMissed, Error: reason})
 		}
 	}
 	if runIt {
 		active, err := b.ActiveFor(ctx, job.ID)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, nil, nil, err
 		}
 		if len(active) > 0 && job.Policy.OverlapMode() == OverlapForbid {
-			if _, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateSkipped, "previous run "+strings.Join(active, ", ")+" still running (overlap policy forbid)", now); err != nil {
-				return nil, 0, 0, err
+			reason := "previous run " + strings.Join(active, ", ") + " still running (overlap policy forbid)"
+			if id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateSkipped, reason, now); err != nil {
+				return nil, nil, nil, err
 			} else if ins {
-				skipped++
+				skipped = append(skipped, Execution{ID: id, JobID: job.ID, ScheduledAt: last, State: StateSkipped, Error: reason})
 			}
 		} else {
 			id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateClaimed, "", now)
 			if err != nil {
-				return nil, 0, 0, err
+				return nil, nil, nil, err
 			}
 			if ins {
 				job.Repeat.Completed++
@@ -301,7 +533,7 @@ func (s *Scheduler) Execute(ctx context.Context, c Claim) Result {
 		res.State, res.Error = StateFailed, err.Error()
 		return res
 	}
-	out := s.run(ctx, &job, c)
+	out := s.runSafe(ctx, &job, c)
 
 	kind := DeliverOutput
 	switch {
@@ -351,6 +583,19 @@ func (s *Scheduler) Execute(ctx context.Context, c Claim) Result {
 	return res
 }
 
+// runSafe is run with a panic of the job's body (its script handling, its
+// agent runner) turned into that execution's failure, so one job cannot take
+// the scheduler and the other running jobs down with it.
+func (s *Scheduler) runSafe(ctx context.Context, job *Job, c Claim) (out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log().Error("execution panicked", "execution", c.ExecutionID, "panic", r, "stack", string(debug.Stack()))
+			out = Outcome{State: StateFailed, Error: fmt.Sprintf("panic during the execution: %v", r)}
+		}
+	}()
+	return s.run(ctx, job, c)
+}
+
 // run executes the job body and classifies the outcome.
 func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	fail := func(format string, args ...any) Outcome {
@@ -373,8 +618,15 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		return fail("blocked by guard: %s", describeFindings(fs))
 	}
 	maxRun := job.Policy.MaxRuntime()
-	rctx, cancel := context.WithTimeout(ctx, maxRun)
+	rctx, cancel := context.WithCancel(ctx)
+	if maxRun > 0 {
+		rctx, cancel = context.WithTimeout(ctx, maxRun)
+	}
 	defer cancel()
+	inactivity := job.Policy.Inactivity()
+	if job.Policy.TimeoutSeconds == nil && s.DefaultInactivity != nil {
+		inactivity = *s.DefaultInactivity
+	}
 
 	var scriptOut string
 	if scriptPath != "" {
@@ -384,7 +636,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		}
 		r := runScript(rctx, scriptRun{
 			Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
-			MaxRuntime: maxRun, Inactivity: job.Policy.Inactivity(),
+			MaxRuntime: maxRun, Inactivity: inactivity,
 			Env: []string{
 				"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
 				"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),
@@ -440,14 +692,58 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		}
 		contexts = append(contexts, contextOutput{id: id, name: name, text: e.Output, at: e.ScheduledAt})
 	}
+	// Text from other jobs and from the script reaches the model too: a hit
+	// stops the execution (an alert names the rule and the source).
+	for _, c := range contexts {
+		if fs := ScanRuntime(c.text); len(fs) > 0 {
+			return fail("blocked by guard: the latest output of context_from job %q (%s): %s", c.name, c.id, describeFindings(fs))
+		}
+	}
+	if fs := ScanRuntime(scriptOut); len(fs) > 0 {
+		return fail("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
+	}
+	if err := checkToolsets(job.EnabledToolsets); err != nil {
+		return fail("%v; edit the job's toolsets", err)
+	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
-	skills := []string(job.Skills)
+	skills := jobSkills(job)
 	workdir := string(job.Workdir)
+	prompt := buildPrompt(job, contexts, scriptOut)
+	// Skills, SOUL.md and the workdir's project context reach the model as
+	// Hermes places them; a missing skill fails the execution naming it.
+	if len(skills) > 0 {
+		texts := make([]string, len(skills))
+		for i, name := range skills {
+			text, err := LoadSkill(s.Home, name)
+			if err != nil {
+				return fail("%v", err)
+			}
+			if fs := ScanRuntime(text); len(fs) > 0 {
+				return fail("blocked by guard: skill %q: %s", name, describeFindings(fs))
+			}
+			texts[i] = text
+		}
+		prompt = withSkills(skills, texts, prompt)
+	}
+	soulText, err := soul(s.Home)
+	if err != nil {
+		return fail("%v", err)
+	}
+	files, err := projectContext(workdir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, f := range append([]contextFile{{"SOUL.md", soulText}}, files...) {
+		if fs := ScanRuntime(f.text); len(fs) > 0 {
+			return fail("blocked by guard: context file %s: %s", f.name, describeFindings(fs))
+		}
+	}
 	ar, err := s.Agent.RunAgent(rctx, AgentJob{
 		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
-		Prompt: buildPrompt(job, contexts, scriptOut), Model: string(job.Model), Provider: string(job.Provider),
+		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
-		InactivityTimeout: job.Policy.Inactivity(), MaxRuntime: maxRun,
+		InactivityTimeout: inactivity, MaxRuntime: maxRun,
+		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
 		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
 	})
 	switch {
@@ -562,4 +858,20 @@ func (s *Scheduler) RunNow(ctx context.Context, jobID string) (Result, error) {
 		return Result{}, err
 	}
 	return s.Execute(ctx, Claim{ExecutionID: id, Job: *job, ScheduledAt: now, Trigger: TriggerManual, ClaimedAt: now}), nil
+}
+
+// ParseCronTimeout reads HERMES_CRON_TIMEOUT as Hermes does: seconds (a
+// fraction allowed), 0 meaning no inactivity timeout. ok is false when it is
+// unset; a value that is not a number of seconds is an error (Hermes would
+// quietly use its default).
+func ParseCronTimeout(v string) (d time.Duration, ok bool, err error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > float64(MaxDuration/time.Second) {
+		return 0, false, usagef("HERMES_CRON_TIMEOUT=%q: want a number of seconds (0: no inactivity timeout)", v)
+	}
+	return time.Duration(f * float64(time.Second)), true, nil
 }

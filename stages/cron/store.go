@@ -71,7 +71,19 @@ type entry struct {
 	idKnown bool
 	dirty   bool
 	deleted bool
+	// invalid is why the stored job cannot be scheduled (it does not decode,
+	// its id is not a string, its schedule or zone is bad); nil when valid
+	// or not checked.
+	invalid error
 }
+
+// JobError names one job that cannot be scheduled, and why.
+type JobError struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+}
+
+func (e JobError) String() string { return "job " + e.ID + ": " + e.Error }
 
 // Tx is a view of the store's jobs for one read or one read-modify-write.
 // Jobs are decoded lazily, so touching one job of 10,000 costs one decode.
@@ -146,7 +158,7 @@ func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
 	}
 	if idx, err := os.ReadFile(s.indexPath()); err == nil && stamp != "" {
 		var ix storeIndex
-		if json.Unmarshal(idx, &ix) == nil && ix.Stamp == stamp {
+		if json.Unmarshal(idx, &ix) == nil && ix.fresh(stamp) {
 			t := time.Time{}
 			if ix.NextDue != "" {
 				t, _ = time.Parse(time.RFC3339, ix.NextDue)
@@ -198,7 +210,70 @@ func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
 			return nil, s.corrupt(fmt.Sprintf("job #%d is not an object", i+1))
 		}
 	}
+	tx.checkAll()
 	return tx, nil
+}
+
+// checkAll marks every job that cannot be scheduled. It runs when the file
+// was not last written by this store (a hand edit, a copy from Hermes, a
+// crash between the file and its index): such a job is reported, never run,
+// and never silently completed.
+func (tx *Tx) checkAll() {
+	for _, e := range tx.entries {
+		e.invalid = e.check()
+	}
+}
+
+// check decodes the entry and validates what scheduling relies on.
+func (e *entry) check() error {
+	if t := gjson.GetBytes(e.raw, "id"); t.Exists() && t.Type != gjson.String {
+		return fmt.Errorf("id %s is not a string", t.Raw)
+	}
+	if e.job != nil {
+		return validateStored(e.job)
+	}
+	// One decode of the known fields (the unknown ones are kept as raw
+	// bytes and need no check); the job is decoded in full when used.
+	a := jobAlias{Enabled: true}
+	if err := json.Unmarshal(e.raw, &a); err != nil {
+		return err
+	}
+	j := Job(a)
+	return validateStored(&j)
+}
+
+// validateStored checks the fields the scheduler relies on, without the
+// checks of ValidateJob that depend on this machine (scripts, workdir).
+func validateStored(j *Job) error {
+	if !validJobID(j.ID) {
+		return fmt.Errorf("id %q: use letters, digits, '-', '_' or '.'", j.ID)
+	}
+	if err := j.Schedule.Validate(); err != nil {
+		return err
+	}
+	if j.Timezone != "" {
+		if err := zoneError(j.Timezone); err != nil {
+			return fmt.Errorf("time zone %q: %v", j.Timezone, err)
+		}
+	}
+	if j.NextRunAt != "" {
+		if _, err := parseTimestamp(string(j.NextRunAt), j.Location()); err != nil {
+			return fmt.Errorf("next_run_at: %v", err)
+		}
+	}
+	return nil
+}
+
+// Invalid lists the jobs that cannot be scheduled, in file order. They stay
+// in the file untouched until fixed, edited or removed.
+func (tx *Tx) Invalid() []JobError {
+	var out []JobError
+	for _, e := range tx.entries {
+		if !e.deleted && e.invalid != nil {
+			out = append(out, JobError{ID: e.getID(), Error: e.invalid.Error()})
+		}
+	}
+	return out
 }
 
 const (
@@ -291,11 +366,15 @@ func (tx *Tx) Get(id string) (*Job, error) {
 	return j, nil
 }
 
-// Jobs decodes every job, in file order.
+// Jobs decodes every job, in file order. Jobs that do not decode are left
+// out when Invalid lists them (and are an ErrCorrupt error otherwise).
 func (tx *Tx) Jobs() ([]*Job, error) {
 	out := make([]*Job, 0, len(tx.entries))
 	for _, e := range tx.entries {
 		if e.deleted {
+			continue
+		}
+		if e.invalid != nil && e.job == nil {
 			continue
 		}
 		j, err := e.decode()
@@ -314,9 +393,18 @@ func (tx *Tx) Put(j *Job) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNotFound, j.ID)
 	}
-	e.job, e.dirty = j, true
+	e.job, e.dirty, e.invalid = j, true, nil
 	tx.changed, tx.onlyAppends = true, false
 	return nil
+}
+
+// reload drops the decoded (and possibly modified) copy of a job that was
+// not Put, so the next Get decodes the stored one again.
+func (tx *Tx) reload(id string) {
+	tx.index()
+	if e, ok := tx.byID[id]; ok && !e.dirty {
+		e.job = nil
+	}
 }
 
 // Add appends a new job. Its id must be unused.
@@ -368,8 +456,46 @@ func (tx *Tx) DueIDs(now time.Time) []string {
 	return out
 }
 
+// scan lists, in one read of each job's scheduling fields, the jobs due at
+// now and the runnable jobs that have no next_run_at at all (a hand edit, a
+// copy from Hermes), which the scheduler arms as import does.
+func (tx *Tx) scan(now time.Time) (due, unarmed []string) {
+	for _, e := range tx.entries {
+		if e.deleted || e.invalid != nil {
+			continue
+		}
+		if at, ok := e.nextDue(); ok {
+			if !at.After(now) {
+				due = append(due, e.getID())
+			}
+		} else if e.unarmed() {
+			unarmed = append(unarmed, e.getID())
+		}
+	}
+	return due, unarmed
+}
+
+// unarmed reports whether the entry is a runnable job whose next_run_at is
+// missing or null.
+func (e *entry) unarmed() bool {
+	if e.job != nil {
+		return e.job.Runnable() && e.job.NextRunAt == ""
+	}
+	r := gjson.GetManyBytes(e.raw, "enabled", "state", "next_run_at")
+	if r[0].Exists() && !r[0].Bool() {
+		return false
+	}
+	if st := r[1].String(); st == StatePaused || st == StateCompleted {
+		return false
+	}
+	return !r[2].Exists() || r[2].Type == gjson.Null || (r[2].Type == gjson.String && r[2].String() == "")
+}
+
 // nextDue returns the entry's next_run_at if the job is runnable.
 func (e *entry) nextDue() (time.Time, bool) {
+	if e.invalid != nil {
+		return time.Time{}, false
+	}
 	if e.job != nil {
 		if !e.job.Runnable() {
 			return time.Time{}, false
@@ -412,9 +538,23 @@ func (tx *Tx) NextDue() time.Time {
 }
 
 type storeIndex struct {
+	V       int    `json:"v"`
 	Stamp   string `json:"stamp"`
 	NextDue string `json:"next_due"`
 	Jobs    int    `json:"jobs"`
+	// Invalid counts the jobs that cannot be scheduled; while any is left
+	// the index is not trusted, so every pass checks and reports them.
+	Invalid int `json:"invalid,omitempty"`
+}
+
+// indexVersion changes when what makes a stored job valid changes, so a
+// store written by an older version is checked once in full.
+const indexVersion = 2
+
+// fresh reports whether the index describes the file with this stamp and
+// lets readers skip checking every job.
+func (ix storeIndex) fresh(stamp string) bool {
+	return ix.V == indexVersion && ix.Stamp == stamp && ix.Invalid == 0
 }
 
 // CachedNextDue returns the earliest next_run_at from the small index file
@@ -434,7 +574,7 @@ func (s *Store) CachedNextDue() (next time.Time, fresh bool) {
 		return time.Time{}, false
 	}
 	var ix storeIndex
-	if json.Unmarshal(b, &ix) != nil || ix.Stamp != stampOf(st) {
+	if json.Unmarshal(b, &ix) != nil || !ix.fresh(stampOf(st)) {
 		return time.Time{}, false
 	}
 	if ix.NextDue == "" {
@@ -478,15 +618,15 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	if !tx.changed {
 		if tx.prevDue == nil && tx.stamp != "" {
 			// The index is stale (hand edit, crash): rebuild it, no rewrite of jobs.json.
-			return s.writeIndex(tx.stamp, tx.NextDue(), tx.Len())
+			return s.writeIndex(tx.stamp, tx.NextDue(), tx.Len(), len(tx.Invalid()))
 		}
 		return nil
 	}
 	return s.write(tx)
 }
 
-func (s *Store) writeIndex(stamp string, due time.Time, n int) error {
-	ix := storeIndex{Stamp: stamp, Jobs: n}
+func (s *Store) writeIndex(stamp string, due time.Time, n, invalid int) error {
+	ix := storeIndex{V: indexVersion, Stamp: stamp, Jobs: n, Invalid: invalid}
 	if !due.IsZero() {
 		ix.NextDue = fmtTime(due)
 	}
@@ -567,7 +707,7 @@ func (s *Store) write(tx *Tx) error {
 		return fmt.Errorf("write cron store: %w", err)
 	}
 	tx.stamp, tx.prevDue, tx.changed, tx.onlyAppends = stampOf(st), &due, false, true
-	return s.writeIndex(tx.stamp, due, tx.Len())
+	return s.writeIndex(tx.stamp, due, tx.Len(), len(tx.Invalid()))
 }
 
 // writeJobsFile replaces jobs.json durably with pipeline.WriteAtomic, first
