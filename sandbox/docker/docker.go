@@ -63,6 +63,9 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
 // is negotiated with the daemon on first use. New does not contact the
 // daemon; call Ping to check it answers.
 func New(cfg sandbox.Config) (*Driver, error) {
+	if err := sandbox.CheckShellMode(cfg.ShellMode); err != nil {
+		return nil, fmt.Errorf("docker sandbox: %w", err)
+	}
 	opts := []client.Opt{client.FromEnv}
 	if cfg.Docker.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Docker.Host))
@@ -182,6 +185,9 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	s := &Session{d: d, id: created.ID, spec: spec}
 	s.ScriptFiles = s.files()
+	if d.cfg.ShellMode != sandbox.ShellFresh {
+		s.sh = s.newShell()
+	}
 	if _, err := d.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = s.remove(ctx)
 		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
@@ -237,10 +243,27 @@ type Session struct {
 	id   string
 	spec sandbox.Spec
 
+	// sh is the long-lived shell commands are written to; nil when every
+	// command is its own exec (ShellMode "fresh").
+	sh *sandbox.Shell
+
 	mu sync.Mutex // serializes Exec
 
-	state  sync.Mutex // guards closed
+	state  sync.Mutex // guards closed and shell
 	closed bool
+	shell  *shellConn // the running long-lived shell's exec, closed by Close
+}
+
+// setShellConn records c as the running shell, unless the session was
+// closed.
+func (s *Session) setShellConn(c *shellConn) bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if s.closed {
+		return false
+	}
+	s.shell = c
+	return true
 }
 
 // ContainerID returns the id of the session's container.
@@ -268,6 +291,16 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = s.spec.Timeout
+	}
+	if s.sh != nil {
+		res, err := s.sh.Exec(ctx, cmd.Command, timeout)
+		if s.isClosed() {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
+		}
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+		}
+		return res, nil
 	}
 	var res sandbox.Result
 	err := retryStart(ctx, "exec", func() (bool, string, error) {
@@ -485,7 +518,12 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	shell := s.shell
 	s.state.Unlock()
+	if shell != nil {
+		// A running Exec sees its shell's stream end and reports ErrClosed.
+		shell.att.Close()
+	}
 	if err := s.remove(ctx); err != nil {
 		return fmt.Errorf("docker sandbox close: %w", err)
 	}

@@ -59,10 +59,12 @@ func containers(t testing.TB, d *Driver, label, value string) []string {
 func TestConformance(t *testing.T) {
 	d := newDriver(t, sandbox.Config{})
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:    true,
-		Cwd:      "/tmp",
-		Confined: true,
-		MaxProcs: DefaultPidsLimit,
+		Shell:          true,
+		Cwd:            "/tmp",
+		Confined:       true,
+		MaxProcs:       DefaultPidsLimit,
+		LongLivedShell: true,
+		Aliases:        true,
 		AfterClose: func(t *testing.T, spec sandbox.Spec, s sandbox.Session) {
 			if ids := containers(t, d, LabelRollout, spec.RolloutID); len(ids) > 0 {
 				t.Errorf("containers %v of the closed session remain", ids)
