@@ -393,9 +393,7 @@ func (s *Session) execOnce(ctx context.Context, command string, timeout time.Dur
 	if timedOut || ctxErr != nil {
 		// Kill the command's tree from inside the container, then wait for the
 		// stream to end; cut it if the daemon does not close it.
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		kerr := s.killAll(kctx)
-		cancel()
+		kerr := s.killEverything(ctx)
 		select {
 		case <-copied:
 		case <-time.After(5 * time.Second):
@@ -501,11 +499,38 @@ func (s *Session) alive(ctx context.Context) error {
 	}
 }
 
-// killAll kills every process in the container except PID 1 and waits for
-// the killing exec to finish.
-func (s *Session) killAll(ctx context.Context) error {
-	_, err := s.run(ctx, []string{"sh", "-c", killAll}, nil, io.Discard, io.Discard)
-	return err
+// killEverything kills every process in the container except PID 1 from an
+// exec it waits for. When that exec cannot run (the runtime cannot start a
+// process because the command took every pid, or it does not finish within
+// 5 s, as under a fork bomb), the container is restarted instead: every
+// process dies, the files stay. Both steps are bounded, also when ctx is
+// cancelled; the error wraps sandbox.ErrUnavailable when neither worked.
+func (s *Session) killEverything(ctx context.Context) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	started, err := s.runKill(kctx, []string{"sh", "-c", killAll})
+	cancel()
+	if err == nil && started {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	zero := 0
+	if _, rerr := s.d.cli.ContainerRestart(rctx, s.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &zero}); rerr != nil {
+		return fmt.Errorf("kill: %v; restart container: %w", err, unavailable(rctx, rerr))
+	}
+	return nil
+}
+
+// runKill runs a killing exec; started is false when the runtime could not
+// start its process.
+func (s *Session) runKill(ctx context.Context, argv []string) (started bool, err error) {
+	out := sandbox.NewCapture(512)
+	code, err := s.run(ctx, argv, nil, out, out)
+	if err != nil {
+		return false, err
+	}
+	text, _ := out.Text()
+	return !ociFailure(sandbox.Result{ExitCode: code, Stdout: text}), nil
 }
 
 // Close force-removes the container, which also ends a running Exec or file

@@ -56,21 +56,39 @@ func containers(t testing.TB, d *Driver, label, value string) []string {
 	return ids
 }
 
+// TestConformance runs the shared suite over the long-lived shell in a
+// busybox image and in a bash image, and over one exec per command
+// (ShellMode "fresh"). The escape battery sets variables in the test
+// process's environment, so the three do not run in parallel.
 func TestConformance(t *testing.T) {
-	d := newDriver(t, sandbox.Config{})
-	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:          true,
-		Cwd:            "/tmp",
-		Confined:       true,
-		MaxProcs:       DefaultPidsLimit,
-		LongLivedShell: true,
-		Aliases:        true,
-		AfterClose: func(t *testing.T, spec sandbox.Spec, s sandbox.Session) {
-			if ids := containers(t, d, LabelRollout, spec.RolloutID); len(ids) > 0 {
-				t.Errorf("containers %v of the closed session remain", ids)
+	for _, c := range []struct {
+		name, image, mode string
+	}{
+		{"busybox", dockertest.Image(), ""},
+		{"bash", dockertest.BashImage(), ""},
+		{"fresh", dockertest.Image(), "fresh"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.name != "busybox" {
+				t.Skip("short")
 			}
-		},
-	})
+			d := newDriver(t, sandbox.Config{ShellMode: c.mode, Docker: sandbox.DockerConfig{DefaultImage: c.image}})
+			long := c.mode != sandbox.ShellFresh
+			sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+				Shell:          true,
+				Cwd:            "/tmp",
+				Confined:       true,
+				MaxProcs:       DefaultPidsLimit,
+				LongLivedShell: long,
+				Aliases:        long,
+				AfterClose: func(t *testing.T, spec sandbox.Spec, s sandbox.Session) {
+					if ids := containers(t, d, LabelRollout, spec.RolloutID); len(ids) > 0 {
+						t.Errorf("containers %v of the closed session remain", ids)
+					}
+				},
+			})
+		})
+	}
 }
 
 func open(t *testing.T, d *Driver, spec sandbox.Spec) *Session {

@@ -212,33 +212,40 @@ func (c *shellConn) wait() (int, error) {
 const killTimeout = 10 * time.Second
 
 // killCommand kills every process of the container but PID 1 and the
-// shell, from a second exec that ends when they are killed.
+// shell, from a second exec that ends when they are killed. A runtime that
+// cannot start it (the command took every pid) is tried three times more
+// within a second; then the error lets the shell's grace run out and kill
+// replace the container's processes.
 func (c *shellConn) killCommand() error {
 	if c.s.isClosed() {
 		return sandbox.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
-	return retryStart(ctx, "kill", func() (bool, string, error) {
-		out := sandbox.NewCapture(512)
-		code, err := c.s.run(ctx, []string{"sh", "-c", killBut, "sh", strconv.Itoa(c.pid)}, nil, out, out)
-		if err != nil {
-			return false, "", err
+	argv := []string{"sh", "-c", killBut, "sh", strconv.Itoa(c.pid)}
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		started, err := c.s.runKill(ctx, argv)
+		if err != nil || started {
+			if err != nil {
+				err = fmt.Errorf("docker sandbox kill: %w", err)
+			}
+			return err
 		}
-		text, _ := out.Text()
-		return !ociFailure(sandbox.Result{ExitCode: code, Stdout: text}), text, nil
-	})
+		if wait > 400*time.Millisecond {
+			return fmt.Errorf("docker sandbox kill: %w: the runtime cannot start a process", sandbox.ErrUnavailable)
+		}
+		time.Sleep(wait)
+	}
 }
 
-// kill kills the shell and every other process of the container but PID 1,
-// waits a moment for the output stream to end and then closes it.
+// kill kills the shell and every other process of the container but PID 1
+// (see killEverything), waits a moment for the output stream to end and
+// then closes it.
 func (c *shellConn) kill() {
 	c.once.Do(func() {
 		c.killed.Store(true)
 		if !c.s.isClosed() {
-			ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-			_ = c.s.killAll(ctx)
-			cancel()
+			_ = c.s.killEverything(context.Background())
 		}
 		select {
 		case <-c.done:
