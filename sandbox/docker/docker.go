@@ -512,11 +512,20 @@ func (s *Session) killEverything(ctx context.Context) error {
 	if err == nil && started {
 		return nil
 	}
+	if rerr := s.restart(ctx); rerr != nil {
+		return fmt.Errorf("kill: %v; %w", err, rerr)
+	}
+	return nil
+}
+
+// restart kills the container's PID 1, and with it every process, and
+// starts it again; its files stay. It gets its own 30 s budget.
+func (s *Session) restart(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	zero := 0
-	if _, rerr := s.d.cli.ContainerRestart(rctx, s.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &zero}); rerr != nil {
-		return fmt.Errorf("kill: %v; restart container: %w", err, unavailable(rctx, rerr))
+	if _, err := s.d.cli.ContainerRestart(rctx, s.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &zero}); err != nil {
+		return fmt.Errorf("restart container: %w", unavailable(rctx, err))
 	}
 	return nil
 }

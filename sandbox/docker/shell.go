@@ -197,6 +197,9 @@ func (c *shellConn) wait() (int, error) {
 		return 0, fmt.Errorf("docker sandbox shell: read output: %w", unavailable(ctx, err))
 	}
 	code, err := c.s.exitCode(ctx, c.execID)
+	if err != nil && c.killed.Load() {
+		return 128 + 9, nil // the daemon forgot the exec of a restarted container
+	}
 	if err != nil {
 		return 0, fmt.Errorf("docker sandbox shell: inspect: %w", unavailable(ctx, err))
 	}
@@ -208,14 +211,14 @@ func (c *shellConn) wait() (int, error) {
 	return code, nil
 }
 
-// killTimeout bounds the exec that kills processes for the shell.
-const killTimeout = 10 * time.Second
+// killTimeout bounds the exec that kills the command for the shell.
+const killTimeout = 5 * time.Second
 
 // killCommand kills every process of the container but PID 1 and the
-// shell, from a second exec that ends when they are killed. A runtime that
-// cannot start it (the command took every pid) is tried three times more
-// within a second; then the error lets the shell's grace run out and kill
-// replace the container's processes.
+// shell, from a second exec that ends when they are killed. When no such
+// exec runs within killTimeout (the command took every pid, a fork bomb),
+// the container is restarted, the shell with it: the shell would not have
+// come back anyway.
 func (c *shellConn) killCommand() error {
 	if c.s.isClosed() {
 		return sandbox.ErrClosed
@@ -223,29 +226,37 @@ func (c *shellConn) killCommand() error {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
 	argv := []string{"sh", "-c", killBut, "sh", strconv.Itoa(c.pid)}
-	for wait := 100 * time.Millisecond; ; wait *= 2 {
+	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait *= 2 {
 		started, err := c.s.runKill(ctx, argv)
-		if err != nil || started {
-			if err != nil {
-				err = fmt.Errorf("docker sandbox kill: %w", err)
-			}
-			return err
+		if err == nil && started {
+			return nil
 		}
-		if wait > 400*time.Millisecond {
-			return fmt.Errorf("docker sandbox kill: %w: the runtime cannot start a process", sandbox.ErrUnavailable)
+		if err != nil || wait > 400*time.Millisecond {
+			break
 		}
 		time.Sleep(wait)
 	}
+	c.end(true)
+	return nil
 }
 
 // kill kills the shell and every other process of the container but PID 1
-// (see killEverything), waits a moment for the output stream to end and
-// then closes it.
-func (c *shellConn) kill() {
+// (see killEverything).
+func (c *shellConn) kill() { c.end(false) }
+
+// end kills the shell and the rest of the container's processes, by
+// restarting the container when restart is set, waits a moment for the
+// output stream to end and then closes it.
+func (c *shellConn) end(restart bool) {
 	c.once.Do(func() {
 		c.killed.Store(true)
 		if !c.s.isClosed() {
-			_ = c.s.killEverything(context.Background())
+			ctx := context.Background()
+			if restart {
+				_ = c.s.restart(ctx)
+			} else {
+				_ = c.s.killEverything(ctx)
+			}
 		}
 		select {
 		case <-c.done:
