@@ -35,8 +35,8 @@ const (
 	DefaultNetwork     = "none"
 )
 
-// stateDir holds the shell state inside each container; the container is
-// private to one session, so a fixed path is enough.
+// stateDir holds the shell state inside each container (env, cwd); the
+// container is private to one session, so a fixed path is enough.
 const stateDir = "/tmp/.hermes-sandbox"
 
 // keepalive is the container's main process: it does nothing, works in
@@ -45,7 +45,8 @@ const keepalive = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"
 
 // killAll kills every process of the container except PID 1 (the keepalive)
 // and the calling shell: kill(-1) skips both. Sessions run one command at a
-// time, so this is exactly the command's process tree.
+// time, so this is the command's process tree (and, for a long-lived shell,
+// the shell and its background jobs).
 const killAll = "kill -9 -1 2>/dev/null"
 
 // Driver opens docker sessions through one client shared by all of them. It
@@ -269,13 +270,16 @@ func (s *Session) setShellConn(c *shellConn) bool {
 // ContainerID returns the id of the session's container.
 func (s *Session) ContainerID() string { return s.id }
 
-// Exec runs cmd through docker exec and blocks until it ends, times out or
-// ctx is cancelled. On timeout or cancellation every process the command
-// started is killed from a second exec; a timeout returns exit 124 with the
-// output so far, cancellation returns ctx's error. Daemon failures wrap
+// Exec runs cmd in the session's long-lived shell (see sandbox.Shell; the
+// shell starts on the first Exec) or, in ShellMode "fresh", through its own
+// docker exec, and blocks until it ends, times out or ctx is cancelled. A
+// timeout kills the command's processes and returns exit 124 with the
+// output so far; cancellation kills the shell too (fresh: the command's
+// processes) and returns ctx's error. Daemon failures wrap
 // sandbox.ErrUnavailable; an Exec during which Close was called returns an
-// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost:
-// three API calls plus the process start.
+// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost: a
+// write and a read on the shell's connection (fresh: three API calls plus
+// the process start).
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -542,9 +546,11 @@ func (s *Session) runKill(ctx context.Context, argv []string) (started bool, err
 	return !ociFailure(sandbox.Result{ExitCode: code, Stdout: text}), nil
 }
 
-// Close force-removes the container, which also ends a running Exec or file
-// operation (it then returns an error wrapping sandbox.ErrClosed). It keeps working when ctx is already cancelled
-// (the removal gets its own 30 s budget) and is safe to call more than once.
+// Close closes the shell's connection and force-removes the container,
+// which also ends a running Exec or file operation (it then returns an
+// error wrapping sandbox.ErrClosed). It keeps working when ctx is already
+// cancelled (the removal gets its own 30 s budget) and is safe to call more
+// than once.
 func (s *Session) Close(ctx context.Context) error {
 	s.state.Lock()
 	if s.closed {

@@ -425,3 +425,20 @@ func waitProcess(t *testing.T, d *Driver, s *Session, cmd string) {
 		}
 	}
 }
+
+// TestShellMode checks that commands share one shell by default and get
+// one each in ShellMode "fresh", and that an unknown mode is refused.
+func TestShellMode(t *testing.T) {
+	t.Parallel()
+	if _, err := New(sandbox.Config{ShellMode: "forever"}); err == nil {
+		t.Fatal("New accepted shell mode \"forever\"")
+	}
+	for _, mode := range []string{"", "persistent", "fresh"} {
+		d := newDriver(t, sandbox.Config{ShellMode: mode})
+		s := open(t, d, sandbox.Spec{RolloutID: "shell-mode-" + mode})
+		a, b := exec1(t, s, "echo $$").Stdout, exec1(t, s, "echo $$").Stdout
+		if same := a == b; same != (mode != sandbox.ShellFresh) {
+			t.Errorf("mode %q: shell pids %q and %q", mode, a, b)
+		}
+	}
+}

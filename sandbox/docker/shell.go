@@ -132,6 +132,9 @@ func (s *Session) startShellOnce(ctx context.Context) (*sandbox.ShellProc, strin
 		<-c.done
 		rest, _ := io.ReadAll(io.LimitReader(io.MultiReader(out, errs), 4096))
 		msg := strings.TrimSpace(line + eline + string(rest))
+		if s.isClosed() {
+			return nil, "", sandbox.ErrClosed
+		}
 		if err := pctx.Err(); err != nil {
 			if ctx.Err() != nil {
 				return nil, "", ctx.Err()
