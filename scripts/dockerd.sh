@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Start or stop a private dockerd for the docker sandbox tests and build the
-# busybox test image. Installs nothing: needs the dockerd, docker and
-# busybox (static) binaries already on the machine.
+# test images: busybox, and busybox with this machine's bash as sh.
+# Installs nothing: needs the dockerd, docker, busybox (static) and bash
+# binaries already on the machine.
 #
-#   scripts/dockerd.sh start   # starts dockerd unless one answers, builds the test image
+#   scripts/dockerd.sh start   # starts dockerd unless one answers, builds the test images
 #   scripts/dockerd.sh stop    # stops the dockerd this script started (by pid)
-#   scripts/dockerd.sh image   # (re)builds the test image only
+#   scripts/dockerd.sh image   # builds the missing test images only
 #
 # Environment:
 #   HERMES_DOCKERD_DIR   state folder (default /tmp/hermes-dockerd): data-root,
 #                        exec-root, pid file and log live here
 #   DOCKER_HOST          socket to use (default unix:///var/run/docker.sock)
 #   HERMES_TEST_IMAGE    test image name (default hermes-pipe-test/busybox:latest)
+#   HERMES_TEST_BASH_IMAGE  bash test image name (default hermes-pipe-test/bash:latest)
 set -euo pipefail
 
 dir=${HERMES_DOCKERD_DIR:-/tmp/hermes-dockerd}
 host=${DOCKER_HOST:-unix:///var/run/docker.sock}
 image=${HERMES_TEST_IMAGE:-hermes-pipe-test/busybox:latest}
+bash_image=${HERMES_TEST_BASH_IMAGE:-hermes-pipe-test/bash:latest}
 pidfile=$dir/dockerd.pid
 export DOCKER_HOST=$host
 
@@ -38,8 +41,11 @@ find_busybox() {
 	return 1
 }
 
+# build_image NAME [bash]: an image of busybox's applets; with "bash", this
+# machine's bash (and the libraries it links) is /bin/bash and /bin/sh.
 build_image() {
-	if docker image inspect "$image" >/dev/null 2>&1; then
+	local name=$1 with_bash=${2:-}
+	if docker image inspect "$name" >/dev/null 2>&1; then
 		return 0
 	fi
 	local bb rootfs
@@ -55,19 +61,35 @@ build_image() {
 		[ "$applet" = busybox ] && continue
 		ln -sf busybox "$rootfs/bin/$applet"
 	done
+	if [ -n "$with_bash" ]; then
+		local b lib
+		b=$(command -v bash) || { log "bash not found"; rm -rf "$rootfs"; return 1; }
+		rm -f "$rootfs/bin/bash" "$rootfs/bin/sh"
+		cp "$b" "$rootfs/bin/bash"
+		for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
+			mkdir -p "$rootfs$(dirname "$lib")"
+			cp -L "$lib" "$rootfs$lib"
+		done
+		ln -s bash "$rootfs/bin/sh"
+	fi
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$rootfs/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
 	local rc=0
-	tar -C "$rootfs" -c . | docker import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' - "$image" >/dev/null || rc=$?
+	tar -C "$rootfs" -c . | docker import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' - "$name" >/dev/null || rc=$?
 	rm -rf "$rootfs"
 	[ "$rc" = 0 ] || { log "docker import failed"; return "$rc"; }
-	log "built $image"
+	log "built $name"
+}
+
+build_images() {
+	build_image "$image"
+	build_image "$bash_image" bash
 }
 
 start() {
 	if ping; then
 		log "a daemon already answers on $DOCKER_HOST"
-		build_image
+		build_images
 		return 0
 	fi
 	command -v dockerd >/dev/null || { log "dockerd not installed"; return 1; }
@@ -82,7 +104,7 @@ start() {
 	for i in $(seq 1 300); do
 		if ping; then
 			log "dockerd running (pid $(cat "$pidfile"), socket $sock)"
-			build_image
+			build_images
 			return 0
 		fi
 		if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
@@ -117,7 +139,7 @@ stop() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
-image) build_image ;;
+image) build_images ;;
 *)
 	echo "usage: $0 start|stop|image" >&2
 	exit 2

@@ -35,8 +35,8 @@ const (
 	DefaultNetwork     = "none"
 )
 
-// stateDir holds the shell state inside each container; the container is
-// private to one session, so a fixed path is enough.
+// stateDir holds the shell state inside each container (env, cwd); the
+// container is private to one session, so a fixed path is enough.
 const stateDir = "/tmp/.hermes-sandbox"
 
 // keepalive is the container's main process: it does nothing, works in
@@ -45,7 +45,8 @@ const keepalive = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"
 
 // killAll kills every process of the container except PID 1 (the keepalive)
 // and the calling shell: kill(-1) skips both. Sessions run one command at a
-// time, so this is exactly the command's process tree.
+// time, so this is the command's process tree (and, for a long-lived shell,
+// the shell and its background jobs).
 const killAll = "kill -9 -1 2>/dev/null"
 
 // Driver opens docker sessions through one client shared by all of them. It
@@ -63,6 +64,9 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
 // is negotiated with the daemon on first use. New does not contact the
 // daemon; call Ping to check it answers.
 func New(cfg sandbox.Config) (*Driver, error) {
+	if err := sandbox.CheckShellMode(cfg.ShellMode); err != nil {
+		return nil, fmt.Errorf("docker sandbox: %w", err)
+	}
 	opts := []client.Opt{client.FromEnv}
 	if cfg.Docker.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Docker.Host))
@@ -182,6 +186,9 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	s := &Session{d: d, id: created.ID, spec: spec}
 	s.ScriptFiles = s.files()
+	if d.cfg.ShellMode != sandbox.ShellFresh {
+		s.sh = s.newShell()
+	}
 	if _, err := d.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = s.remove(ctx)
 		return nil, fmt.Errorf("docker sandbox open %s: start container: %w", image, unavailable(ctx, err))
@@ -237,22 +244,42 @@ type Session struct {
 	id   string
 	spec sandbox.Spec
 
+	// sh is the long-lived shell commands are written to; nil when every
+	// command is its own exec (ShellMode "fresh").
+	sh *sandbox.Shell
+
 	mu sync.Mutex // serializes Exec
 
-	state  sync.Mutex // guards closed
+	state  sync.Mutex // guards closed and shell
 	closed bool
+	shell  *shellConn // the running long-lived shell's exec, closed by Close
+}
+
+// setShellConn records c as the running shell, unless the session was
+// closed.
+func (s *Session) setShellConn(c *shellConn) bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if s.closed {
+		return false
+	}
+	s.shell = c
+	return true
 }
 
 // ContainerID returns the id of the session's container.
 func (s *Session) ContainerID() string { return s.id }
 
-// Exec runs cmd through docker exec and blocks until it ends, times out or
-// ctx is cancelled. On timeout or cancellation every process the command
-// started is killed from a second exec; a timeout returns exit 124 with the
-// output so far, cancellation returns ctx's error. Daemon failures wrap
+// Exec runs cmd in the session's long-lived shell (see sandbox.Shell; the
+// shell starts on the first Exec) or, in ShellMode "fresh", through its own
+// docker exec, and blocks until it ends, times out or ctx is cancelled. A
+// timeout kills the command's processes and returns exit 124 with the
+// output so far; cancellation kills the shell too (fresh: the command's
+// processes) and returns ctx's error. Daemon failures wrap
 // sandbox.ErrUnavailable; an Exec during which Close was called returns an
-// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost:
-// three API calls plus the process start.
+// error wrapping sandbox.ErrClosed, whatever the daemon reported. Cost: a
+// write and a read on the shell's connection (fresh: three API calls plus
+// the process start).
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,6 +295,16 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = s.spec.Timeout
+	}
+	if s.sh != nil {
+		res, err := s.sh.Exec(ctx, cmd.Command, timeout)
+		if s.isClosed() {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", sandbox.ErrClosed)
+		}
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+		}
+		return res, nil
 	}
 	var res sandbox.Result
 	err := retryStart(ctx, "exec", func() (bool, string, error) {
@@ -360,9 +397,7 @@ func (s *Session) execOnce(ctx context.Context, command string, timeout time.Dur
 	if timedOut || ctxErr != nil {
 		// Kill the command's tree from inside the container, then wait for the
 		// stream to end; cut it if the daemon does not close it.
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		kerr := s.killAll(kctx)
-		cancel()
+		kerr := s.killEverything(ctx)
 		select {
 		case <-copied:
 		case <-time.After(5 * time.Second):
@@ -468,16 +503,54 @@ func (s *Session) alive(ctx context.Context) error {
 	}
 }
 
-// killAll kills every process in the container except PID 1 and waits for
-// the killing exec to finish.
-func (s *Session) killAll(ctx context.Context) error {
-	_, err := s.run(ctx, []string{"sh", "-c", killAll}, nil, io.Discard, io.Discard)
-	return err
+// killEverything kills every process in the container except PID 1 from an
+// exec it waits for. When that exec cannot run (the runtime cannot start a
+// process because the command took every pid, or it does not finish within
+// 5 s, as under a fork bomb), the container is restarted instead: every
+// process dies, the files stay. Both steps are bounded, also when ctx is
+// cancelled; the error wraps sandbox.ErrUnavailable when neither worked.
+func (s *Session) killEverything(ctx context.Context) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	started, err := s.runKill(kctx, []string{"sh", "-c", killAll})
+	cancel()
+	if err == nil && started {
+		return nil
+	}
+	if rerr := s.restart(ctx); rerr != nil {
+		return fmt.Errorf("kill: %v; %w", err, rerr)
+	}
+	return nil
 }
 
-// Close force-removes the container, which also ends a running Exec or file
-// operation (it then returns an error wrapping sandbox.ErrClosed). It keeps working when ctx is already cancelled
-// (the removal gets its own 30 s budget) and is safe to call more than once.
+// restart kills the container's PID 1, and with it every process, and
+// starts it again; its files stay. It gets its own 30 s budget.
+func (s *Session) restart(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	zero := 0
+	if _, err := s.d.cli.ContainerRestart(rctx, s.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &zero}); err != nil {
+		return fmt.Errorf("restart container: %w", unavailable(rctx, err))
+	}
+	return nil
+}
+
+// runKill runs a killing exec; started is false when the runtime could not
+// start its process.
+func (s *Session) runKill(ctx context.Context, argv []string) (started bool, err error) {
+	out := sandbox.NewCapture(512)
+	code, err := s.run(ctx, argv, nil, out, out)
+	if err != nil {
+		return false, err
+	}
+	text, _ := out.Text()
+	return !ociFailure(sandbox.Result{ExitCode: code, Stdout: text}), nil
+}
+
+// Close closes the shell's connection and force-removes the container,
+// which also ends a running Exec or file operation (it then returns an
+// error wrapping sandbox.ErrClosed). It keeps working when ctx is already
+// cancelled (the removal gets its own 30 s budget) and is safe to call more
+// than once.
 func (s *Session) Close(ctx context.Context) error {
 	s.state.Lock()
 	if s.closed {
@@ -485,7 +558,12 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	shell := s.shell
 	s.state.Unlock()
+	if shell != nil {
+		// A running Exec sees its shell's stream end and reports ErrClosed.
+		shell.att.Close()
+	}
 	if err := s.remove(ctx); err != nil {
 		return fmt.Errorf("docker sandbox close: %w", err)
 	}

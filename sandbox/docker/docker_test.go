@@ -56,19 +56,39 @@ func containers(t testing.TB, d *Driver, label, value string) []string {
 	return ids
 }
 
+// TestConformance runs the shared suite over the long-lived shell in a
+// busybox image and in a bash image, and over one exec per command
+// (ShellMode "fresh"). The escape battery sets variables in the test
+// process's environment, so the three do not run in parallel.
 func TestConformance(t *testing.T) {
-	d := newDriver(t, sandbox.Config{})
-	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:    true,
-		Cwd:      "/tmp",
-		Confined: true,
-		MaxProcs: DefaultPidsLimit,
-		AfterClose: func(t *testing.T, spec sandbox.Spec, s sandbox.Session) {
-			if ids := containers(t, d, LabelRollout, spec.RolloutID); len(ids) > 0 {
-				t.Errorf("containers %v of the closed session remain", ids)
+	for _, c := range []struct {
+		name, image, mode string
+	}{
+		{"busybox", dockertest.Image(), ""},
+		{"bash", dockertest.BashImage(), ""},
+		{"fresh", dockertest.Image(), "fresh"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.name != "busybox" {
+				t.Skip("short")
 			}
-		},
-	})
+			d := newDriver(t, sandbox.Config{ShellMode: c.mode, Docker: sandbox.DockerConfig{DefaultImage: c.image}})
+			long := c.mode != sandbox.ShellFresh
+			sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+				Shell:          true,
+				Cwd:            "/tmp",
+				Confined:       true,
+				MaxProcs:       DefaultPidsLimit,
+				LongLivedShell: long,
+				Aliases:        long,
+				AfterClose: func(t *testing.T, spec sandbox.Spec, s sandbox.Session) {
+					if ids := containers(t, d, LabelRollout, spec.RolloutID); len(ids) > 0 {
+						t.Errorf("containers %v of the closed session remain", ids)
+					}
+				},
+			})
+		})
+	}
 }
 
 func open(t *testing.T, d *Driver, spec sandbox.Spec) *Session {
@@ -402,6 +422,23 @@ func waitProcess(t *testing.T, d *Driver, s *Session, cmd string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no process %q in the container after 60 s (last error %v)", cmd, err)
+		}
+	}
+}
+
+// TestShellMode checks that commands share one shell by default and get
+// one each in ShellMode "fresh", and that an unknown mode is refused.
+func TestShellMode(t *testing.T) {
+	t.Parallel()
+	if _, err := New(sandbox.Config{ShellMode: "forever"}); err == nil {
+		t.Fatal("New accepted shell mode \"forever\"")
+	}
+	for _, mode := range []string{"", "persistent", "fresh"} {
+		d := newDriver(t, sandbox.Config{ShellMode: mode})
+		s := open(t, d, sandbox.Spec{RolloutID: "shell-mode-" + mode})
+		a, b := exec1(t, s, "echo $$").Stdout, exec1(t, s, "echo $$").Stdout
+		if same := a == b; same != (mode != sandbox.ShellFresh) {
+			t.Errorf("mode %q: shell pids %q and %q", mode, a, b)
 		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 )
 
-// cwdFile is where the state script keeps the shell's current folder.
+// cwdFile is where the shell keeps its current folder (its first line):
+// sandbox.Shell after every command, StateScript in ShellMode "fresh".
 const cwdFile = stateDir + "/cwd"
 
 // files is the session's sandbox.Files: each operation is one exec of a

@@ -26,6 +26,18 @@ func Image() string {
 	return DefaultImage
 }
 
+// DefaultBashImage is the image scripts/dockerd.sh builds with bash as sh.
+const DefaultBashImage = "hermes-pipe-test/bash:latest"
+
+// BashImage returns the bash test image name: HERMES_TEST_BASH_IMAGE or
+// DefaultBashImage.
+func BashImage() string {
+	if v := os.Getenv("HERMES_TEST_BASH_IMAGE"); v != "" {
+		return v
+	}
+	return DefaultBashImage
+}
+
 var (
 	once     sync.Once
 	onceErr  error
@@ -110,7 +122,7 @@ func setup() {
 	}
 }
 
-// Require returns once a daemon answers and the test image exists, starting
+// Require returns once a daemon answers and the test images exist, starting
 // dockerd through scripts/dockerd.sh when needed. It skips t when dockerd is
 // not installed, except under CI where it fails t.
 func Require(t testing.TB) {
