@@ -8,6 +8,22 @@
 // and never prompts. Host keys are checked against known_hosts, strictly
 // unless Options.AcceptNewHostKeys is set; a changed key is always refused.
 //
+// Commands are confined by default (Options.Isolation "bwrap"): the first
+// Open probes the host once for bubblewrap, bash, which system folders exist
+// and which secrets to mask (a confine.Layout), and runs one command under
+// that policy; a host that cannot confine commands makes Open and Preflight
+// fail with the host, the reason and the opt-out (--ssh-isolation none),
+// never a silent fallback. Each command then runs in bash (sh without it)
+// inside bwrap, built by confine.Policy as for local sessions: system
+// folders read-only with secrets masked, the session folder read-write (and
+// Spec.Cwd at its own path, Spec.ReadOnly folders read-only), the session's
+// tmp folder as /tmp, a fresh /proc, and PID, network, IPC and UTS
+// namespaces of its own, so nothing it starts outlives it, and it cannot signal
+// or read the environment of any process outside, nor reach the host's
+// loopback; Options.Limits are set as rlimits. File operations run inside
+// the same sandbox, so they see what commands see. With Isolation "none"
+// commands run as the login, as described next.
+//
 // Each Session owns a private remote folder (a random name made like mktemp
 // -d: mkdir under umask 077, failing if the name exists) holding a
 // small POSIX sh wrapper and the shell state (exported variables and working
@@ -17,7 +33,9 @@
 // group when the command ends (leftover background jobs), and on timeout or
 // cancellation also the processes that escaped it (found on Linux hosts by the
 // HERMES_SANDBOX variable in /proc/<pid>/environ). The remote host needs
-// /bin/sh and grep; the login shell must accept a POSIX-quoted command line.
+// /bin/sh and grep (confined: bubblewrap able to create user namespaces as
+// the login, and bash when limits are set); the login shell must accept a
+// POSIX-quoted command line.
 // A server that does not close a command's stdin when it exits (OpenSSH does)
 // leaves background jobs holding the output running until the timeout.
 //
@@ -27,7 +45,8 @@
 // subsystem is needed.
 //
 // Tests run against a real sshd on loopback started by scripts/sshd.sh (the
-// test helper starts it when its env file is missing; it needs root). They
+// test helper starts it when its env file is missing; it needs root, and
+// bubblewrap for the confined tests). They
 // skip only when /usr/sbin/sshd is absent, and fail instead when CI is set.
 //
 // It must not import pipeline or stages.

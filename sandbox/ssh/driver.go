@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // ErrAuth means the server refused every offered key. It is a configuration
@@ -36,6 +37,11 @@ type Driver struct {
 	dials  atomic.Int64 // successful dials, for tests and logs
 
 	killGrace time.Duration // killGrace; tests shorten it
+	bwrapName string        // bubblewrap's name on the remote PATH; tests change it
+
+	hmu     sync.Mutex  // guards host and hostErr; held while probing
+	host    *remoteHost // what confinement needs of the host, once probed
+	hostErr error       // why the host cannot confine commands, once probed
 }
 
 var (
@@ -56,6 +62,10 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) {
 		RunID:             cfg.RunID,
 		Timeout:           cfg.DefaultTimeout,
 		MaxOutput:         cfg.MaxOutput,
+		Isolation:         cfg.SSH.Isolation,
+		Network:           cfg.SSH.Network,
+		Limits: confine.Limits{Processes: cfg.SSH.Limits.Processes, MemoryBytes: cfg.SSH.Limits.MemoryBytes,
+			FileSizeBytes: cfg.SSH.Limits.FileSizeBytes, CPUSeconds: cfg.SSH.Limits.CPUSeconds},
 	}
 	if cfg.SSH.KeyFile != "" {
 		o.KeyFiles = []string{cfg.SSH.KeyFile}
@@ -80,6 +90,7 @@ func New(opts Options) (*Driver, error) {
 		slots: make(chan struct{}, o.MaxSessions),
 
 		killGrace: killGrace,
+		bwrapName: "bwrap",
 	}
 	for _, f := range o.KeyFiles {
 		pem, err := os.ReadFile(f)
@@ -104,8 +115,10 @@ func New(opts Options) (*Driver, error) {
 
 // Preflight connects (if not yet connected) and checks that the host is
 // reachable, its key trusted, the login accepted and the remote folder
-// writable: one dial plus one channel. Callers run it before a batch so
-// configuration errors surface before any work is spent.
+// writable, and, unless Isolation is none, that the host can confine
+// commands: one dial plus one channel (three the first time confinement is
+// checked). Callers run it before a batch so configuration errors surface
+// before any work is spent.
 func (d *Driver) Preflight(ctx context.Context) error {
 	if _, err := d.conn(ctx); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
@@ -114,6 +127,11 @@ func (d *Driver) Preflight(ctx context.Context) error {
 	check := `mkdir -p ` + tmp + ` && test -w ` + tmp + ` || { echo "remote folder "` + tmp + `" is not writable" >&2; exit 1; }`
 	if _, err := d.run(ctx, check, nil); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
+	}
+	if d.opts.Isolation != IsolationNone {
+		if _, err := d.remote(ctx); err != nil {
+			return fmt.Errorf("ssh preflight: %w", err)
+		}
 	}
 	return nil
 }

@@ -21,13 +21,41 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
+// testLimits are the limits of confined test sessions.
+var testLimits = confine.Limits{Processes: 256, FileSizeBytes: 16 << 20}
+
+// TestConformance runs the suite, escape battery included, against
+// confined sessions on the test sshd (loopback, so the battery's view of
+// the host is the remote host's).
 func TestConformance(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
-	checker := newDriver(t, srv.options())
+	o := srv.options()
+	o.Limits = testLimits
+	d := newDriver(t, o)
+	checker := newDriver(t, unconfined(srv.options()))
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:       true,
+		SharedHost:  true,
+		Cwd:         "/tmp",
+		Confined:    true,
+		MaxProcs:    testLimits.Processes,
+		MaxFileSize: testLimits.FileSizeBytes,
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			assertGone(t, checker, s.(*Session))
+		},
+	})
+}
+
+// TestConformanceUnconfined runs the suite (no escape battery) with
+// Isolation none.
+func TestConformanceUnconfined(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, unconfined(srv.options()))
+	checker := newDriver(t, unconfined(srv.options()))
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
 		Shell:      true,
 		SharedHost: true,
@@ -36,6 +64,12 @@ func TestConformance(t *testing.T) {
 			assertGone(t, checker, s.(*Session))
 		},
 	})
+}
+
+// unconfined returns o with Isolation none.
+func unconfined(o Options) Options {
+	o.Isolation = IsolationNone
+	return o
 }
 
 // assertGone checks, over another connection, that a closed session's folder
@@ -83,23 +117,37 @@ func execOK(t *testing.T, s *Session, cmd string) sandbox.Result {
 
 func TestSessionFolderIsPrivate(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
-	s := open(t, d, sandbox.Spec{RunID: "priv/ate run"})
-	if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-priv_ate_run-") {
-		t.Fatalf("session folder %q", s.Dir())
-	}
-	res := execOK(t, s, `stat -c %a "$(dirname "$(pwd)")"; pwd; echo "$TMPDIR"; ls -A`)
-	want := fmt.Sprintf("700\n%s/work\n%s/tmp\n", s.Dir(), s.Dir())
-	if res.Stdout != want {
-		t.Fatalf("got %q, want %q", res.Stdout, want)
+	for _, confined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
+			o := srv.options()
+			if !confined {
+				o = unconfined(o)
+			}
+			d := newDriver(t, o)
+			s := open(t, d, sandbox.Spec{RunID: "priv/ate run"})
+			if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-priv_ate_run-") {
+				t.Fatalf("session folder %q", s.Dir())
+			}
+			res := execOK(t, s, `stat -c %a "$(dirname "$(pwd)")"; pwd; echo "$TMPDIR"; ls -A; echo "$HOME"`)
+			want := fmt.Sprintf("700\n%s/work\n%s/tmp\n", s.Dir(), s.Dir())
+			if confined {
+				// The session's tmp folder is mounted at /tmp; HOME is
+				// the session's own.
+				want = fmt.Sprintf("700\n%s/work\n/tmp\n%s/home\n", s.Dir(), s.Dir())
+			}
+			if got := res.Stdout; confined && got != want || !confined && !strings.HasPrefix(got, want) {
+				t.Fatalf("got %q, want %q", res.Stdout, want)
+			}
+		})
 	}
 }
 
 // TestTimeoutKillsEscapedChild checks that a child that left the process
-// group with setsid is found by its marker and killed on timeout.
+// group with setsid is found by its marker and killed on timeout
+// (unconfined; confined, see TestConfinedTimeoutLeavesNoProcess).
 func TestTimeoutKillsEscapedChild(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
+	d := newDriver(t, unconfined(srv.options()))
 	s := open(t, d, sandbox.Spec{})
 	res, err := s.Exec(testCtx(t), sandbox.Cmd{
 		// The child records its pid before it sleeps; the timeout leaves
