@@ -8,26 +8,54 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
-func benchDriver(b *testing.B) *Driver {
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir()}})
+// benchModes are the isolation × shell-mode pairs the benchmarks compare.
+var benchModes = []struct{ name, iso, mode string }{
+	{"confined/persistent", "", ""},
+	{"confined/fresh", "", "fresh"},
+	{"unconfined/persistent", "none", ""},
+	{"unconfined/fresh", "none", "fresh"},
+}
+
+func benchDriver(b *testing.B, iso, mode string) *Driver {
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Isolation: iso, ShellMode: mode,
+		Limits: sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return d
 }
 
-// BenchmarkExec measures the median per-command overhead (`true`).
+// BenchmarkExec measures the median per-command overhead (`true`) in one
+// session.
 func BenchmarkExec(b *testing.B) {
-	d := benchDriver(b)
-	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
-	if err != nil {
-		b.Fatal(err)
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			s, err := benchDriver(b, m.iso, m.mode).Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			sandboxtest.BenchExec(b, s)
+		})
 	}
-	defer s.Close(context.Background())
-	sandboxtest.BenchExec(b, s)
 }
 
-// BenchmarkOpenClose measures the median cost of one session's life.
-func BenchmarkOpenClose(b *testing.B) {
-	sandboxtest.BenchOpenClose(b, benchDriver(b), sandbox.Spec{RunID: "bench", RolloutID: "life"})
+// BenchmarkOpenExecClose measures the median cost of one session's life
+// with one command in it (the persistent shell starts on the first command).
+func BenchmarkOpenExecClose(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			d := benchDriver(b, m.iso, m.mode)
+			sandboxtest.BenchMedian(b, func() error {
+				s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "life"})
+				if err != nil {
+					return err
+				}
+				if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+					return err
+				}
+				return s.Close(context.Background())
+			})
+		})
+	}
 }

@@ -17,7 +17,8 @@ import (
 
 // TestConfinedTimeoutLeavesNoProcess: a command that started a background
 // sleep and one that left its session with setsid, then timed out, leaves
-// nothing alive: the PID namespace dies with the bwrap process.
+// only the session's shell alive, and Close leaves nothing: the PID
+// namespace dies with the bwrap process.
 func TestConfinedTimeoutLeavesNoProcess(t *testing.T) {
 	s := open(t, sandbox.Config{}, sandbox.Spec{})
 	if s.bwrap == "" {
@@ -39,8 +40,17 @@ func TestConfinedTimeoutLeavesNoProcess(t *testing.T) {
 	if !res.TimedOut || res.ExitCode != 124 {
 		t.Fatalf("got %+v", res)
 	}
+	// The persistent shell (and bubblewrap around it) stays; no sleep does.
+	for deadline := time.Now().Add(30 * time.Second); countSleeps(s.Marker()) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleeps of the session survived the timeout: %v", alive(0, s.Marker()))
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if p := waitNone(0, s.Marker()); len(p) > 0 {
-		t.Errorf("processes %v of the session survived the timeout", p)
+		t.Errorf("processes %v of the session survived Close", p)
 	}
 }
 

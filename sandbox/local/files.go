@@ -24,7 +24,9 @@ func (s *Session) resolve(path string) string {
 	}
 	cwd := s.cwd
 	if b, err := os.ReadFile(filepath.Join(s.state, "cwd")); err == nil {
-		if d := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(d) {
+		// The shell rewrites the file in place: its first line is the folder.
+		d, _, _ := strings.Cut(string(b), "\n")
+		if filepath.IsAbs(d) {
 			if s.mapper != nil { // a path in the sandbox's view, not the host's
 				return filepath.Join(d, path)
 			}

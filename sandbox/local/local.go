@@ -183,6 +183,14 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		// The bwrap process itself gets only the marker, so gc finds it.
 		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
 	}
+	if d.cfg.Local.ShellMode != "fresh" {
+		s.sh = sandbox.NewShell(sandbox.ShellConfig{
+			Start:     s.startShell,
+			StateDir:  s.state,
+			Prelude:   s.policy.Limits.ShellLimits(),
+			MaxOutput: spec.MaxOutput,
+		})
+	}
 	return s, nil
 }
 
@@ -287,6 +295,8 @@ type Session struct {
 	hostEnv []string        // environment of the bwrap process on the host
 	cg      *confine.Cgroup // the session's cgroup when limits need one; nil otherwise
 
+	sh *sandbox.Shell // the long-lived shell (persistent mode); nil in fresh mode
+
 	mu sync.Mutex // serializes Exec and the final part of Close
 
 	smu     sync.Mutex // guards closed and running
@@ -302,10 +312,14 @@ func (s *Session) Dir() string { return s.dir }
 // Marker returns the value of HERMES_SANDBOX in every command's environment.
 func (s *Session) Marker() string { return s.marker }
 
-// Exec runs cmd in a fresh bash and blocks until it ends, times out or ctx is
-// cancelled. A timeout kills the whole process tree and returns exit 124 with
-// the output so far; cancellation kills it too and returns ctx's error.
-// Background jobs still running when the shell exits are killed.
+// Exec runs cmd and blocks until it ends, times out or ctx is cancelled. In
+// the persistent mode (the default) it is written to the session's one
+// long-lived shell (see sandbox.Shell): a timeout kills the command's
+// processes and returns exit 124 with the output so far, background jobs
+// keep running until a timeout or Close. In the fresh mode every command is
+// a new bash restoring the saved state; a timeout kills the whole process
+// tree, and background jobs still running when the shell exits are killed.
+// Cancellation kills the command and returns ctx's error.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,6 +335,13 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = s.spec.Timeout
+	}
+	if s.sh != nil {
+		res, err := s.sh.Exec(ctx, cmd.Command, timeout)
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+		}
+		return res, nil
 	}
 	start := time.Now()
 
@@ -482,6 +503,9 @@ func (s *Session) Close(ctx context.Context) error {
 	s.smu.Unlock()
 	if pid > 0 {
 		s.kill(pid)
+	}
+	if s.sh != nil {
+		s.sh.Close()
 	}
 	s.mu.Lock() // the running Exec, if any, ends now
 	defer s.mu.Unlock()

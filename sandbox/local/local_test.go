@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,11 +14,17 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
-// TestConformance runs the suite on confined sessions (fresh shell mode).
-func TestConformance(t *testing.T) {
+// TestConformance runs the suite on confined sessions in the default
+// (persistent) shell mode: the escape battery included.
+func TestConformance(t *testing.T) { conformance(t, "") }
+
+// TestConformanceFresh runs it in the fresh shell mode (a bash per command).
+func TestConformanceFresh(t *testing.T) { conformance(t, "fresh") }
+
+func conformance(t *testing.T, mode string) {
 	base := t.TempDir()
 	limits := sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: "fresh", Limits: limits}})
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: mode, Limits: limits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +32,14 @@ func TestConformance(t *testing.T) {
 		t.Fatal("default local driver is not confined")
 	}
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:       true,
-		SharedHost:  true,
-		Cwd:         t.TempDir(),
-		Confined:    true,
-		MaxProcs:    limits.Processes,
-		MaxFileSize: limits.FileSizeBytes,
+		Shell:          true,
+		SharedHost:     true,
+		Cwd:            t.TempDir(),
+		Confined:       true,
+		MaxProcs:       limits.Processes,
+		MaxFileSize:    limits.FileSizeBytes,
+		LongLivedShell: mode != "fresh",
+		Aliases:        mode != "fresh",
 		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
 			ls := s.(*Session)
 			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
@@ -43,8 +52,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceUnconfined runs the suite with Isolation "none": today's
-// behaviour.
+// TestConformanceUnconfined runs the suite with Isolation "none" (the
+// persistent shell, unconfined).
 func TestConformanceUnconfined(t *testing.T) {
 	base := t.TempDir()
 	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, Isolation: "none"}})
@@ -52,9 +61,11 @@ func TestConformanceUnconfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:      true,
-		SharedHost: true,
-		Cwd:        "/tmp",
+		Shell:          true,
+		SharedHost:     true,
+		Cwd:            "/tmp",
+		LongLivedShell: true,
+		Aliases:        true,
 		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
 			ls := s.(*Session)
 			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
@@ -96,25 +107,42 @@ func exec1(t *testing.T, s *Session, cmd string, timeout time.Duration) sandbox.
 // TestTimeoutLeavesNoProcess is the acceptance check of the generate issue:
 // `sleep 1000 &` plus a foreground sleep past the timeout leave no process
 // behind, checked in /proc by pid, process group and session, including a
-// child that left the group with setsid.
+// child that left the group with setsid. In the persistent mode the shell
+// itself ($$) stays, and nothing else.
 func TestTimeoutLeavesNoProcess(t *testing.T) {
-	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
-	// The timeout leaves a loaded machine time to start the three processes.
-	res := exec1(t, s, "sleep 1000 & echo $!; setsid sleep 1001 & echo $!; echo $$; sleep 60", 5*time.Second)
-	if res.ExitCode != 124 || !res.TimedOut {
-		t.Fatalf("got %+v", res)
-	}
-	fields := strings.Fields(res.Stdout)
-	if len(fields) != 3 {
-		t.Fatalf("stdout %q", res.Stdout)
-	}
-	for _, f := range fields {
-		pid, _ := strconv.Atoi(f)
-		waitDead(t, pid)
-	}
-	leader, _ := strconv.Atoi(fields[2])
-	if p := waitNone(leader, s.Marker()); len(p) > 0 {
-		t.Errorf("processes %v in the command's group/session or carrying its marker survived", p)
+	for _, mode := range []string{"persistent", "fresh"} {
+		t.Run(mode, func(t *testing.T) {
+			s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none", ShellMode: mode}}, sandbox.Spec{})
+			// The timeout leaves a loaded machine time to start the three processes.
+			res := exec1(t, s, "sleep 1000 & echo $!; setsid sleep 1001 & echo $!; echo $$; sleep 60", 5*time.Second)
+			if res.ExitCode != 124 || !res.TimedOut {
+				t.Fatalf("got %+v", res)
+			}
+			fields := strings.Fields(res.Stdout)
+			if len(fields) != 3 {
+				t.Fatalf("stdout %q", res.Stdout)
+			}
+			leader, _ := strconv.Atoi(fields[2])
+			for _, f := range fields[:2] {
+				pid, _ := strconv.Atoi(f)
+				waitDead(t, pid)
+			}
+			if mode == "fresh" {
+				waitDead(t, leader)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				p := slices.DeleteFunc(alive(leader, s.Marker()), func(pid int) bool { return mode == "persistent" && pid == leader })
+				if len(p) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("processes %v in the command's group/session or carrying its marker survived", p)
+				}
+			}
+			if res := exec1(t, s, "echo $$", 0); mode == "persistent" && strings.TrimSpace(res.Stdout) != fields[2] {
+				t.Errorf("the timeout replaced the shell (pid %s, now %q)", fields[2], res.Stdout)
+			}
+		})
 	}
 }
 
@@ -144,12 +172,24 @@ func waitNone(leaderPID int, prefix string) []int {
 	}
 }
 
-// TestBackgroundKilledAtEnd checks that a background job does not outlive the
-// command that started it.
+// TestBackgroundKilledAtEnd checks that in the fresh mode a background job
+// does not outlive the command that started it, and in the persistent mode
+// it runs until the session closes.
 func TestBackgroundKilledAtEnd(t *testing.T) {
-	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
+	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none", ShellMode: "fresh"}}, sandbox.Spec{})
 	res := exec1(t, s, "sleep 1000 & echo $!", 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	waitDead(t, pid)
+
+	s = open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
+	res = exec1(t, s, "sleep 1000 & echo $!", 0)
+	if res := exec1(t, s, "kill -0 "+strings.TrimSpace(res.Stdout)+" && echo running", 0); res.Stdout != "running\n" {
+		t.Fatalf("the background job of the persistent shell ended with its command: %+v", res)
+	}
+	pid, _ = strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	waitDead(t, pid)
 }
 
@@ -235,8 +275,8 @@ func TestGCRemovesLeftovers(t *testing.T) {
 		// A daemonised child escapes the command's group and session.
 		exec1(t, s.(*Session), "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & sleep 0.3", 0)
 	}
-	if p := alive(0, leaked[0].Marker()); len(p) != 1 {
-		t.Fatalf("setup: want the escaped sleep alive, got %v", p)
+	if n := countSleeps(leaked[0].Marker()); n != 1 {
+		t.Fatalf("setup: want the escaped sleep alive, got %d sleeps among %v", n, alive(0, leaked[0].Marker()))
 	}
 	n, err := d.GC(context.Background(), "run-1")
 	if err != nil || n != 2 {
@@ -263,24 +303,6 @@ func TestBadCwd(t *testing.T) {
 	if _, err := d.Open(context.Background(), sandbox.Spec{Cwd: "/no/such/folder"}); err == nil {
 		t.Fatal("Open with a missing cwd succeeded")
 	}
-}
-
-// BenchmarkExecTrue measures the per-command overhead: one fresh bash that
-// restores and saves the session state around `true`.
-func BenchmarkExecTrue(b *testing.B) {
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir()}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := d.Open(context.Background(), sandbox.Spec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	sandboxtest.BenchMedian(b, func() error {
-		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
-		return err
-	})
 }
 
 // TestCloseDuringExec checks that Close ends a running command at once.

@@ -9,10 +9,10 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 )
 
-// procInfo is what killTree needs from /proc/<pid>/stat.
+// procInfo is what killTree and the shell need from /proc/<pid>/stat.
 type procInfo struct {
-	pid, pgid, sid int
-	zombie         bool
+	pid, ppid, pgid, sid int
+	zombie               bool
 }
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
@@ -29,9 +29,10 @@ func readStat(pid int) (procInfo, bool) {
 	if len(f) < 4 {
 		return procInfo{}, false
 	}
+	ppid, _ := strconv.Atoi(string(f[1]))
 	pgid, _ := strconv.Atoi(string(f[2]))
 	sid, _ := strconv.Atoi(string(f[3]))
-	return procInfo{pid: pid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
 
 // hasMarker reports whether the process environment carries sandbox.MarkerVar with a

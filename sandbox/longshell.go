@@ -1,0 +1,497 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ShellProc is one running long-lived shell that a driver started for a
+// Shell: a POSIX shell (bash or busybox sh) reading commands on Stdin.
+type ShellProc struct {
+	Stdin  io.WriteCloser
+	Stdout io.Reader
+	Stderr io.Reader
+	// Wait blocks until the shell has ended and returns its exit code
+	// (128+signal when a signal killed it); err is only for a driver
+	// failure (connection lost, daemon gone).
+	Wait func() (code int, err error)
+	// KillCommand kills every process of the session except the shell
+	// itself: the running command, its children, background jobs.
+	KillCommand func() error
+	// Kill ends the shell and everything in the session; the readers of
+	// Stdout and Stderr then see EOF.
+	Kill func()
+}
+
+// ShellConfig is how a Shell starts its shell process.
+type ShellConfig struct {
+	// Start starts one shell. It is called again, with the state restored,
+	// when a command ended the shell (exit, exec, a crash). ctx bounds the
+	// start only: the shell must outlive it.
+	Start func(ctx context.Context) (*ShellProc, error)
+	// StateDir is the folder, as the shell sees it, where the exported
+	// environment and working folder are saved after every command and
+	// restored when a shell starts. It must exist.
+	StateDir string
+	// Prelude is shell code run once when a shell starts (limits, ...).
+	Prelude string
+	// MaxOutput is the bytes kept per stream; 0 = the default.
+	MaxOutput int
+	// Grace is how long a timed-out command's shell may take to come back
+	// once the command's processes are killed, before the shell is killed
+	// too (a builtin loop); 0 = 5 s.
+	Grace time.Duration
+}
+
+// Shell runs commands one after another in one long-lived shell. Each
+// command is written to the shell's stdin with a fresh random end marker that
+// the shell prints, with the command's exit code, on file descriptors it
+// saved at start (so `exec >/dev/null` cannot hide it) once the command is
+// done. `cd`, `export`, shell functions and aliases persist because the
+// shell does. After every command the shell saves its exported environment
+// and working folder in StateDir (also from its EXIT trap), so a command that
+// ends the shell (`exit 3`, `exec true`, `kill -9 $$`) ends only that command:
+// its exit code is the shell's, and the next command gets a new shell with
+// the state restored (functions and aliases are lost then). A timeout kills
+// the command's processes, not the shell; a shell that does not come back
+// within Grace is killed and replaced. Commands read an empty stdin.
+//
+// Output written by background jobs after their command ended is reported
+// with the next command. Exec calls are serialized.
+type Shell struct {
+	cfg ShellConfig
+
+	mu     sync.Mutex // serializes Exec and Close
+	cur    *liveShell // nil when no shell runs
+	closed bool
+
+	// Close kills the running shell without waiting for Exec's lock.
+	closing atomic.Bool
+	live    atomic.Pointer[liveShell]
+}
+
+// liveShell is one started ShellProc and the goroutines reading it.
+type liveShell struct {
+	proc     *ShellProc
+	out, err chan []byte // chunks of stdout and stderr; closed at EOF
+	outPend  []byte      // stdout read past the last marker
+	errPend  []byte
+	outEOF   bool
+	errEOF   bool
+	waited   chan shellExit // receives once when the shell ends
+	exit     *shellExit     // set once received
+}
+
+type shellExit struct {
+	code int
+	err  error
+}
+
+// NewShell returns a Shell that starts its first shell on the first Exec.
+func NewShell(cfg ShellConfig) *Shell {
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	return &Shell{cfg: cfg}
+}
+
+// ErrShellStart wraps a failure to start a shell (the driver's Start, or a
+// shell that died before it was ready).
+var ErrShellStart = errors.New("shell did not start")
+
+// startTimeout bounds how long a new shell may take to print its ready
+// marker.
+const startTimeout = 30 * time.Second
+
+// drainWait bounds how long Exec reads what a dead shell left in its pipes.
+const drainWait = 2 * time.Second
+
+func newMarker() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "__hs_" + hex.EncodeToString(b[:]) + "_"
+}
+
+// setup is the code a new shell runs first: it keeps its output pipes on
+// fds 8 and 9 for the markers, defines the state saver, restores the state
+// and enables aliases (bash; other shells expand them already).
+func (s *Shell) setup(ready string) string {
+	var b bytes.Buffer
+	b.WriteString("exec 8>&1 9>&2\n")
+	b.WriteString("__hs_state=" + ShellQuote(s.cfg.StateDir) + "\n")
+	// The state files are rewritten in place, never truncated (ext4 makes
+	// a truncate-and-rewrite wait for the disk, milliseconds per command):
+	// the env file ends with "return" and the cwd file is read up to its
+	// first line, so a longer old content left behind is never read.
+	b.WriteString(`(umask 077; : >>"$__hs_state/env"; : >>"$__hs_state/cwd") 2>/dev/null
+__hs_save() { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env" 2>/dev/null; command pwd 1<>"$__hs_state/cwd" 2>/dev/null; }
+__hs_e() { __hs_r=$?; __hs_save; command printf '%s %d\n' "$1" "$__hs_r" >&8; command printf '%s\n' "$1" >&9; }
+if [ -s "$__hs_state/env" ]; then . "$__hs_state/env" >/dev/null 2>&1; fi
+if [ -s "$__hs_state/cwd" ]; then IFS= read -r __hs_d <"$__hs_state/cwd" && cd "$__hs_d" 2>/dev/null; unset __hs_d; fi
+trap __hs_save EXIT
+shopt -s expand_aliases 2>/dev/null
+`)
+	if s.cfg.Prelude != "" {
+		b.WriteString(s.cfg.Prelude + "\n")
+	}
+	b.WriteString("printf '%s\\n' " + ready + " >&8; printf '%s\\n' " + ready + " >&9\n")
+	return b.String()
+}
+
+// commandText is what the shell reads for one command.
+func commandText(command, marker string) string {
+	return "eval " + ShellQuote(command) + " </dev/null 8>&- 9>&-;__hs_e " + marker + "\n"
+}
+
+// start starts a shell and waits for its ready marker.
+func (s *Shell) start(ctx context.Context) (*liveShell, error) {
+	proc, err := s.cfg.Start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrShellStart, err)
+	}
+	l := &liveShell{proc: proc, out: make(chan []byte, 16), err: make(chan []byte, 16), waited: make(chan shellExit, 1)}
+	go pump(proc.Stdout, l.out)
+	go pump(proc.Stderr, l.err)
+	go func() {
+		code, err := proc.Wait()
+		l.waited <- shellExit{code, err}
+	}()
+	ready := newMarker()
+	if err := l.write(ctx, s.setup(ready)); err != nil {
+		proc.Kill()
+		return nil, fmt.Errorf("%w: %w", ErrShellStart, err)
+	}
+	var junkOut, junkErr bytes.Buffer
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	outDone, errDone := false, false
+	for !outDone || !errDone {
+		select {
+		case c, ok := <-l.out:
+			if !ok {
+				l.outEOF = true
+				outDone = true
+				continue
+			}
+			l.outPend = append(l.outPend, c...)
+			if i := bytes.Index(l.outPend, []byte(ready+"\n")); i >= 0 {
+				junkOut.Write(l.outPend[:i])
+				l.outPend = append([]byte(nil), l.outPend[i+len(ready)+1:]...)
+				outDone = true
+			}
+		case c, ok := <-l.err:
+			if !ok {
+				l.errEOF = true
+				errDone = true
+				continue
+			}
+			l.errPend = append(l.errPend, c...)
+			if i := bytes.Index(l.errPend, []byte(ready+"\n")); i >= 0 {
+				junkErr.Write(l.errPend[:i])
+				l.errPend = append([]byte(nil), l.errPend[i+len(ready)+1:]...)
+				errDone = true
+			}
+		case <-sctx.Done():
+			proc.Kill()
+			return nil, fmt.Errorf("%w: no ready marker: %w", ErrShellStart, sctx.Err())
+		}
+	}
+	if l.outEOF || l.errEOF {
+		proc.Kill()
+		msg := bytes.TrimSpace(append(l.outPend, l.errPend...))
+		if len(msg) > 500 {
+			msg = msg[:500]
+		}
+		return nil, fmt.Errorf("%w: it ended at once: %s", ErrShellStart, msg)
+	}
+	return l, nil
+}
+
+// pump copies r to ch in chunks and closes ch at EOF or error, and then r
+// when it is a Closer.
+func pump(r io.Reader, ch chan<- []byte) {
+	defer close(ch)
+	if c, ok := r.(io.Closer); ok {
+		defer c.Close()
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			ch <- append([]byte(nil), buf[:n]...)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write writes text to the shell's stdin; a shell that stopped reading
+// (dead, or stuck) does not block beyond ctx.
+func (l *liveShell) write(ctx context.Context, text string) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(l.proc.Stdin, text)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Exec runs command in the shell, starting one first if none runs, and
+// blocks until it ends, times out (exit code 124, TimedOut, the output so
+// far) or ctx is cancelled (the shell is killed; the next Exec starts a new
+// one). An error means the shell could not be started or the driver failed.
+func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.closing.Load() {
+		return Result{}, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	if s.cur != nil && s.cur.dead() {
+		s.drop()
+	}
+	if s.cur == nil {
+		l, err := s.start(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		s.cur = l
+		s.live.Store(l)
+		if s.closing.Load() {
+			s.drop()
+			return Result{}, ErrClosed
+		}
+	}
+	l := s.cur
+	marker := newMarker()
+	outCap, errCap := NewCapture(s.cfg.MaxOutput), NewCapture(s.cfg.MaxOutput)
+	outScan := markerScan{marker: []byte(marker + " "), line: true}
+	errScan := markerScan{marker: []byte(marker + "\n")}
+	// Output background jobs wrote since the last command is this one's.
+	outScan.pend, l.outPend = l.outPend, nil
+	errScan.pend, l.errPend = l.errPend, nil
+
+	res := Result{}
+	if err := l.write(ctx, commandText(command, marker)); err != nil && ctx.Err() != nil {
+		s.drop()
+		return Result{}, ctx.Err()
+	}
+	// A failed write means the shell is gone: the wait below sees it.
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var grace <-chan time.Time
+	code, gotCode := 0, false
+	for {
+		if done, c := outScan.scan(outCap); done {
+			code, gotCode = c, true
+		}
+		errScan.scan(errCap)
+		if outScan.found && errScan.found {
+			break
+		}
+		if l.exit != nil && l.outEOF && l.errEOF {
+			break
+		}
+		select {
+		case c, ok := <-l.out:
+			if !ok {
+				l.outEOF = true
+				l.out = nil
+				continue
+			}
+			outScan.pend = append(outScan.pend, c...)
+		case c, ok := <-l.err:
+			if !ok {
+				l.errEOF = true
+				l.err = nil
+				continue
+			}
+			errScan.pend = append(errScan.pend, c...)
+		case e := <-l.waited:
+			// The shell ended without its marker: kill what it left (the
+			// session's processes hold the pipes) and read what is there.
+			l.exit = &e
+			l.proc.Kill()
+			drain := time.NewTimer(drainWait)
+			l.drain(&outScan, &errScan, drain.C)
+			drain.Stop()
+		case <-timer:
+			timer = nil
+			res.TimedOut = true
+			_ = l.proc.KillCommand()
+			g := time.NewTimer(s.cfg.Grace)
+			defer g.Stop()
+			grace = g.C
+		case <-grace:
+			// The shell itself is stuck (a builtin loop): replace it.
+			grace = nil
+			l.proc.Kill()
+		case <-ctx.Done():
+			s.drop()
+			return Result{}, ctx.Err()
+		}
+	}
+	res.Duration = time.Since(start)
+	l.outPend, l.errPend = outScan.rest, errScan.rest
+	switch {
+	case res.TimedOut:
+		res.ExitCode = 124
+	case gotCode:
+		res.ExitCode = code
+	case l.exit != nil && l.exit.err != nil:
+		s.drop()
+		return Result{}, l.exit.err
+	case l.exit != nil:
+		res.ExitCode = l.exit.code
+	}
+	// Output after a marker-less end is all the command's.
+	if !outScan.found {
+		outCap.Write(outScan.pend)
+	}
+	if !errScan.found {
+		errCap.Write(errScan.pend)
+	}
+	var to, te bool
+	res.Stdout, to = outCap.Text()
+	res.Stderr, te = errCap.Text()
+	res.Truncated = to || te
+	if l.exit != nil {
+		s.drop()
+	}
+	return res, nil
+}
+
+// drain reads both streams until EOF or until stop fires.
+func (l *liveShell) drain(out, errs *markerScan, stop <-chan time.Time) {
+	for l.out != nil || l.err != nil {
+		select {
+		case c, ok := <-l.out:
+			if !ok {
+				l.outEOF, l.out = true, nil
+				continue
+			}
+			out.pend = append(out.pend, c...)
+		case c, ok := <-l.err:
+			if !ok {
+				l.errEOF, l.err = true, nil
+				continue
+			}
+			errs.pend = append(errs.pend, c...)
+		case <-stop:
+			l.outEOF, l.errEOF = true, true
+			l.out, l.err = nil, nil
+		}
+	}
+}
+
+// dead reports whether the shell ended while idle.
+func (l *liveShell) dead() bool {
+	if l.exit != nil {
+		return true
+	}
+	select {
+	case e := <-l.waited:
+		l.exit = &e
+		return true
+	default:
+		return false
+	}
+}
+
+// drop kills the current shell; the next Exec starts a new one.
+func (s *Shell) drop() {
+	if s.cur != nil {
+		s.cur.proc.Kill()
+		s.cur = nil
+		s.live.Store(nil)
+	}
+}
+
+// Close kills the shell and everything in its session, without waiting for
+// a running command (its Exec returns at once). Exec then fails with
+// ErrClosed.
+func (s *Shell) Close() {
+	s.closing.Store(true)
+	if l := s.live.Load(); l != nil {
+		l.proc.Kill()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.drop()
+}
+
+// markerScan finds an end marker in one stream. Bytes before it go to the
+// capture as they arrive, except a tail that could be the marker's start.
+type markerScan struct {
+	marker []byte
+	line   bool   // the marker is followed by an exit code and a newline
+	pend   []byte // bytes not yet written to the capture
+	found  bool
+	rest   []byte // bytes after the marker (background output)
+}
+
+// scan consumes pend; done is true (once) with the exit code when the
+// marker has been found.
+func (m *markerScan) scan(w io.Writer) (done bool, code int) {
+	if m.found {
+		m.rest = append(m.rest, m.pend...) // background output, for the next command
+		m.pend = m.pend[:0]
+		return false, 0
+	}
+	if len(m.pend) == 0 {
+		return false, 0
+	}
+	i := bytes.Index(m.pend, m.marker)
+	if i < 0 {
+		keep := len(m.marker) - 1
+		if keep > len(m.pend) {
+			keep = len(m.pend)
+		}
+		n := len(m.pend) - keep
+		// Keep only a tail that could start the marker.
+		for n < len(m.pend) && !bytes.HasPrefix(m.marker, m.pend[n:]) {
+			n++
+		}
+		_, _ = w.Write(m.pend[:n])
+		m.pend = append(m.pend[:0], m.pend[n:]...)
+		return false, 0
+	}
+	_, _ = w.Write(m.pend[:i])
+	after := m.pend[i+len(m.marker):]
+	if m.line {
+		j := bytes.IndexByte(after, '\n')
+		if j < 0 {
+			m.pend = append(m.pend[:0], m.pend[i:]...) // wait for the code
+			return false, 0
+		}
+		code, _ = strconv.Atoi(string(after[:j]))
+		after = after[j+1:]
+	}
+	m.found = true
+	m.rest = append([]byte(nil), after...)
+	m.pend = nil
+	return true, code
+}
