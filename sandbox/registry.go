@@ -88,6 +88,7 @@ type SSHConfig struct {
 	Isolation string
 	Network   string      // "none" ("" too) or "host", for confined commands
 	Limits    LocalLimits // per-session limits of confined commands (rlimits)
+	ShellMode string      // "persistent" ("" too) or "fresh", as for local
 }
 
 // Factory builds a driver from a Config. cmd registers one per scheme.

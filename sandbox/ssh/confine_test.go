@@ -41,9 +41,9 @@ func TestConfinedTimeoutLeavesNoProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The two shells, and bwrap and the command's shell, whose
-		// arguments hold the command.
-		if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= 4 {
+		// The two shells (and, with fresh shells, bwrap and the
+		// command's shell, whose arguments hold the command).
+		if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -189,4 +189,40 @@ func openDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestLongLivedShellsShareOfChannels: long-lived shells take at most half
+// of MaxSessions, one per session for its life; a session that finds none
+// free at its first command runs fresh shells throughout, and a closed
+// session's share goes to the next one.
+func TestLongLivedShellsShareOfChannels(t *testing.T) {
+	srv := sharedSSHD(t)
+	o := srv.options()
+	o.MaxSessions = 2
+	d := newDriver(t, o)
+	a := open(t, d, sandbox.Spec{})
+	b := open(t, d, sandbox.Spec{})
+	execOK(t, a, "f() { echo fa; }")
+	execOK(t, b, "f() { echo fb; }")
+	if a.shell == nil || b.shell != nil {
+		t.Fatalf("long-lived shells: a %v, b %v; want a only", a.shell != nil, b.shell != nil)
+	}
+	if res := execOK(t, a, "f"); res.Stdout != "fa\n" {
+		t.Errorf("a: %+v", res)
+	}
+	if res := execOK(t, b, "f; echo $?"); res.Stdout != "127\n" {
+		t.Errorf("b, fresh shells, kept a function: %+v", res)
+	}
+	// Files and fresh commands still find a channel.
+	if err := b.WriteFile(testCtx(t), "x", []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, d, sandbox.Spec{})
+	execOK(t, c, "true")
+	if c.shell == nil {
+		t.Error("the closed session's share did not go to the next one")
+	}
 }

@@ -39,6 +39,9 @@ type Driver struct {
 	killGrace time.Duration // killGrace; tests shorten it
 	bwrapName string        // bubblewrap's name on the remote PATH; tests change it
 
+	shellMu sync.Mutex // guards shells
+	shells  int        // channels held by long-lived shells (each also holds a slot)
+
 	hmu     sync.Mutex  // guards host and hostErr; held while probing
 	host    *remoteHost // what confinement needs of the host, once probed
 	hostErr error       // why the host cannot confine commands, once probed
@@ -64,6 +67,7 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) {
 		MaxOutput:         cfg.MaxOutput,
 		Isolation:         cfg.SSH.Isolation,
 		Network:           cfg.SSH.Network,
+		ShellMode:         cfg.SSH.ShellMode,
 		Limits: confine.Limits{Processes: cfg.SSH.Limits.Processes, MemoryBytes: cfg.SSH.Limits.MemoryBytes,
 			FileSizeBytes: cfg.SSH.Limits.FileSizeBytes, CPUSeconds: cfg.SSH.Limits.CPUSeconds},
 	}
@@ -310,29 +314,62 @@ func (d *Driver) channel(ctx context.Context) (*gossh.Session, error) {
 // release frees the slot taken by channel.
 func (d *Driver) release() { <-d.slots }
 
+// reserveShell takes a slot for a long-lived shell, for the life of its
+// session, if shells hold fewer than half the slots and one is free now;
+// false means the session runs fresh shells instead. releaseShell gives it
+// back.
+func (d *Driver) reserveShell() bool {
+	d.shellMu.Lock()
+	defer d.shellMu.Unlock()
+	if d.shells >= d.opts.MaxSessions/2 {
+		return false
+	}
+	select {
+	case d.slots <- struct{}{}:
+		d.shells++
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *Driver) releaseShell() {
+	d.shellMu.Lock()
+	d.shells--
+	d.shellMu.Unlock()
+	<-d.slots
+}
+
 func (d *Driver) openChannel(ctx context.Context) (*gossh.Session, error) {
+	_, s, err := d.openChannelOn(ctx)
+	return s, err
+}
+
+// openChannelOn is openChannel that also returns the connection the channel
+// runs on.
+func (d *Driver) openChannelOn(ctx context.Context) (*gossh.Client, *gossh.Session, error) {
 	c, err := d.conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, err := c.NewSession()
 	if err == nil {
-		return s, nil
+		return c, s, nil
 	}
 	var oce *gossh.OpenChannelError
 	if errors.As(err, &oce) {
 		// The connection is fine; the server refused this channel.
-		return nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
 	// The transport is gone: reconnect once.
 	d.forget(c)
 	c, err = d.conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ssh reconnect: %w", err)
+		return nil, nil, fmt.Errorf("ssh reconnect: %w", err)
 	}
 	s, err = c.NewSession()
 	if err != nil {
-		return nil, fmt.Errorf("ssh open channel on %s after reconnect: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("ssh open channel on %s after reconnect: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
-	return s, nil
+	return c, s, nil
 }

@@ -62,6 +62,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// MaxSessions caps channels open at once on the connection; commands
 	// beyond it wait. Keep it at or below the server's MaxSessions (default 10).
+	// Long-lived shells (ShellMode) take at most half of them, one each for
+	// their session's life; sessions beyond that run fresh shells.
 	MaxSessions int
 	// RemoteTmp is the absolute remote folder that holds session folders;
 	// default /tmp.
@@ -88,7 +90,19 @@ type Options struct {
 	// Limits are per-session limits of confined commands, set as rlimits
 	// by the confined shell; zero fields mean unlimited.
 	Limits confine.Limits
+	// ShellMode is ShellPersistent ("" too): a confined session on a host
+	// with bash keeps one long-lived shell on a channel of its own while
+	// the connection has a channel to spare for it (see MaxSessions);
+	// or ShellFresh: every command is a new shell on a new channel,
+	// restoring the saved state. Unconfined sessions are always fresh.
+	ShellMode string
 }
+
+// Shell modes of Options.ShellMode.
+const (
+	ShellPersistent = "persistent"
+	ShellFresh      = "fresh"
+)
 
 // withDefaults returns o with defaults filled in, or an error naming the first
 // bad field. It reads the local user and home folder, nothing remote.
@@ -138,6 +152,13 @@ func (o Options) withDefaults() (Options, error) {
 	case IsolationBwrap, IsolationNone:
 	default:
 		return o, fmt.Errorf("ssh options: isolation %q: want %s or %s", o.Isolation, IsolationBwrap, IsolationNone)
+	}
+	switch o.ShellMode {
+	case "":
+		o.ShellMode = ShellPersistent
+	case ShellPersistent, ShellFresh:
+	default:
+		return o, fmt.Errorf("ssh options: shell mode %q: want %s or %s", o.ShellMode, ShellPersistent, ShellFresh)
 	}
 	switch o.Network {
 	case "", confine.NetworkNone, confine.NetworkHost:

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -150,6 +151,11 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			script = lim + "\n" + script
 		}
 		s.launcher = confinedScript(box, s.sh, script)
+		if host.shell != "" && d.opts.ShellMode != ShellFresh {
+			s.bash = host.shell
+			s.shellLauncher = shellLauncher(box, host.shell)
+			s.prelude = d.opts.Limits.ShellLimits()
+		}
 		for _, r := range spec.ReadOnly {
 			fmt.Fprintf(&check, "[ -e %[1]s ] || { printf 'read-only folder %%s does not exist\n' %[1]s >&2; rm -rf %[2]s; exit 3; }\n", q(r), q(dir))
 		}
@@ -255,6 +261,14 @@ type Session struct {
 	box       string // confined: bwrap command line up to "--"; "" = unconfined
 	sh        string // confined: the shell run inside bwrap
 
+	// Persistent shell mode (confined, bash on the host): see shell.go.
+	bash          string         // bash's path on the host; "" = fresh shells only
+	shellLauncher string         // what the shell channel runs
+	prelude       string         // limits, run once per shell
+	shell         *sandbox.Shell // the long-lived shell; nil until a slot was free
+	lastShell     atomic.Pointer[remoteShell]
+	ran           bool // Exec was called: the shell mode is decided
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -285,6 +299,34 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = s.timeout
+	}
+	if !s.ran && s.bash != "" && s.d.reserveShell() {
+		// Decided once, at the first command, so that a session never
+		// switches from fresh shells to a long-lived one (whose functions
+		// and aliases the earlier commands would not have defined).
+		s.shell = sandbox.NewShell(sandbox.ShellConfig{
+			Start:     s.startShell,
+			StateDir:  s.dir + "/state",
+			Prelude:   s.prelude,
+			MaxOutput: s.maxOutput,
+			Grace:     s.d.killGrace,
+		})
+	}
+	s.ran = true
+	if s.shell != nil {
+		res, err := s.shell.Exec(ctx, cmd.Command, timeout)
+		if errors.Is(err, sandbox.ErrShellStart) && !errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
+			// The probe ran bwrap here: a shell that does not come up is
+			// the host or connection failing, which a retry may cure.
+			err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		}
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
+		}
+		if r := s.lastShell.Load(); res.TimedOut && r != nil && r.unconfirmd.Load() {
+			return res, fmt.Errorf("ssh exec: timed out after %v: %w: %w", timeout, sandbox.ErrUnavailable, errKillUnconfirmed)
+		}
+		return res, nil
 	}
 	start := time.Now()
 	arg := sandbox.ShellQuote(cmd.Command)
@@ -413,6 +455,11 @@ func (s *Session) Close(ctx context.Context) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
+	}
+	if s.shell != nil {
+		s.shell.Close()
+		s.shell = nil
+		s.d.releaseShell()
 	}
 	script := killMarked(true, s.marker) + "\n" + removeDir(sandbox.ShellQuote(s.dir))
 	if _, err := s.d.run(ctx, script, nil); err != nil {
