@@ -279,14 +279,19 @@ func (s *Session) Dir() string { return s.dir }
 // Marker returns the value of HERMES_SANDBOX in every command's environment.
 func (s *Session) Marker() string { return s.marker }
 
-// Exec runs cmd on the remote host over a new channel and blocks until it
-// ends, times out (exit 124, partial output, process tree killed) or ctx is
-// cancelled (process tree killed, ctx's error returned). Background jobs
-// still running when the command's shell exits are killed. Overhead is one
-// channel open and exec request (two round trips), the shell sshd starts and
-// two forks: about 3 ms on loopback. An error means the connection or driver failed; it wraps
-// sandbox.ErrUnavailable when a retry may help. Nothing is retried once the
-// command was sent, since it may have had effects.
+// Exec runs cmd on the remote host and blocks until it ends, times out
+// (exit 124, partial output, the command's processes killed) or ctx is
+// cancelled (ctx's error returned). With a long-lived shell (see shell.go)
+// the command is written to the session's shell: one round trip, and
+// background jobs keep running until a timeout, cancellation or Close
+// (cancellation kills the shell; the next command gets a new one with the
+// saved state). With fresh shells it runs over a new channel: one channel
+// open and exec request (two round trips), the shell sshd starts and two
+// forks (plus bwrap when confined), and background jobs still running when
+// the command's shell exits are killed. An error means the connection or
+// driver failed; it wraps sandbox.ErrUnavailable when a retry may help.
+// Nothing is retried once the command was sent, since it may have had
+// effects.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -192,20 +192,46 @@ func (r *remoteShell) killCommand() error {
 }
 
 // kill closes the channel, which makes the relay kill the session's process
-// group on the remote host. A channel that does not end within killGrace
-// (a hung connection) has its connection dropped, so that readers and Wait
-// return; the remote side is then unconfirmed.
+// group on the remote host. While the channel has not ended, the connection
+// is probed every killGrace; one that does not answer within killGrace is
+// hung and dropped, so that readers and Wait return (the remote side is
+// then unconfirmed).
 func (r *remoteShell) kill() {
 	r.killOnce.Do(func() {
 		r.killed.Store(true)
 		_ = r.ch.Close()
 		go func() {
-			select {
-			case <-r.done:
-			case <-time.After(r.s.d.killGrace):
-				r.unconfirmd.Store(true)
-				r.s.d.forget(r.conn)
+			t := time.NewTicker(r.s.d.killGrace)
+			defer t.Stop()
+			for {
+				select {
+				case <-r.done:
+					return
+				case <-t.C:
+				}
+				// A slow host is waited for; a hung connection is not.
+				if !answers(r.conn, r.s.d.killGrace) {
+					r.unconfirmd.Store(true)
+					r.s.d.forget(r.conn)
+					return
+				}
 			}
 		}()
 	})
+}
+
+// answers reports whether the server replies to a keepalive request on c
+// within d.
+func answers(c *gossh.Client, d time.Duration) bool {
+	replied := make(chan error, 1)
+	go func() {
+		_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+		replied <- err
+	}()
+	select {
+	case err := <-replied:
+		return err == nil
+	case <-time.After(d):
+		return false
+	}
 }

@@ -543,24 +543,6 @@ func TestConcurrentSessionsShareOneConnection(t *testing.T) {
 	}
 }
 
-// BenchmarkExecTrue measures the per-command overhead on loopback (one
-// channel, the launcher and `true`; the target is 15 ms) and reports the
-// median: a figure for the closing notes, not a test, since a shared machine
-// makes any bound on it flaky.
-func BenchmarkExecTrue(b *testing.B) {
-	srv := sharedSSHD(b)
-	d := newDriver(b, srv.options())
-	s, err := d.Open(context.Background(), sandbox.Spec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	sandboxtest.BenchMedian(b, func() error {
-		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
-		return err
-	})
-}
-
 // TestAgentAuth authenticates through an ssh-agent (a real agent protocol
 // server on a unix socket holding the test key) with no key file given.
 func TestAgentAuth(t *testing.T) {
