@@ -226,3 +226,60 @@ func TestLongLivedShellsShareOfChannels(t *testing.T) {
 		t.Error("the closed session's share did not go to the next one")
 	}
 }
+
+// TestDroppedConnectionEndsLongLivedShell: when the connection ends under
+// a long-lived shell busy with a command (as when hermes-pipe is killed),
+// the relay on the host kills the session's processes (an idle shell would
+// end by itself, reading EOF).
+func TestDroppedConnectionEndsLongLivedShell(t *testing.T) {
+	srv := sharedSSHD(t)
+	d, err := New(srv.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Open(testCtx(t), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := s.(*Session)
+	checker := newDriver(t, unconfined(srv.options()))
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	execOK(t, sess, "sleep 1000 & echo started")
+	if sess.shell == nil {
+		t.Fatal("no long-lived shell")
+	}
+	go func() { _, _ = sess.Exec(context.Background(), sandbox.Cmd{Command: "sleep 1001"}) }()
+	sleeps := "grep -lsx 'sleep' $(grep -lsz " + sandbox.ShellQuote("^"+sandbox.MarkerVar+"="+sess.Marker()+"$") +
+		" /proc/[0-9]*/environ | sed 's|environ$|comm|') /dev/null | wc -l"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := checker.run(testCtx(t), sleeps, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(out) == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the foreground sleep never showed up (%s sleeps)", strings.TrimSpace(out))
+		}
+	}
+	count := "grep -lsz " + sandbox.ShellQuote("^"+sandbox.MarkerVar+"="+sess.Marker()+"$") + " /proc/[0-9]*/environ | wc -l"
+	if out, err := checker.run(testCtx(t), count, nil); err != nil || strings.TrimSpace(out) == "0" {
+		t.Fatalf("no process of the session found before the drop: %q, %v", out, err)
+	}
+	_ = d.Release()
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out, err = checker.run(testCtx(t), count, nil); err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(out) == "0" {
+			// Remove the folder the dropped session left.
+			if _, err := checker.run(testCtx(t), removeDir(sandbox.ShellQuote(sess.Dir())), nil); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s processes of the session run 30 s after its connection ended", strings.TrimSpace(out))
+}
