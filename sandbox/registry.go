@@ -20,9 +20,31 @@ type Config struct {
 	DefaultTimeout time.Duration // per-command timeout when neither Cmd nor Spec sets one; 0 = DefaultTimeout
 	MaxOutput      int           // bytes kept per stream when Spec does not say; 0 = DefaultMaxOutput
 
+	// ShellMode is ShellPersistent ("" too): one long-lived shell per
+	// session (see Shell); or ShellFresh: one shell per command restoring
+	// the saved working folder and exported variables. Every driver with a
+	// shell honours it.
+	ShellMode string
+
 	Local  LocalConfig
 	Docker DockerConfig
 	SSH    SSHConfig
+}
+
+// Shell modes of Config.ShellMode.
+const (
+	ShellPersistent = "persistent"
+	ShellFresh      = "fresh"
+)
+
+// CheckShellMode refuses a shell mode other than "", ShellPersistent and
+// ShellFresh.
+func CheckShellMode(mode string) error {
+	switch mode {
+	case "", ShellPersistent, ShellFresh:
+		return nil
+	}
+	return fmt.Errorf("shell mode %q: want %s or %s", mode, ShellPersistent, ShellFresh)
 }
 
 // DefaultTimeout is the per-command timeout when nothing else sets one.
@@ -42,10 +64,6 @@ type LocalConfig struct {
 	Mounts    []string    // extra mounts for confined commands, each SRC:DST[:ro]
 	Network   string      // "none" ("" too) or "host", for confined commands
 	Limits    LocalLimits // per-session limits of confined commands
-
-	// ShellMode is "persistent" ("" too): one long-lived shell per session;
-	// or "fresh": one shell per command restoring the saved state.
-	ShellMode string
 }
 
 // LocalLimits are resource limits of a confined local session; zero means
@@ -88,7 +106,6 @@ type SSHConfig struct {
 	Isolation string
 	Network   string      // "none" ("" too) or "host", for confined commands
 	Limits    LocalLimits // per-session limits of confined commands (rlimits)
-	ShellMode string      // "persistent" ("" too) or "fresh", as for local
 }
 
 // Factory builds a driver from a Config. cmd registers one per scheme.

@@ -52,6 +52,7 @@ func sandboxFlags() []cli.Flag {
 		&cli.StringFlag{Name: "sandbox", Value: "local", Usage: "where tool calls run: local, docker or ssh"},
 		&cli.DurationFlag{Name: "command-timeout", Value: 60 * time.Second, Usage: "default timeout of one sandbox command (exit code 124 when it passes)"},
 		&cli.IntFlag{Name: "max-output", Value: 64 << 10, Usage: "bytes of each command's stdout/stderr kept (head and tail, cut marker between)"},
+		&cli.StringFlag{Name: "shell-mode", Value: sandbox.ShellPersistent, Usage: "persistent: one long-lived shell per session (cd, export, functions and aliases persist; background jobs run until a timeout or the end of the rollout); fresh: a new shell per command restoring the working folder and exported variables (slower; background jobs end with their command)"},
 		&cli.StringFlag{Name: "local-isolation", Value: "bwrap", Usage: "confinement of local commands: bwrap (namespaces: read-only system, private /tmp and PID space, no network, no home) or none (run as the invoking user with everything in reach; prints a warning)"},
 		&cli.StringSliceFlag{Name: "local-mount", Usage: "SRC:DST[:ro] host folder or file shown to confined local commands at DST (read-write unless :ro; repeatable)"},
 		&cli.StringFlag{Name: "local-network", Value: "none", Usage: "network of confined local commands: none (a loopback of their own) or host"},
@@ -153,6 +154,7 @@ func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
 		RunID:          runID,
 		DefaultTimeout: c.Duration("command-timeout"),
 		MaxOutput:      c.Int("max-output"),
+		ShellMode:      c.String("shell-mode"),
 		Local: sandbox.LocalConfig{
 			Isolation: c.String("local-isolation"),
 			Mounts:    c.StringSlice("local-mount"),

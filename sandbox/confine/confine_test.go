@@ -220,3 +220,18 @@ func TestArgsWithLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkDirRefused(t *testing.T) {
+	for _, w := range []string{"/", "/etc", "/usr/lib", "/proc/1", "/tmp", "/dev/shm", "/run"} {
+		p := Policy{SessionDir: "/var/tmp/s", TmpDir: "/var/tmp/s/tmp", WorkDir: w}
+		if err := p.Validate(); err == nil {
+			t.Errorf("working folder %s accepted", w)
+		}
+	}
+	for _, w := range []string{"/tmp/repo", "/home/u/project", "/srv/data", "/var/tmp/work"} {
+		p := Policy{SessionDir: "/var/tmp/s", TmpDir: "/var/tmp/s/tmp", WorkDir: w}
+		if err := p.Validate(); err != nil {
+			t.Errorf("working folder %s refused: %v", w, err)
+		}
+	}
+}

@@ -158,6 +158,11 @@ func (p Policy) Validate() error {
 	if p.WorkDir != "" && !filepath.IsAbs(p.WorkDir) {
 		return fmt.Errorf("confine: working folder %q is not an absolute path", p.WorkDir)
 	}
+	if p.WorkDir != "" {
+		if err := checkWorkDir(filepath.Clean(p.WorkDir), p.TmpDir != ""); err != nil {
+			return err
+		}
+	}
 	switch p.Network {
 	case "", NetworkNone, NetworkHost:
 	default:
@@ -167,6 +172,25 @@ func (p Policy) Validate() error {
 		if !filepath.IsAbs(m.Src) || !filepath.IsAbs(m.Dst) {
 			return fmt.Errorf("confine: mount %s: paths must be absolute", m)
 		}
+	}
+	return nil
+}
+
+// checkWorkDir refuses a working folder that cannot be mounted read-write
+// at its own path without undoing the policy: the root, a system folder
+// (HostDirs, which would become writable), the kernel's file systems, and
+// /tmp itself when the session has a private /tmp.
+func checkWorkDir(w string, privateTmp bool) error {
+	if w == "/" {
+		return fmt.Errorf("confine: working folder /: the whole file system cannot be made writable (give a project folder)")
+	}
+	for _, sys := range append([]string{"/proc", "/sys", "/dev", "/run"}, HostDirs...) {
+		if within(w, sys) {
+			return fmt.Errorf("confine: working folder %s is inside the system folder %s, which confined commands see read-only (give a project folder, or a --local-mount)", w, sys)
+		}
+	}
+	if privateTmp && w == "/tmp" {
+		return fmt.Errorf("confine: working folder /tmp: a confined session has a private /tmp (give a folder inside it, or a project folder)")
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ var benchModes = []struct{ name, iso, mode string }{
 }
 
 func benchDriver(b *testing.B, iso, mode string) *Driver {
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Isolation: iso, ShellMode: mode,
+	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Isolation: iso,
 		Limits: sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}}})
 	if err != nil {
 		b.Fatal(err)

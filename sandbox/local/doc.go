@@ -1,11 +1,16 @@
 // Package local is the sandbox driver that runs commands on this machine:
-// each session gets a private folder (mode 0700) and every command runs in a
-// fresh bash that restores the previous command's exported environment and
-// working folder. The environment is built from an allowlist, so API keys and
-// tokens of hermes-pipe itself never reach a command. A timeout kills the
-// command's whole process group and session. Files are read and written
-// with the OS directly (ReadAt of the range; a temporary file renamed over
-// the target).
+// each session gets a private folder (mode 0700) and, by default, one
+// long-lived bash (sandbox.Shell) that every command is written to; confined,
+// that bash is the command of one bubblewrap per session, so the session's
+// PID namespace holds everything its commands start. A timeout kills the
+// namespace's processes but the shell (the session's cgroup when it has one,
+// else by PID namespace in /proc). In the fresh shell mode every command runs
+// in a new bash (in a new bubblewrap) that restores the previous command's
+// exported environment and working folder, and a timeout kills the command's
+// whole process tree. The environment is built from an allowlist, so API
+// keys and tokens of hermes-pipe itself never reach a command. Files are read
+// and written with the OS directly (ReadAt of the range; a temporary file
+// renamed over the target), through confine.Mapper when confined.
 //
 // It imports only sandbox and the standard library; it must not import
 // pipeline, stages or another driver.

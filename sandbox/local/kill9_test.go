@@ -25,7 +25,7 @@ func TestKill9Child(t *testing.T) {
 	if base == "" {
 		t.Skip("only run as the child of TestKill9LeavesNothing")
 	}
-	d, err := New(sandbox.Config{RunID: "kill9", Local: sandbox.LocalConfig{BaseDir: base, ShellMode: "fresh"}})
+	d, err := New(sandbox.Config{RunID: "kill9", ShellMode: os.Getenv(childEnv + "_MODE"), Local: sandbox.LocalConfig{BaseDir: base}})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return
@@ -41,11 +41,17 @@ func TestKill9Child(t *testing.T) {
 
 // TestKill9LeavesNothing kills -9 a process holding a confined session with
 // sleeps running in it: every sandbox process dies with it, and gc removes
-// the folder it left.
+// the folder it left; in both shell modes.
 func TestKill9LeavesNothing(t *testing.T) {
+	for _, mode := range []string{sandbox.ShellPersistent, sandbox.ShellFresh} {
+		t.Run(mode, func(t *testing.T) { kill9(t, mode) })
+	}
+}
+
+func kill9(t *testing.T, mode string) {
 	base := t.TempDir()
 	c := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.v")
-	c.Env = append(os.Environ(), childEnv+"="+base)
+	c.Env = append(os.Environ(), childEnv+"="+base, childEnv+"_MODE="+mode)
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -69,17 +69,15 @@ func New(cfg sandbox.Config) (*Driver, error) {
 		return nil, fmt.Errorf("local sandbox: find shell: %w", err)
 	}
 	d := &Driver{cfg: cfg, base: base, shell: path}
+	if err := sandbox.CheckShellMode(cfg.ShellMode); err != nil {
+		return nil, fmt.Errorf("local sandbox: %w", err)
+	}
 	switch cfg.Local.Isolation {
 	case "none":
 		return d, nil
 	case "", "bwrap":
 	default:
 		return nil, fmt.Errorf("local sandbox: isolation %q: want bwrap or none", cfg.Local.Isolation)
-	}
-	switch cfg.Local.ShellMode {
-	case "", "persistent", "fresh":
-	default:
-		return nil, fmt.Errorf("local sandbox: shell mode %q: want persistent or fresh", cfg.Local.ShellMode)
 	}
 	switch cfg.Local.Network {
 	case "", confine.NetworkNone, confine.NetworkHost:
@@ -183,7 +181,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		// The bwrap process itself gets only the marker, so gc finds it.
 		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
 	}
-	if d.cfg.Local.ShellMode != "fresh" {
+	if d.cfg.ShellMode != sandbox.ShellFresh {
 		s.sh = sandbox.NewShell(sandbox.ShellConfig{
 			Start:     s.startShell,
 			StateDir:  s.state,

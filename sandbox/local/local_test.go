@@ -24,7 +24,7 @@ func TestConformanceFresh(t *testing.T) { conformance(t, "fresh") }
 func conformance(t *testing.T, mode string) {
 	base := t.TempDir()
 	limits := sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, ShellMode: mode, Limits: limits}})
+	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: base, Limits: limits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func exec1(t *testing.T, s *Session, cmd string, timeout time.Duration) sandbox.
 func TestTimeoutLeavesNoProcess(t *testing.T) {
 	for _, mode := range []string{"persistent", "fresh"} {
 		t.Run(mode, func(t *testing.T) {
-			s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none", ShellMode: mode}}, sandbox.Spec{})
+			s := open(t, sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
 			// The timeout leaves a loaded machine time to start the three processes.
 			res := exec1(t, s, "sleep 1000 & echo $!; setsid sleep 1001 & echo $!; echo $$; sleep 60", 5*time.Second)
 			if res.ExitCode != 124 || !res.TimedOut {
@@ -176,7 +176,7 @@ func waitNone(leaderPID int, prefix string) []int {
 // does not outlive the command that started it, and in the persistent mode
 // it runs until the session closes.
 func TestBackgroundKilledAtEnd(t *testing.T) {
-	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Isolation: "none", ShellMode: "fresh"}}, sandbox.Spec{})
+	s := open(t, sandbox.Config{ShellMode: "fresh", Local: sandbox.LocalConfig{Isolation: "none"}}, sandbox.Spec{})
 	res := exec1(t, s, "sleep 1000 & echo $!", 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
 	waitDead(t, pid)

@@ -104,7 +104,13 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		KillCommand: p.killCommand,
 		Kill: func() {
 			killOnce.Do(func() {
-				s.kill(pid)
+				if s.bwrap == "" {
+					// The group is enough here: Close sweeps /proc for
+					// marked processes that left it, once per session.
+					_ = syscall.Kill(-pid, syscall.SIGKILL)
+				} else {
+					s.kill(pid)
+				}
 				inW.Close()
 			})
 		},

@@ -67,7 +67,7 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) {
 		MaxOutput:         cfg.MaxOutput,
 		Isolation:         cfg.SSH.Isolation,
 		Network:           cfg.SSH.Network,
-		ShellMode:         cfg.SSH.ShellMode,
+		ShellMode:         cfg.ShellMode,
 		Limits: confine.Limits{Processes: cfg.SSH.Limits.Processes, MemoryBytes: cfg.SSH.Limits.MemoryBytes,
 			FileSizeBytes: cfg.SSH.Limits.FileSizeBytes, CPUSeconds: cfg.SSH.Limits.CPUSeconds},
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
@@ -98,10 +99,10 @@ type Options struct {
 	ShellMode string
 }
 
-// Shell modes of Options.ShellMode.
+// Shell modes of Options.ShellMode (sandbox.Config.ShellMode's).
 const (
-	ShellPersistent = "persistent"
-	ShellFresh      = "fresh"
+	ShellPersistent = sandbox.ShellPersistent
+	ShellFresh      = sandbox.ShellFresh
 )
 
 // withDefaults returns o with defaults filled in, or an error naming the first

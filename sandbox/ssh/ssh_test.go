@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
 		Shell:       true,
 		SharedHost:  true,
-		Cwd:         "/tmp",
+		Cwd:         openDir(t), // a confined session's /tmp is its own
 		Confined:    true,
 		MaxProcs:    testLimits.Processes,
 		MaxFileSize: testLimits.FileSizeBytes,
@@ -68,7 +68,7 @@ func TestConformanceFresh(t *testing.T) {
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
 		Shell:       true,
 		SharedHost:  true,
-		Cwd:         "/tmp",
+		Cwd:         openDir(t), // a confined session's /tmp is its own
 		Confined:    true,
 		MaxProcs:    testLimits.Processes,
 		MaxFileSize: testLimits.FileSizeBytes,
