@@ -99,6 +99,13 @@ type SSHConfig struct {
 	KnownHosts     string // known_hosts file; "" = ~/.ssh/known_hosts
 	AcceptNewHosts bool   // add unknown host keys to KnownHosts instead of refusing
 	BaseDir        string // remote parent of the per-session folders; "" = /tmp
+
+	// Isolation is "bwrap" ("" too): commands run confined by bubblewrap
+	// on the remote host; or "none": they run as the login with everything
+	// it may reach.
+	Isolation string
+	Network   string      // "none" ("" too) or "host", for confined commands
+	Limits    LocalLimits // per-session limits of confined commands (rlimits)
 }
 
 // Factory builds a driver from a Config. cmd registers one per scheme.

@@ -46,8 +46,9 @@ type Spec struct {
 	Cwd       string // starting working folder; "" = the session's private folder
 	// ReadOnly are host folders the session's commands must be able to read
 	// at their own paths (swe clones a task's repository from one). A
-	// confined local session mounts them read-only; other drivers see their
-	// own file systems and ignore them.
+	// confined local or ssh session mounts them read-only (for ssh, paths on
+	// the remote host); other drivers see their own file systems and ignore
+	// them.
 	ReadOnly  []string
 	Env       map[string]string
 	Timeout   time.Duration // default per-command timeout

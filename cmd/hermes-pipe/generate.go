@@ -72,6 +72,10 @@ func sandboxFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ssh-key", Usage: "private key file (ssh); without it the ssh agent is used"},
 		&cli.StringFlag{Name: "ssh-known-hosts", Usage: "known_hosts file (ssh; default ~/.ssh/known_hosts)"},
 		&cli.BoolFlag{Name: "ssh-accept-new-host", Usage: "add an unknown host key to known_hosts instead of refusing (a changed key is always refused)"},
+		&cli.StringFlag{Name: "ssh-isolation", Value: "bwrap", Usage: "confinement of ssh commands: bwrap (bubblewrap on the remote host: read-only system, private /tmp and PID space, no network, no home; a host without it is refused) or none (run as the remote login with everything in reach; prints a warning)"},
+		&cli.StringFlag{Name: "ssh-network", Value: "none", Usage: "network of confined ssh commands: none (a loopback of their own) or host"},
+		&cli.IntFlag{Name: "ssh-max-procs", Value: defaultLocalLimits.Processes, Usage: "processes per confined ssh session (RLIMIT_NPROC); 0 = unlimited"},
+		&cli.Int64Flag{Name: "ssh-max-file-size", Value: defaultLocalLimits.FileSizeBytes, Usage: "largest file a confined ssh command may write, in bytes; 0 = unlimited"},
 	}
 }
 
@@ -177,6 +181,12 @@ func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
 			KeyFile:        c.String("ssh-key"),
 			KnownHosts:     c.String("ssh-known-hosts"),
 			AcceptNewHosts: c.Bool("ssh-accept-new-host"),
+			Isolation:      c.String("ssh-isolation"),
+			Network:        c.String("ssh-network"),
+			Limits: sandbox.LocalLimits{
+				Processes:     c.Int("ssh-max-procs"),
+				FileSizeBytes: c.Int64("ssh-max-file-size"),
+			},
 		},
 	}
 }

@@ -62,6 +62,9 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		if c.String("sandbox") == "local" && c.String("local-isolation") == "none" {
 			fmt.Fprintf(c.App.ErrWriter, "%s: warning: --local-isolation none: commands run as this user with its files, network and processes in reach\n", label)
 		}
+		if c.String("sandbox") == "ssh" && c.String("ssh-isolation") == "none" {
+			fmt.Fprintf(c.App.ErrWriter, "%s: warning: --ssh-isolation none: commands run as the remote login with its files, network and processes in reach\n", label)
+		}
 		if c.Bool("resume") {
 			collectPrevious(c, label, r.driver)
 		}

@@ -195,6 +195,32 @@ func readVia(loc Location) ([]byte, error) {
 	return r.ReadFile(loc.Rel)
 }
 
+// TestArgsWithLayout: a policy for another machine mounts what that machine
+// has and masks its secrets, whatever this one holds.
+func TestArgsWithLayout(t *testing.T) {
+	l := &Layout{
+		Dirs:   map[string]bool{"/usr": true, "/etc": true},
+		Links:  map[string]string{"/bin": "usr/bin"},
+		Masked: []MaskedPath{{Path: "/etc/remote-secret"}, {Path: "/etc/remote-keys", Dir: true}},
+	}
+	a, err := Policy{SessionDir: "/s", Layout: l}.Args("/opt/bwrap", []string{"sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(a, " ")
+	for _, w := range []string{"/opt/bwrap ", "--ro-bind /usr /usr", "--ro-bind /etc /etc", "--symlink usr/bin /bin",
+		"--ro-bind /dev/null /etc/remote-secret", "--tmpfs /etc/remote-keys --remount-ro /etc/remote-keys"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("argv lacks %q: %s", w, s)
+		}
+	}
+	for _, bad := range []string{"/lib", "/sbin", "/lib64", "/etc/shadow"} {
+		if slices.Contains(a, bad) {
+			t.Errorf("argv names %s, which the layout does not have: %s", bad, s)
+		}
+	}
+}
+
 func TestWorkDirRefused(t *testing.T) {
 	for _, w := range []string{"/", "/etc", "/usr/lib", "/proc/1", "/tmp", "/dev/shm", "/run"} {
 		p := Policy{SessionDir: "/var/tmp/s", TmpDir: "/var/tmp/s/tmp", WorkDir: w}

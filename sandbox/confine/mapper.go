@@ -51,9 +51,9 @@ func (p Policy) Mapper() *Mapper {
 		m.binds = append(m.binds, bind{src: d, dst: d, ro: true})
 	}
 	for _, k := range maskedExisting() {
-		m.masked[k.path] = true
-		if k.dir {
-			m.maskDirs = append(m.maskDirs, k.path)
+		m.masked[k.Path] = true
+		if k.Dir {
+			m.maskDirs = append(m.maskDirs, k.Path)
 		}
 	}
 	if p.TmpDir != "" {

@@ -107,6 +107,44 @@ type Policy struct {
 	Env        []string // the whole environment, KEY=VALUE; nothing else is inherited
 	Chdir      string   // folder the command starts in; "" = WorkDir, else SessionDir
 	Limits     Limits
+	// Layout describes the machine bwrap runs on when that is not this one
+	// (a remote host); nil = this machine, read by Args.
+	Layout *Layout
+}
+
+// Layout is what Args must know of the machine bwrap runs on: which of
+// HostDirs are folders or symbolic links there, and which MaskedPaths exist.
+type Layout struct {
+	Dirs   map[string]bool   // entries of HostDirs that are folders
+	Links  map[string]string // entries of HostDirs that are symbolic links, with their targets
+	Masked []MaskedPath      // MaskedPaths present (globs expanded; links left out)
+}
+
+// MaskedPath is one present entry of MaskedPaths.
+type MaskedPath struct {
+	Path string
+	Dir  bool
+}
+
+// LocalLayout reads the Layout of this machine.
+func LocalLayout() *Layout {
+	l := &Layout{Dirs: map[string]bool{}, Links: map[string]string{}, Masked: maskedExisting()}
+	for _, d := range HostDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if t, err := os.Readlink(d); err == nil {
+				l.Links[d] = t
+			}
+			continue
+		}
+		if fi.IsDir() {
+			l.Dirs[d] = true
+		}
+	}
+	return l
 }
 
 // Validate checks the policy's paths and network mode.
@@ -158,8 +196,8 @@ func checkWorkDir(w string, privateTmp bool) error {
 }
 
 // Args returns the bubblewrap command line (bwrap is its path) that runs
-// argv under the policy. It reads the host (which HostDirs exist, which
-// MaskedPaths exist) to build it.
+// argv under the policy. Without a Layout it reads this machine (which
+// HostDirs exist, which MaskedPaths exist) to build it.
 func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -174,26 +212,22 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 	if p.Network == NetworkHost {
 		a = append(a, "--share-net")
 	}
-	for _, d := range HostDirs {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			continue
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			t, err := os.Readlink(d)
-			if err != nil {
-				continue
-			}
-			a = append(a, "--symlink", t, d)
-			continue
-		}
-		a = append(a, "--ro-bind", d, d)
+	l := p.Layout
+	if l == nil {
+		l = LocalLayout()
 	}
-	for _, m := range maskedExisting() {
-		if m.dir {
-			a = append(a, "--tmpfs", m.path, "--remount-ro", m.path)
+	for _, d := range HostDirs {
+		if t, ok := l.Links[d]; ok {
+			a = append(a, "--symlink", t, d)
+		} else if l.Dirs[d] {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, m := range l.Masked {
+		if m.Dir {
+			a = append(a, "--tmpfs", m.Path, "--remount-ro", m.Path)
 		} else {
-			a = append(a, "--ro-bind", "/dev/null", m.path)
+			a = append(a, "--ro-bind", "/dev/null", m.Path)
 		}
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
@@ -233,14 +267,9 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 	return append(a, argv...), nil
 }
 
-type masked struct {
-	path string
-	dir  bool
-}
-
 // maskedExisting expands MaskedPaths to the entries present on this host.
-func maskedExisting() []masked {
-	var out []masked
+func maskedExisting() []MaskedPath {
+	var out []MaskedPath
 	for _, p := range MaskedPaths {
 		paths := []string{p}
 		if strings.ContainsAny(p, "*?[") {
@@ -251,7 +280,7 @@ func maskedExisting() []masked {
 			if err != nil || fi.Mode()&os.ModeSymlink != 0 {
 				continue
 			}
-			out = append(out, masked{path: q, dir: fi.IsDir()})
+			out = append(out, MaskedPath{Path: q, Dir: fi.IsDir()})
 		}
 	}
 	return out

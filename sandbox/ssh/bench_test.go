@@ -8,20 +8,65 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
+// benchModes are the isolation × shell modes the benchmarks compare:
+// unconfined is what every command cost before confinement and long-lived
+// shells.
+var benchModes = []struct {
+	name string
+	set  func(*Options)
+}{
+	{"confined-persistent", func(o *Options) {}},
+	{"confined-fresh", func(o *Options) { o.ShellMode = ShellFresh }},
+	{"unconfined", func(o *Options) { o.Isolation = IsolationNone }},
+}
+
+func benchDriver(b *testing.B, set func(*Options)) *Driver {
+	o := sharedSSHD(b).options()
+	set(&o)
+	return newDriver(b, o)
+}
+
 // BenchmarkExec measures the median per-command overhead (`true`) against
 // the test sshd on loopback.
 func BenchmarkExec(b *testing.B) {
-	d := newDriver(b, sharedSSHD(b).options())
-	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
-	if err != nil {
-		b.Fatal(err)
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			d := benchDriver(b, m.set)
+			s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			sandboxtest.BenchExec(b, s)
+		})
 	}
-	defer s.Close(context.Background())
-	sandboxtest.BenchExec(b, s)
 }
 
 // BenchmarkOpenClose measures the median cost of one session's life.
 func BenchmarkOpenClose(b *testing.B) {
-	d := newDriver(b, sharedSSHD(b).options())
-	sandboxtest.BenchOpenClose(b, d, sandbox.Spec{RunID: "bench", RolloutID: "life"})
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			sandboxtest.BenchOpenClose(b, benchDriver(b, m.set), sandbox.Spec{RunID: "bench", RolloutID: "life"})
+		})
+	}
+}
+
+// BenchmarkOpenExecClose measures a session's life with one command, which
+// includes starting the long-lived shell.
+func BenchmarkOpenExecClose(b *testing.B) {
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			d := benchDriver(b, m.set)
+			sandboxtest.BenchMedian(b, func() error {
+				s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "life1"})
+				if err != nil {
+					return err
+				}
+				if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+					return err
+				}
+				return s.Close(context.Background())
+			})
+		})
+	}
 }

@@ -1,23 +1,57 @@
 // Package ssh is the sandbox driver that runs a rollout's commands on a remote
 // host over SSH (golang.org/x/crypto/ssh).
 //
-// One Driver talks to one host through one TCP connection shared by all of its
-// sessions; every command opens a fresh SSH channel on it. A dropped
-// connection is redialled once, after which the failure is reported wrapping
-// sandbox.ErrUnavailable. Authentication uses private key files and ssh-agent
+// One Driver talks to one host through one TCP connection shared by all of
+// its sessions, as SSH channels on it (at most Options.MaxSessions at
+// once). A dropped connection is redialled once, after which the failure
+// is reported wrapping sandbox.ErrUnavailable. Authentication uses private key files and ssh-agent
 // and never prompts. Host keys are checked against known_hosts, strictly
 // unless Options.AcceptNewHostKeys is set; a changed key is always refused.
 //
+// Commands are confined by default (Options.Isolation "bwrap"): the first
+// Open probes the host once for bubblewrap, bash, which system folders exist
+// and which secrets to mask (a confine.Layout), and runs one command under
+// that policy; a host that cannot confine commands makes Open and Preflight
+// fail with the host, the reason and the opt-out (--ssh-isolation none),
+// never a silent fallback. Commands then run in bash (sh without it) inside
+// bwrap, built by confine.Policy as for local sessions: system folders
+// read-only with secrets masked, the session folder read-write (and
+// Spec.Cwd at its own path, Spec.ReadOnly folders read-only), the session's
+// tmp folder as /tmp, HOME in the session folder, a fresh /proc, and PID,
+// network, IPC and UTS namespaces of their own, so nothing they start
+// outlives the session, and they cannot signal or read the environment of
+// any process outside, nor reach the host's loopback; Options.Limits are
+// set as rlimits. File operations run inside a sandbox of the same policy,
+// so they see what commands see.
+//
+// A confined session keeps one long-lived bash inside bwrap on a channel of
+// its own (Options.ShellMode "persistent", the default, on a host with
+// bash) and writes every command to it through sandbox.Shell: `cd`,
+// `export`, functions and aliases persist, a command that ends the shell
+// (`exit 3`) gets a new one with the saved state, a timeout kills every
+// process of the shell's PID namespace but the shell over a second short
+// channel. A relay on the remote side kills the session's processes when
+// the channel ends (Close, cancellation, a dropped connection). These
+// channels are held for a session's life, so long-lived shells take at
+// most half of MaxSessions; a session that finds none free at its first
+// command, or a ShellMode "fresh" driver, runs every command in a fresh
+// shell (and a fresh bwrap) on a new channel, as below.
+//
+// With Isolation "none" commands run as the login, in fresh shells, as
+// described next.
+//
 // Each Session owns a private remote folder (a random name made like mktemp
-// -d: mkdir under umask 077, failing if the name exists) holding a
-// small POSIX sh wrapper and the shell state (exported variables and working
-// folder) that it restores before and saves after every command, so `cd` and
-// `export` persist. sshd starts each command in a new session, so its process
+// -d: mkdir under umask 077, failing if the name exists) holding the shell
+// state (exported variables and working folder) and, unconfined, a small
+// POSIX sh wrapper that restores the state before and saves it after every
+// command, so `cd` and `export` persist. sshd starts each command in a new session, so its process
 // group holds everything the command starts; a watcher forked first kills that
 // group when the command ends (leftover background jobs), and on timeout or
 // cancellation also the processes that escaped it (found on Linux hosts by the
 // HERMES_SANDBOX variable in /proc/<pid>/environ). The remote host needs
-// /bin/sh and grep; the login shell must accept a POSIX-quoted command line.
+// /bin/sh and grep (confined: bubblewrap able to create user namespaces as
+// the login, and bash when limits are set); the login shell must accept a
+// POSIX-quoted command line.
 // A server that does not close a command's stdin when it exits (OpenSSH does)
 // leaves background jobs holding the output running until the timeout.
 //
@@ -27,8 +61,9 @@
 // subsystem is needed.
 //
 // Tests run against a real sshd on loopback started by scripts/sshd.sh (the
-// test helper starts it when its env file is missing; it needs root). They
-// skip only when /usr/sbin/sshd is absent, and fail instead when CI is set.
+// test helper starts it when its env file is missing; it needs root, and
+// bubblewrap for the confined tests). They skip only when /usr/sbin/sshd is
+// absent, and fail instead when CI is set.
 //
 // It must not import pipeline or stages.
 package ssh

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // ErrAuth means the server refused every offered key. It is a configuration
@@ -36,6 +37,14 @@ type Driver struct {
 	dials  atomic.Int64 // successful dials, for tests and logs
 
 	killGrace time.Duration // killGrace; tests shorten it
+	bwrapName string        // bubblewrap's name on the remote PATH; tests change it
+
+	shellMu sync.Mutex // guards shells
+	shells  int        // channels held by long-lived shells (each also holds a slot)
+
+	hmu     sync.Mutex  // guards host and hostErr; held while probing
+	host    *remoteHost // what confinement needs of the host, once probed
+	hostErr error       // why the host cannot confine commands, once probed
 }
 
 var (
@@ -56,6 +65,11 @@ func Factory(cfg sandbox.Config) (sandbox.Driver, error) {
 		RunID:             cfg.RunID,
 		Timeout:           cfg.DefaultTimeout,
 		MaxOutput:         cfg.MaxOutput,
+		Isolation:         cfg.SSH.Isolation,
+		Network:           cfg.SSH.Network,
+		ShellMode:         cfg.ShellMode,
+		Limits: confine.Limits{Processes: cfg.SSH.Limits.Processes, MemoryBytes: cfg.SSH.Limits.MemoryBytes,
+			FileSizeBytes: cfg.SSH.Limits.FileSizeBytes, CPUSeconds: cfg.SSH.Limits.CPUSeconds},
 	}
 	if cfg.SSH.KeyFile != "" {
 		o.KeyFiles = []string{cfg.SSH.KeyFile}
@@ -80,6 +94,7 @@ func New(opts Options) (*Driver, error) {
 		slots: make(chan struct{}, o.MaxSessions),
 
 		killGrace: killGrace,
+		bwrapName: "bwrap",
 	}
 	for _, f := range o.KeyFiles {
 		pem, err := os.ReadFile(f)
@@ -104,8 +119,10 @@ func New(opts Options) (*Driver, error) {
 
 // Preflight connects (if not yet connected) and checks that the host is
 // reachable, its key trusted, the login accepted and the remote folder
-// writable: one dial plus one channel. Callers run it before a batch so
-// configuration errors surface before any work is spent.
+// writable, and, unless Isolation is none, that the host can confine
+// commands: one dial plus one channel (three the first time confinement is
+// checked). Callers run it before a batch so configuration errors surface
+// before any work is spent.
 func (d *Driver) Preflight(ctx context.Context) error {
 	if _, err := d.conn(ctx); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
@@ -114,6 +131,11 @@ func (d *Driver) Preflight(ctx context.Context) error {
 	check := `mkdir -p ` + tmp + ` && test -w ` + tmp + ` || { echo "remote folder "` + tmp + `" is not writable" >&2; exit 1; }`
 	if _, err := d.run(ctx, check, nil); err != nil {
 		return fmt.Errorf("ssh preflight %s: %w", d.opts.Addr, err)
+	}
+	if d.opts.Isolation != IsolationNone {
+		if _, err := d.remote(ctx); err != nil {
+			return fmt.Errorf("ssh preflight: %w", err)
+		}
 	}
 	return nil
 }
@@ -292,29 +314,62 @@ func (d *Driver) channel(ctx context.Context) (*gossh.Session, error) {
 // release frees the slot taken by channel.
 func (d *Driver) release() { <-d.slots }
 
+// reserveShell takes a slot for a long-lived shell, for the life of its
+// session, if shells hold fewer than half the slots and one is free now;
+// false means the session runs fresh shells instead. releaseShell gives it
+// back.
+func (d *Driver) reserveShell() bool {
+	d.shellMu.Lock()
+	defer d.shellMu.Unlock()
+	if d.shells >= d.opts.MaxSessions/2 {
+		return false
+	}
+	select {
+	case d.slots <- struct{}{}:
+		d.shells++
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *Driver) releaseShell() {
+	d.shellMu.Lock()
+	d.shells--
+	d.shellMu.Unlock()
+	<-d.slots
+}
+
 func (d *Driver) openChannel(ctx context.Context) (*gossh.Session, error) {
+	_, s, err := d.openChannelOn(ctx)
+	return s, err
+}
+
+// openChannelOn is openChannel that also returns the connection the channel
+// runs on.
+func (d *Driver) openChannelOn(ctx context.Context) (*gossh.Client, *gossh.Session, error) {
 	c, err := d.conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, err := c.NewSession()
 	if err == nil {
-		return s, nil
+		return c, s, nil
 	}
 	var oce *gossh.OpenChannelError
 	if errors.As(err, &oce) {
 		// The connection is fine; the server refused this channel.
-		return nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
 	// The transport is gone: reconnect once.
 	d.forget(c)
 	c, err = d.conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ssh reconnect: %w", err)
+		return nil, nil, fmt.Errorf("ssh reconnect: %w", err)
 	}
 	s, err = c.NewSession()
 	if err != nil {
-		return nil, fmt.Errorf("ssh open channel on %s after reconnect: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("ssh open channel on %s after reconnect: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
-	return s, nil
+	return c, s, nil
 }

@@ -14,7 +14,8 @@ import (
 
 // files is the session's sandbox.Files: each operation is one SSH channel
 // running a file script (fileRun), the bytes raw on the channel's stdin or
-// stdout, so a ranged read moves only the range across the connection.
+// stdout, so a ranged read moves only the range across the connection. A
+// confined session runs the script inside its sandbox.
 func (s *Session) files() sandbox.ScriptFiles {
 	return sandbox.ScriptFiles{Run: s.fileRun, CwdFile: s.cwdFile()}
 }
@@ -47,7 +48,14 @@ func (s *Session) fileRun(ctx context.Context, op, script string, stdin []byte, 
 	ch.Stdout, ch.Stderr = stdout, stderr
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
 	defer stop()
-	err = ch.Run("exec /bin/sh -c " + sandbox.ShellQuote(script))
+	line := "exec /bin/sh -c " + sandbox.ShellQuote(script)
+	if s.box != "" {
+		// Confined: paths resolve as the commands see them, so neither an
+		// absolute path nor a link a command planted reaches past the
+		// sandbox's mounts.
+		line = "exec " + s.box + " /bin/sh -c " + sandbox.ShellQuote(script)
+	}
+	err = ch.Run(line)
 	text, _ := stderr.Text()
 	var ee *gossh.ExitError
 	switch {

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // Defaults used when the matching Options field is zero.
@@ -19,6 +22,16 @@ const (
 	DefaultKeepAlive   = 30 * time.Second
 	DefaultMaxSessions = 10 // sshd's own MaxSessions default
 	DefaultRemoteTmp   = "/tmp"
+)
+
+// Isolation modes of Options.Isolation.
+const (
+	// IsolationBwrap runs every command and file operation inside
+	// bubblewrap on the remote host (the default).
+	IsolationBwrap = "bwrap"
+	// IsolationNone runs them as the remote login, with everything it may
+	// reach.
+	IsolationNone = "none"
 )
 
 // Options configures a Driver. The zero value of every field means its
@@ -50,6 +63,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// MaxSessions caps channels open at once on the connection; commands
 	// beyond it wait. Keep it at or below the server's MaxSessions (default 10).
+	// Long-lived shells (ShellMode) take at most half of them, one each for
+	// their session's life; sessions beyond that run fresh shells.
 	MaxSessions int
 	// RemoteTmp is the absolute remote folder that holds session folders;
 	// default /tmp.
@@ -62,7 +77,33 @@ type Options struct {
 	// MaxOutput is the bytes kept per stream when Spec does not set it;
 	// default sandbox.DefaultMaxOutput.
 	MaxOutput int
+
+	// Isolation is IsolationBwrap ("" too): commands run confined by
+	// bubblewrap on the remote host (read-only system folders with secrets
+	// masked, the session folder writable, a private /tmp, PID, network,
+	// IPC and UTS namespaces of their own, nothing of the login's home);
+	// a host that cannot run it makes Open fail. IsolationNone runs them as
+	// the login with everything in reach.
+	Isolation string
+	// Network is the network of confined commands: confine.NetworkNone
+	// ("" too, a loopback of their own) or confine.NetworkHost.
+	Network string
+	// Limits are per-session limits of confined commands, set as rlimits
+	// by the confined shell; zero fields mean unlimited.
+	Limits confine.Limits
+	// ShellMode is ShellPersistent ("" too): a confined session on a host
+	// with bash keeps one long-lived shell on a channel of its own while
+	// the connection has a channel to spare for it (see MaxSessions);
+	// or ShellFresh: every command is a new shell on a new channel,
+	// restoring the saved state. Unconfined sessions are always fresh.
+	ShellMode string
 }
+
+// Shell modes of Options.ShellMode (sandbox.Config.ShellMode's).
+const (
+	ShellPersistent = sandbox.ShellPersistent
+	ShellFresh      = sandbox.ShellFresh
+)
 
 // withDefaults returns o with defaults filled in, or an error naming the first
 // bad field. It reads the local user and home folder, nothing remote.
@@ -106,6 +147,25 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("ssh options: remote folder %q is not absolute", o.RemoteTmp)
 	}
 	o.RemoteTmp = path.Clean(o.RemoteTmp)
+	switch o.Isolation {
+	case "":
+		o.Isolation = IsolationBwrap
+	case IsolationBwrap, IsolationNone:
+	default:
+		return o, fmt.Errorf("ssh options: isolation %q: want %s or %s", o.Isolation, IsolationBwrap, IsolationNone)
+	}
+	switch o.ShellMode {
+	case "":
+		o.ShellMode = ShellPersistent
+	case ShellPersistent, ShellFresh:
+	default:
+		return o, fmt.Errorf("ssh options: shell mode %q: want %s or %s", o.ShellMode, ShellPersistent, ShellFresh)
+	}
+	switch o.Network {
+	case "", confine.NetworkNone, confine.NetworkHost:
+	default:
+		return o, fmt.Errorf("ssh options: network %q: want %s or %s", o.Network, confine.NetworkNone, confine.NetworkHost)
+	}
 	if len(o.KeyFiles) == 0 && (o.NoAgent || os.Getenv("SSH_AUTH_SOCK") == "") && home != "" {
 		for _, name := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
 			p := filepath.Join(home, ".ssh", name)

@@ -14,11 +14,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // folderPrefix starts the name of every remote session folder; the run id
@@ -70,12 +72,16 @@ exec 3<&- </dev/null
 ` + sandbox.StateScript(state, "")
 }
 
-// Open creates the session's remote folder (work, tmp and state inside, all
-// mode 0700) and its scripts in one SSH channel: one round trip plus a few
-// fork/execs on the remote. Spec.Cwd, when set, must be an existing remote
-// folder. The command environment is the remote login's, plus TMPDIR
-// pointing into the session folder, Spec.Env (which may override TMPDIR) and
-// the HERMES_SANDBOX marker.
+// Open creates the session's remote folder (work, tmp and state inside, plus
+// home when confined, all mode 0700) and its scripts in one SSH channel:
+// one round trip plus a few fork/execs on the remote. Spec.Cwd, when set,
+// must be an existing remote folder, and so must Spec.ReadOnly's when
+// confined. Unconfined, the command environment is the remote login's, plus
+// TMPDIR pointing into the session folder, Spec.Env (which may override
+// TMPDIR) and the HERMES_SANDBOX marker; confined, it is PATH, LANG, USER,
+// LOGNAME and SHELL of the login, HOME in the session folder, TMPDIR=/tmp,
+// Spec.Env and the marker. The first confined Open of a Driver probes the
+// host (see remote); a host that cannot confine commands makes it fail.
 // Failures to reach the host wrap sandbox.ErrUnavailable.
 func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	spec = sandbox.Resolve(spec, sandbox.Config{DefaultTimeout: d.opts.Timeout, MaxOutput: d.opts.MaxOutput})
@@ -84,6 +90,14 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			return nil, fmt.Errorf("ssh open: environment variable name %q is not a shell name", k)
 		}
 	}
+	var host *remoteHost
+	if d.opts.Isolation != IsolationNone {
+		h, err := d.remote(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ssh open: %w", err)
+		}
+		host = h
+	}
 	run := spec.RunID
 	if run == "" {
 		run = d.opts.RunID
@@ -91,8 +105,15 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	name := folderPrefix + sandbox.SafeName(run) + "-" + randomHex(8)
 	dir := path.Join(d.opts.RemoteTmp, name)
 	state := dir + "/state"
+	cwd := dir + "/work"
+	if spec.Cwd != "" {
+		cwd = spec.Cwd
+	}
 
 	env := map[string]string{"TMPDIR": dir + "/tmp"}
+	if host != nil {
+		env["TMPDIR"] = "/tmp" // the session's tmp folder, mounted there
+	}
 	for k, v := range spec.Env {
 		env[k] = v
 	}
@@ -101,11 +122,48 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		fmt.Fprintf(&envFile, "export %s=%s\n", k, sandbox.ShellQuote(env[k]))
 	}
-	cwd := sandbox.ShellQuote(dir + "/work")
-	if spec.Cwd != "" {
-		cwd = sandbox.ShellQuote(spec.Cwd)
-	}
+
+	s := &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}
+	s.launcher = execScript(state, name)
 	q := sandbox.ShellQuote
+	var check strings.Builder // confined: what must exist to be mounted
+	if host != nil {
+		p := confine.Policy{
+			SessionDir: dir,
+			TmpDir:     dir + "/tmp",
+			Mounts:     readOnly(spec.ReadOnly),
+			Network:    d.opts.Network,
+			Env:        host.env(dir, d.opts.User, name),
+			Chdir:      cwd,
+			Limits:     d.opts.Limits,
+			Layout:     host.layout,
+		}
+		if spec.Cwd != "" {
+			p.WorkDir = spec.Cwd
+		}
+		box, err := boxPrefix(host, p, name)
+		if err != nil {
+			return nil, fmt.Errorf("ssh open: %w", err)
+		}
+		s.box, s.sh = box, host.sh()
+		script := sandbox.StateScript(state, "")
+		if lim := d.opts.Limits.ShellLimits(); lim != "" {
+			script = lim + "\n" + script
+		}
+		s.launcher = confinedScript(box, s.sh, script)
+		if host.shell != "" && d.opts.ShellMode != ShellFresh {
+			s.bash = host.shell
+			s.shellLauncher = shellLauncher(box, host.shell)
+			s.prelude = d.opts.Limits.ShellLimits()
+		}
+		for _, r := range spec.ReadOnly {
+			fmt.Fprintf(&check, "[ -e %[1]s ] || { printf 'read-only folder %%s does not exist\n' %[1]s >&2; rm -rf %[2]s; exit 3; }\n", q(r), q(dir))
+		}
+		check.WriteString("mkdir " + q(dir+"/home") + "\n")
+	} else {
+		eof := "HERMES_EOF_" + randomHex(8)
+		fmt.Fprintf(&check, "cat >%[1]s/state/exec.sh <<'%[2]s'\n%[3]s%[2]s\n", q(dir), eof, s.launcher)
+	}
 	eof := "HERMES_EOF_" + randomHex(8)
 	var script strings.Builder
 	fmt.Fprintf(&script, `set -e
@@ -115,14 +173,12 @@ mkdir %[2]s
 mkdir %[2]s/state %[2]s/work %[2]s/tmp
 cd %[3]s 2>/dev/null || { printf 'working folder %%s is not an existing folder\n' %[3]s >&2; rm -rf %[2]s; exit 3; }
 pwd >%[2]s/state/cwd
-cat >%[2]s/state/exec.sh <<'%[4]s'
-%[5]s%[4]s
-cat >%[2]s/state/env <<'%[4]s'
-%[6]s%[4]s
+%[4]scat >%[2]s/state/env <<'%[5]s'
+%[6]s%[5]s
 a=$(readlink -f "$SHELL" 2>/dev/null) || a=
 b=$(readlink -f /bin/sh 2>/dev/null) || b=
 if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
-`, q(d.opts.RemoteTmp), q(dir), cwd, eof, execScript(state, name), envFile.String())
+`, q(d.opts.RemoteTmp), q(dir), q(cwd), check.String(), eof, envFile.String())
 
 	ch, err := d.channel(ctx)
 	if err != nil {
@@ -146,14 +202,47 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
 		}
 		return nil, fmt.Errorf("ssh open: set up %s on %s: %w: %w", dir, d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
-	s := &Session{d: d, dir: dir, marker: name, timeout: spec.Timeout, maxOutput: spec.MaxOutput}
 	s.ScriptFiles = s.files()
 	// sshd runs every command line with the login shell. When that is
 	// /bin/sh itself, the launcher is sent inline instead of exec'ing a
 	// second /bin/sh: one exec less per command.
 	s.inline = strings.Contains(stdout.String(), "login-shell-is-sh")
-	s.launcher = execScript(state, name)
 	return s, nil
+}
+
+// confinedScript is the per-command launcher of a confined session; $1 is
+// the command. Like execScript's, its watcher (outside the sandbox) waits on
+// the channel's stdin and kills the launcher's process group on a "k" line
+// or EOF; the group's bwrap process takes the sandbox's PID namespace, and
+// so every process the command started, with it (--die-with-parent). No
+// marker search is needed: nothing started inside can leave the namespace.
+// The command then runs in sh (bash when the host has it) inside bwrap,
+// after the limits, through the state-restoring script.
+func confinedScript(box, sh, script string) string {
+	return `exec 3<&0
+( { read -r x <&3 || x=; kill -9 0; } </dev/null >/dev/null 2>&1 & )
+exec 3<&- </dev/null
+exec ` + box + " " + sandbox.ShellQuote(sh) + " -c " + sandbox.ShellQuote(script) + ` sh "$1"
+`
+}
+
+// env is the base environment of a confined session's commands.
+func (h *remoteHost) env(dir, user, marker string) []string {
+	env := []string{"PATH=" + h.path, "HOME=" + dir + "/home", "TMPDIR=/tmp", "SHELL=" + h.sh(),
+		"USER=" + user, "LOGNAME=" + user, sandbox.MarkerVar + "=" + marker}
+	if h.lang != "" {
+		env = append(env, "LANG="+h.lang)
+	}
+	return env
+}
+
+// readOnly mounts each of paths read-only at its own path.
+func readOnly(paths []string) []confine.Mount {
+	ms := make([]confine.Mount, 0, len(paths))
+	for _, p := range paths {
+		ms = append(ms, confine.Mount{Src: p, Dst: p, ReadOnly: true})
+	}
+	return ms
 }
 
 // Session is one rollout's folder and shell state on the remote host. Exec
@@ -168,7 +257,17 @@ type Session struct {
 	timeout   time.Duration
 	maxOutput int
 	inline    bool   // the login shell is /bin/sh: send launcher inline
-	launcher  string // exec.sh's text
+	launcher  string // exec.sh's text (unconfined) or confinedScript's
+	box       string // confined: bwrap command line up to "--"; "" = unconfined
+	sh        string // confined: the shell run inside bwrap
+
+	// Persistent shell mode (confined, bash on the host): see shell.go.
+	bash          string         // bash's path on the host; "" = fresh shells only
+	shellLauncher string         // what the shell channel runs
+	prelude       string         // limits, run once per shell
+	shell         *sandbox.Shell // the long-lived shell; nil until a slot was free
+	lastShell     atomic.Pointer[remoteShell]
+	ran           bool // Exec was called: the shell mode is decided
 
 	mu     sync.Mutex
 	closed bool
@@ -180,14 +279,19 @@ func (s *Session) Dir() string { return s.dir }
 // Marker returns the value of HERMES_SANDBOX in every command's environment.
 func (s *Session) Marker() string { return s.marker }
 
-// Exec runs cmd on the remote host over a new channel and blocks until it
-// ends, times out (exit 124, partial output, process tree killed) or ctx is
-// cancelled (process tree killed, ctx's error returned). Background jobs
-// still running when the command's shell exits are killed. Overhead is one
-// channel open and exec request (two round trips), the shell sshd starts and
-// two forks: about 3 ms on loopback. An error means the connection or driver failed; it wraps
-// sandbox.ErrUnavailable when a retry may help. Nothing is retried once the
-// command was sent, since it may have had effects.
+// Exec runs cmd on the remote host and blocks until it ends, times out
+// (exit 124, partial output, the command's processes killed) or ctx is
+// cancelled (ctx's error returned). With a long-lived shell (see shell.go)
+// the command is written to the session's shell: one round trip, and
+// background jobs keep running until a timeout, cancellation or Close
+// (cancellation kills the shell; the next command gets a new one with the
+// saved state). With fresh shells it runs over a new channel: one channel
+// open and exec request (two round trips), the shell sshd starts and two
+// forks (plus bwrap when confined), and background jobs still running when
+// the command's shell exits are killed. An error means the connection or
+// driver failed; it wraps sandbox.ErrUnavailable when a retry may help.
+// Nothing is retried once the command was sent, since it may have had
+// effects.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,6 +304,34 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = s.timeout
+	}
+	if !s.ran && s.bash != "" && s.d.reserveShell() {
+		// Decided once, at the first command, so that a session never
+		// switches from fresh shells to a long-lived one (whose functions
+		// and aliases the earlier commands would not have defined).
+		s.shell = sandbox.NewShell(sandbox.ShellConfig{
+			Start:     s.startShell,
+			StateDir:  s.dir + "/state",
+			Prelude:   s.prelude,
+			MaxOutput: s.maxOutput,
+			Grace:     s.d.killGrace,
+		})
+	}
+	s.ran = true
+	if s.shell != nil {
+		res, err := s.shell.Exec(ctx, cmd.Command, timeout)
+		if errors.Is(err, sandbox.ErrShellStart) && !errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
+			// The probe ran bwrap here: a shell that does not come up is
+			// the host or connection failing, which a retry may cure.
+			err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		}
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
+		}
+		if r := s.lastShell.Load(); res.TimedOut && r != nil && r.unconfirmd.Load() {
+			return res, fmt.Errorf("ssh exec: timed out after %v: %w: %w", timeout, sandbox.ErrUnavailable, errKillUnconfirmed)
+		}
+		return res, nil
 	}
 	start := time.Now()
 	arg := sandbox.ShellQuote(cmd.Command)
@@ -223,6 +355,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	stdout, stderr := newCapture(s.maxOutput), newCapture(s.maxOutput)
 	ch.Stdout, ch.Stderr = stdout, stderr
 	line := "exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg
+	if s.box != "" {
+		// No launcher file: the session folder is writable from inside
+		// the sandbox, and the launcher runs outside it.
+		line = "exec /bin/sh -c " + sandbox.ShellQuote(s.launcher) + " sh " + arg
+	}
 	if s.inline {
 		line = "set -- " + arg + "\n" + s.launcher
 	}
@@ -323,6 +460,11 @@ func (s *Session) Close(ctx context.Context) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
+	}
+	if s.shell != nil {
+		s.shell.Close()
+		s.shell = nil
+		s.d.releaseShell()
 	}
 	script := killMarked(true, s.marker) + "\n" + removeDir(sandbox.ShellQuote(s.dir))
 	if _, err := s.d.run(ctx, script, nil); err != nil {

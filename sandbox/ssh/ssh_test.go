@@ -21,13 +21,69 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
 )
 
+// testLimits are the limits of confined test sessions.
+var testLimits = confine.Limits{Processes: 256, FileSizeBytes: 16 << 20}
+
+// TestConformance runs the suite, escape battery included, against
+// confined sessions on the test sshd (loopback, so the battery's view of
+// the host is the remote host's).
 func TestConformance(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
-	checker := newDriver(t, srv.options())
+	o := srv.options()
+	o.Limits = testLimits
+	// The test sshd allows 64 channels per connection: enough for every
+	// session the suite runs at once to get a long-lived shell.
+	o.MaxSessions = 64
+	d := newDriver(t, o)
+	checker := newDriver(t, unconfined(srv.options()))
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:       true,
+		SharedHost:  true,
+		Cwd:         openDir(t), // a confined session's /tmp is its own
+		Confined:    true,
+		MaxProcs:    testLimits.Processes,
+		MaxFileSize: testLimits.FileSizeBytes,
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			assertGone(t, checker, s.(*Session))
+		},
+		LongLivedShell: true,
+		Aliases:        true,
+	})
+}
+
+// TestConformanceFresh runs the suite, escape battery included, against
+// confined sessions in the fresh shell mode (what sessions beyond the
+// long-lived shells' share of channels run).
+func TestConformanceFresh(t *testing.T) {
+	srv := sharedSSHD(t)
+	o := srv.options()
+	o.Limits = testLimits
+	o.ShellMode = ShellFresh
+	d := newDriver(t, o)
+	checker := newDriver(t, unconfined(srv.options()))
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+		Shell:       true,
+		SharedHost:  true,
+		Cwd:         openDir(t), // a confined session's /tmp is its own
+		Confined:    true,
+		MaxProcs:    testLimits.Processes,
+		MaxFileSize: testLimits.FileSizeBytes,
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			assertGone(t, checker, s.(*Session))
+		},
+	})
+}
+
+// TestConformanceUnconfined runs the suite (no escape battery) with
+// Isolation none.
+func TestConformanceUnconfined(t *testing.T) {
+	srv := sharedSSHD(t)
+	d := newDriver(t, unconfined(srv.options()))
+	checker := newDriver(t, unconfined(srv.options()))
 	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
 		Shell:      true,
 		SharedHost: true,
@@ -36,6 +92,12 @@ func TestConformance(t *testing.T) {
 			assertGone(t, checker, s.(*Session))
 		},
 	})
+}
+
+// unconfined returns o with Isolation none.
+func unconfined(o Options) Options {
+	o.Isolation = IsolationNone
+	return o
 }
 
 // assertGone checks, over another connection, that a closed session's folder
@@ -83,23 +145,37 @@ func execOK(t *testing.T, s *Session, cmd string) sandbox.Result {
 
 func TestSessionFolderIsPrivate(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
-	s := open(t, d, sandbox.Spec{RunID: "priv/ate run"})
-	if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-priv_ate_run-") {
-		t.Fatalf("session folder %q", s.Dir())
-	}
-	res := execOK(t, s, `stat -c %a "$(dirname "$(pwd)")"; pwd; echo "$TMPDIR"; ls -A`)
-	want := fmt.Sprintf("700\n%s/work\n%s/tmp\n", s.Dir(), s.Dir())
-	if res.Stdout != want {
-		t.Fatalf("got %q, want %q", res.Stdout, want)
+	for _, confined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
+			o := srv.options()
+			if !confined {
+				o = unconfined(o)
+			}
+			d := newDriver(t, o)
+			s := open(t, d, sandbox.Spec{RunID: "priv/ate run"})
+			if !strings.HasPrefix(s.Dir(), "/tmp/hermes-ssh-priv_ate_run-") {
+				t.Fatalf("session folder %q", s.Dir())
+			}
+			res := execOK(t, s, `stat -c %a "$(dirname "$(pwd)")"; pwd; echo "$TMPDIR"; ls -A; echo "$HOME"`)
+			want := fmt.Sprintf("700\n%s/work\n%s/tmp\n", s.Dir(), s.Dir())
+			if confined {
+				// The session's tmp folder is mounted at /tmp; HOME is
+				// the session's own.
+				want = fmt.Sprintf("700\n%s/work\n/tmp\n%s/home\n", s.Dir(), s.Dir())
+			}
+			if got := res.Stdout; confined && got != want || !confined && !strings.HasPrefix(got, want) {
+				t.Fatalf("got %q, want %q", res.Stdout, want)
+			}
+		})
 	}
 }
 
 // TestTimeoutKillsEscapedChild checks that a child that left the process
-// group with setsid is found by its marker and killed on timeout.
+// group with setsid is found by its marker and killed on timeout
+// (unconfined; confined, see TestConfinedTimeoutLeavesNoProcess).
 func TestTimeoutKillsEscapedChild(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
+	d := newDriver(t, unconfined(srv.options()))
 	s := open(t, d, sandbox.Spec{})
 	res, err := s.Exec(testCtx(t), sandbox.Cmd{
 		// The child records its pid before it sleeps; the timeout leaves
@@ -131,14 +207,15 @@ func waitGone(t *testing.T, s *Session, pidFile string) {
 	}
 }
 
-// waitRunning polls, over a second connection, until a process of session s
+// waitRunning polls, over a second connection, until a sleep of session s
 // (found by its marker) runs on the remote host, so a test can act while a
 // command is known to run.
 func waitRunning(t *testing.T, srv server, s *Session) {
 	t.Helper()
-	d := newDriver(t, srv.options())
+	d := newDriver(t, unconfined(srv.options()))
 	defer d.Release()
-	probe := "grep -lsz " + sandbox.ShellQuote("^"+sandbox.MarkerVar+"="+s.Marker()+"$") + " /proc/[0-9]*/environ; true"
+	probe := "for f in $(grep -lsz " + sandbox.ShellQuote("^"+sandbox.MarkerVar+"="+s.Marker()+"$") + " /proc/[0-9]*/environ); do " +
+		"grep -qs '^sleep$' \"${f%/environ}/comm\" && echo sleeping; done; true"
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		out, err := d.run(testCtx(t), probe, nil)
 		if err != nil {
@@ -466,24 +543,6 @@ func TestConcurrentSessionsShareOneConnection(t *testing.T) {
 	}
 }
 
-// BenchmarkExecTrue measures the per-command overhead on loopback (one
-// channel, the launcher and `true`; the target is 15 ms) and reports the
-// median: a figure for the closing notes, not a test, since a shared machine
-// makes any bound on it flaky.
-func BenchmarkExecTrue(b *testing.B) {
-	srv := sharedSSHD(b)
-	d := newDriver(b, srv.options())
-	s, err := d.Open(context.Background(), sandbox.Spec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	sandboxtest.BenchMedian(b, func() error {
-		_, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"})
-		return err
-	})
-}
-
 // TestAgentAuth authenticates through an ssh-agent (a real agent protocol
 // server on a unix socket holding the test key) with no key file given.
 func TestAgentAuth(t *testing.T) {
@@ -536,33 +595,43 @@ func TestAgentAuth(t *testing.T) {
 
 // TestKeepAliveDropsHungConnection freezes the server side of the connection
 // (SIGSTOP): the keepalive probe goes unanswered, the driver drops the
-// connection, the command running on it fails with ErrUnavailable and the
-// next command runs on a fresh connection.
+// connection, and the next command runs on a fresh connection with the
+// session's state. A fresh shell's channel open hangs until then and the
+// command runs; a long-lived shell's command is sent on the frozen
+// connection and fails with ErrUnavailable (it may have run: it is not
+// retried).
 func TestKeepAliveDropsHungConnection(t *testing.T) {
-	srv := privateSSHD(t)
-	o := srv.options()
-	o.KeepAlive = 300 * time.Millisecond
-	d := newDriver(t, o)
-	s := open(t, d, sandbox.Spec{})
-	execOK(t, s, "export K=1")
-	stopped := srv.signalConnections(t, syscall.SIGSTOP)
-	t.Cleanup(func() {
-		for _, pid := range stopped {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	})
-	// The channel open hangs on the frozen server until the probe fails;
-	// then the driver redials once and the command runs (within testCtx's
-	// 30 s; without the keepalive it would hang).
-	if _, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "true"}); err != nil {
-		t.Fatalf("Exec across a hung connection: %v", err)
-	}
-	if res := execOK(t, s, "echo $K"); res.Stdout != "1\n" {
-		t.Fatalf("state after the hung connection: %q", res.Stdout)
-	}
-	if n := d.dials.Load(); n != 2 {
-		t.Fatalf("dials = %d, want 2", n)
+	for _, mode := range []string{ShellFresh, ShellPersistent} {
+		t.Run(mode, func(t *testing.T) {
+			srv := privateSSHD(t)
+			o := srv.options()
+			o.KeepAlive = 300 * time.Millisecond
+			o.ShellMode = mode
+			d := newDriver(t, o)
+			s := open(t, d, sandbox.Spec{})
+			execOK(t, s, "export K=1")
+			if (s.shell != nil) != (mode == ShellPersistent) {
+				t.Fatalf("mode %s, long-lived shell %v", mode, s.shell != nil)
+			}
+			stopped := srv.signalConnections(t, syscall.SIGSTOP)
+			t.Cleanup(func() {
+				for _, pid := range stopped {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					_ = syscall.Kill(pid, syscall.SIGCONT)
+				}
+			})
+			// Without the keepalive it would hang (testCtx: 30 s).
+			_, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "true"})
+			if mode == ShellFresh && err != nil || mode == ShellPersistent && !errors.Is(err, sandbox.ErrUnavailable) {
+				t.Fatalf("Exec across a hung connection: %v", err)
+			}
+			if res := execOK(t, s, "echo $K"); res.Stdout != "1\n" {
+				t.Fatalf("state after the hung connection: %q", res.Stdout)
+			}
+			if n := d.dials.Load(); n != 2 {
+				t.Fatalf("dials = %d, want 2", n)
+			}
+		})
 	}
 }
 
@@ -652,25 +721,34 @@ func TestTimeoutOnHungConnection(t *testing.T) {
 	}
 }
 
-// TestLauncherFile runs commands through the launcher file, the path taken
-// when the login shell is not /bin/sh (the test user's is, so it is forced).
+// TestLauncherFile runs fresh shells through the launcher file (unconfined)
+// or a launcher passed as an argument (confined), the paths taken when the
+// login shell is not /bin/sh (the test user's is, so it is forced).
 func TestLauncherFile(t *testing.T) {
 	srv := sharedSSHD(t)
-	d := newDriver(t, srv.options())
-	s := open(t, d, sandbox.Spec{})
-	if !s.inline {
-		t.Fatal("the test user's login shell is /bin/sh, but the launcher is not inline")
-	}
-	s.inline = false
-	if res := execOK(t, s, "cd /tmp; export A='x y'; echo it\\'s; exit 3"); res.ExitCode != 3 || res.Stdout != "it's\n" {
-		t.Fatalf("got %+v", res)
-	}
-	if res := execOK(t, s, `pwd; echo "$A"`); res.Stdout != "/tmp\nx y\n" {
-		t.Fatalf("got %q", res.Stdout)
-	}
-	res, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "echo a; sleep 30", Timeout: 3 * time.Second})
-	if err != nil || res.ExitCode != 124 || res.Stdout != "a\n" {
-		t.Fatalf("timeout through the launcher file: %+v, %v", res, err)
+	for _, confined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
+			o := srv.options()
+			o.ShellMode = ShellFresh
+			if !confined {
+				o = unconfined(o)
+			}
+			s := open(t, newDriver(t, o), sandbox.Spec{})
+			if !s.inline {
+				t.Fatal("the test user's login shell is /bin/sh, but the launcher is not inline")
+			}
+			s.inline = false
+			if res := execOK(t, s, "cd /tmp; export A='x y'; echo it\\'s; exit 3"); res.ExitCode != 3 || res.Stdout != "it's\n" {
+				t.Fatalf("got %+v", res)
+			}
+			if res := execOK(t, s, `pwd; echo "$A"`); res.Stdout != "/tmp\nx y\n" {
+				t.Fatalf("got %q", res.Stdout)
+			}
+			res, err := s.Exec(testCtx(t), sandbox.Cmd{Command: "echo a; sleep 30", Timeout: 3 * time.Second})
+			if err != nil || res.ExitCode != 124 || res.Stdout != "a\n" {
+				t.Fatalf("timeout through the launcher: %+v, %v", res, err)
+			}
+		})
 	}
 }
 

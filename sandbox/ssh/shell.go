@@ -1,0 +1,237 @@
+package ssh
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+)
+
+// The persistent shell mode (the default for confined sessions on a host
+// with bash) keeps one SSH channel per session running one bash inside
+// bwrap, and writes every command to it (sandbox.Shell). On the remote host
+// the channel runs shellLauncher: a bash (the group leader sshd made) that
+// starts bwrap in the background with a relay (cat) between the channel's
+// stdin and the shell's, prints its own pid and bwrap's, and waits for
+// bwrap. The relay ends when the channel's stdin does (the channel closed,
+// the connection dropped, or the launcher exited) and then kills the whole
+// group, bwrap included, whose PID namespace dies with it: nothing of the
+// session outlives its channel. Inside, bwrap's init is pid 1 and the shell
+// pid 2, so a command's processes are every other process of that
+// namespace (killCommandScript).
+
+// shellLauncher is the bash script the shell channel runs (see above).
+func shellLauncher(box, bash string) string {
+	return `exec 3<&0 </dev/null
+` + box + " " + sandbox.ShellQuote(bash) + ` --noprofile --norc < <(exec 2>/dev/null; cat <&3 && kill -9 -- -$$) 3<&- &
+b=$!
+exec 3<&-
+echo "$$ $b"
+wait "$b"
+`
+}
+
+// killCommandScript kills every process of the PID namespace of bwrap
+// (host pid b) except its init (pid 1 inside) and the shell (pid 2), in
+// rounds until none is left (a fork bomb refills between rounds). bwrap's
+// children are the namespace's init and the relay, which runs in the host's
+// namespace: init is the one whose namespace differs, and nothing is killed
+// unless that namespace differs from the script's own. It uses shell
+// builtins only, so a loaded host runs it fast: `test -ef` on
+// /proc/<pid>/ns/pid compares namespaces, NSpid in /proc/<pid>/status gives
+// the pid inside.
+func killCommandScript(b int) string {
+	return `b=` + strconv.Itoa(b) + `
+i=
+for d in /proc/[0-9]*; do
+  [ "$d/ns/pid" -ef /proc/$$/ns/pid ] && continue
+  while read -r k v; do [ "$k" = PPid: ] && { [ "$v" = "$b" ] && i=${d#/proc/}; break; }; done <$d/status 2>/dev/null
+  [ -n "$i" ] && break
+done
+[ -n "$i" ] || exit 0
+[ /proc/$i/ns/pid -ef /proc/$$/ns/pid ] && exit 0
+n=0
+while [ $n -lt 20 ]; do
+  k=0
+  for d in /proc/[0-9]*; do
+    [ "$d/ns/pid" -ef "/proc/$i/ns/pid" ] 2>/dev/null || continue
+    p=
+    while read -r key v; do [ "$key" = NSpid: ] && { p=$v; break; }; done <$d/status 2>/dev/null
+    case ${p##*[	 ]} in 1|2|'') continue ;; esac
+    kill -9 "${d#/proc/}" 2>/dev/null && k=$((k+1))
+  done
+  [ $k = 0 ] && break
+  n=$((n+1))
+done
+exit 0`
+}
+
+// remoteShell is one running shell channel.
+type remoteShell struct {
+	s      *Session
+	conn   *gossh.Client // the connection ch runs on
+	ch     *gossh.Session
+	done   chan struct{} // closed when ch ended (wait returned)
+	leader int           // host pid of the launcher, leader of the channel's process group
+	bwrap  int           // host pid of bwrap
+
+	killed     atomic.Bool // Kill was called: the shell's end is ours
+	unconfirmd atomic.Bool // Kill had to drop the connection: the remote end is unknown
+	killOnce   sync.Once
+}
+
+// startShell opens the session's shell channel and waits for the
+// launcher's pid line. The session holds the channel's slot (reserveShell).
+func (s *Session) startShell(ctx context.Context) (*sandbox.ShellProc, error) {
+	conn, ch, err := s.d.openChannelOn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := ch.StdinPipe()
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	stdout, err := ch.StdoutPipe()
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	stderr, err := ch.StderrPipe()
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	if err := ch.Start("exec " + sandbox.ShellQuote(s.bash) + " -c " + sandbox.ShellQuote(s.shellLauncher)); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	br := bufio.NewReader(stdout)
+	type line struct {
+		text string
+		err  error
+	}
+	got := make(chan line, 1)
+	go func() {
+		t, err := br.ReadString('\n')
+		got <- line{t, err}
+	}()
+	var l line
+	select {
+	case l = <-got:
+	case <-ctx.Done():
+		_ = ch.Close()
+		return nil, ctx.Err()
+	}
+	var leader, bw int
+	if _, err := fmt.Sscanf(l.text, "%d %d\n", &leader, &bw); err != nil || leader <= 0 || bw <= 0 {
+		_ = ch.Close()
+		return nil, fmt.Errorf("shell launcher on %s printed %q (%v)", s.d.opts.Addr, strings.TrimSpace(l.text), l.err)
+	}
+	r := &remoteShell{s: s, conn: conn, ch: ch, leader: leader, bwrap: bw, done: make(chan struct{})}
+	s.lastShell.Store(r)
+	return &sandbox.ShellProc{
+		Stdin:       stdin,
+		Stdout:      br,
+		Stderr:      stderr,
+		Wait:        r.wait,
+		KillCommand: r.killCommand,
+		Kill:        r.kill,
+	}, nil
+}
+
+// wait returns the shell's exit code: bwrap's (128+signal when the shell
+// died of one), or 137 when Kill ended it. A channel that ends without an
+// exit status (connection lost) is a driver error.
+func (r *remoteShell) wait() (int, error) {
+	err := r.ch.Wait()
+	close(r.done)
+	var ee *gossh.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee) && ee.Signal() == "":
+		return ee.ExitStatus(), nil
+	case errors.As(err, &ee):
+		return 128 + signalNumbers[ee.Signal()], nil
+	case r.killed.Load():
+		return 137, nil
+	default:
+		return 0, fmt.Errorf("connection lost while the shell ran: %w: %w", sandbox.ErrUnavailable, err)
+	}
+}
+
+// killCommand kills the command's processes over a short channel of its
+// own, bounded by killGrace. Opening a channel on a hung connection blocks
+// until the connection is dropped, so the script runs in a goroutine left
+// behind when killGrace passes (the Shell then kills the shell, which drops
+// such a connection).
+func (r *remoteShell) killCommand() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.s.d.killGrace)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		_, err := r.s.d.run(ctx, killCommandScript(r.bwrap), nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// kill closes the channel, which makes the relay kill the session's process
+// group on the remote host. While the channel has not ended, the connection
+// is probed every killGrace; one that does not answer within killGrace is
+// hung and dropped, so that readers and Wait return (the remote side is
+// then unconfirmed).
+func (r *remoteShell) kill() {
+	r.killOnce.Do(func() {
+		r.killed.Store(true)
+		_ = r.ch.Close()
+		go func() {
+			t := time.NewTicker(r.s.d.killGrace)
+			defer t.Stop()
+			for {
+				select {
+				case <-r.done:
+					return
+				case <-t.C:
+				}
+				// A slow host is waited for; a hung connection is not.
+				if !answers(r.conn, r.s.d.killGrace) {
+					r.unconfirmd.Store(true)
+					r.s.d.forget(r.conn)
+					return
+				}
+			}
+		}()
+	})
+}
+
+// answers reports whether the server replies to a keepalive request on c
+// within d.
+func answers(c *gossh.Client, d time.Duration) bool {
+	replied := make(chan error, 1)
+	go func() {
+		_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+		replied <- err
+	}()
+	select {
+	case err := <-replied:
+		return err == nil
+	case <-time.After(d):
+		return false
+	}
+}
