@@ -178,9 +178,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 			st.Partial++
 		}
 		st.APICalls += r.APICalls
-		st.Usage.PromptTokens += r.Usage.PromptTokens
-		st.Usage.CompletionTokens += r.Usage.CompletionTokens
-		st.Usage.TotalTokens += r.Usage.TotalTokens
+		st.Usage.Add(r.Usage)
 		for name, ts := range r.ToolStats {
 			t := st.Tools[name]
 			t.Count += ts.Count
@@ -236,9 +234,7 @@ func (s *Statistics) Add(o Statistics) {
 	s.Completed += o.Completed
 	s.Partial += o.Partial
 	s.APICalls += o.APICalls
-	s.Usage.PromptTokens += o.Usage.PromptTokens
-	s.Usage.CompletionTokens += o.Usage.CompletionTokens
-	s.Usage.TotalTokens += o.Usage.TotalTokens
+	s.Usage.Add(o.Usage)
 	for name, t := range o.Tools {
 		m := s.Tools[name]
 		m.Count += t.Count

@@ -178,9 +178,7 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 		if err != nil {
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 		}
-		rec.Usage.PromptTokens += resp.Usage.PromptTokens
-		rec.Usage.CompletionTokens += resp.Usage.CompletionTokens
-		rec.Usage.TotalTokens += resp.Usage.TotalTokens
+		rec.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = "assistant"
 		for i := range msg.ToolCalls {
