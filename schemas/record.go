@@ -120,6 +120,7 @@ type Record struct {
 	Partial         bool                       `json:"partial"`
 	APICalls        int                        `json:"api_calls"`
 	Usage           Usage                      `json:"usage"`
+	CostUSD         *float64                   `json:"cost_usd"` // nil (null) when the model has no price
 	ToolsetsUsed    []string                   `json:"toolsets_used"`
 	ToolStats       map[string]ToolStat        `json:"tool_stats"`
 	ToolErrorCounts map[string]int             `json:"tool_error_counts"`
