@@ -491,6 +491,7 @@ func TestStatsRecomputedFromLiveRecords(t *testing.T) {
 		ToolErrors: map[string]int{"terminal": 10},
 		Reasoning:  ReasoningStatistics{AssistantTurns: 40, TurnsWithReasoning: 5, TurnsWithoutReasoning: 35, TurnCoverage: 5.0 / 40, RowsWithReasoning: 5, RowsWithoutReasoning: 5},
 		Duration:   DurationStatistics{TotalMS: 5500, MeanMS: 550, P50MS: 500, P95MS: 900, MaxMS: 1000},
+		Cost:       CostStatistics{UnpricedRecords: 10, ByOutcomeUSD: map[schemas.Outcome]float64{}},
 	}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("stats\n got %+v\nwant %+v", st, want)

@@ -77,6 +77,7 @@ type parquetRecord struct {
 	Partial         *bool             `parquet:"partial,optional"`
 	APICalls        *int64            `parquet:"api_calls,optional"`
 	Usage           *parquetUsage     `parquet:"usage,optional"`
+	CostUSD         *float64          `parquet:"cost_usd,optional"`
 	ToolsetsUsed    []string          `parquet:"toolsets_used,list,optional"`
 	ToolStats       *string           `parquet:"tool_stats,optional"`
 	ToolErrorCounts *string           `parquet:"tool_error_counts,optional"`
@@ -97,9 +98,11 @@ type parquetTurn struct {
 
 // parquetUsage mirrors schemas.Usage.
 type parquetUsage struct {
-	PromptTokens     int64 `parquet:"prompt_tokens"`
-	CompletionTokens int64 `parquet:"completion_tokens"`
-	TotalTokens      int64 `parquet:"total_tokens"`
+	PromptTokens       int64 `parquet:"prompt_tokens"`
+	CompletionTokens   int64 `parquet:"completion_tokens"`
+	TotalTokens        int64 `parquet:"total_tokens"`
+	CachedPromptTokens int64 `parquet:"cached_prompt_tokens"`
+	ReasoningTokens    int64 `parquet:"reasoning_tokens"`
 }
 
 // parquetReasoning mirrors schemas.ReasoningStats.
@@ -177,6 +180,7 @@ type parquetScratch struct {
 	toolStats, toolErrs, metadata, extra string
 	completed, partial                   bool
 	apiCalls, duration                   int64
+	cost                                 float64
 	usage                                parquetUsage
 	reasoning                            parquetReasoning
 }
@@ -236,6 +240,12 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 			row.APICalls = integer(&sc.apiCalls, raw)
 		case "usage":
 			row.Usage = jsonStruct(&sc.usage, raw)
+		case "cost_usd":
+			row.CostUSD = nil
+			if v, err := strconv.ParseFloat(raw, 64); err == nil {
+				sc.cost = v
+				row.CostUSD = &sc.cost
+			}
 		case "toolsets_used":
 			row.ToolsetsUsed = jsonList(tools, raw, textOf)
 		case "tool_stats":
@@ -305,6 +315,10 @@ func (u *parquetUsage) setField(name, raw string) {
 		u.CompletionTokens = n
 	case "total_tokens":
 		u.TotalTokens = n
+	case "cached_prompt_tokens":
+		u.CachedPromptTokens = n
+	case "reasoning_tokens":
+		u.ReasoningTokens = n
 	}
 }
 

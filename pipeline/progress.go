@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // ProgressMode chooses how progress is shown.
@@ -50,6 +53,9 @@ type Progress struct {
 	ok       atomic.Int64
 	failed   atomic.Int64
 	inflight atomic.Int64
+	tokens   atomic.Int64 // total tokens of the finished records
+	nanoUSD  atomic.Int64 // their cost_usd, in 1e-9 USD
+	priced   atomic.Int64 // finished records with a cost
 
 	startOnce, stopOnce sync.Once
 	started             time.Time
@@ -112,6 +118,23 @@ func (p *Progress) finish(ok, failed int) {
 	}
 }
 
+// spend adds the usage and cost of finished records.
+func (p *Progress) spend(recs []*schemas.Record) {
+	if p == nil {
+		return
+	}
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		p.tokens.Add(r.Usage.TotalTokens)
+		if r.CostUSD != nil {
+			p.nanoUSD.Add(int64(math.Round(*r.CostUSD * 1e9)))
+			p.priced.Add(1)
+		}
+	}
+}
+
 func (p *Progress) start() {
 	if p == nil {
 		return
@@ -163,6 +186,12 @@ type Snapshot struct {
 	Skipped  int64
 	Rate     float64       // done per second since the start
 	ETA      time.Duration // -1 unknown
+	Tokens   int64         // total tokens of the finished records
+	CostUSD  float64       // their spend; 0 with Priced 0 means unknown
+	Priced   int64         // finished records with a cost
+	// ProjectedUSD is CostUSD plus the mean cost of a finished record times
+	// the records left; -1 unknown.
+	ProjectedUSD float64
 }
 
 // Snapshot returns the current counters. It is safe to call at any time,
@@ -172,7 +201,8 @@ func (p *Progress) Snapshot() Snapshot {
 		return Snapshot{Total: -1, ETA: -1}
 	}
 	s := Snapshot{Total: -1, ETA: -1, Done: p.done.Load(), OK: p.ok.Load(), Failed: p.failed.Load(),
-		InFlight: p.inflight.Load(), Skipped: p.skipped.Load()}
+		InFlight: p.inflight.Load(), Skipped: p.skipped.Load(), ProjectedUSD: -1,
+		Tokens: p.tokens.Load(), CostUSD: float64(p.nanoUSD.Load()) / 1e9, Priced: p.priced.Load()}
 	if t := p.total.Load(); t >= 0 {
 		s.Total = max(t-s.Skipped, s.Done+s.InFlight)
 	}
@@ -184,7 +214,34 @@ func (p *Progress) Snapshot() Snapshot {
 	if s.Total >= 0 && s.Rate > 0 {
 		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second)).Round(time.Second)
 	}
+	if s.Total >= 0 && s.Priced > 0 {
+		s.ProjectedUSD = s.CostUSD + s.CostUSD/float64(s.Priced)*float64(max(s.Total-s.Done, 0))
+	}
 	return s
+}
+
+// spendText is the tokens and spend part of a progress line.
+func (s Snapshot) spendText() string {
+	t := fmt.Sprintf("%s tokens", shortCount(s.Tokens))
+	if s.Priced == 0 {
+		return t
+	}
+	t += fmt.Sprintf(", $%.4f", s.CostUSD)
+	if s.ProjectedUSD >= 0 {
+		t += fmt.Sprintf(" (projected $%.4f)", s.ProjectedUSD)
+	}
+	return t
+}
+
+// shortCount prints n as 950, 12.3k or 4.56M.
+func shortCount(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
 }
 
 // Line formats a snapshot as one plain progress line without a newline.
@@ -196,8 +253,8 @@ func (s Snapshot) Line(label string) string {
 	if s.ETA >= 0 {
 		eta = s.ETA.String()
 	}
-	return fmt.Sprintf("%s: %d/%s done, %d ok, %d failed, %d in flight, %d skipped, %.2f/s, eta %s",
-		label, s.Done, total, s.OK, s.Failed, s.InFlight, s.Skipped, s.Rate, eta)
+	return fmt.Sprintf("%s: %d/%s done, %d ok, %d failed, %d in flight, %d skipped, %.2f/s, eta %s, %s",
+		label, s.Done, total, s.OK, s.Failed, s.InFlight, s.Skipped, s.Rate, eta, s.spendText())
 }
 
 func (p *Progress) draw() {
@@ -209,7 +266,7 @@ func (p *Progress) draw() {
 	if s.Total >= 0 && p.bar.GetMax64() != s.Total {
 		p.bar.ChangeMax64(s.Total)
 	}
-	p.bar.Describe(fmt.Sprintf("%s: %d ok, %d failed, %d in flight, %d skipped", p.opts.Label, s.OK, s.Failed, s.InFlight, s.Skipped))
+	p.bar.Describe(fmt.Sprintf("%s: %d ok, %d failed, %d in flight, %d skipped, %s", p.opts.Label, s.OK, s.Failed, s.InFlight, s.Skipped, s.spendText()))
 	_ = p.bar.Set64(s.Done)
 }
 

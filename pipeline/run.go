@@ -350,6 +350,7 @@ func (r *runner) work(ctx context.Context, in *schemas.Record, results chan<- []
 		}
 	}
 	results <- rows
+	r.prog.spend(outs)
 	r.prog.finish(ok, failed)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -547,6 +548,38 @@ func TestProgressPlainLines(t *testing.T) {
 	s := prog.Snapshot()
 	if s.Done != 40 || s.Total != 40 || s.ETA != 0 {
 		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// TestProgressSpend: the progress line carries the tokens and spend of the
+// finished records and projects the total from the mean cost per record.
+func TestProgressSpend(t *testing.T) {
+	var buf syncBuffer
+	prog := NewProgress(ProgressOptions{Writer: &buf, Mode: ProgressPlain, Interval: time.Hour, Label: "generate"})
+	stage := &funcStage{name: "priced", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+		complete(rec)
+		rec.Usage = schemas.Usage{PromptTokens: 900, CompletionTokens: 100, TotalTokens: 1000}
+		if rec.PromptIndex%2 == 0 {
+			c := 0.002
+			rec.CostUSD = &c
+		}
+		return []*schemas.Record{rec}, nil
+	}}
+	out := openOut(t, t.TempDir(), ModeFresh)
+	if _, err := Run(context.Background(), Options{Workers: 2, Progress: prog}, SliceSource(records(20)), []Stage{stage}, out); err != nil {
+		t.Fatal(err)
+	}
+	s := prog.Snapshot()
+	if s.Tokens != 20_000 || s.Priced != 10 || math.Abs(s.CostUSD-0.02) > 1e-9 || math.Abs(s.ProjectedUSD-0.02) > 1e-9 {
+		t.Fatalf("snapshot %+v", s)
+	}
+	// Half way, the projection is the mean cost times the records left.
+	mid := Snapshot{Total: 100, Done: 40, Tokens: 12_345, CostUSD: 0.4, Priced: 40, ProjectedUSD: 1.0, ETA: -1}
+	if line := mid.Line("generate"); !strings.Contains(line, "12.3k tokens, $0.4000 (projected $1.0000)") {
+		t.Fatalf("line %q", line)
+	}
+	if line := (Snapshot{Total: -1, ETA: -1, ProjectedUSD: -1, Tokens: 50}).Line("g"); !strings.HasSuffix(line, "50 tokens") {
+		t.Fatalf("unpriced line %q", line)
 	}
 }
 

@@ -24,10 +24,41 @@ type Statistics struct {
 	Partial    int                       `json:"partial"`
 	APICalls   int64                     `json:"api_calls"`
 	Usage      schemas.Usage             `json:"usage"`
+	Cost       CostStatistics            `json:"cost"`
 	Tools      map[string]ToolStatistics `json:"tool_stats"`
 	ToolErrors map[string]int            `json:"tool_error_counts"`
 	Reasoning  ReasoningStatistics       `json:"reasoning"`
 	Duration   DurationStatistics        `json:"duration"`
+}
+
+// CostStatistics sum the records' cost_usd. Records whose cost is null (no
+// price for their model) are counted, never priced at 0: TotalUSD covers
+// PricedRecords only.
+type CostStatistics struct {
+	TotalUSD        float64                     `json:"total_usd"`
+	PricedRecords   int                         `json:"priced_records"`
+	UnpricedRecords int                         `json:"unpriced_records"`
+	ByOutcomeUSD    map[schemas.Outcome]float64 `json:"by_outcome_usd"`
+	Per1kRowsUSD    float64                     `json:"per_1k_rows_usd"` // TotalUSD per 1,000 priced records
+}
+
+// writeText prints the spend lines of WriteText.
+func (c CostStatistics) writeText(w io.Writer) {
+	switch {
+	case c.PricedRecords == 0 && c.UnpricedRecords == 0:
+		return
+	case c.PricedRecords == 0:
+		fmt.Fprintf(w, "spend\tunknown: no record has a price (give --prices or --price-in/--price-out)\n")
+		return
+	}
+	fmt.Fprintf(w, "spend\t$%.4f over %d priced records, $%.4f per 1k rows", c.TotalUSD, c.PricedRecords, c.Per1kRowsUSD)
+	if c.UnpricedRecords > 0 {
+		fmt.Fprintf(w, "; %d records without a price not counted", c.UnpricedRecords)
+	}
+	fmt.Fprintln(w)
+	for _, oc := range sortedKeys(c.ByOutcomeUSD) {
+		fmt.Fprintf(w, "  %s\t$%.4f\n", oc, c.ByOutcomeUSD[oc])
+	}
 }
 
 // ToolStatistics counts the calls of one tool over all live records.
@@ -65,6 +96,7 @@ type statRecord struct {
 	Partial         bool                        `json:"partial"`
 	APICalls        int64                       `json:"api_calls"`
 	Usage           schemas.Usage               `json:"usage"`
+	CostUSD         *float64                    `json:"cost_usd"`
 	ToolStats       map[string]schemas.ToolStat `json:"tool_stats"`
 	ToolErrorCounts map[string]int              `json:"tool_error_counts"`
 	ReasoningStats  schemas.ReasoningStats      `json:"reasoning_stats"`
@@ -72,7 +104,7 @@ type statRecord struct {
 }
 
 // statFields are the JSON names of statRecord's fields.
-var statFields = [...]string{"outcome", "completed", "partial", "api_calls", "usage", "tool_stats", "tool_error_counts", "reasoning_stats", "duration_ms"}
+var statFields = [...]string{"outcome", "completed", "partial", "api_calls", "usage", "cost_usd", "tool_stats", "tool_error_counts", "reasoning_stats", "duration_ms"}
 
 // decodeStatRecord is json.Unmarshal(line, r), same result and same kind of
 // error, at twice its speed on agent trajectories: it validates the line,
@@ -100,6 +132,8 @@ func decodeStatRecord(line []byte, r *statRecord) error {
 			dst = &r.APICalls
 		case "usage":
 			dst = &r.Usage
+		case "cost_usd":
+			dst = &r.CostUSD
 		case "tool_stats":
 			dst = &r.ToolStats
 		case "tool_error_counts":
@@ -178,9 +212,14 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 			st.Partial++
 		}
 		st.APICalls += r.APICalls
-		st.Usage.PromptTokens += r.Usage.PromptTokens
-		st.Usage.CompletionTokens += r.Usage.CompletionTokens
-		st.Usage.TotalTokens += r.Usage.TotalTokens
+		st.Usage.Add(r.Usage)
+		if r.CostUSD != nil {
+			st.Cost.TotalUSD += *r.CostUSD
+			st.Cost.PricedRecords++
+			st.Cost.ByOutcomeUSD[oc] += *r.CostUSD
+		} else {
+			st.Cost.UnpricedRecords++
+		}
 		for name, ts := range r.ToolStats {
 			t := st.Tools[name]
 			t.Count += ts.Count
@@ -221,7 +260,8 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 
 // NewStatistics returns empty statistics ready for Add.
 func NewStatistics() Statistics {
-	return Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{}}
+	return Statistics{Outcomes: map[schemas.Outcome]int{}, Tools: map[string]ToolStatistics{}, ToolErrors: map[string]int{},
+		Cost: CostStatistics{ByOutcomeUSD: map[schemas.Outcome]float64{}}}
 }
 
 // Add sums the counts of o into s: records, outcomes, calls, tokens, tool
@@ -236,9 +276,16 @@ func (s *Statistics) Add(o Statistics) {
 	s.Completed += o.Completed
 	s.Partial += o.Partial
 	s.APICalls += o.APICalls
-	s.Usage.PromptTokens += o.Usage.PromptTokens
-	s.Usage.CompletionTokens += o.Usage.CompletionTokens
-	s.Usage.TotalTokens += o.Usage.TotalTokens
+	s.Usage.Add(o.Usage)
+	s.Cost.TotalUSD += o.Cost.TotalUSD
+	s.Cost.PricedRecords += o.Cost.PricedRecords
+	s.Cost.UnpricedRecords += o.Cost.UnpricedRecords
+	if s.Cost.ByOutcomeUSD == nil {
+		s.Cost.ByOutcomeUSD = map[schemas.Outcome]float64{}
+	}
+	for k, v := range o.Cost.ByOutcomeUSD {
+		s.Cost.ByOutcomeUSD[k] += v
+	}
 	for name, t := range o.Tools {
 		m := s.Tools[name]
 		m.Count += t.Count
@@ -274,6 +321,9 @@ func (s *Statistics) Finish() {
 	if s.Records > 0 {
 		s.Duration.MeanMS = s.Duration.TotalMS / int64(s.Records)
 	}
+	if s.Cost.PricedRecords > 0 {
+		s.Cost.Per1kRowsUSD = s.Cost.TotalUSD * 1000 / float64(s.Cost.PricedRecords)
+	}
 }
 
 // WriteText prints the statistics as aligned human-readable text.
@@ -287,6 +337,10 @@ func (s Statistics) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "partial\t%d\n", s.Partial)
 	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
 	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
+	if u := s.Usage; u.CachedPromptTokens > 0 || u.ReasoningTokens > 0 {
+		fmt.Fprintf(tw, "  of which\t%d cached prompt, %d reasoning\n", u.CachedPromptTokens, u.ReasoningTokens)
+	}
+	s.Cost.writeText(tw)
 	r := s.Reasoning
 	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%.1f%%); %d rows with, %d without\n",
 		r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning, r.RowsWithoutReasoning)

@@ -74,10 +74,25 @@ type ToolStat struct {
 }
 
 // Usage is the token usage summed over every LLM call of a rollout.
+// CachedPromptTokens (prompt_tokens_details.cached_tokens) are part of
+// PromptTokens and ReasoningTokens (completion_tokens_details.reasoning_tokens)
+// part of CompletionTokens; both are 0, and omitted, when the server does not
+// report them.
 type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens       int64 `json:"prompt_tokens"`
+	CompletionTokens   int64 `json:"completion_tokens"`
+	TotalTokens        int64 `json:"total_tokens"`
+	CachedPromptTokens int64 `json:"cached_prompt_tokens,omitempty"`
+	ReasoningTokens    int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Add adds o's counts to u.
+func (u *Usage) Add(o Usage) {
+	u.PromptTokens += o.PromptTokens
+	u.CompletionTokens += o.CompletionTokens
+	u.TotalTokens += o.TotalTokens
+	u.CachedPromptTokens += o.CachedPromptTokens
+	u.ReasoningTokens += o.ReasoningTokens
 }
 
 // ReasoningStats says how many assistant turns carried reasoning.
@@ -105,6 +120,7 @@ type Record struct {
 	Partial         bool                       `json:"partial"`
 	APICalls        int                        `json:"api_calls"`
 	Usage           Usage                      `json:"usage"`
+	CostUSD         *float64                   `json:"cost_usd"` // nil (null) when the model has no price
 	ToolsetsUsed    []string                   `json:"toolsets_used"`
 	ToolStats       map[string]ToolStat        `json:"tool_stats"`
 	ToolErrorCounts map[string]int             `json:"tool_error_counts"`

@@ -18,6 +18,9 @@ import (
 func compressLLMFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, f := range llmFlags() {
+		if name := f.Names()[0]; name == "prices" || name == "price-in" || name == "price-out" {
+			continue // compress does not price its summaries yet
+		}
 		switch f := f.(type) {
 		case *cli.StringFlag:
 			if f.Name == "base-url" || f.Name == "model" {

@@ -28,6 +28,9 @@ func llmFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured)"},
 		&cli.BoolFlag{Name: "stream", Usage: "use server-sent-event streaming for completions"},
 		&cli.IntFlag{Name: "max-concurrent-requests", Usage: "upper bound of the shared rate controller (AIMD: halves on 429, grows back on success); 0 = --workers"},
+		&cli.StringFlag{Name: "prices", Usage: "price table: LiteLLM's model_prices_and_context_window.json or {\"MODEL\": {\"input\": USD/1M, \"output\": USD/1M, \"cached_input\": ..., \"batch_discount\": 0.5}}; records get cost_usd"},
+		&cli.Float64Flag{Name: "price-in", Value: -1, Usage: "USD per million prompt tokens of --model (overrides --prices)"},
+		&cli.Float64Flag{Name: "price-out", Value: -1, Usage: "USD per million completion tokens of --model (overrides --prices)"},
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -92,42 +91,9 @@ func statsCommand() *cli.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			return writeStats(c.App.Writer, st)
+			return st.WriteText(c.App.Writer)
 		},
 	}
-}
-
-// writeStats prints statistics as a small human table.
-func writeStats(w io.Writer, st pipeline.Statistics) error {
-	b := &strings.Builder{}
-	fmt.Fprintf(b, "records        %d (completed %d, partial %d)\n", st.Records, st.Completed, st.Partial)
-	outs := make([]string, 0, len(st.Outcomes))
-	for o := range st.Outcomes {
-		outs = append(outs, string(o))
-	}
-	sort.Strings(outs)
-	for _, o := range outs {
-		fmt.Fprintf(b, "  %-14s %d\n", o, st.Outcomes[schemas.Outcome(o)])
-	}
-	fmt.Fprintf(b, "api calls      %d\n", st.APICalls)
-	fmt.Fprintf(b, "tokens         %d prompt + %d completion = %d\n", st.Usage.PromptTokens, st.Usage.CompletionTokens, st.Usage.TotalTokens)
-	r := st.Reasoning
-	fmt.Fprintf(b, "reasoning      %d of %d assistant turns (%.1f%%), %d rows with any\n", r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning)
-	fmt.Fprintf(b, "duration       mean %d ms, p50 %d ms, p95 %d ms, max %d ms\n", st.Duration.MeanMS, st.Duration.P50MS, st.Duration.P95MS, st.Duration.MaxMS)
-	tools := make([]string, 0, len(st.Tools))
-	for t := range st.Tools {
-		tools = append(tools, t)
-	}
-	sort.Strings(tools)
-	if len(tools) > 0 {
-		fmt.Fprintf(b, "%-14s %8s %8s %8s %8s\n", "tool", "calls", "success", "failure", "rate")
-		for _, t := range tools {
-			ts := st.Tools[t]
-			fmt.Fprintf(b, "%-14s %8d %8d %8d %7.1f%%\n", t, ts.Count, ts.Success, ts.Failure, 100*ts.SuccessRate)
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func verifyCommand() *cli.Command {

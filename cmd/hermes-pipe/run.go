@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
@@ -27,6 +28,7 @@ type runSetup struct {
 	ctx    context.Context
 	cfg    pipeline.RunConfig
 	client llm.Client
+	price  *cost.Price    // of --model; nil = unknown (cost_usd null)
 	driver sandbox.Driver // nil unless agent
 	runID  string
 	out    *cluster.Output
@@ -54,6 +56,9 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	r := &runSetup{client: client, stop: func() {}}
 	record := flagRecord(c)
 	if agent {
+		if r.price, err = priceOf(c, label); err != nil {
+			return nil, err
+		}
 		r.runID = newRunID()
 		record = withRunID(record, r.runID)
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
@@ -135,7 +140,49 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		MaxOutput:      c.Int("max-output"),
 		SystemPrompt:   systemPrompt,
 		MaxTokens:      c.Int("max-tokens"),
+		Price:          r.price,
 	}
+}
+
+// priceOf reads --prices, --price-in and --price-out for --model. Without a
+// price it says once, on the error stream, that costs are unknown (records
+// get cost_usd null, never 0).
+func priceOf(c *cli.Context, label string) (*cost.Price, error) {
+	model := c.String("model")
+	in, out := c.Float64("price-in"), c.Float64("price-out")
+	if (in >= 0) != (out >= 0) {
+		return nil, usagef("give --price-in and --price-out together (USD per million tokens)")
+	}
+	var tab *cost.Table
+	if f := c.String("prices"); f != "" {
+		t, err := cost.Load(f)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		tab = t
+	}
+	if in >= 0 {
+		p := cost.PerMillion(in, out)
+		if tp, ok := tab.Lookup(model); ok { // keep the table's cached and batch rates, scaled
+			if tp.Input > 0 {
+				p.CachedInput = tp.CachedInput * p.Input / tp.Input
+				p.BatchInput = tp.BatchInput * p.Input / tp.Input
+			}
+			if tp.Output > 0 {
+				p.BatchOutput = tp.BatchOutput * p.Output / tp.Output
+			}
+		}
+		return &p, nil
+	}
+	if p, ok := tab.Lookup(model); ok {
+		return &p, nil
+	}
+	why := "no --prices or --price-in/--price-out"
+	if tab != nil {
+		why = fmt.Sprintf("%s has no price for %q", c.String("prices"), model)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%s: costs unknown: %s; records get cost_usd null\n", label, why)
+	return nil, nil
 }
 
 // finish uploads what the run committed (for an object-storage --out) and

@@ -253,12 +253,19 @@ func (c *client) once(ctx context.Context, params *openai.ChatCompletionNewParam
 	return Response{
 		Message:      msg,
 		FinishReason: ch.FinishReason,
-		Usage: schemas.Usage{
-			PromptTokens:     cc.Usage.PromptTokens,
-			CompletionTokens: cc.Usage.CompletionTokens,
-			TotalTokens:      cc.Usage.TotalTokens,
-		},
+		Usage:        usageOf(cc.Usage),
 	}, nil
+}
+
+// usageOf converts the server's usage, details included.
+func usageOf(u openai.CompletionUsage) schemas.Usage {
+	return schemas.Usage{
+		PromptTokens:       u.PromptTokens,
+		CompletionTokens:   u.CompletionTokens,
+		TotalTokens:        u.TotalTokens,
+		CachedPromptTokens: u.PromptTokensDetails.CachedTokens,
+		ReasoningTokens:    u.CompletionTokensDetails.ReasoningTokens,
+	}
 }
 
 // finishMessage applies ThinkToReasoning.

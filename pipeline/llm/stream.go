@@ -33,9 +33,7 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 	for s.Next() {
 		ch := s.Current()
 		if ch.JSON.Usage.Valid() {
-			usage.PromptTokens += ch.Usage.PromptTokens
-			usage.CompletionTokens += ch.Usage.CompletionTokens
-			usage.TotalTokens += ch.Usage.TotalTokens
+			usage.Add(usageOf(ch.Usage))
 		}
 		for i := range ch.Choices {
 			choice := &ch.Choices[i]

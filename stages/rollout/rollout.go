@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -38,6 +39,9 @@ type Options struct {
 	Toolsets     []string
 	Distribution Distribution
 	Seed         int64
+
+	// Price of Model's tokens; nil = unknown: records get cost_usd null.
+	Price *cost.Price
 
 	SystemPrompt string   // sent to the model as a system message, not recorded (as Hermes)
 	MaxTokens    int      // per completion; 0 = not sent
@@ -138,6 +142,10 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(stats, errs, AllToolNames())
 	rec.ReasoningStats = schemas.ReasoningStatsOf(messages)
 	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
+	if s.o.Price != nil {
+		c := s.o.Price.Cost(rec.Usage, false)
+		rec.CostUSD = &c
+	}
 	return []*schemas.Record{rec}, nil
 }
 
@@ -178,9 +186,7 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 		if err != nil {
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 		}
-		rec.Usage.PromptTokens += resp.Usage.PromptTokens
-		rec.Usage.CompletionTokens += resp.Usage.CompletionTokens
-		rec.Usage.TotalTokens += resp.Usage.TotalTokens
+		rec.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = "assistant"
 		for i := range msg.ToolCalls {

@@ -21,6 +21,7 @@ type reply struct {
 	finish           string
 	promptTokens     int
 	completionTokens int
+	cachedTokens     int // prompt tokens of every message but the last
 }
 
 // truncate cuts the content to max tokens (words) and reports "length", as a
@@ -102,10 +103,20 @@ func mix(a, b uint64) uint64 {
 // unit maps a hash to [0, 1).
 func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
 
+// usage is the OpenAI usage object, with the details real servers send:
+// cached prompt tokens (the fake caches every message but the last, as a
+// prefix cache would) and reasoning tokens (the reply's reasoning text).
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens            int           `json:"prompt_tokens"`
+	CompletionTokens        int           `json:"completion_tokens"`
+	TotalTokens             int           `json:"total_tokens"`
+	PromptTokensDetails     *tokenDetails `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *tokenDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type tokenDetails struct {
+	CachedTokens    *int `json:"cached_tokens,omitempty"`
+	ReasoningTokens *int `json:"reasoning_tokens,omitempty"`
 }
 
 // reasoningFields are the two fields reasoning may travel in, shared by the
@@ -217,7 +228,12 @@ func (s *Server) writeJSON(w http.ResponseWriter, p *plan) {
 }
 
 func (r *reply) usage() usage {
-	return usage{PromptTokens: r.promptTokens, CompletionTokens: r.completionTokens, TotalTokens: r.promptTokens + r.completionTokens}
+	u := usage{PromptTokens: r.promptTokens, CompletionTokens: r.completionTokens, TotalTokens: r.promptTokens + r.completionTokens}
+	cached := min(r.cachedTokens, r.promptTokens)
+	reasoning := min(len(r.reasoning)/4, r.completionTokens)
+	u.PromptTokensDetails = &tokenDetails{CachedTokens: &cached}
+	u.CompletionTokensDetails = &tokenDetails{ReasoningTokens: &reasoning}
+	return u
 }
 
 // abort flushes what was written and drops the connection without ending the

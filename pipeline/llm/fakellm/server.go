@@ -366,6 +366,9 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 		p.reply = reply{content: "Final answer: " + words(hash, 12) + ".", finish: "stop"}
 	}
 	p.reply.promptTokens = promptTokens(msgs)
+	if len(msgs) > 1 {
+		p.reply.cachedTokens = promptTokens(msgs[:len(msgs)-1])
+	}
 	if maxTokens > 0 {
 		p.reply.truncate(maxTokens)
 	}
