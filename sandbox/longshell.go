@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +32,21 @@ type ShellProc struct {
 	// Kill ends the shell and everything in the session; the readers of
 	// Stdout and Stderr then see EOF.
 	Kill func()
+}
+
+// WaitCode is a ShellProc.Wait for a shell started as a local process: it
+// waits for c and returns its exit code, 128+signal when a signal killed it;
+// err only when waiting itself failed.
+func WaitCode(c *exec.Cmd) (int, error) {
+	err := c.Wait()
+	if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return 0, err
+	}
+	return c.ProcessState.ExitCode(), nil
 }
 
 // ShellConfig is how a Shell starts its shell process.

@@ -48,17 +48,7 @@ func bashShell(t testing.TB, shell string) (*Shell, *int) {
 			pid := c.Process.Pid
 			return &ShellProc{
 				Stdin: in, Stdout: out, Stderr: errp,
-				Wait: func() (int, error) {
-					err := c.Wait()
-					if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-						return 128 + int(ws.Signal()), nil
-					}
-					var ee *exec.ExitError
-					if err != nil && !errors.As(err, &ee) {
-						return 0, err
-					}
-					return c.ProcessState.ExitCode(), nil
-				},
+				Wait:        func() (int, error) { return WaitCode(c) },
 				KillCommand: func() error { killGroupBut(pid); return nil },
 				Kill:        func() { _ = syscall.Kill(-pid, syscall.SIGKILL) },
 			}, nil

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,20 +86,10 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	p := &shellProc{s: s, pid: pid}
 	var killOnce sync.Once
 	return &sandbox.ShellProc{
-		Stdin:  inW,
-		Stdout: outR,
-		Stderr: errR,
-		Wait: func() (int, error) {
-			err := c.Wait()
-			if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return 128 + int(ws.Signal()), nil
-			}
-			var ee *exec.ExitError
-			if err != nil && !errors.As(err, &ee) {
-				return 0, err
-			}
-			return c.ProcessState.ExitCode(), nil
-		},
+		Stdin:       inW,
+		Stdout:      outR,
+		Stderr:      errR,
+		Wait:        func() (int, error) { return sandbox.WaitCode(c) },
 		KillCommand: p.killCommand,
 		Kill: func() {
 			killOnce.Do(func() {
