@@ -27,6 +27,23 @@ type Response struct {
 	Attempts     int // HTTP attempts spent, retries included
 }
 
+type activityKey struct{}
+
+// WithActivity returns a context under which a streamed Chat calls f for
+// every event it receives, so a caller that watches for a stalled call (cron's
+// inactivity timeout) counts streamed tokens as progress.
+func WithActivity(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, activityKey{}, f)
+}
+
+// activity returns the function WithActivity set on ctx, or a no-op.
+func activity(ctx context.Context) func() {
+	if f, ok := ctx.Value(activityKey{}).(func()); ok && f != nil {
+		return f
+	}
+	return func() {}
+}
+
 // Client sends chat requests. Chat blocks until a response arrives or all
 // retries are spent; the error then wraps the last failure. Implementations are
 // safe for concurrent use.

@@ -30,7 +30,9 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 	byIndex := map[int64]int{}
 	var usage schemas.Usage
 	finish := ""
+	touch := activity(ctx)
 	for s.Next() {
+		touch()
 		ch := s.Current()
 		if ch.JSON.Usage.Valid() {
 			usage.Add(usageOf(ch.Usage))

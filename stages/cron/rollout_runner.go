@@ -90,7 +90,9 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	newClient := r.NewClient
 	if newClient == nil {
 		newClient = func(u, key string) (llm.Client, error) {
-			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model})
+			// Streamed, so that a long reply that keeps coming counts as
+			// activity (each event resets the inactivity timeout).
+			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model, Stream: true})
 		}
 	}
 	key := r.APIKey
@@ -115,7 +117,8 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		maxTurns = 20
 	}
 
-	// Inactivity: every LLM reply and tool result counts as progress.
+	// Inactivity: every LLM reply, streamed event and tool result counts as
+	// progress.
 	var last atomic.Int64
 	touch := func() { last.Store(time.Now().UnixNano()) }
 	touch()
@@ -256,7 +259,7 @@ type activityClient struct {
 }
 
 func (a activityClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
-	resp, err := a.Client.Chat(ctx, req)
+	resp, err := a.Client.Chat(llm.WithActivity(ctx, a.touch), req)
 	a.touch()
 	return resp, err
 }

@@ -59,6 +59,26 @@ func TestAgentJobInactivityTimeout(t *testing.T) {
 	}
 }
 
+// TestAgentJobStreamedTokensAreActivity: a reply that takes three times the
+// inactivity timeout to stream, with an event every 150 ms, is progress, as
+// in Hermes: the job completes.
+func TestAgentJobStreamedTokensAreActivity(t *testing.T) {
+	long := strings.Repeat("streamed words arrive ", 44) // about 40 events of 24 bytes
+	url := server(t, fakellm.Config{ChunkDelay: 150 * time.Millisecond}, `{"scripts": [{"match": "long", "steps": [{"content": "`+long+`"}]}]}`)
+	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m"}
+	start := time.Now()
+	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "long answer", InactivityTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != schemas.OutcomeCompleted || res.Output != strings.TrimSpace(long) {
+		t.Fatalf("result = %+v", res)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("the reply streamed in %s, not longer than the inactivity timeout: the test proves nothing", took)
+	}
+}
+
 func TestAgentJobWithoutEndpointFailsClearly(t *testing.T) {
 	r := &RolloutRunner{Driver: fake.New()}
 	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -312,7 +313,14 @@ func (s *Server) writeStream(w http.ResponseWriter, p *plan) {
 	if p.fault == FaultCutStream {
 		cut = len(events) / 2
 	}
-	for _, e := range events[:cut] {
+	fl, _ := w.(http.Flusher)
+	for i, e := range events[:cut] {
+		if i > 0 && s.cfg.ChunkDelay > 0 {
+			if fl != nil {
+				fl.Flush()
+			}
+			time.Sleep(s.cfg.ChunkDelay)
+		}
 		_, _ = w.Write(e)
 	}
 	if p.fault == FaultCutStream {

@@ -27,6 +27,9 @@ type Config struct {
 	// chosen by a hash of the request so that it is reproducible.
 	Latency time.Duration
 	Jitter  time.Duration
+	// ChunkDelay is waited before each event of a streamed reply, after
+	// the first (a slow stream that keeps sending).
+	ChunkDelay time.Duration
 
 	// Fail429, Fail500, Malformed and Hang are probabilities in [0, 1] that
 	// an attempt is answered by that fault. The choice hashes the request and
