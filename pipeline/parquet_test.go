@@ -43,7 +43,11 @@ func richStage() *funcStage {
 			{From: "gpt", Value: texts[(i+2)%len(texts)] + strings.Repeat(" long text", i%50)},
 			{From: "tool", Value: "<tool_response>\n" + texts[(i+3)%len(texts)] + "\n</tool_response>"},
 		}
-		rec.Usage = schemas.Usage{PromptTokens: int64(i) * 100, CompletionTokens: int64(i), TotalTokens: int64(i) * 101}
+		rec.Usage = schemas.Usage{PromptTokens: int64(i) * 100, CompletionTokens: int64(i), TotalTokens: int64(i) * 101, CachedPromptTokens: int64(i) * 30, ReasoningTokens: int64(i % 4)}
+		if i%3 != 0 { // priced; every third record has no price (cost_usd null)
+			c := float64(i) * 1.25e-5
+			rec.CostUSD = &c
+		}
 		rec.ToolsetsUsed = []string{"terminal", "web\xff"}
 		rec.ToolStats = map[string]schemas.ToolStat{"terminal": {Count: i, Success: i / 2, Failure: i - i/2}}
 		rec.ToolErrorCounts = map[string]int{"terminal": i - i/2}
@@ -364,6 +368,7 @@ func TestParquetSchema(t *testing.T) {
 		"optional group conversations (LIST) {\n\t\trepeated group list {\n\t\t\trequired group element {\n\t\t\t\trequired binary from (STRING);\n\t\t\t\trequired binary value (STRING);",
 		"required binary raw_json (STRING);",
 		"optional group usage {",
+		"optional double cost_usd;",
 		"optional binary tool_stats (STRING);",
 	} {
 		if !strings.Contains(got, want) {

@@ -49,7 +49,8 @@ const wantTypes = {
   completed: 'BOOLEAN',
   partial: 'BOOLEAN',
   api_calls: 'BIGINT',
-  usage: 'STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT)',
+  usage: 'STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT, cached_prompt_tokens BIGINT, reasoning_tokens BIGINT)',
+  cost_usd: 'DOUBLE',
   toolsets_used: 'VARCHAR[]',
   tool_stats: 'VARCHAR',
   tool_error_counts: 'VARCHAR',
@@ -84,6 +85,7 @@ const int = (v) => (typeof v === 'number' && Number.isInteger(v) ? v : null);
 const bool = (v) => (typeof v === 'boolean' ? v : null);
 const obj = (v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : null);
 const num = (v) => (typeof v === 'bigint' ? Number(v) : v);
+const dbl = (v) => (typeof v === 'number' ? v : null);
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 // A turn's from/value: the string, or the JSON text of another value.
 const text = (got, want) => (typeof want === 'string' ? got === want.toWellFormed() : want === undefined ? got === '' : same(JSON.parse(got), want));
@@ -115,7 +117,7 @@ for (const row of rows) {
       }
     });
   }
-  const scalar = { id: str, completed: bool, partial: bool, api_calls: int, model: str, duration_ms: int, error: str };
+  const scalar = { id: str, completed: bool, partial: bool, api_calls: int, cost_usd: dbl, model: str, duration_ms: int, error: str };
   for (const [f, conv] of Object.entries(scalar)) {
     const want = rec[f] === undefined ? null : conv(rec[f]);
     if (num(row[f]) !== want) problem(`${where}: ${f} ${row[f]}, JSONL ${JSON.stringify(rec[f])}`);
