@@ -183,9 +183,7 @@ func BuildReport(dir string, tasks []Task, model string) (*Report, error) {
 		}
 		if in.Outcome != CatPending {
 			r.APICalls += int64(in.APICalls)
-			r.Usage.PromptTokens += in.Usage.PromptTokens
-			r.Usage.CompletionTokens += in.Usage.CompletionTokens
-			r.Usage.TotalTokens += in.Usage.TotalTokens
+			r.Usage.Add(in.Usage)
 		}
 		if in.patch != nil {
 			r.Submitted++
