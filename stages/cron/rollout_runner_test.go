@@ -64,18 +64,21 @@ func TestAgentJobInactivityTimeout(t *testing.T) {
 // in Hermes: the job completes.
 func TestAgentJobStreamedTokensAreActivity(t *testing.T) {
 	long := strings.Repeat("streamed words arrive ", 44) // about 40 events of 24 bytes
-	url := server(t, fakellm.Config{ChunkDelay: 150 * time.Millisecond}, `{"scripts": [{"match": "long", "steps": [{"content": "`+long+`"}]}]}`)
+	const delay, timeout = 150 * time.Millisecond, 2 * time.Second
+	// The fake sleeps delay before every event but the first, so the reply
+	// takes at least this long: the test proves something only if that is
+	// past the timeout.
+	if least := time.Duration(len(long)/24-1) * delay; least <= timeout {
+		t.Fatalf("the stream lasts at least %s, not past the %s timeout: make the reply longer", least, timeout)
+	}
+	url := server(t, fakellm.Config{ChunkDelay: delay}, `{"scripts": [{"match": "long", "steps": [{"content": "`+long+`"}]}]}`)
 	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m"}
-	start := time.Now()
-	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "long answer", InactivityTimeout: 2 * time.Second})
+	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", ExecutionID: "e", Prompt: "long answer", InactivityTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != schemas.OutcomeCompleted || res.Output != strings.TrimSpace(long) {
 		t.Fatalf("result = %+v", res)
-	}
-	if took := time.Since(start); took < 2*time.Second {
-		t.Fatalf("the reply streamed in %s, not longer than the inactivity timeout: the test proves nothing", took)
 	}
 }
 
