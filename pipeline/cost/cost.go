@@ -87,14 +87,9 @@ func (t *Table) Lookup(model string) (Price, bool) {
 	if p, ok := t.prices[model]; ok {
 		return p, true
 	}
-	if i := strings.LastIndexByte(model, '/'); i >= 0 {
-		if p, ok := t.prices[model[i+1:]]; ok {
-			return p, true
-		}
-	}
-	base := model
-	if i := strings.LastIndexByte(model, '/'); i >= 0 {
-		base = model[i+1:]
+	base := model[strings.LastIndexByte(model, '/')+1:]
+	if p, ok := t.prices[base]; ok {
+		return p, true
 	}
 	var found []Price
 	for name, p := range t.prices {

@@ -99,12 +99,19 @@ func killTree(leaderPID int, prefix string) int {
 	if leaderPID > 0 {
 		_ = syscall.Kill(-leaderPID, syscall.SIGKILL)
 	}
+	return sweep(leaderPID, prefix, 0)
+}
+
+// sweep is killTree's /proc part: it kills the members (see member) of the
+// group and session leaderPID leads or carrying the marker prefix, except
+// keep (0: none), in rounds until none is left.
+func sweep(leaderPID int, prefix string, keep int) int {
 	self := os.Getpid()
 	n := 0
 	for range 20 {
 		found := 0
 		for _, pid := range pids() {
-			if pid != self && pid != 1 && member(pid, leaderPID, prefix) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			if pid != self && pid != 1 && pid != keep && member(pid, leaderPID, prefix) && syscall.Kill(pid, syscall.SIGKILL) == nil {
 				found++
 			}
 		}

@@ -118,7 +118,7 @@ type shellProc struct {
 // confined, bwrap and its init).
 func (p *shellProc) killCommand() error {
 	if p.s.bwrap == "" {
-		killMembersBut(p.pid, p.s.marker, p.pid)
+		sweep(p.pid, p.s.marker, p.pid) // all but the shell, which leads the group
 		return nil
 	}
 	if p.shell == 0 {
@@ -162,24 +162,6 @@ func childOf(pid int) int {
 		}
 	}
 	return 0
-}
-
-// killMembersBut kills, in rounds until none is left, the live processes of
-// the group and session leader leads or carrying the marker prefix, except
-// keep.
-func killMembersBut(leader int, prefix string, keep int) {
-	self := os.Getpid()
-	for range 20 {
-		found := 0
-		for _, pid := range pids() {
-			if pid != self && pid != keep && pid != 1 && member(pid, leader, prefix) && syscall.Kill(pid, syscall.SIGKILL) == nil {
-				found++
-			}
-		}
-		if found == 0 {
-			return
-		}
-	}
 }
 
 func isBash(path string) bool { return filepath.Base(path) == "bash" }
