@@ -99,11 +99,9 @@ type Shell struct {
 // liveShell is one started ShellProc and the goroutines reading it.
 type liveShell struct {
 	proc     *ShellProc
-	out, err chan []byte // chunks of stdout and stderr; closed at EOF
+	out, err chan []byte // chunks of stdout and stderr; set to nil once they hit EOF
 	outPend  []byte      // stdout read past the last marker
 	errPend  []byte
-	outEOF   bool
-	errEOF   bool
 	waited   chan shellExit // receives once when the shell ends
 	exit     *shellExit     // set once received
 }
@@ -195,8 +193,7 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 		select {
 		case c, ok := <-l.out:
 			if !ok {
-				l.outEOF = true
-				outDone = true
+				l.out, outDone = nil, true
 				continue
 			}
 			l.outPend = append(l.outPend, c...)
@@ -207,8 +204,7 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 			}
 		case c, ok := <-l.err:
 			if !ok {
-				l.errEOF = true
-				errDone = true
+				l.err, errDone = nil, true
 				continue
 			}
 			l.errPend = append(l.errPend, c...)
@@ -222,7 +218,7 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 			return nil, fmt.Errorf("%w: no ready marker: %w", ErrShellStart, sctx.Err())
 		}
 	}
-	if l.outEOF || l.errEOF {
+	if l.out == nil || l.err == nil {
 		proc.Kill()
 		msg := bytes.TrimSpace(append(l.outPend, l.errPend...))
 		if len(msg) > 500 {
@@ -328,20 +324,18 @@ func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration)
 		if outScan.found && errScan.found {
 			break
 		}
-		if l.exit != nil && l.outEOF && l.errEOF {
+		if l.exit != nil && l.out == nil && l.err == nil {
 			break
 		}
 		select {
 		case c, ok := <-l.out:
 			if !ok {
-				l.outEOF = true
 				l.out = nil
 				continue
 			}
 			outScan.pend = append(outScan.pend, c...)
 		case c, ok := <-l.err:
 			if !ok {
-				l.errEOF = true
 				l.err = nil
 				continue
 			}
@@ -406,18 +400,17 @@ func (l *liveShell) drain(out, errs *markerScan, stop <-chan time.Time) {
 		select {
 		case c, ok := <-l.out:
 			if !ok {
-				l.outEOF, l.out = true, nil
+				l.out = nil
 				continue
 			}
 			out.pend = append(out.pend, c...)
 		case c, ok := <-l.err:
 			if !ok {
-				l.errEOF, l.err = true, nil
+				l.err = nil
 				continue
 			}
 			errs.pend = append(errs.pend, c...)
 		case <-stop:
-			l.outEOF, l.errEOF = true, true
 			l.out, l.err = nil, nil
 		}
 	}
