@@ -32,6 +32,9 @@ type ShellProc struct {
 	// Kill ends the shell and everything in the session; the readers of
 	// Stdout and Stderr then see EOF.
 	Kill func()
+	// Ready, when set, runs once the shell printed its ready marker,
+	// before any command; an error fails the start.
+	Ready func() error
 }
 
 // WaitCode is a ShellProc.Wait for a shell started as a local process: it
@@ -180,12 +183,36 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 		code, err := proc.Wait()
 		l.waited <- shellExit{code, err}
 	}()
+	if err := s.ready(ctx, l); err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	if proc.Ready != nil {
+		if err := proc.Ready(); err != nil {
+			proc.Kill()
+			return nil, fmt.Errorf("%w: %w", ErrShellStart, err)
+		}
+	}
+	return l, nil
+}
+
+// ready writes the setup code to a freshly started shell and waits for its
+// ready marker on both streams; what the shell printed before it is
+// dropped.
+func (s *Shell) ready(ctx context.Context, l *liveShell) error {
 	ready := newMarker()
 	if err := l.write(ctx, s.setup(ready)); err != nil {
-		proc.Kill()
-		return nil, fmt.Errorf("%w: %w", ErrShellStart, err)
+		return fmt.Errorf("%w: %w", ErrShellStart, err)
 	}
-	var junkOut, junkErr bytes.Buffer
+	if err := l.await(ctx, ready); err != nil {
+		return fmt.Errorf("%w: %w", ErrShellStart, err)
+	}
+	return nil
+}
+
+// await reads both streams up to token and a newline on each, within
+// startTimeout, dropping what comes before it and keeping what follows.
+func (l *liveShell) await(ctx context.Context, token string) error {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	outDone, errDone := false, false
@@ -197,9 +224,8 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 				continue
 			}
 			l.outPend = append(l.outPend, c...)
-			if i := bytes.Index(l.outPend, []byte(ready+"\n")); i >= 0 {
-				junkOut.Write(l.outPend[:i])
-				l.outPend = append([]byte(nil), l.outPend[i+len(ready)+1:]...)
+			if i := bytes.Index(l.outPend, []byte(token+"\n")); i >= 0 {
+				l.outPend = append([]byte(nil), l.outPend[i+len(token)+1:]...)
 				outDone = true
 			}
 		case c, ok := <-l.err:
@@ -208,25 +234,22 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 				continue
 			}
 			l.errPend = append(l.errPend, c...)
-			if i := bytes.Index(l.errPend, []byte(ready+"\n")); i >= 0 {
-				junkErr.Write(l.errPend[:i])
-				l.errPend = append([]byte(nil), l.errPend[i+len(ready)+1:]...)
+			if i := bytes.Index(l.errPend, []byte(token+"\n")); i >= 0 {
+				l.errPend = append([]byte(nil), l.errPend[i+len(token)+1:]...)
 				errDone = true
 			}
 		case <-sctx.Done():
-			proc.Kill()
-			return nil, fmt.Errorf("%w: no ready marker: %w", ErrShellStart, sctx.Err())
+			return fmt.Errorf("no marker: %w", sctx.Err())
 		}
 	}
 	if l.out == nil || l.err == nil {
-		proc.Kill()
 		msg := bytes.TrimSpace(append(l.outPend, l.errPend...))
 		if len(msg) > 500 {
 			msg = msg[:500]
 		}
-		return nil, fmt.Errorf("%w: it ended at once: %s", ErrShellStart, msg)
+		return fmt.Errorf("it ended at once: %s", msg)
 	}
-	return l, nil
+	return nil
 }
 
 // pump copies r to ch in chunks and closes ch at EOF or error, and then r
@@ -437,6 +460,56 @@ func (s *Shell) drop() {
 		s.cur = nil
 		s.live.Store(nil)
 	}
+}
+
+// Started reports whether a shell process is running (idle) in this
+// Shell; a Shell whose first command has not come yet has none.
+func (s *Shell) Started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil && !s.cur.dead()
+}
+
+// Reset gives a live, idle shell a fresh start for a new user of the
+// session, without the driver starting a new process around it. replace
+// gets a fresh random token: it must have everything of the shell killed
+// and a new shell started in its place, with the initial environment and
+// folder, that prints token and a newline on both streams before anything
+// else (a driver's supervisor does that). Once the token is there, clean
+// runs (no process of the old shell is left), and the new shell is set up
+// as a started one. Output written before the token is dropped. On any
+// failure the shell is killed and the error returned: the caller discards
+// the session.
+func (s *Shell) Reset(ctx context.Context, replace func(token string) error, clean func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.closing.Load() {
+		return ErrClosed
+	}
+	l := s.cur
+	if l == nil || l.dead() {
+		return errors.New("reset: no live shell")
+	}
+	token := newMarker()
+	if err := replace(token); err != nil {
+		s.drop()
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := l.await(ctx, token); err != nil {
+		s.drop()
+		return fmt.Errorf("reset: %w", err)
+	}
+	l.outPend, l.errPend = nil, nil
+	if err := clean(); err != nil {
+		s.drop()
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := s.ready(ctx, l); err != nil {
+		s.drop()
+		return fmt.Errorf("reset: %w", err)
+	}
+	l.outPend, l.errPend = nil, nil
+	return nil
 }
 
 // Close kills the shell and everything in its session, without waiting for

@@ -64,6 +64,15 @@ type LocalConfig struct {
 	Mounts    []string    // extra mounts for confined commands, each SRC:DST[:ro]
 	Network   string      // "none" ("" too) or "host", for confined commands
 	Limits    LocalLimits // per-session limits of confined commands
+
+	// Pool bounds the closed confined sessions kept to serve later rows
+	// with the same Spec (and no Cwd of their own) instead of starting a
+	// new sandbox: 0 = as many as were open at once (so at most the
+	// run's workers), negative = none. A session is emptied before it is
+	// reused: nothing of the previous row is left (processes, files in its
+	// folder, /tmp and the sandbox's own file systems, environment,
+	// working folder, shell functions and aliases). Release closes them.
+	Pool int
 }
 
 // LocalLimits are resource limits of a confined local session; zero means

@@ -230,7 +230,9 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 			a = append(a, "--ro-bind", "/dev/null", m.Path)
 		}
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	// The session's own POSIX message queues (its IPC namespace's) are
+	// mounted, so that they can be seen and removed like files.
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue")
 	if p.TmpDir != "" {
 		a = append(a, "--bind", p.TmpDir, "/tmp")
 	} else {

@@ -134,7 +134,11 @@ func TestUnavailableNamesOptOut(t *testing.T) {
 // sleeps gets at most that many processes, root included.
 func TestConfinedProcessLimit(t *testing.T) {
 	s := open(t, sandbox.Config{Local: sandbox.LocalConfig{Limits: sandbox.LocalLimits{Processes: 30}}}, sandbox.Spec{})
-	if s.cg == nil {
+	cg, err := s.cgroup() // created here rather than with the first process
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg == nil {
 		t.Skip("no usable cgroup here; the limit is an rlimit")
 	}
 	done := make(chan struct{})
@@ -144,13 +148,13 @@ func TestConfinedProcessLimit(t *testing.T) {
 	}()
 	most := 0
 	for deadline := time.Now().Add(60 * time.Second); most < 25; time.Sleep(10 * time.Millisecond) {
-		most = max(most, len(s.cg.Procs()))
+		most = max(most, len(cg.Procs()))
 		if time.Now().After(deadline) {
 			t.Fatalf("at most %d processes ever ran in the session", most)
 		}
 	}
 	for {
-		most = max(most, len(s.cg.Procs()))
+		most = max(most, len(cg.Procs()))
 		select {
 		case <-done:
 		case <-time.After(50 * time.Millisecond):

@@ -41,6 +41,8 @@ type Driver struct {
 	bwrap  string // bubblewrap's path; "" = commands run unconfined (Isolation "none")
 	mounts []confine.Mount
 	cgroup string // cgroup version usable here ("v2", "v1"), "" = limits by rlimits only
+
+	pool *pool // closed confined sessions kept for reuse (pool.go)
 }
 
 // optOut names the flag that runs commands unconfined, for errors.
@@ -68,7 +70,7 @@ func New(cfg sandbox.Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: find shell: %w", err)
 	}
-	d := &Driver{cfg: cfg, base: base, shell: path}
+	d := &Driver{cfg: cfg, base: base, shell: path, pool: &pool{max: cfg.Local.Pool}}
 	if err := sandbox.CheckShellMode(cfg.ShellMode); err != nil {
 		return nil, fmt.Errorf("local sandbox: %w", err)
 	}
@@ -113,6 +115,15 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
 	spec = sandbox.Resolve(spec, d.cfg)
+	key := ""
+	if d.bwrap != "" && d.cfg.ShellMode != sandbox.ShellFresh && isBash(d.shell) && d.pool.max >= 0 {
+		key = specKey(specView{Cwd: spec.Cwd, ReadOnly: spec.ReadOnly, Env: spec.Env, Timeout: spec.Timeout, MaxOutput: spec.MaxOutput})
+	}
+	if key != "" {
+		if s := d.pool.take(key); s != nil {
+			return s, nil
+		}
+	}
 	run := spec.RunID
 	if run == "" {
 		run = d.cfg.RunID
@@ -128,12 +139,17 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		state:  filepath.Join(dir, "state"),
 		marker: filepath.Base(dir),
 		shell:  d.shell,
+		box:    &box{},
 	}
 	for _, p := range []string{s.home, s.state, filepath.Join(dir, "tmp")} {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
+	}
+	if s.folder, err = newFolder(dir, "home", "tmp", "state"); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
 	s.cwd = s.home
 	if spec.Cwd != "" {
@@ -167,13 +183,9 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
 		s.mapper = s.policy.Mapper()
+		s.folder.mountPoints(s.policy)
 		if d.cgroup != "" && (l.Processes > 0 || l.MemoryBytes > 0) {
-			cg, err := confine.NewCgroup(d.cgroup, filepath.Base(dir), s.policy.Limits)
-			if err != nil {
-				_ = os.RemoveAll(dir)
-				return nil, fmt.Errorf("local sandbox open: %w", err)
-			}
-			s.cg = cg
+			s.box.cgVersion = d.cgroup // created with the first process (cgroup)
 		}
 		if lim := s.policy.Limits.ShellLimits(); lim != "" {
 			s.script = lim + "\n" + s.script
@@ -188,6 +200,9 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			Prelude:   s.policy.Limits.ShellLimits(),
 			MaxOutput: spec.MaxOutput,
 		})
+		if s.supervised() {
+			s.pool, s.key = d.pool, key
+		}
 	}
 	return s, nil
 }
@@ -290,10 +305,16 @@ type Session struct {
 	bwrap   string
 	policy  confine.Policy
 	mapper  *confine.Mapper
-	hostEnv []string        // environment of the bwrap process on the host
-	cg      *confine.Cgroup // the session's cgroup when limits need one; nil otherwise
+	hostEnv []string // environment of the bwrap process on the host
 
-	sh *sandbox.Shell // the long-lived shell (persistent mode); nil in fresh mode
+	sh     *sandbox.Shell // the long-lived shell (persistent mode); nil in fresh mode
+	box    *box           // what every handle on this session shares
+	folder *folder        // the folder's layout, for emptying it between rows
+
+	// Pooled sessions only (see pool.go):
+	pool   *pool
+	key    string // the Spec's pool key; "" = not pooled
+	reused bool   // handed out from the pool
 
 	mu sync.Mutex // serializes Exec and the final part of Close
 
@@ -301,6 +322,39 @@ type Session struct {
 	closed  bool
 	running int  // pid of the running command's shell, 0 when idle
 	ran     bool // a command was started: Close must sweep for leftovers
+}
+
+// box is the mutable part of a session that its handles share (a pooled
+// session gets a new handle per row).
+type box struct {
+	mu        sync.Mutex
+	cgVersion string          // cgroup version to create the session's group in; "" = none needed
+	cg        *confine.Cgroup // the session's cgroup once created
+	proc      *shellProc      // the running long-lived shell (confined), nil if none
+}
+
+// cgroup returns the session's cgroup, creating it on first use when its
+// limits need one; nil when they do not. A session that never starts a
+// process costs no cgroup.
+func (s *Session) cgroup() (*confine.Cgroup, error) {
+	s.box.mu.Lock()
+	defer s.box.mu.Unlock()
+	if s.box.cg != nil || s.box.cgVersion == "" {
+		return s.box.cg, nil
+	}
+	cg, err := confine.NewCgroup(s.box.cgVersion, filepath.Base(s.dir), s.policy.Limits)
+	if err != nil {
+		return nil, err
+	}
+	s.box.cg = cg
+	return cg, nil
+}
+
+// cgroupIfAny returns the session's cgroup if it was created.
+func (s *Session) cgroupIfAny() *confine.Cgroup {
+	s.box.mu.Lock()
+	defer s.box.mu.Unlock()
+	return s.box.cg
 }
 
 // Dir returns the session's private folder. Tests use it to check that Close
@@ -365,8 +419,16 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 			wErr.Close()
 			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
 		}
-		if s.cg != nil {
-			args = s.cg.Wrap(args)
+		cg, err := s.cgroup()
+		if err != nil {
+			rOut.Close()
+			wOut.Close()
+			rErr.Close()
+			wErr.Close()
+			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+		}
+		if cg != nil {
+			args = cg.Wrap(args)
 		}
 		c = exec.Command(args[0], args[1:]...)
 		c.Env = s.hostEnv
@@ -479,8 +541,8 @@ func (s *Session) kill(pid int) {
 	if s.bwrap != "" {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		if s.cg != nil {
-			_ = s.cg.KillAll()
+		if cg := s.cgroupIfAny(); cg != nil {
+			_ = cg.KillAll()
 		}
 		return
 	}
@@ -499,6 +561,19 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	pid := s.running
 	s.smu.Unlock()
+	// An idle pooled session is reset in the background and kept for the
+	// next row (pool.go); Release waits for that.
+	if s.key != "" && pid == 0 && s.mu.TryLock() {
+		if s.pool.begin() {
+			go func() {
+				defer s.pool.wg.Done()
+				defer s.mu.Unlock()
+				s.recycle()
+			}()
+			return nil
+		}
+		s.mu.Unlock()
+	}
 	if pid > 0 {
 		s.kill(pid)
 	}
@@ -513,8 +588,8 @@ func (s *Session) Close(ctx context.Context) error {
 	if ran && s.bwrap == "" { // a session that never ran a command has no process to sweep for; a confined one none left
 		killTree(0, s.marker)
 	}
-	if s.cg != nil {
-		if err := s.cg.Remove(); err != nil {
+	if cg := s.cgroupIfAny(); cg != nil {
+		if err := cg.Remove(); err != nil {
 			return fmt.Errorf("local sandbox close: %w", err)
 		}
 	}

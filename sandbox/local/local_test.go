@@ -24,7 +24,9 @@ func TestConformanceFresh(t *testing.T) { conformance(t, "fresh") }
 func conformance(t *testing.T, mode string) {
 	base := t.TempDir()
 	limits := sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}
-	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: base, Limits: limits}})
+	// Pool -1: every session is a new sandbox, and Close removes it
+	// (TestConformanceReused runs the suite on reused ones).
+	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: base, Limits: limits, Pool: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +84,9 @@ func open(t *testing.T, cfg sandbox.Config, spec sandbox.Spec) *Session {
 	t.Helper()
 	if cfg.Local.BaseDir == "" {
 		cfg.Local.BaseDir = t.TempDir()
+	}
+	if cfg.Local.Pool == 0 {
+		cfg.Local.Pool = -1 // these tests check one session's life, to its removal
 	}
 	d, err := New(cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -14,10 +15,40 @@ import (
 )
 
 // The persistent shell mode (the default) runs one shell per session and
-// writes every command to it (sandbox.Shell). Confined, the shell is the
-// command of one bubblewrap: host pid P (bwrap) → P1 (bwrap's init, pid 1
-// of the session's PID namespace) → P2 (the shell, pid 2). Unconfined, the
-// shell leads its own process group and session.
+// writes every command to it (sandbox.Shell). Confined, the shell runs in
+// one bubblewrap: host pid P (bwrap) → P1 (bwrap's init, pid 1 of the
+// session's PID namespace) → P2 (the supervisor, pid 2, for bash) → P3
+// (the shell). Unconfined, the shell leads its own process group and
+// session.
+
+// supervisor is the confined bash shell's parent. It passes its exit code
+// on (bwrap's is then the shell's), except when the driver resets the
+// session for another row (pool.go): the driver writes a token line on
+// fd 3 and sends SIGUSR1; the supervisor kills every other process of the
+// namespace (kill -9 -1 spares only itself and init) until none is left,
+// removes System V IPC objects, reads away what is left in the shell's
+// input, prints the last token line of fd 3 on stdout and stderr, and
+// starts a new shell with the initial environment and folder.
+const supervisor = `trap 'r=1' USR1
+while :; do
+  r=
+  "$1" --noprofile --norc <&0 3<&- &
+  { wait "$!"; } 2>/dev/null; c=$?
+  [ -n "$r" ] || exit "$c"
+  while kill -9 -1 2>/dev/null; do { wait; } 2>/dev/null; done
+  for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
+    { read -r _ && read -r _ && ipcrm -a; } <"$f" >/dev/null 2>&1
+  done
+  while read -r -t 0; do read -r -t 0.05 -N 65536 _; done
+  t=
+  while read -r -t 0 <&3; do IFS= read -r t <&3 || exit 125; done
+  [ -n "$t" ] || exit 125
+  printf '%s\n' "$t"; printf '%s\n' "$t" >&2
+done`
+
+// supervised reports whether the session's shell runs under supervisor
+// (confined bash in the persistent mode): only those sessions are pooled.
+func (s *Session) supervised() bool { return s.bwrap != "" && isBash(s.shell) && s.sh != nil }
 
 // startShell starts the session's shell and returns it as a
 // sandbox.ShellProc. The pipes are plain os.Pipe ends handed to the child,
@@ -27,6 +58,10 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	if isBash(s.shell) {
 		argv = append(argv, "--noprofile", "--norc")
 	}
+	super := s.supervised()
+	if super {
+		argv = append(argv, "-c", supervisor, "hermes-sandbox", s.shell)
+	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Dir = s.cwd
 	c.Env = s.env
@@ -35,8 +70,12 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.cg != nil {
-			args = s.cg.Wrap(args)
+		cg, err := s.cgroup()
+		if err != nil {
+			return nil, err
+		}
+		if cg != nil {
+			args = cg.Wrap(args)
 		}
 		c = exec.Command(args[0], args[1:]...)
 		c.Env = s.hostEnv
@@ -69,6 +108,14 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		closeAll()
 		return nil, err
 	}
+	var ctlR, ctlW *os.File
+	if super {
+		if ctlR, ctlW, err = pipe(); err != nil {
+			closeAll()
+			return nil, err
+		}
+		c.ExtraFiles = []*os.File{ctlR} // fd 3
+	}
 	c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
@@ -78,14 +125,25 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
+	if ctlR != nil {
+		ctlR.Close()
+	}
 	pid := c.Process.Pid
+	p := &shellProc{s: s, pid: pid, ctl: ctlW}
 	s.smu.Lock()
 	s.ran = true
 	s.smu.Unlock()
+	s.box.mu.Lock()
+	s.box.proc = p
+	s.box.mu.Unlock()
 
-	p := &shellProc{s: s, pid: pid}
 	var killOnce sync.Once
+	var ready func() error
+	if super {
+		ready = p.ready
+	}
 	return &sandbox.ShellProc{
+		Ready: ready,
 		Stdin:       inW,
 		Stdout:      outR,
 		Stderr:      errR,
@@ -101,6 +159,9 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 					s.kill(pid)
 				}
 				inW.Close()
+				if ctlW != nil {
+					ctlW.Close()
+				}
 			})
 		},
 	}, nil
@@ -108,10 +169,60 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 
 // shellProc finds and kills a running shell's command processes.
 type shellProc struct {
-	s   *Session
-	pid int // the shell (unconfined) or bwrap (confined) on the host
+	s   *Session // the handle that started it; what it reads is shared by every handle of the session
+	pid int      // the shell (unconfined) or bwrap (confined) on the host
 
-	init, shell int // confined: host pids of the namespace's init and shell; 0 until found
+	init, sup, shell int // confined: host pids of the namespace's init, supervisor (0 if none) and shell; 0 until found
+
+	// Supervised shells only:
+	ctl  *os.File // the supervisor's fd 3
+	snap *fsSnap  // the sandbox's own file systems when it started
+}
+
+// ready runs once a supervised shell printed its ready marker: bwrap has
+// set the sandbox up, no command has run. It finds the supervisor and
+// snapshots the sandbox's own file systems (see pool.go).
+func (p *shellProc) ready() error {
+	if err := p.find(); err != nil {
+		return err
+	}
+	sn, err := snapshot(p.sup)
+	if err != nil {
+		return err
+	}
+	p.snap = sn
+	return nil
+}
+
+// find looks up the host pids of init, the supervisor (when the session has
+// one) and the shell.
+func (p *shellProc) find() error {
+	if p.init == 0 {
+		p.init = childOf(p.pid)
+	}
+	super := p.s.supervised()
+	if p.init > 0 && super && p.sup == 0 {
+		p.sup = childOf(p.init)
+	}
+	parent := p.init
+	if super {
+		parent = p.sup
+	}
+	if parent > 0 {
+		p.shell = childOf(parent)
+	}
+	if p.shell == 0 {
+		return fmt.Errorf("local sandbox: the session's shell is not running")
+	}
+	return nil
+}
+
+// kill ends the sandbox (bwrap) and closes the supervisor's pipe.
+func (p *shellProc) kill() {
+	p.s.kill(p.pid)
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
 }
 
 // killCommand kills every process of the session but the shell (and, when
@@ -122,16 +233,12 @@ func (p *shellProc) killCommand() error {
 		return nil
 	}
 	if p.shell == 0 {
-		p.init = childOf(p.pid)
-		if p.init > 0 {
-			p.shell = childOf(p.init)
-		}
-		if p.shell == 0 {
-			return fmt.Errorf("local sandbox: the session's shell is not running")
+		if err := p.find(); err != nil {
+			return err
 		}
 	}
-	if p.s.cg != nil {
-		return p.s.cg.KillAll(p.pid, p.init, p.shell)
+	if cg := p.s.cgroupIfAny(); cg != nil {
+		return cg.KillAll(p.pid, p.init, p.sup, p.shell)
 	}
 	ns, err := os.Readlink("/proc/" + strconv.Itoa(p.shell) + "/ns/pid")
 	if err != nil {
@@ -140,7 +247,7 @@ func (p *shellProc) killCommand() error {
 	for range 20 {
 		found := 0
 		for _, pid := range pids() {
-			if pid == p.init || pid == p.shell {
+			if pid == p.init || pid == p.sup || pid == p.shell {
 				continue
 			}
 			if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && l == ns && syscall.Kill(pid, syscall.SIGKILL) == nil {
@@ -155,7 +262,16 @@ func (p *shellProc) killCommand() error {
 }
 
 // childOf returns the first process found whose parent is pid, 0 if none.
+// It reads the kernel's list of pid's children, else sweeps /proc.
 func childOf(pid int) int {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0
+		}
+		c, _ := strconv.Atoi(f[0])
+		return c
+	}
 	for _, c := range pids() {
 		if st, ok := readStat(c); ok && st.ppid == pid {
 			return c

@@ -1,0 +1,545 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"golang.org/x/sys/unix"
+)
+
+// A confined session costs a bubblewrap start (namespaces, mounts: tens of
+// milliseconds of CPU) and a cgroup. The driver keeps the sessions its
+// rollouts closed and hands them to the next Open with the same Spec
+// instead of starting new ones: a warm pool. Before a session goes back to
+// the pool, Close resets it so that nothing of the row that used it is left
+// for the next one:
+//   - every process of its PID namespace is killed except bwrap's init and
+//     the supervisor (the shell's parent, see supervisor), by the
+//     supervisor itself (kill -9 -1 in the namespace), and System V IPC
+//     objects are removed;
+//   - a new bash starts under the supervisor, with the session's initial
+//     environment and folder and no function, alias, trap or option of the
+//     old one; what the old row left in the shell's input is read away;
+//   - the session folder (home, tmp mounted at /tmp, the shell's state) is
+//     emptied, and what the row wrote in the sandbox's own file systems
+//     (the root, /dev, /dev/shm, /dev/mqueue, all tmpfs) is removed by
+//     comparing them with a snapshot taken when the sandbox started;
+//   - a session where any step fails, or whose snapshot entries were
+//     changed, is closed for good instead.
+//
+// Only sessions of confined persistent bash shells without a row's own
+// working folder are pooled. The pool never holds more sessions than were
+// open at once (at most the run's workers), and Release closes them.
+
+// pool is a driver's idle sessions by Spec key.
+type pool struct {
+	max int // most idle sessions kept; <0 = no pool, 0 = no bound beyond the sessions ever open at once
+
+	mu     sync.Mutex
+	idle   map[string][]*Session
+	n      int
+	closed bool
+	wg     sync.WaitGroup // resets in flight
+}
+
+// take returns an idle session for key, nil if none.
+func (p *pool) take(key string) *Session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.idle[key]
+	if p.closed || len(l) == 0 {
+		return nil
+	}
+	s := l[len(l)-1]
+	p.idle[key] = l[:len(l)-1]
+	p.n--
+	return s
+}
+
+// put keeps s; false when the pool is closed or full (the caller then
+// closes s for good).
+func (p *pool) put(key string, s *Session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.max > 0 && p.n >= p.max {
+		return false
+	}
+	if p.idle == nil {
+		p.idle = map[string][]*Session{}
+	}
+	p.idle[key] = append(p.idle[key], s)
+	p.n++
+	return true
+}
+
+// begin counts a reset in flight; false when the pool is closed.
+func (p *pool) begin() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
+// drain closes the pool and returns its sessions once no reset is in
+// flight.
+func (p *pool) drain() []*Session {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*Session
+	for _, l := range p.idle {
+		out = append(out, l...)
+	}
+	p.idle, p.n = nil, 0
+	return out
+}
+
+// specKey is what two Specs must share for a session of one to serve the
+// other; "" = the Spec's sessions are not pooled (a row's own working
+// folder).
+func specKey(spec specView) string {
+	if spec.Cwd != "" {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(int64(spec.Timeout), 10) + "\x00" + strconv.Itoa(spec.MaxOutput) + "\x00")
+	ro := slices.Clone(spec.ReadOnly)
+	sort.Strings(ro)
+	for _, r := range ro {
+		b.WriteString("r" + r + "\x00")
+	}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString("e" + k + "=" + spec.Env[k] + "\x00")
+	}
+	return b.String()
+}
+
+// specView is the part of a sandbox.Spec that decides pooling.
+type specView struct {
+	Cwd       string
+	ReadOnly  []string
+	Env       map[string]string
+	Timeout   time.Duration
+	MaxOutput int
+}
+
+// Release closes the pooled sessions (the driver's sandbox.Releaser);
+// sessions opened later are not pooled.
+func (d *Driver) Release() error {
+	var errs []error
+	for _, s := range d.pool.drain() {
+		if err := s.teardown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reused reports whether the session was handed out from the pool (a
+// previous row used its sandbox). Tests use it.
+func (s *Session) Reused() bool { return s.reused }
+
+// reuse returns a new handle on the pooled session s for a new row: the old
+// handle stays closed.
+func (s *Session) reuse() *Session {
+	n := &Session{
+		spec: s.spec, dir: s.dir, home: s.home, state: s.state, cwd: s.cwd,
+		marker: s.marker, shell: s.shell, env: s.env, script: s.script,
+		bwrap: s.bwrap, policy: s.policy, mapper: s.mapper, hostEnv: s.hostEnv,
+		sh: s.sh, box: s.box, pool: s.pool, key: s.key, folder: s.folder,
+		ran: s.ran, reused: true,
+	}
+	return n
+}
+
+// recycle resets s for the next row and puts it back in the pool; a session
+// that cannot be reset is closed for good. It runs after Close marked s
+// closed, with s.mu held by the caller's goroutine.
+func (s *Session) recycle() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.reset(ctx)
+	if err == nil && s.pool.put(s.key, s.reuse()) {
+		return
+	}
+	_ = s.teardown()
+}
+
+// reset empties the session: see the package comment above pool.
+func (s *Session) reset(ctx context.Context) error {
+	s.box.mu.Lock()
+	p := s.box.proc
+	s.box.mu.Unlock()
+	if !s.sh.Started() {
+		// No shell ever ran (or it ended with its bwrap): only the folder
+		// holds what the row left.
+		if p != nil {
+			p.kill()
+		}
+		return s.folder.clean()
+	}
+	if p == nil || p.snap == nil || p.ctl == nil {
+		return errors.New("local sandbox reset: the shell's supervisor is unknown")
+	}
+	return s.sh.Reset(ctx, func(token string) error {
+		// The token goes first, so the supervisor finds it when the signal
+		// wakes it; the supervisor uses the last line it finds.
+		if _, err := p.ctl.WriteString(token + "\n"); err != nil {
+			return err
+		}
+		return syscall.Kill(p.sup, syscall.SIGUSR1)
+	}, func() error {
+		p.shell = 0 // a new shell runs under the supervisor
+		if err := s.folder.clean(); err != nil {
+			return err
+		}
+		return p.snap.restore()
+	})
+}
+
+// teardown ends s's sandbox and removes its folder and cgroup.
+func (s *Session) teardown() error {
+	s.sh.Close()
+	s.box.mu.Lock()
+	p := s.box.proc
+	s.box.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+	if cg := s.cgroupIfAny(); cg != nil {
+		if err := cg.Remove(); err != nil {
+			return fmt.Errorf("local sandbox close: %w", err)
+		}
+	}
+	if err := removeAll(s.dir); err != nil {
+		return fmt.Errorf("local sandbox close: %w", err)
+	}
+	return nil
+}
+
+// folder is a session folder's layout, to be emptied between rows: the
+// folder itself and its home, tmp (mounted at /tmp: it must stay the same
+// folder) and state folders stay, as do the mount points bwrap makes in it
+// (the session folder's own when it lies under /tmp, read-only mounts under
+// /tmp); everything else goes, and state is emptied.
+type folder struct {
+	dir    string
+	state  string
+	main   map[string]uint64 // dir, home, tmp, state → inode
+	mounts map[string]bool   // host paths of bwrap's mount points in the folder, and their parents
+}
+
+func newFolder(dir string, names ...string) (*folder, error) {
+	f := &folder{dir: dir, state: filepath.Join(dir, "state"), main: map[string]uint64{}, mounts: map[string]bool{}}
+	var st unix.Stat_t
+	for _, p := range append([]string{dir}, names...) {
+		if p != dir {
+			p = filepath.Join(dir, p)
+		}
+		if err := unix.Lstat(p, &st); err != nil {
+			return nil, err
+		}
+		f.main[p] = st.Ino
+	}
+	return f, nil
+}
+
+// mountPoints records where bwrap makes mount points in the folder for the
+// binds of pol (see confine.Policy.Args: /tmp, then the session folder,
+// then the extra mounts).
+func (f *folder) mountPoints(pol confine.Policy) {
+	dsts := []string{pol.SessionDir}
+	for _, m := range pol.Mounts {
+		dsts = append(dsts, m.Dst)
+	}
+	for _, dst := range dsts {
+		host := ""
+		switch {
+		case dst != pol.SessionDir && within(dst, pol.SessionDir):
+			host = dst
+		case pol.TmpDir != "" && within(dst, "/tmp") && dst != "/tmp":
+			host = filepath.Join(pol.TmpDir, strings.TrimPrefix(dst, "/tmp/"))
+		}
+		for host != "" && within(host, f.dir) && host != f.dir {
+			f.mounts[host] = true
+			host = filepath.Dir(host)
+		}
+	}
+}
+
+// within reports whether p is dir or inside it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// clean empties the folder; it fails when a kept folder was replaced or
+// removed.
+func (f *folder) clean() error {
+	if err := keptDir(f.dir, f.main[f.dir], 0o700); err != nil {
+		return err
+	}
+	seen := 0
+	if err := f.cleanIn(f.dir, &seen); err != nil {
+		return err
+	}
+	if seen != len(f.main)-1 {
+		return fmt.Errorf("local sandbox reset: a folder of %s was removed", f.dir)
+	}
+	return nil
+}
+
+func (f *folder) cleanIn(dir string, seen *int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("local sandbox reset: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if ino, ok := f.main[p]; ok {
+			*seen++
+			if err := keptDir(p, ino, 0o700); err != nil {
+				return err
+			}
+			if p == f.state {
+				if err := emptyDir(p); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := f.cleanIn(p, seen); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.mounts[p] && e.Type().IsDir() {
+			if err := keptDir(p, 0, 0o755); err != nil {
+				return err
+			}
+			if err := f.cleanIn(p, seen); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := removeAll(p); err != nil {
+			return fmt.Errorf("local sandbox reset: %w", err)
+		}
+	}
+	return nil
+}
+
+// keptDir checks that p is still a folder (with inode ino unless 0) and
+// gives it back mode and no user extended attributes.
+func keptDir(p string, ino uint64, mode uint32) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return fmt.Errorf("local sandbox reset: %w", err)
+	}
+	if ino != 0 && st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("local sandbox reset: %s was replaced", p)
+	}
+	if st.Mode&0o7777 != mode {
+		if err := os.Chmod(p, os.FileMode(mode)); err != nil {
+			return fmt.Errorf("local sandbox reset: %w", err)
+		}
+	}
+	return clearXattrs(p)
+}
+
+// emptyDir removes everything in the folder p.
+func emptyDir(p string) error {
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return fmt.Errorf("local sandbox reset: %w", err)
+	}
+	for _, e := range ents {
+		if err := removeAll(filepath.Join(p, e.Name())); err != nil {
+			return fmt.Errorf("local sandbox reset: %w", err)
+		}
+	}
+	return nil
+}
+
+// clearXattrs removes the user.* extended attributes of p (not following a
+// link); file systems without them are fine.
+func clearXattrs(p string) error {
+	buf := make([]byte, 1024)
+	n, err := unix.Llistxattr(p, buf)
+	if errors.Is(err, unix.ERANGE) {
+		if n, err = unix.Llistxattr(p, nil); err == nil {
+			buf = make([]byte, n)
+			n, err = unix.Llistxattr(p, buf)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil
+		}
+		return fmt.Errorf("local sandbox reset: list attributes of %s: %w", p, err)
+	}
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(name, "user.") {
+			if err := unix.Lremovexattr(p, name); err != nil {
+				return fmt.Errorf("local sandbox reset: remove attribute %s of %s: %w", name, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fsSnap is what the sandbox's own writable file systems (tmpfs: the root,
+// /dev, /dev/shm, /dev/mqueue) held when it started, seen from the host
+// through /proc/<pid>/root of a process inside.
+type fsSnap struct {
+	root  string              // /proc/<pid>/root
+	devs  map[uint64]bool     // the devices of those file systems
+	files map[string]snapFile // path below root → what it was
+}
+
+type snapFile struct {
+	ino, size  int64
+	mode       uint32
+	mtimeNanos int64
+}
+
+// sandboxFS are the sandbox's own file systems, as paths inside it.
+var sandboxFS = []string{"/", "/dev", "/dev/shm", "/dev/mqueue"}
+
+// snapshot records the sandbox file systems of the process pid.
+func snapshot(pid int) (*fsSnap, error) {
+	sn := &fsSnap{root: "/proc/" + strconv.Itoa(pid) + "/root", devs: map[uint64]bool{}, files: map[string]snapFile{}}
+	var st unix.Stat_t
+	for _, p := range sandboxFS {
+		if err := unix.Lstat(sn.root+p, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			sn.devs[st.Dev] = true
+		}
+	}
+	if len(sn.devs) == 0 {
+		return nil, fmt.Errorf("local sandbox: cannot see the sandbox's file systems at %s", sn.root)
+	}
+	err := sn.walk("", func(rel string, f snapFile) error {
+		sn.files[rel] = f
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sn, nil
+}
+
+// walk calls fn for every entry of the sandbox file systems below rel
+// ("" = the root), not entering other mounts.
+func (sn *fsSnap) walk(rel string, fn func(rel string, f snapFile) error) error {
+	d, err := os.Open(sn.root + "/" + rel)
+	if err != nil {
+		return fmt.Errorf("local sandbox: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("local sandbox: %w", err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := n
+		if rel != "" {
+			r = rel + "/" + n
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(sn.root+"/"+r, &st); err != nil {
+			return fmt.Errorf("local sandbox: %w", err)
+		}
+		if !sn.devs[st.Dev] {
+			continue // another mount: a host folder, /proc, the session's
+		}
+		f := snapFile{ino: int64(st.Ino), mode: st.Mode}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			f.size, f.mtimeNanos = st.Size, st.Mtim.Nano()
+		}
+		if err := fn(r, f); errors.Is(err, errSkip) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := sn.walk(r, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restore removes what was added to the sandbox file systems since the
+// snapshot and clears user attributes of what stays; an entry of the
+// snapshot that was changed or removed is an error.
+func (sn *fsSnap) restore() error {
+	seen := 0
+	err := sn.walk("", func(rel string, f snapFile) error {
+		old, ok := sn.files[rel]
+		if !ok {
+			if err := removeAll(sn.root + "/" + rel); err != nil {
+				return fmt.Errorf("local sandbox reset: %w", err)
+			}
+			return errSkip
+		}
+		seen++
+		if old != f {
+			if old.ino != f.ino || old.mode&unix.S_IFMT != unix.S_IFDIR || f.mode&unix.S_IFMT != unix.S_IFDIR {
+				return fmt.Errorf("local sandbox reset: /%s was changed", rel)
+			}
+			// A folder's mode comes back.
+			if err := os.Chmod(sn.root+"/"+rel, os.FileMode(old.mode&0o777)|modeBits(old.mode)); err != nil {
+				return fmt.Errorf("local sandbox reset: %w", err)
+			}
+		}
+		return clearXattrs(sn.root + "/" + rel)
+	})
+	if err != nil {
+		return err
+	}
+	if seen != len(sn.files) {
+		return errors.New("local sandbox reset: a file of the sandbox's own file systems was removed")
+	}
+	return nil
+}
+
+// modeBits turns the setuid, setgid and sticky bits of a stat mode into
+// os.FileMode bits.
+func modeBits(m uint32) os.FileMode {
+	var fm os.FileMode
+	if m&unix.S_ISUID != 0 {
+		fm |= os.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		fm |= os.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		fm |= os.ModeSticky
+	}
+	return fm
+}
+
+// errSkip tells walk's caller an entry is gone; walk then does not enter it.
+var errSkip = errors.New("skip")

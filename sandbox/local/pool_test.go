@@ -1,0 +1,338 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
+)
+
+// dirtyRow is what a previous row does to a session, everything a later
+// row must not see: files in its folder, /tmp and the sandbox's own file
+// systems (one in a folder without permissions), a variable, a function,
+// an alias, a trap, shell options, umask, a changed working folder,
+// background and setsid processes, System V IPC objects and a POSIX message
+// queue. TAG names the processes so the test finds them on the host.
+const dirtyRow = `set -e
+echo prev >"$HOME/prevfile"; mkdir -p "$HOME/sub/deep"; echo prev >"$HOME/sub/deep/f"
+echo prev >/tmp/prevtmp; mkdir -p /tmp/prevdir/x
+echo prev >/dev/shm/prevshm; echo prev >/prevroot; mkdir /prevrootdir; echo prev >/dev/prevdev
+: >/dev/mqueue/prevq
+ipcmk -M 4096 >/dev/null; ipcmk -Q >/dev/null; ipcmk -S 2 >/dev/null
+echo prev >"$HOME/../prevtop"
+mkdir "$HOME/locked"; echo prev >"$HOME/locked/f"; chmod 000 "$HOME/locked"
+export PREV_VAR=leak; prevfn() { echo leak; }; alias prevalias='echo leak'; trap 'echo leak' USR2
+set -o noclobber; shopt -s extglob; umask 027
+cd "$HOME/sub"
+sh -c 'sleep 1000; :' TAG-bg >/dev/null 2>&1 &
+(setsid sh -c 'sleep 1000; :' TAG-setsid >/dev/null 2>&1 &)
+nohup sh -c 'sleep 1000; :' TAG-nohup >/dev/null 2>&1 &
+set +e`
+
+// stateProbe prints what a row sees of the session's state, in a form
+// that is the same in every pristine session of one driver folder (no pid,
+// no random name).
+const stateProbe = `echo "cwd=${PWD#$HOME}"
+echo "PREV_VAR=${PREV_VAR-unset}"; env | cut -d= -f1 | sort | tr '\n' ' '; echo
+for d in "$HOME" "$HOME/.." /tmp /dev/shm /dev/mqueue / /dev; do echo "$d:"; ls -A "$d" | grep -v '^hermes-sbx-' | tr '\n' ' '; echo; done
+echo "functions:"; declare -F | grep -v ' __hs_'
+echo "aliases:"; alias
+echo "traps:"; trap -p | grep -v __hs_save
+echo "umask=$(umask) opts=$- $(shopt -po noclobber) $(shopt -p extglob)"
+echo "processes:"; for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$BASHPID" ] && continue; read -r c <"$p/comm" && echo "$c"; done
+echo "ipc:"; ipcs | grep -v '^-\|^key\|^$'
+echo end`
+
+func poolDriver(t *testing.T, pool int) *Driver {
+	t.Helper()
+	d, err := New(sandbox.Config{RunID: "pooltest", Local: sandbox.LocalConfig{BaseDir: t.TempDir(), Pool: pool,
+		Limits: sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Confined() {
+		t.Fatal("default local driver is not confined")
+	}
+	t.Cleanup(func() {
+		if err := d.Release(); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	})
+	return d
+}
+
+func openIn(t *testing.T, d *Driver, spec sandbox.Spec) *Session {
+	t.Helper()
+	s, err := d.Open(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.(*Session)
+}
+
+// idle waits until n sessions are back in d's pool.
+func idle(t *testing.T, d *Driver, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		d.pool.mu.Lock()
+		got := d.pool.n
+		d.pool.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions in the pool, want %d", got, n)
+		}
+	}
+}
+
+// TestReusedSessionShowsNothingOfPreviousRow: a row dirties its session
+// in every way a row can; the next row gets the same sandbox (same folder,
+// no new bwrap) and sees exactly what the first row saw when it was new,
+// and the first row's processes are gone from the host.
+func TestReusedSessionShowsNothingOfPreviousRow(t *testing.T) {
+	d := poolDriver(t, 0)
+	spec := sandbox.Spec{Env: map[string]string{"ROW_ENV": "x"}}
+	a := openIn(t, d, spec)
+	pristine := exec1(t, a, stateProbe, 0)
+	if pristine.ExitCode != 0 || !strings.HasSuffix(pristine.Stdout, "end\n") {
+		t.Fatalf("probe of a new session: %+v", pristine)
+	}
+	tag := "hermes-pool-" + strings.TrimPrefix(filepath.Base(a.Dir()), folderPrefix)
+	if res := exec1(t, a, strings.ReplaceAll(dirtyRow, "TAG", tag), 0); res.ExitCode != 0 {
+		t.Fatalf("dirtying the session: %+v", res)
+	}
+	dirty := exec1(t, a, stateProbe, 0).Stdout
+	// The probe must see every kind of dirt, or its equality below proves
+	// nothing.
+	for _, w := range []string{"cwd=/sub", "PREV_VAR=leak", "prevfile", "prevtop", "prevtmp", "prevshm", "prevq", "prevroot", "prevrootdir",
+		"prevdev", "prevfn", "prevalias", "USR2", "umask=0027", "set -o noclobber", "shopt -s extglob", "sleep", "0x"} {
+		if !strings.Contains(dirty, w) {
+			t.Errorf("the dirtied session's probe lacks %q:\n%s", w, dirty)
+		}
+	}
+	if len(hostProcs(tag)) < 3 {
+		t.Errorf("the dirtying row's processes are not running: %v", hostProcs(tag))
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(context.Background(), sandbox.Cmd{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Exec on the closed handle: %v, want ErrClosed", err)
+	}
+	idle(t, d, 1)
+	if p := hostProcs(tag); len(p) > 0 {
+		t.Errorf("processes %v of the previous row alive in the pooled session", p)
+	}
+	b := openIn(t, d, spec)
+	if !b.Reused() || b.Dir() != a.Dir() {
+		t.Fatalf("second session reused=%v dir %s; want the first's %s reused", b.Reused(), b.Dir(), a.Dir())
+	}
+	if got := exec1(t, b, stateProbe, 0); got.Stdout != pristine.Stdout || got.Stderr != pristine.Stderr {
+		t.Errorf("reused session differs from a new one:\n--- new\n%s%s\n--- reused\n%s%s", pristine.Stdout, pristine.Stderr, got.Stdout, got.Stderr)
+	}
+	// It works like a new one too.
+	want := exec1(t, b, "cd /tmp && export B=1 && f() { echo fb; }; echo ok", 0)
+	if want.Stdout != "ok\n" {
+		t.Errorf("command in the reused session: %+v", want)
+	}
+	if res := exec1(t, b, `echo "$PWD $B $(f)"`, 0); res.Stdout != "/tmp 1 fb\n" {
+		t.Errorf("state in the reused session: %+v", res)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPoolDiscardsSessionThatFailsReset: a row that replaces a kept folder
+// (its home) makes the reset fail; the session is closed for good (folder
+// removed) and the next row gets a new one.
+func TestPoolDiscardsSessionThatFailsReset(t *testing.T) {
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	exec1(t, a, `rm -rf "$HOME" && mkdir "$HOME" && echo prev >"$HOME/f"`, 0)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(a.Dir()); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session folder %s is still there", a.Dir())
+		}
+	}
+	b := openIn(t, d, sandbox.Spec{})
+	defer b.Close(context.Background())
+	if b.Reused() || b.Dir() == a.Dir() {
+		t.Errorf("a session that failed its reset was reused")
+	}
+	if res := exec1(t, b, `ls -A "$HOME"`, 0); res.Stdout != "" {
+		t.Errorf("new session's home: %q", res.Stdout)
+	}
+}
+
+// TestPoolKeepsOnlyMatchingSpecs: a session serves only rows with the same
+// Spec, never a row with its own working folder, and the pool keeps at most
+// Pool sessions (the others are closed for good).
+func TestPoolKeepsOnlyMatchingSpecs(t *testing.T) {
+	d := poolDriver(t, 1)
+	a := openIn(t, d, sandbox.Spec{Env: map[string]string{"K": "1"}})
+	b := openIn(t, d, sandbox.Spec{Env: map[string]string{"K": "1"}})
+	exec1(t, a, "true", 0)
+	exec1(t, b, "true", 0)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(b.Dir()); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session beyond the pool's bound is still there: %s", b.Dir())
+		}
+	}
+	c := openIn(t, d, sandbox.Spec{Env: map[string]string{"K": "2"}})
+	defer c.Close(context.Background())
+	e := openIn(t, d, sandbox.Spec{Env: map[string]string{"K": "1"}, Cwd: t.TempDir()})
+	defer e.Close(context.Background())
+	if c.Reused() || e.Reused() {
+		t.Errorf("a pooled session served another Spec (reused: other env %v, own cwd %v)", c.Reused(), e.Reused())
+	}
+	f := openIn(t, d, sandbox.Spec{Env: map[string]string{"K": "1"}})
+	defer f.Close(context.Background())
+	if !f.Reused() || f.Dir() != a.Dir() {
+		t.Errorf("the matching Spec did not get the pooled session")
+	}
+	if res := exec1(t, f, "echo $K", 0); res.Stdout != "1\n" {
+		t.Errorf("K=%q in the reused session", res.Stdout)
+	}
+}
+
+// TestReleaseClosesPooled: Release removes what the pooled sessions hold.
+func TestReleaseClosesPooled(t *testing.T) {
+	d, err := New(sandbox.Config{RunID: "pooltest", Local: sandbox.LocalConfig{BaseDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := openIn(t, d, sandbox.Spec{})
+	exec1(t, a, "sleep 1000 &", 0)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a.Dir()); !os.IsNotExist(err) {
+		t.Errorf("session folder %s still there after Release (stat err %v)", a.Dir(), err)
+	}
+	if p := waitNone(0, a.Marker()); len(p) > 0 {
+		t.Errorf("processes %v alive after Release", p)
+	}
+	b := openIn(t, d, sandbox.Spec{})
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.Dir()); !os.IsNotExist(err) {
+		t.Errorf("a session closed after Release was kept: %s", b.Dir())
+	}
+}
+
+// TestConformanceReused runs the suite, escape battery included, on
+// sessions that a dirtying row used before (each Open of the suite gets a
+// reused session).
+func TestConformanceReused(t *testing.T) {
+	base := t.TempDir()
+	cfg := sandbox.Config{RunID: "reused", Local: sandbox.LocalConfig{BaseDir: base,
+		Limits: sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}}}
+	if _, err := New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return reusingDriver{t: t, cfg: cfg} }, sandboxtest.Caps{
+		Shell:          true,
+		SharedHost:     true,
+		Cwd:            t.TempDir(),
+		Confined:       true,
+		MaxProcs:       cfg.Local.Limits.Processes,
+		MaxFileSize:    cfg.Local.Limits.FileSizeBytes,
+		LongLivedShell: true,
+		Aliases:        true,
+		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+			ls := s.(reusedSession)
+			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
+				t.Errorf("session folder %s still there (stat err %v)", ls.Dir(), err)
+			}
+			if p := alive(0, ls.Marker()); len(p) > 0 {
+				t.Errorf("processes %v of the session still alive", p)
+			}
+		},
+	})
+}
+
+// reusingDriver opens every session through a driver of its own whose
+// first row dirtied it: the session returned is the reused one. Closing it
+// releases that driver.
+type reusingDriver struct {
+	t   *testing.T
+	cfg sandbox.Config
+}
+
+func (r reusingDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	d, err := New(r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	first, err := d.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Cwd == "" {
+		if _, err := first.Exec(ctx, sandbox.Cmd{Command: strings.ReplaceAll(dirtyRow, "TAG", "hermes-reused")}); err != nil {
+			return nil, err
+		}
+	}
+	if err := first.Close(ctx); err != nil {
+		return nil, err
+	}
+	d.pool.wg.Wait()
+	s, err := d.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Cwd == "" && !s.(*Session).Reused() {
+		return nil, errors.New("the second session of a Spec without Cwd was not reused")
+	}
+	return reusedSession{s.(*Session), d}, nil
+}
+
+type reusedSession struct {
+	*Session
+	d *Driver
+}
+
+func (r reusedSession) Close(ctx context.Context) error {
+	return errors.Join(r.Session.Close(ctx), r.d.Release())
+}
+
+// hostProcs lists the host processes whose command line contains s.
+func hostProcs(s string) []int {
+	var out []int
+	for _, pid := range pids() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
