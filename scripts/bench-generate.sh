@@ -9,6 +9,8 @@
 #   resume:     a finished 1,000,000-row run; `generate --resume` until
 #               "nothing to do".
 # Usage: scripts/bench-generate.sh [scheduling|memory|resume|all]  (default all)
+#   N=rows (default 2000); CPUPROFILE=PREFIX writes hermes-pipe's CPU profile of
+#   each scheduling variant to PREFIX.runtime and PREFIX.terminal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -28,7 +30,8 @@ scheduling() {
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
     fake_before=$(cpu_ms "$fake_pid")
-    read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
+    read -r wall user sys rss < <(timed bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
+      --prompts "$work/prompts.jsonl" --out "$work/out" \
       --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0)
     fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))

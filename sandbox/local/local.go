@@ -561,15 +561,14 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	pid := s.running
 	s.smu.Unlock()
-	// An idle pooled session is reset in the background and kept for the
-	// next row (pool.go); Release waits for that.
+	// An idle pooled session is reset and kept for the next row (pool.go).
+	// The reset is done before Close returns, not in the background: an
+	// Open meanwhile would start a new sandbox, which costs far more.
 	if s.key != "" && pid == 0 && s.mu.TryLock() {
 		if s.pool.begin() {
-			go func() {
-				defer s.pool.wg.Done()
-				defer s.mu.Unlock()
-				s.recycle()
-			}()
+			defer s.pool.wg.Done()
+			defer s.mu.Unlock()
+			s.recycle()
 			return nil
 		}
 		s.mu.Unlock()

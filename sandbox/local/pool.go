@@ -410,9 +410,11 @@ func clearXattrs(p string) error {
 
 // fsSnap is what the sandbox's own writable file systems (tmpfs: the root,
 // /dev, /dev/shm, /dev/mqueue) held when it started, seen from the host
-// through /proc/<pid>/root of a process inside.
+// through /proc/<pid>/root of a process inside. It is walked through
+// folder descriptors relative to that root, opened once.
 type fsSnap struct {
 	root  string              // /proc/<pid>/root
+	fd    int                 // the root, opened when the sandbox started
 	devs  map[uint64]bool     // the devices of those file systems
 	files map[string]snapFile // path below root → what it was
 }
@@ -428,47 +430,61 @@ var sandboxFS = []string{"/", "/dev", "/dev/shm", "/dev/mqueue"}
 
 // snapshot records the sandbox file systems of the process pid.
 func snapshot(pid int) (*fsSnap, error) {
-	sn := &fsSnap{root: "/proc/" + strconv.Itoa(pid) + "/root", devs: map[uint64]bool{}, files: map[string]snapFile{}}
+	root := "/proc/" + strconv.Itoa(pid) + "/root"
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: cannot see the sandbox's file systems: %w", err)
+	}
+	sn := &fsSnap{root: root, fd: fd, devs: map[uint64]bool{}, files: map[string]snapFile{}}
 	var st unix.Stat_t
 	for _, p := range sandboxFS {
-		if err := unix.Lstat(sn.root+p, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := unix.Fstatat(fd, "."+p, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			sn.devs[st.Dev] = true
 		}
 	}
-	if len(sn.devs) == 0 {
-		return nil, fmt.Errorf("local sandbox: cannot see the sandbox's file systems at %s", sn.root)
-	}
-	err := sn.walk("", func(rel string, f snapFile) error {
+	err = sn.walk(fd, "", func(int, string, string, snapFile) error { return nil }, func(rel string, f snapFile) {
 		sn.files[rel] = f
-		return nil
 	})
 	if err != nil {
+		sn.close()
 		return nil, err
 	}
 	return sn, nil
 }
 
-// walk calls fn for every entry of the sandbox file systems below rel
-// ("" = the root), not entering other mounts.
-func (sn *fsSnap) walk(rel string, fn func(rel string, f snapFile) error) error {
-	d, err := os.Open(sn.root + "/" + rel)
+// close closes the root descriptor.
+func (sn *fsSnap) close() {
+	if sn != nil && sn.fd >= 0 {
+		_ = unix.Close(sn.fd)
+		sn.fd = -1
+	}
+}
+
+// walk visits every entry of the sandbox file systems in the folder dirfd
+// (rel below the root), not entering other mounts: fn decides about each
+// (errSkip: do not enter it), and keep records it when fn said nothing.
+func (sn *fsSnap) walk(dirfd int, rel string, fn func(dirfd int, name, rel string, f snapFile) error, keep func(rel string, f snapFile)) error {
+	dup, err := unix.Dup(dirfd)
 	if err != nil {
 		return fmt.Errorf("local sandbox: %w", err)
 	}
+	d := os.NewFile(uintptr(dup), sn.root+"/"+rel)
 	names, err := d.Readdirnames(-1)
+	if _, serr := d.Seek(0, 0); serr != nil && err == nil {
+		err = serr
+	}
 	d.Close()
 	if err != nil {
 		return fmt.Errorf("local sandbox: %w", err)
 	}
-	sort.Strings(names)
 	for _, n := range names {
 		r := n
 		if rel != "" {
 			r = rel + "/" + n
 		}
 		var st unix.Stat_t
-		if err := unix.Lstat(sn.root+"/"+r, &st); err != nil {
-			return fmt.Errorf("local sandbox: %w", err)
+		if err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("local sandbox: /%s: %w", r, err)
 		}
 		if !sn.devs[st.Dev] {
 			continue // another mount: a host folder, /proc, the session's
@@ -477,13 +493,22 @@ func (sn *fsSnap) walk(rel string, fn func(rel string, f snapFile) error) error 
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			f.size, f.mtimeNanos = st.Size, st.Mtim.Nano()
 		}
-		if err := fn(r, f); errors.Is(err, errSkip) {
+		if err := fn(dirfd, n, r, f); errors.Is(err, errSkip) {
 			continue
 		} else if err != nil {
 			return err
 		}
+		if keep != nil {
+			keep(r, f)
+		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			if err := sn.walk(r, fn); err != nil {
+			sub, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("local sandbox: /%s: %w", r, err)
+			}
+			err = sn.walk(sub, r, fn, keep)
+			_ = unix.Close(sub)
+			if err != nil {
 				return err
 			}
 		}
@@ -493,14 +518,18 @@ func (sn *fsSnap) walk(rel string, fn func(rel string, f snapFile) error) error 
 
 // restore removes what was added to the sandbox file systems since the
 // snapshot and clears user attributes of what stays; an entry of the
-// snapshot that was changed or removed is an error.
+// snapshot that was changed (other than a folder's mode) or removed is an
+// error.
 func (sn *fsSnap) restore() error {
+	if sn.fd < 0 {
+		return errors.New("local sandbox reset: the sandbox's root is closed")
+	}
 	seen := 0
-	err := sn.walk("", func(rel string, f snapFile) error {
+	err := sn.walk(sn.fd, "", func(dirfd int, name, rel string, f snapFile) error {
 		old, ok := sn.files[rel]
 		if !ok {
-			if err := removeAll(sn.root + "/" + rel); err != nil {
-				return fmt.Errorf("local sandbox reset: %w", err)
+			if err := removeAt(dirfd, name); err != nil {
+				return fmt.Errorf("local sandbox reset: /%s: %w", rel, err)
 			}
 			return errSkip
 		}
@@ -510,12 +539,15 @@ func (sn *fsSnap) restore() error {
 				return fmt.Errorf("local sandbox reset: /%s was changed", rel)
 			}
 			// A folder's mode comes back.
-			if err := os.Chmod(sn.root+"/"+rel, os.FileMode(old.mode&0o777)|modeBits(old.mode)); err != nil {
-				return fmt.Errorf("local sandbox reset: %w", err)
+			if err := unix.Fchmodat(dirfd, name, old.mode&0o7777, 0); err != nil {
+				return fmt.Errorf("local sandbox reset: /%s: %w", rel, err)
 			}
 		}
-		return clearXattrs(sn.root + "/" + rel)
-	})
+		if f.mode&unix.S_IFMT == unix.S_IFDIR {
+			return clearXattrs(sn.root + "/" + rel)
+		}
+		return nil
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -523,6 +555,38 @@ func (sn *fsSnap) restore() error {
 		return errors.New("local sandbox reset: a file of the sandbox's own file systems was removed")
 	}
 	return nil
+}
+
+// removeAt removes name in the folder dirfd and, for a folder, everything
+// in it (first giving folders their permissions back), never following a
+// symbolic link.
+func removeAt(dirfd int, name string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	_ = unix.Fchmodat(dirfd, name, 0o700, 0)
+	sub, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(sub), name)
+	names, err := d.Readdirnames(-1)
+	if err == nil {
+		for _, n := range names {
+			if err = removeAt(sub, n); err != nil {
+				break
+			}
+		}
+	}
+	d.Close()
+	if err != nil {
+		return err
+	}
+	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 }
 
 // modeBits turns the setuid, setgid and sticky bits of a stat mode into

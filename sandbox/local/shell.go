@@ -162,6 +162,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 				if ctlW != nil {
 					ctlW.Close()
 				}
+				p.snap.close()
 			})
 		},
 	}, nil
@@ -223,6 +224,7 @@ func (p *shellProc) kill() {
 	if p.ctl != nil {
 		p.ctl.Close()
 	}
+	p.snap.close()
 }
 
 // killCommand kills every process of the session but the shell (and, when
