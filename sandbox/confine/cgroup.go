@@ -113,6 +113,21 @@ while [ "$1" != -- ]; do shift; done; shift; exec "$@"`, "sh"}
 	return append(append(a, "--"), argv...)
 }
 
+// FD opens the group's folder for SysProcAttr.UseCgroupFD, which starts a
+// process in the group (clone3 CLONE_INTO_CGROUP) without Wrap's shell;
+// only a v2 group has one folder to start in (ok false otherwise). The
+// caller closes fd once the process started.
+func (c *Cgroup) FD() (fd int, ok bool, err error) {
+	if c.Version != "v2" || len(c.Dirs) != 1 {
+		return -1, false, nil
+	}
+	fd, err = syscall.Open(c.Dirs[0], syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, fmt.Errorf("confine: open cgroup %s: %w", c.Dirs[0], err)
+	}
+	return fd, true, nil
+}
+
 // Procs lists the processes in the group.
 func (c *Cgroup) Procs() []int {
 	seen := map[int]bool{}

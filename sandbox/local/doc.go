@@ -12,6 +12,14 @@
 // and written with the OS directly (ReadAt of the range; a temporary file
 // renamed over the target), through confine.Mapper when confined.
 //
-// It imports only sandbox and the standard library; it must not import
-// pipeline, stages or another driver.
+// Confined bash sessions are pooled (pool.go): a closed session of a Spec
+// without its own working folder is reset (every process of its namespace
+// killed but bwrap's init and a supervisor, a fresh shell, its folder and
+// the sandbox's own tmpfs emptied) and handed to the next Open with the same
+// Spec, so a run starts about one bubblewrap per worker instead of one per
+// row. Release closes the pooled sessions.
+//
+// It imports only sandbox, sandbox/confine, the standard library and
+// golang.org/x/sys/unix; it must not import pipeline, stages or another
+// driver.
 package local

@@ -39,8 +39,10 @@ import (
 //     changed, is closed for good instead.
 //
 // Only sessions of confined persistent bash shells without a row's own
-// working folder are pooled. The pool never holds more sessions than were
-// open at once (at most the run's workers), and Release closes them.
+// working folder are pooled. The reset runs in Close, so the sessions of a
+// driver number at most the most that were open at once (the run's
+// workers); LocalConfig.Pool bounds the idle ones further, and Release
+// closes them.
 
 // pool is a driver's idle sessions by Spec key.
 type pool struct {
@@ -587,22 +589,6 @@ func removeAt(dirfd int, name string) error {
 		return err
 	}
 	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
-}
-
-// modeBits turns the setuid, setgid and sticky bits of a stat mode into
-// os.FileMode bits.
-func modeBits(m uint32) os.FileMode {
-	var fm os.FileMode
-	if m&unix.S_ISUID != 0 {
-		fm |= os.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		fm |= os.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		fm |= os.ModeSticky
-	}
-	return fm
 }
 
 // errSkip tells walk's caller an entry is gone; walk then does not enter it.

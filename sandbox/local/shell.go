@@ -70,13 +70,6 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		if err != nil {
 			return nil, err
 		}
-		cg, err := s.cgroup()
-		if err != nil {
-			return nil, err
-		}
-		if cg != nil {
-			args = cg.Wrap(args)
-		}
 		c = exec.Command(args[0], args[1:]...)
 		c.Env = s.hostEnv
 		c.Dir = s.dir
@@ -118,7 +111,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	}
 	c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.Start(); err != nil {
+	if err := s.startIn(c); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -143,7 +136,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		ready = p.ready
 	}
 	return &sandbox.ShellProc{
-		Ready: ready,
+		Ready:       ready,
 		Stdin:       inW,
 		Stdout:      outR,
 		Stderr:      errR,
@@ -166,6 +159,40 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 			})
 		},
 	}, nil
+}
+
+// startIn starts c (a confined session's bwrap, or an unconfined shell) in
+// the session's cgroup when it has one: directly with clone3 on cgroup v2
+// (UseCgroupFD), else through the group's shell wrapper (confine.Cgroup.Wrap).
+func (s *Session) startIn(c *exec.Cmd) error {
+	if s.bwrap == "" {
+		return c.Start()
+	}
+	cg, err := s.cgroup()
+	if err != nil || cg == nil {
+		if err != nil {
+			return err
+		}
+		return c.Start()
+	}
+	if fd, ok, err := cg.FD(); err != nil {
+		return err
+	} else if ok {
+		c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, fd
+		err := c.Start()
+		syscall.Close(fd)
+		if err == nil {
+			return nil
+		}
+		// A kernel without clone3 into a cgroup: the wrapper instead.
+		c2 := exec.Command(c.Path, c.Args[1:]...)
+		c2.Env, c2.Dir, c2.Stdin, c2.Stdout, c2.Stderr, c2.ExtraFiles = c.Env, c.Dir, c.Stdin, c.Stdout, c.Stderr, c.ExtraFiles
+		c2.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+		*c = *c2 // c was never started: a fresh Cmd with its settings
+	}
+	w := cg.Wrap(c.Args)
+	c.Path, c.Args = w[0], w
+	return c.Start()
 }
 
 // shellProc finds and kills a running shell's command processes.
