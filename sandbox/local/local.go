@@ -70,7 +70,7 @@ func New(cfg sandbox.Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: find shell: %w", err)
 	}
-	d := &Driver{cfg: cfg, base: base, shell: path, pool: &pool{max: cfg.Local.Pool}}
+	d := &Driver{cfg: cfg, base: base, shell: path, pool: newPool(cfg.Local.Pool)}
 	if err := sandbox.CheckShellMode(cfg.ShellMode); err != nil {
 		return nil, fmt.Errorf("local sandbox: %w", err)
 	}
@@ -561,14 +561,15 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	pid := s.running
 	s.smu.Unlock()
-	// An idle pooled session is reset and kept for the next row (pool.go).
-	// The reset is done before Close returns, not in the background: an
-	// Open meanwhile would start a new sandbox, which costs far more.
+	// An idle pooled session is reset in the background and kept for the
+	// next row (pool.go).
 	if s.key != "" && pid == 0 && s.mu.TryLock() {
-		if s.pool.begin() {
-			defer s.pool.wg.Done()
-			defer s.mu.Unlock()
-			s.recycle()
+		if s.pool.begin(s.key) {
+			go func() {
+				defer s.pool.end(s.key)
+				defer s.mu.Unlock()
+				s.recycle()
+			}()
 			return nil
 		}
 		s.mu.Unlock()

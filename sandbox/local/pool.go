@@ -39,34 +39,54 @@ import (
 //     changed, is closed for good instead.
 //
 // Only sessions of confined persistent bash shells without a row's own
-// working folder are pooled. The reset runs in Close, so the sessions of a
-// driver number at most the most that were open at once (the run's
-// workers); LocalConfig.Pool bounds the idle ones further, and Release
-// closes them.
+// working folder are pooled. The reset runs in the background after Close
+// returns, and an Open with no idle session of its Spec waits for a reset
+// in flight rather than starting a new sandbox (the rollout stage opens
+// while the first model call is in flight, so the wait costs no time
+// there): a driver's sessions number at most the most that were open at
+// once (the run's workers). LocalConfig.Pool bounds the idle ones further,
+// and Release waits for the resets and closes the idle sessions.
 
 // pool is a driver's idle sessions by Spec key.
 type pool struct {
 	max int // most idle sessions kept; <0 = no pool, 0 = no bound beyond the sessions ever open at once
 
-	mu     sync.Mutex
-	idle   map[string][]*Session
-	n      int
-	closed bool
-	wg     sync.WaitGroup // resets in flight
+	mu      sync.Mutex
+	back    *sync.Cond // signalled when a reset ends
+	idle    map[string][]*Session
+	pending map[string]int // resets in flight by key
+	n       int
+	closed  bool
+	wg      sync.WaitGroup // resets in flight
 }
 
-// take returns an idle session for key, nil if none.
+func newPool(max int) *pool {
+	p := &pool{max: max, idle: map[string][]*Session{}, pending: map[string]int{}}
+	p.back = sync.NewCond(&p.mu)
+	return p
+}
+
+// take returns an idle session for key, waiting for a reset of one in
+// flight rather than letting the caller start a new sandbox; nil if there
+// is none.
 func (p *pool) take(key string) *Session {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := p.idle[key]
-	if p.closed || len(l) == 0 {
-		return nil
+	for {
+		if p.closed {
+			return nil
+		}
+		if l := p.idle[key]; len(l) > 0 {
+			s := l[len(l)-1]
+			p.idle[key] = l[:len(l)-1]
+			p.n--
+			return s
+		}
+		if p.pending[key] == 0 {
+			return nil
+		}
+		p.back.Wait()
 	}
-	s := l[len(l)-1]
-	p.idle[key] = l[:len(l)-1]
-	p.n--
-	return s
 }
 
 // put keeps s; false when the pool is closed or full (the caller then
@@ -77,23 +97,31 @@ func (p *pool) put(key string, s *Session) bool {
 	if p.closed || p.max > 0 && p.n >= p.max {
 		return false
 	}
-	if p.idle == nil {
-		p.idle = map[string][]*Session{}
-	}
 	p.idle[key] = append(p.idle[key], s)
 	p.n++
 	return true
 }
 
-// begin counts a reset in flight; false when the pool is closed.
-func (p *pool) begin() bool {
+// begin counts a reset of a session of key in flight; false when the pool
+// is closed.
+func (p *pool) begin(key string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
+	p.pending[key]++
 	p.wg.Add(1)
 	return true
+}
+
+// end ends what begin counted, once the session is back or closed.
+func (p *pool) end(key string) {
+	p.mu.Lock()
+	p.pending[key]--
+	p.mu.Unlock()
+	p.back.Broadcast()
+	p.wg.Done()
 }
 
 // drain closes the pool and returns its sessions once no reset is in
@@ -102,6 +130,7 @@ func (p *pool) drain() []*Session {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.back.Broadcast()
 	p.wg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -109,7 +138,7 @@ func (p *pool) drain() []*Session {
 	for _, l := range p.idle {
 		out = append(out, l...)
 	}
-	p.idle, p.n = nil, 0
+	p.idle, p.n = map[string][]*Session{}, 0
 	return out
 }
 

@@ -209,16 +209,16 @@ type shellProc struct {
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
 // set the sandbox up, no command has run. It finds the supervisor and
-// snapshots the sandbox's own file systems (see pool.go).
+// snapshots the sandbox's own file systems (see pool.go). Where that is not
+// possible (no access to the sandbox's /proc/<pid>/root) the session works
+// the same but is not pooled: its reset fails without a snapshot.
 func (p *shellProc) ready() error {
-	if err := p.find(); err != nil {
-		return err
+	if p.find() != nil {
+		return nil
 	}
-	sn, err := snapshot(p.sup)
-	if err != nil {
-		return err
+	if sn, err := snapshot(p.sup); err == nil {
+		p.snap = sn
 	}
-	p.snap = sn
 	return nil
 }
 
