@@ -33,7 +33,20 @@ func batchRows(t *testing.T, n int) string {
 		}
 		line := trajLine("r"+strconv.Itoa(i), steps, 40)
 		if i%20 == 0 {
-			line = strings.Replace(line, "<tool_response>\\n", "<tool_response>\\n[[words=260]] ", -1)
+			var row struct {
+				Conversations []map[string]string `json:"conversations"`
+				ID            string              `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatal(err)
+			}
+			for _, turn := range row.Conversations[4:] {
+				if turn["from"] == "tool" {
+					turn["value"] += " [[words=150]]"
+				}
+			}
+			raw, _ := json.Marshal(row)
+			line = string(raw)
 		}
 		b.WriteString(line + "\n")
 	}
@@ -106,7 +119,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 	const n = 2000
 	bin := buildBinary(t)
 	in := batchRows(t, n)
-	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "60", "--model", "m",
+	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "80", "--model", "m",
 		"--progress", "none", "--commit-interval", "50ms"}
 
 	direct, durl := startFakeServer(t, fakellm.Config{SummaryWords: 40})
@@ -122,6 +135,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 	bOut := filepath.Join(t.TempDir(), "batch")
 	args := append(append([]string{}, common...), "--out", bOut, "--base-url", burl, "--batch",
 		"--batch-max-requests", "300", "--batch-collect", "100ms", "--batch-poll", "20ms", "--batch-poll-max", "100ms")
+	t.Logf("direct run: %d calls", directCalls)
 	for i := range 3 {
 		a := args
 		if i > 0 {
@@ -134,6 +148,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBatches(t, fk, fk.Stats().Batches+1, cmd)
+		t.Logf("kill %d at %d batches", i+1, fk.Stats().Batches)
 		_ = cmd.Process.Signal(syscall.SIGKILL) // by PID, only our child
 		_ = cmd.Wait()
 	}
@@ -183,7 +198,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 func TestCompressBatchFailuresAndExpiry(t *testing.T) {
 	const n = 120
 	in := batchRows(t, n)
-	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "60", "--model", "m", "--progress", "plain"}
+	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "80", "--model", "m", "--progress", "plain"}
 	_, durl := startFakeServer(t, fakellm.Config{SummaryWords: 40})
 	dOut := filepath.Join(t.TempDir(), "direct")
 	if code, _, errs := hpc(t, append(common, "--out", dOut, "--base-url", durl)...); code != 0 {
@@ -243,7 +258,7 @@ func writePrices(t *testing.T) string {
 func TestCompressBatchExportImport(t *testing.T) {
 	const n = 60
 	in := batchRows(t, n)
-	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "60", "--model", "m", "--progress", "none"}
+	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "80", "--model", "m", "--progress", "none"}
 	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
 	dOut := filepath.Join(t.TempDir(), "direct")
 	if code, _, errs := hpc(t, append(common, "--out", dOut, "--base-url", url)...); code != 0 {

@@ -65,22 +65,22 @@ type regionJSON struct {
 }
 
 type rowMetricsJSON struct {
-	OriginalTokens     int        `json:"original_tokens"`
-	CompressedTokens   int        `json:"compressed_tokens"`
-	TokensSaved        int        `json:"tokens_saved"`
-	CompressionRatio   pyFloat    `json:"compression_ratio"`
-	OriginalTurns      int        `json:"original_turns"`
-	CompressedTurns    int        `json:"compressed_turns"`
-	TurnsRemoved       int        `json:"turns_removed"`
-	Region             regionJSON `json:"compression_region"`
-	WasCompressed      bool       `json:"was_compressed"`
-	StillOverLimit     bool       `json:"still_over_limit"`
-	SkippedUnderTarget bool       `json:"skipped_under_target"`
-	SummarizationCalls int        `json:"summarization_api_calls"`
-	SummarizationErrs  int        `json:"summarization_errors"`
-	Outcome            string     `json:"outcome"`
-	Passes             int        `json:"passes"`
-	TargetTokens       int        `json:"target_tokens"`
+	OriginalTokens     int            `json:"original_tokens"`
+	CompressedTokens   int            `json:"compressed_tokens"`
+	TokensSaved        int            `json:"tokens_saved"`
+	CompressionRatio   pyFloat        `json:"compression_ratio"`
+	OriginalTurns      int            `json:"original_turns"`
+	CompressedTurns    int            `json:"compressed_turns"`
+	TurnsRemoved       int            `json:"turns_removed"`
+	Region             regionJSON     `json:"compression_region"`
+	WasCompressed      bool           `json:"was_compressed"`
+	StillOverLimit     bool           `json:"still_over_limit"`
+	SkippedUnderTarget bool           `json:"skipped_under_target"`
+	SummarizationCalls int            `json:"summarization_api_calls"`
+	SummarizationErrs  int            `json:"summarization_errors"`
+	Outcome            string         `json:"outcome"`
+	Passes             int            `json:"passes"`
+	TargetTokens       int            `json:"target_tokens"`
 	Error              string         `json:"error,omitempty"`
 	InputOutcome       string         `json:"input_outcome,omitempty"`
 	SummaryUsage       *schemas.Usage `json:"summary_usage,omitempty"`
@@ -145,9 +145,9 @@ type Report struct {
 		SuccessRate   pyFloat `json:"success_rate"`
 		// Usage sums every summary reply's usage; CostUSD what the priced
 		// rows' summaries cost (null when no row was priced).
-		Usage       schemas.Usage `json:"usage"`
-		CostUSD     *float64      `json:"cost_usd"`
-		PricedRows  int           `json:"priced_rows"`
+		Usage      schemas.Usage `json:"usage"`
+		CostUSD    *float64      `json:"cost_usd"`
+		PricedRows int           `json:"priced_rows"`
 	} `json:"summarization"`
 	Processing struct {
 		StartTime       string  `json:"start_time"`
