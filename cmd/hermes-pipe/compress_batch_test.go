@@ -122,6 +122,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 	common := []string{"compress", "--in", in, "--target-tokens", "600", "--summary-tokens", "80", "--model", "m",
 		"--progress", "none", "--commit-interval", "50ms"}
 
+	t0 := time.Now()
 	direct, durl := startFakeServer(t, fakellm.Config{SummaryWords: 40})
 	dOut := filepath.Join(t.TempDir(), "direct")
 	if b, err := exec.Command(bin, append(common, "--out", dOut, "--base-url", durl, "--workers", "8")...).CombinedOutput(); err != nil {
@@ -135,7 +136,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 	bOut := filepath.Join(t.TempDir(), "batch")
 	args := append(append([]string{}, common...), "--out", bOut, "--base-url", burl, "--batch",
 		"--batch-max-requests", "300", "--batch-collect", "100ms", "--batch-poll", "20ms", "--batch-poll-max", "100ms")
-	t.Logf("direct run: %d calls", directCalls)
+	t.Logf("direct run: %d calls in %s", directCalls, time.Since(t0))
 	for i := range 3 {
 		a := args
 		if i > 0 {
@@ -148,7 +149,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBatches(t, fk, fk.Stats().Batches+1, cmd)
-		t.Logf("kill %d at %d batches", i+1, fk.Stats().Batches)
+		t.Logf("kill %d at %d batches, %s", i+1, fk.Stats().Batches, time.Since(t0))
 		_ = cmd.Process.Signal(syscall.SIGKILL) // by PID, only our child
 		_ = cmd.Wait()
 	}
@@ -158,6 +159,7 @@ func TestCompressBatchKillNine(t *testing.T) {
 		t.Fatalf("final resume: %v\n%s", err, b)
 	}
 
+	t.Logf("final run done at %s", time.Since(t0))
 	st := fk.Stats()
 	if st.BatchDuplicates != 0 {
 		t.Fatalf("%d summary requests were submitted in more than one batch", st.BatchDuplicates)
