@@ -329,12 +329,9 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 	if err != nil {
 		return llm.Response{}, err
 	}
-	h := fnv.New64a()
-	_, _ = h.Write(body)
-	base := rc.key + "/" + strconv.Itoa(rc.n) + "/" + strconv.FormatUint(h.Sum64(), 36)
 	fails := 0
 	for a := 1; ; {
-		id := base + "/" + strconv.Itoa(a)
+		id := requestID(rc.key, rc.n, body, a)
 		b.mu.Lock()
 		r := b.req(id)
 		switch {
@@ -387,6 +384,15 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 			return llm.Response{}, fmt.Errorf("batch: closed while waiting for %s", id)
 		}
 	}
+}
+
+// requestID is the custom_id of attempt a of the n-th summary call of the
+// row key with this body: stable across runs, so a resumed run finds what a
+// killed one submitted.
+func requestID(key string, n int, body []byte, a int) string {
+	h := fnv.New64a()
+	_, _ = h.Write(body)
+	return key + "/" + strconv.Itoa(n) + "/" + strconv.FormatUint(h.Sum64(), 36) + "/" + strconv.Itoa(a)
 }
 
 // exportLine writes one request to the export file once; the caller holds mu.
