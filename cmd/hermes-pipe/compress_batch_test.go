@@ -354,3 +354,45 @@ func answerOffline(t *testing.T, url string, lines [][]byte, path string) int {
 	}
 	return len(lines)
 }
+
+// TestCompressDryRunProjectsSpend: --dry-run prices the projected tokens,
+// at the batch rates with --batch, and says so when the model has no price.
+func TestCompressDryRunProjectsSpend(t *testing.T) {
+	in := batchRows(t, 40)
+	args := []string{"compress", "--in", in, "--dry-run", "--json", "--target-tokens", "600", "--summary-tokens", "80", "--model", "m", "--prices", writePrices(t)}
+	var rep struct {
+		Prompt     int64    `json:"projected_prompt_tokens"`
+		Completion int64    `json:"projected_completion_tokens"`
+		MaxCompl   int64    `json:"max_completion_tokens"`
+		Cost       *float64 `json:"projected_cost_usd"`
+		Max        *float64 `json:"max_cost_usd"`
+		Batch      bool     `json:"batch_prices"`
+	}
+	for _, batch := range []bool{false, true} {
+		a := args
+		if batch {
+			a = append(append([]string{}, args...), "--batch")
+		}
+		code, out, errs := hpc(t, a...)
+		if code != 0 {
+			t.Fatalf("dry run: %d %s", code, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		f := 1.0
+		if batch {
+			f = 0.5 // the price file's batch_discount
+		}
+		want := f * (float64(rep.Prompt)*2 + float64(rep.Completion)*8) / 1e6
+		wantMax := f * (float64(rep.Prompt)*2 + float64(rep.MaxCompl)*8) / 1e6
+		if rep.Prompt == 0 || rep.Cost == nil || rep.Max == nil || rep.Batch != batch ||
+			fmt.Sprintf("%.9f %.9f", *rep.Cost, *rep.Max) != fmt.Sprintf("%.9f %.9f", want, wantMax) {
+			t.Errorf("batch=%v: report %+v, want cost %.9f max %.9f", batch, rep, want, wantMax)
+		}
+	}
+	code, out, _ := hpc(t, "compress", "--in", in, "--dry-run", "--target-tokens", "600", "--summary-tokens", "80")
+	if code != 0 || !strings.Contains(out, "projected spend") || !strings.Contains(out, "unknown") {
+		t.Errorf("dry run without a price: %d %q", code, out)
+	}
+}
