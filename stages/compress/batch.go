@@ -351,6 +351,11 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 			}
 			a++
 			continue
+		case r.group != nil && !b.o.API:
+			// In a batch a --batch run submitted: the next --batch run
+			// collects it; offline it stays pending.
+			b.mu.Unlock()
+			return llm.Response{}, fmt.Errorf("batch request %s is in batch group %s: %w", id, r.group.id, pipeline.ErrDeferred)
 		case r.group != nil:
 			// Submitted by this run or a killed one: wait for its batch.
 		case !b.o.API:
