@@ -367,6 +367,9 @@ func (r *runner) process(ctx context.Context, in *schemas.Record) (recs []*schem
 			}
 			res, err := r.call(ctx, i, s, rec)
 			if err != nil {
+				if errors.Is(err, ErrDeferred) {
+					return nil, true
+				}
 				if errors.Is(err, ErrFatal) {
 					r.fatal(fmt.Errorf("stage %s: record %s: %w", s.Name(), rec.Key, err))
 					return nil, true

@@ -33,3 +33,9 @@ type Closer interface {
 // ErrFatal marks a stage error that must stop the run (disk full, sandbox
 // driver gone for good). Wrap it: fmt.Errorf("...: %w", pipeline.ErrFatal).
 var ErrFatal = errors.New("fatal")
+
+// ErrDeferred marks a record a stage cannot finish in this run and leaves
+// pending without an outcome (compress waiting for batch results that an
+// import has not brought yet): it is not written, counts as dropped, and
+// --resume processes it again.
+var ErrDeferred = errors.New("deferred")

@@ -2,7 +2,8 @@
 // package fakellm for the demo, manual testing and benchmarks:
 //
 //	fakellm --addr 127.0.0.1:0 --addr-file /tmp/fakellm.addr --scripts scripts.json \
-//	        --latency 50ms --jitter 20ms --fail-429 0.05 --seed 7
+//	        --latency 50ms --jitter 20ms --fail-429 0.05 --seed 7 \
+//	        --batch-delay 2s --batch-fail 0.01 --batch-expire 3
 //
 // It prints "listening on http://ADDR" once ready (and writes ADDR to
 // --addr-file), then serves until SIGTERM or SIGINT. See package fakellm for
@@ -58,13 +59,16 @@ func run(args []string, stdout io.Writer) error {
 	summaryWords := fs.Int("summary-words", 0, "words in a default summariser reply (default 64)")
 	reasoningField := fs.String("reasoning-field", "", "field for scripted reasoning: reasoning_content (default), reasoning or think")
 	model := fs.String("model", "", "model name to report (default: echo the request)")
+	batchDelay := fs.Duration("batch-delay", 0, "how long a Batch API batch stays in progress (default: answered when first read)")
+	batchFail := fs.Float64("batch-fail", 0, "probability that one request inside a batch fails (error file)")
+	batchExpire := fs.Int("batch-expire", 0, "the Nth batch created (1-based) expires with half its requests answered; 0 = none")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	for name, p := range map[string]float64{"fail-429": *fail429, "fail-500": *fail500, "malformed": *malformed, "hang": *hang} {
+	for name, p := range map[string]float64{"fail-429": *fail429, "fail-500": *fail500, "malformed": *malformed, "hang": *hang, "batch-fail": *batchFail} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("%w: --%s %v: want a probability in [0, 1]", errUsage, name, p)
 		}
@@ -80,6 +84,7 @@ func run(args []string, stdout io.Writer) error {
 		Fail429: *fail429, Fail500: *fail500, Malformed: *malformed, Hang: *hang,
 		HangFor: *hangFor, MaxFaults: *maxFaults, RetryAfter: *retryAfter,
 		SummaryWords: *summaryWords, ReasoningField: *reasoningField, Model: *model,
+		BatchDelay: *batchDelay, BatchFail: *batchFail, BatchExpire: *batchExpire,
 	}
 	if *scripts != "" {
 		sc, err := fakellm.LoadScripts(*scripts)

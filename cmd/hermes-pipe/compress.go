@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
@@ -18,9 +21,6 @@ import (
 func compressLLMFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, f := range llmFlags() {
-		if name := f.Names()[0]; name == "prices" || name == "price-in" || name == "price-out" {
-			continue // compress does not price its summaries yet
-		}
 		switch f := f.(type) {
 		case *cli.StringFlag:
 			if f.Name == "base-url" || f.Name == "model" {
@@ -59,6 +59,16 @@ func compressCommand() *cli.Command {
 		&cli.BoolFlag{Name: "dry-run", Usage: "tokenise everything and report rows over budget, projected calls and tokens, and the length distribution; no API call, nothing written"},
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the report as JSON"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: compress.DefaultMaxLineBytes, Usage: "longest input row accepted"},
+		&cli.BoolFlag{Name: "batch", Usage: "send the summary requests through the OpenAI Batch API (about half price, results within 24h); --workers then defaults to 4096 rows waiting at once"},
+		&cli.StringFlag{Name: "batch-fallback", Usage: "requests that failed in --batch-attempts batches: \"\" fails the summary (summary_failed, --resume tries again), direct sends them as direct calls"},
+		&cli.IntFlag{Name: "batch-attempts", Value: 3, Usage: "batches one request may fail in before --batch-fallback applies"},
+		&cli.IntFlag{Name: "batch-max-requests", Value: llm.BatchMaxRequests, Usage: "requests per batch at most (the API's limit is 50,000)"},
+		&cli.IntFlag{Name: "batch-max-bytes", Value: llm.BatchMaxBytes, Usage: "bytes of one batch input file at most (the API's limit is 200 MB)"},
+		&cli.DurationFlag{Name: "batch-collect", Value: 2 * time.Second, Usage: "a batch is submitted once no new request came for this long (or once it is full)"},
+		&cli.DurationFlag{Name: "batch-poll", Value: 5 * time.Second, Usage: "first interval between batch status polls; it doubles while nothing changes"},
+		&cli.DurationFlag{Name: "batch-poll-max", Value: time.Minute, Usage: "longest interval between batch status polls"},
+		&cli.StringFlag{Name: "batch-export", Usage: "write the summary requests that have no result yet to this file in the OpenAI batch input format (vllm run-batch reads it); their rows stay pending"},
+		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
 	flags = append(flags, compressLLMFlags()...)
 	flags = append(flags, runFlags()...)
@@ -165,7 +175,15 @@ func runCompress(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "compress: note: "+note)
 	}
 	if c.Bool("dry-run") {
-		return dryRunCompress(c, inputs, tok, cfg, workers)
+		price, err := priceOf(c, "compress")
+		if err != nil {
+			return err
+		}
+		return dryRunCompress(c, inputs, tok, cfg, workers, price)
+	}
+	batch, err := batchOptions(c)
+	if err != nil {
+		return err
 	}
 
 	format, err := checkFormat(c)
@@ -177,15 +195,22 @@ func runCompress(c *cli.Context) error {
 		return err
 	}
 	defer r.close()
+	if batch.API && !c.IsSet("workers") {
+		r.cfg.Workers = 4096 // rows wait on batches, not on workers
+	}
+	if batch.API && c.String("progress") != "none" {
+		batch.Status = c.App.ErrWriter
+	}
 	res, err := compress.Run(r.ctx, compress.Options{
 		RunConfig:    r.cfg,
 		Inputs:       inputs,
 		Tokenizer:    tok,
 		Config:       cfg,
-		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model"), Temperature: &temp},
+		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model"), Temperature: &temp, Price: r.price},
 		RowTimeout:   c.Duration("row-timeout"),
 		OverLimit:    c.String("over-limit"),
 		MaxLineBytes: c.Int("max-line-bytes"),
+		Batch:        batch,
 	})
 	if err = r.finish(c, err); err != nil {
 		return err
@@ -196,7 +221,61 @@ func runCompress(c *cli.Context) error {
 		m.Outcomes[string(compress.OutcomeStillOverLimit)], m.Outcomes[compress.DisposalDropped], m.Outcomes[compress.DisposalQuarantined],
 		m.Outcomes[string(compress.OutcomeSummaryFailed)], m.Tokens.TotalBefore, m.Tokens.TotalAfter,
 		m.Summarization.TotalAPICalls, m.Summarization.TotalErrors)
+	if cu := m.Summarization.CostUSD; cu != nil {
+		fmt.Fprintf(c.App.ErrWriter, "compress: summaries cost $%.4f (%d prompt, %d completion tokens; %d cached)\n", *cu,
+			m.Summarization.Usage.PromptTokens, m.Summarization.Usage.CompletionTokens, m.Summarization.Usage.CachedPromptTokens)
+	}
+	if res.Exported > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "compress: %d requests written to %s; run them (e.g. vllm run-batch) and finish with --resume --batch-import RESULTS\n", res.Exported, batch.Export)
+	}
+	if res.Pending > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "compress: %d rows pending: their summary requests have no batch result yet\n", res.Pending)
+	}
 	return reportCompress(c, res)
+}
+
+// batchOptions binds the --batch* flags. The Batch API client shares the
+// llm flags' base URL, key, timeout and retries.
+func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
+	o := compress.BatchOptions{
+		API: c.Bool("batch"), Export: c.String("batch-export"), Import: c.String("batch-import"),
+		Fallback: c.String("batch-fallback"), Attempts: c.Int("batch-attempts"),
+		MaxRequests: c.Int("batch-max-requests"), MaxBytes: c.Int("batch-max-bytes"),
+		Collect: c.Duration("batch-collect"), PollMin: c.Duration("batch-poll"), PollMax: c.Duration("batch-poll-max"),
+	}
+	switch o.Fallback {
+	case compress.BatchFallbackNone, compress.BatchFallbackDirect:
+	default:
+		return o, usagef("--batch-fallback: %q is not direct", o.Fallback)
+	}
+	if o.API && o.Export != "" {
+		return o, usagef("--batch and --batch-export do not go together: one sends the requests, the other writes them")
+	}
+	if o.MaxRequests < 1 || o.MaxRequests > llm.BatchMaxRequests || o.MaxBytes < 1 || o.MaxBytes > llm.BatchMaxBytes {
+		return o, usagef("--batch-max-requests must be 1..%d and --batch-max-bytes 1..%d", llm.BatchMaxRequests, llm.BatchMaxBytes)
+	}
+	if o.Attempts < 1 {
+		return o, usagef("--batch-attempts must be at least 1")
+	}
+	if o.Import != "" {
+		if _, err := os.Stat(o.Import); err != nil {
+			return o, usagef("--batch-import: %v", err)
+		}
+	}
+	if o.API || o.Export != "" || o.Import != "" {
+		bc, err := llm.NewBatch(llm.Options{
+			BaseURL:        c.String("base-url"),
+			APIKey:         os.Getenv(c.String("api-key-env")),
+			Model:          c.String("model"),
+			RequestTimeout: c.Duration("request-timeout"),
+			MaxRetries:     c.Int("max-retries"),
+		})
+		if err != nil {
+			return o, usagef("%v", err)
+		}
+		o.Client = bc
+	}
+	return o, nil
 }
 
 // reportCompress prints the end-of-run line and maps the summary to the exit
@@ -212,10 +291,11 @@ func reportCompress(c *cli.Context, res compress.Result) error {
 	return exitFor(s, out, " (summary_failed rows keep their original text)")
 }
 
-func dryRunCompress(c *cli.Context, inputs []compress.Input, tok tokenizer.Tokenizer, cfg compress.Config, workers int) error {
+func dryRunCompress(c *cli.Context, inputs []compress.Input, tok tokenizer.Tokenizer, cfg compress.Config, workers int, price *cost.Price) error {
 	rejected := 0
 	rep, err := compress.DryRun(c.Context, compress.DryRunOptions{
 		Inputs: inputs, Tokenizer: tok, Config: cfg, Workers: min(workers, 8), MaxLineBytes: c.Int("max-line-bytes"),
+		Price: price, Batch: c.Bool("batch") || c.String("batch-export") != "",
 		Reject: func(r schemas.Reject) {
 			if rejected < 5 {
 				fmt.Fprintf(c.App.ErrWriter, "dry run: %s:%d: %s\n", r.File, r.Line, r.Reason)
@@ -249,6 +329,15 @@ func writeDryRun(w io.Writer, r compress.DryRunReport) error {
 	fmt.Fprintf(tw, "over target\t%d (%d cannot be summarised, %d would still be over after every pass)\n", r.OverTarget, r.Unfixable, r.ProjectedOver)
 	fmt.Fprintf(tw, "projected summary calls\t%d\n", r.ProjectedCalls)
 	fmt.Fprintf(tw, "projected tokens\t%d prompt, %d completion (at most %d)\n", r.ProjectedPromptTokens, r.ProjectedCompletionTokens, r.MaxCompletionTokens)
+	rates := "direct prices"
+	if r.BatchPrices {
+		rates = "batch prices"
+	}
+	if r.ProjectedCostUSD != nil {
+		fmt.Fprintf(tw, "projected spend\t$%.4f (%s; at most $%.4f if every summary uses max_tokens)\n", *r.ProjectedCostUSD, rates, *r.MaxCostUSD)
+	} else {
+		fmt.Fprintf(tw, "projected spend\tunknown (no price for the model: --prices or --price-in/--price-out)\n")
+	}
 	d := r.Distribution
 	fmt.Fprintf(tw, "row length\tmin %d, mean %d, p50 %d, p90 %d, p99 %d, max %d (total %d)\n", d.Min, d.Mean, d.P50, d.P90, d.P99, d.Max, r.TotalTokens)
 	prev := 0

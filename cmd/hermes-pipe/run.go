@@ -55,10 +55,10 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	}
 	r := &runSetup{client: client, stop: func() {}}
 	record := flagRecord(c)
+	if r.price, err = priceOf(c, label); err != nil {
+		return nil, err
+	}
 	if agent {
-		if r.price, err = priceOf(c, label); err != nil {
-			return nil, err
-		}
 		r.runID = newRunID()
 		record = withRunID(record, r.runID)
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {

@@ -231,6 +231,12 @@ func (c *client) once(ctx context.Context, params *openai.ChatCompletionNewParam
 	if err != nil {
 		return Response{}, err
 	}
+	return c.convert(cc)
+}
+
+// convert turns a chat completion into a Response; the direct and the batch
+// paths share it, so the same reply gives the same Response.
+func (c *client) convert(cc *openai.ChatCompletion) (Response, error) {
 	if cc == nil || len(cc.Choices) == 0 {
 		return Response{}, fmt.Errorf("%w: reply has no choices", ErrMalformed)
 	}

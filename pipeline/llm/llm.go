@@ -24,7 +24,8 @@ type Response struct {
 	Message      schemas.Message
 	FinishReason string
 	Usage        schemas.Usage
-	Attempts     int // HTTP attempts spent, retries included
+	Attempts     int  // HTTP attempts spent, retries included
+	Batch        bool // the reply came through the Batch API (batch prices apply)
 }
 
 type activityKey struct{}

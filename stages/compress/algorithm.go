@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
@@ -248,6 +249,9 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 		if err != nil {
 			if ctx.Err() != nil {
 				return r, ctx.Err()
+			}
+			if errors.Is(err, pipeline.ErrDeferred) {
+				return r, err
 			}
 			r.outcome = OutcomeSummaryFailed
 			r.err = err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"io"
 	"slices"
 	"sync"
@@ -21,6 +22,10 @@ type DryRunOptions struct {
 	MaxLineBytes int
 	// Reject, when set, receives every bad row.
 	Reject func(schemas.Reject)
+	// Price, when set, turns the projected tokens into a projected spend;
+	// Batch selects the batch rates.
+	Price *cost.Price
+	Batch bool
 }
 
 // DryRunReport is what compressing the inputs would take, from token counts
@@ -49,6 +54,12 @@ type DryRunReport struct {
 	ProjectedCompletionTokens int64 `json:"projected_completion_tokens"`
 	// MaxCompletionTokens is the bound: every call at max_tokens.
 	MaxCompletionTokens int64 `json:"max_completion_tokens"`
+	// ProjectedCostUSD is the projected tokens at the price (batch rates
+	// with BatchPrices), MaxCostUSD the bound with every call at
+	// max_tokens; both null without a price.
+	ProjectedCostUSD *float64 `json:"projected_cost_usd"`
+	MaxCostUSD       *float64 `json:"max_cost_usd"`
+	BatchPrices      bool     `json:"batch_prices"`
 
 	TotalTokens  int64         `json:"total_tokens"`
 	Distribution Distribution  `json:"length_distribution"`
@@ -181,6 +192,14 @@ func DryRun(ctx context.Context, o DryRunOptions) (DryRunReport, error) {
 		return rep, fmt.Errorf("dry run: %w", readErr)
 	}
 	rep.Distribution, rep.Buckets = distribution(lengths)
+	rep.BatchPrices = o.Batch
+	if o.Price != nil {
+		u := schemas.Usage{PromptTokens: rep.ProjectedPromptTokens, CompletionTokens: rep.ProjectedCompletionTokens}
+		c := o.Price.Cost(u, o.Batch)
+		u.CompletionTokens = rep.MaxCompletionTokens
+		m := o.Price.Cost(u, o.Batch)
+		rep.ProjectedCostUSD, rep.MaxCostUSD = &c, &m
+	}
 	return rep, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
@@ -43,6 +44,11 @@ type RowMetrics struct {
 	TargetTokens int
 	Error        string
 	InputOutcome string // the record's own outcome when compress replaced it
+	// Usage sums the usage of every summary reply of the row; CostUSD is
+	// what it cost at the run's price (batch rates for batch replies), nil
+	// when the model has no price or no summary was asked for.
+	Usage   schemas.Usage
+	CostUSD *float64
 }
 
 // pyFloat encodes as Python's repr of a float rounded to 4 places.
@@ -59,24 +65,26 @@ type regionJSON struct {
 }
 
 type rowMetricsJSON struct {
-	OriginalTokens     int        `json:"original_tokens"`
-	CompressedTokens   int        `json:"compressed_tokens"`
-	TokensSaved        int        `json:"tokens_saved"`
-	CompressionRatio   pyFloat    `json:"compression_ratio"`
-	OriginalTurns      int        `json:"original_turns"`
-	CompressedTurns    int        `json:"compressed_turns"`
-	TurnsRemoved       int        `json:"turns_removed"`
-	Region             regionJSON `json:"compression_region"`
-	WasCompressed      bool       `json:"was_compressed"`
-	StillOverLimit     bool       `json:"still_over_limit"`
-	SkippedUnderTarget bool       `json:"skipped_under_target"`
-	SummarizationCalls int        `json:"summarization_api_calls"`
-	SummarizationErrs  int        `json:"summarization_errors"`
-	Outcome            string     `json:"outcome"`
-	Passes             int        `json:"passes"`
-	TargetTokens       int        `json:"target_tokens"`
-	Error              string     `json:"error,omitempty"`
-	InputOutcome       string     `json:"input_outcome,omitempty"`
+	OriginalTokens     int            `json:"original_tokens"`
+	CompressedTokens   int            `json:"compressed_tokens"`
+	TokensSaved        int            `json:"tokens_saved"`
+	CompressionRatio   pyFloat        `json:"compression_ratio"`
+	OriginalTurns      int            `json:"original_turns"`
+	CompressedTurns    int            `json:"compressed_turns"`
+	TurnsRemoved       int            `json:"turns_removed"`
+	Region             regionJSON     `json:"compression_region"`
+	WasCompressed      bool           `json:"was_compressed"`
+	StillOverLimit     bool           `json:"still_over_limit"`
+	SkippedUnderTarget bool           `json:"skipped_under_target"`
+	SummarizationCalls int            `json:"summarization_api_calls"`
+	SummarizationErrs  int            `json:"summarization_errors"`
+	Outcome            string         `json:"outcome"`
+	Passes             int            `json:"passes"`
+	TargetTokens       int            `json:"target_tokens"`
+	Error              string         `json:"error,omitempty"`
+	InputOutcome       string         `json:"input_outcome,omitempty"`
+	SummaryUsage       *schemas.Usage `json:"summary_usage,omitempty"`
+	SummaryCostUSD     *float64       `json:"summary_cost_usd,omitempty"`
 }
 
 // MarshalJSON writes the metrics with Hermes' field names and order.
@@ -88,7 +96,11 @@ func (m RowMetrics) MarshalJSON() ([]byte, error) {
 	v := rowMetricsJSON{m.OriginalTokens, m.CompressedTokens, m.TokensSaved, pyFloat(ratio), m.OriginalTurns,
 		m.CompressedTurns, m.TurnsRemoved, regionJSON{m.RegionStart, m.RegionEnd, m.TurnsInRegion}, m.WasCompressed,
 		m.StillOverLimit, m.SkippedUnderTarget, m.SummarizationCalls, m.SummarizationErrs, m.Outcome, m.Passes,
-		m.TargetTokens, m.Error, m.InputOutcome}
+		m.TargetTokens, m.Error, m.InputOutcome, nil, m.CostUSD}
+	if m.SummarizationCalls > 0 {
+		u := m.Usage
+		v.SummaryUsage = &u
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -131,6 +143,11 @@ type Report struct {
 		TotalAPICalls int64   `json:"total_api_calls"`
 		TotalErrors   int64   `json:"total_errors"`
 		SuccessRate   pyFloat `json:"success_rate"`
+		// Usage sums every summary reply's usage; CostUSD what the priced
+		// rows' summaries cost (null when no row was priced).
+		Usage      schemas.Usage `json:"usage"`
+		CostUSD    *float64      `json:"cost_usd"`
+		PricedRows int           `json:"priced_rows"`
 	} `json:"summarization"`
 	Processing struct {
 		StartTime       string  `json:"start_time"`
@@ -198,6 +215,15 @@ func (a *Aggregate) Add(m *RowMetrics, disposal string) {
 	r.Turns.TotalRemoved += int64(m.TurnsRemoved)
 	r.Summarization.TotalAPICalls += int64(m.SummarizationCalls)
 	r.Summarization.TotalErrors += int64(m.SummarizationErrs)
+	r.Summarization.Usage.Add(m.Usage)
+	if m.CostUSD != nil {
+		c := *m.CostUSD
+		if r.Summarization.CostUSD != nil {
+			c += *r.Summarization.CostUSD
+		}
+		r.Summarization.CostUSD = &c
+		r.Summarization.PricedRows++
+	}
 	if m.WasCompressed {
 		r.Summary.TrajectoriesCompressed++
 		r.Sums.CompressionRatioSum += m.CompressionRatio

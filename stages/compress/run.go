@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
@@ -33,6 +34,10 @@ type Options struct {
 	OverLimit string
 
 	MaxLineBytes int
+	// Batch sends the summary requests through the Batch API, or exports
+	// and imports them as files (see BatchOptions); the zero value calls
+	// the model directly. In batch modes RowTimeout does not apply.
+	Batch BatchOptions
 	// Now is the clock of the metrics times (default time.Now).
 	Now func() time.Time
 }
@@ -43,6 +48,11 @@ type Result struct {
 	Metrics        Report // compression_metrics.json as written
 	NothingToDo    bool
 	PreviouslyDone int
+	// Pending counts rows left without an outcome because a summary request
+	// has no batch result yet (--batch-export, --batch-import); Exported is
+	// how many requests the export file holds.
+	Pending  int
+	Exported int
 }
 
 // Run performs one compress run and blocks until it ends: the inputs are
@@ -65,7 +75,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	default:
 		return res, fmt.Errorf("compress: over-limit policy %q is not keep, drop or quarantine", o.OverLimit)
 	}
-	if o.RowTimeout <= 0 {
+	if o.RowTimeout <= 0 && !o.Batch.enabled() {
 		o.RowTimeout = 5 * time.Minute
 	}
 	comp, err := newCompressor(o.Config, o.Tokenizer)
@@ -73,6 +83,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("compress: %w", err)
 	}
 	o.Summary.Tokens = comp.cfg.SummaryTokens
+	var bt *batcher
+	lazy := &lazyClient{}
+	if o.Batch.enabled() {
+		if o.Batch.Fallback == BatchFallbackDirect && o.Batch.Direct == nil {
+			o.Batch.Direct = o.Summary.Client
+		}
+		if err := o.Batch.fill(); err != nil {
+			return res, fmt.Errorf("compress: %w", err)
+		}
+		// The batcher answers the summary calls; it is opened with the
+		// output folder (its journal lives there).
+		o.Summary.Client = lazy
+		o.RowTimeout = 0
+	}
 	summarize, err := newLLMSummarizer(o.Summary)
 	if err != nil {
 		return res, fmt.Errorf("compress: %w", err)
@@ -93,6 +117,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if rows != nil {
 			rows.close()
 		}
+		if bt != nil {
+			bt.close()
+		}
 	}()
 	mr, err := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
 		Kind:           "compress",
@@ -100,7 +127,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Retry:          OutcomeSet.Retryable,
 		OutcomeField:   OutcomeField,
 		OutcomeDefault: OutcomeUnderTarget,
-		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile},
+		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile},
 		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			var err error
 			if o.Mode == pipeline.ModeResume {
@@ -116,6 +143,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			if rows, err = openRowJournal(o.Out, o.Mode != pipeline.ModeResume); err != nil {
 				return nil, nil, err
 			}
+			if o.Batch.enabled() {
+				if bt, err = openBatcher(ctx, o.Out, o.Mode != pipeline.ModeResume, o.Batch); err != nil {
+					return nil, nil, err
+				}
+				lazy.c = bt
+			}
 			known := knownOutcomes()
 			stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
 				quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
@@ -129,17 +162,33 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// (the error is returned); the next --resume rebuilds it.
 		Finish: func(out *pipeline.Output, _ pipeline.Summary) error {
 			rowsErr := rows.close()
+			var batchErr error
+			if bt != nil {
+				res.Exported = bt.Exported()
+				batchErr = bt.close()
+			}
 			agg := newAggregate(carryProcessing(prev), settings, start)
 			metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Settled, agg)
 			if metricsErr == nil {
 				res.Metrics = agg.Report(o.Now())
 				metricsErr = writeReport(o.Out, res.Metrics)
 			}
-			return errors.Join(rowsErr, metricsErr, q.close())
+			return errors.Join(rowsErr, batchErr, metricsErr, q.close())
 		},
 	})
 	res.Summary, res.NothingToDo, res.PreviouslyDone = mr.Summary, mr.NothingToDo, mr.PreviouslyDone
+	if o.Batch.enabled() && !res.Summary.Interrupted {
+		res.Pending = res.Summary.Dropped
+	}
 	return res, err
+}
+
+// lazyClient is the summariser's client in batch modes: the batcher, known
+// once the output folder is open.
+type lazyClient struct{ c llm.Client }
+
+func (l *lazyClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
+	return l.c.Chat(ctx, req)
 }
 
 // knownOutcomes are the outcomes a record may keep as its own: the runtime's

@@ -2,6 +2,7 @@ package compress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,10 +61,16 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		rctx, cancel = context.WithTimeout(ctx, s.rowTimeout)
 		defer cancel()
 	}
+	rctx = withRow(rctx, rec.Key)
 	res, err := s.comp.compress(rctx, p.turns, s.summarize)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, pipeline.ErrDeferred) {
+			// A summary waits for a batch result that is not here yet
+			// (--batch-export, --batch-import): the row stays pending.
+			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 		// The row's own deadline (--row-timeout) passed during a summary.
 		res.outcome, res.turns, res.changed, res.err = OutcomeSummaryFailed, p.turns, false, err
@@ -73,6 +80,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		m.CompressedTokens, m.CompressedTurns, m.TokensSaved, m.TurnsRemoved = m.OriginalTokens, m.OriginalTurns, 0, 0
 	}
 	m := &res.metrics
+	rec.Usage, rec.CostUSD = m.Usage, m.CostUSD
 	if res.outcome == OutcomeUnderTarget {
 		rec.Outcome = s.keptOutcome(rec.Raw, res.outcome)
 		if err := s.count(rec.Key, m, ""); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -29,6 +31,9 @@ type SummaryOptions struct {
 	// Temperature is sent with every summary request when set (the CLI's
 	// --temperature, default DefaultTemperature as Hermes' summariser).
 	Temperature *float64
+	// Price, when set, prices every summary reply into the row's CostUSD
+	// (batch rates for replies that came through the Batch API).
+	Price *cost.Price
 }
 
 // DefaultTemperature is the sampling temperature of Hermes' summariser.
@@ -72,8 +77,19 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 				}
 			}
 			resp, err := o.Client.Chat(ctx, req)
+			if errors.Is(err, pipeline.ErrDeferred) {
+				return "", err
+			}
 			calls := max(resp.Attempts, 1)
 			m.SummarizationCalls += calls
+			m.Usage.Add(resp.Usage)
+			if o.Price != nil && err == nil {
+				c := o.Price.Cost(resp.Usage, resp.Batch)
+				if m.CostUSD != nil {
+					c += *m.CostUSD
+				}
+				m.CostUSD = &c
+			}
 			if err != nil {
 				m.SummarizationErrs += calls
 				// The client has already retried what can be retried.

@@ -9,7 +9,19 @@
 //	POST /v1/chat/completions   (also /chat/completions) — streaming and not
 //	GET  /v1/models             (also /models)
 //	GET  /stats                 — JSON counters: requests, in_flight,
-//	                              by_status, by_script, faults
+//	                              by_status, by_script, faults, batches,
+//	                              batch_requests, batch_duplicates
+//	POST /v1/files              — multipart upload, purpose=batch
+//	GET  /v1/files/{id}         — file object; /content its bytes
+//	POST /v1/batches            — create; GET lists (newest first, limit, after)
+//	GET  /v1/batches/{id}       — status, request_counts, output/error file ids
+//	POST /v1/batches/{id}/cancel
+//
+// A batch is answered lazily, the first time it is read once
+// Config.BatchDelay has passed: each line gets exactly the reply a direct
+// call with the same body gets. Config.BatchFail fails single requests
+// (error file), Config.BatchExpire expires one batch with half its requests
+// answered.
 //
 // # Determinism
 //

@@ -201,6 +201,22 @@ func (s *Server) surface(r *reply) (content, reasoningField string) {
 
 // writeJSON sends a non-streaming reply (or cuts it off half-way).
 func (s *Server) writeJSON(w http.ResponseWriter, p *plan) {
+	body, err := s.encodeReply(p)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encode reply: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if p.fault == FaultCutStream {
+		_, _ = w.Write(body[:len(body)/2])
+		abort(w)
+	}
+	_, _ = w.Write(body)
+}
+
+// encodeReply is the non-streaming chat.completion body of p, the same for
+// a direct call and a batch request.
+func (s *Server) encodeReply(p *plan) ([]byte, error) {
 	content, field := s.surface(&p.reply)
 	msg := respMessage{Role: "assistant", ToolCalls: p.reply.toolCalls}
 	if content != "" || len(p.reply.toolCalls) == 0 {
@@ -216,16 +232,9 @@ func (s *Server) writeJSON(w http.ResponseWriter, p *plan) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&resp); err != nil {
-		writeError(w, http.StatusInternalServerError, "encode reply: "+err.Error())
-		return
+		return nil, err
 	}
-	body := buf.Bytes()
-	w.Header().Set("Content-Type", "application/json")
-	if p.fault == FaultCutStream {
-		_, _ = w.Write(body[:len(body)/2])
-		abort(w)
-	}
-	_, _ = w.Write(body)
+	return buf.Bytes(), nil
 }
 
 func (r *reply) usage() usage {

@@ -59,6 +59,16 @@ type Config struct {
 	// Model is reported in replies and by /v1/models; empty echoes the
 	// request's model (or "fakellm" for /v1/models).
 	Model string
+
+	// BatchDelay is how long a batch stays in progress after it is created
+	// (0: it is answered the first time it is read).
+	BatchDelay time.Duration
+	// BatchFail is the probability that one request inside a batch fails
+	// (HTTP 500 in the error file), drawn from a hash of its custom_id.
+	BatchFail float64
+	// BatchExpire, when positive, makes the BatchExpire-th batch created
+	// (1-based) expire with only the first half of its requests answered.
+	BatchExpire int
 }
 
 // Server is the fake chat-completions endpoint. Create it with New; it is an
@@ -70,6 +80,7 @@ type Server struct {
 
 	attempts attemptTable
 	stats    stats
+	batch    batchStore
 }
 
 // New validates cfg (compiling the scripts' regexes if they came from Go) and
@@ -103,6 +114,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, scripts: scripts}
 	s.attempts.init()
 	s.stats.init()
+	s.batch.init()
 	return s
 }
 
@@ -128,7 +140,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.Stats())
 	default:
-		writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		if !s.serveBatchAPI(w, r, path) {
+			writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		}
 	}
 }
 
@@ -520,6 +534,11 @@ type Stats struct {
 	ByStatus map[string]int64 `json:"by_status"`
 	ByScript map[string]int64 `json:"by_script"`
 	Faults   map[string]int64 `json:"faults"`
+	// Batch API counters: batches created, requests answered inside
+	// batches, and custom_ids submitted in more than one batch.
+	Batches         int64 `json:"batches"`
+	BatchRequests   int64 `json:"batch_requests"`
+	BatchDuplicates int64 `json:"batch_duplicates"`
 }
 
 type stats struct {
@@ -573,6 +592,14 @@ func (s *Server) Stats() Stats {
 		out.Faults[k] = v
 	}
 	s.stats.mu.Unlock()
+	s.batch.mu.Lock()
+	out.Batches, out.BatchRequests = int64(len(s.batch.order)), s.batch.requests
+	for _, n := range s.batch.submitted {
+		if n > 1 {
+			out.BatchDuplicates++
+		}
+	}
+	s.batch.mu.Unlock()
 	return out
 }
 

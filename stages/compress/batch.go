@@ -1,0 +1,816 @@
+package compress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// BatchFile journals, in the output folder, every summary request sent
+// through the Batch API: which requests form which group, the input file a
+// group was uploaded as, the batch created from it, each request's result
+// and how the batch ended. A killed run's --resume reads it back, polls the
+// same batches and submits nothing twice.
+const BatchFile = "compress_batches.jsonl"
+
+// Batch-fallback policies: what happens to a request that failed inside
+// BatchOptions.Attempts batches.
+const (
+	BatchFallbackNone   = ""       // the summary fails (summary_failed; --resume tries again)
+	BatchFallbackDirect = "direct" // it is sent once more as a direct call
+)
+
+// BatchOptions configure compress's batch modes. API sends summary requests
+// through the Batch API; Export and Import work offline (a file of requests
+// in the batch input format out, a file of results in). Zero values mean
+// defaults.
+type BatchOptions struct {
+	// API sends every summary request through the Batch API (Client).
+	API bool
+	// Export writes every summary request that has no result yet to this
+	// file, in the batch input format; their rows stay pending.
+	Export string
+	// Import reads this batch output file (the API's, or vllm run-batch's)
+	// first; rows whose requests are answered there finish, the others stay
+	// pending (or go to Export).
+	Import string
+	// Client speaks the Batch API and builds request bodies; required.
+	Client *llm.BatchClient
+	// Direct answers requests that failed Attempts times when Fallback is
+	// BatchFallbackDirect.
+	Direct   llm.Client
+	Fallback string
+	// MaxRequests and MaxBytes split the requests into batches (defaults
+	// llm.BatchMaxRequests and llm.BatchMaxBytes).
+	MaxRequests int
+	MaxBytes    int
+	// Collect is how long the batcher waits for more requests after the
+	// last one before it submits what it has (default 2s); a full batch
+	// goes at once.
+	Collect time.Duration
+	// PollMin and PollMax bound the interval between status polls: it
+	// starts at PollMin, doubles while nothing changes, up to PollMax
+	// (defaults 5s and 1m), and is back at PollMin after any change.
+	PollMin, PollMax time.Duration
+	// Attempts is how many batches one request may fail in during one run
+	// before it falls back or fails (default 3).
+	Attempts int
+	// Status, when set, gets a line each time a batch changes state or
+	// counts.
+	Status io.Writer
+}
+
+func (o *BatchOptions) enabled() bool { return o.API || o.Export != "" || o.Import != "" }
+
+func (o *BatchOptions) fill() error {
+	if o.Client == nil {
+		return errors.New("batch: a batch client is required")
+	}
+	switch o.Fallback {
+	case BatchFallbackNone:
+	case BatchFallbackDirect:
+		if o.Direct == nil {
+			return errors.New("batch: fallback direct needs a direct client")
+		}
+	default:
+		return fmt.Errorf("batch: fallback %q is not direct", o.Fallback)
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = llm.BatchMaxRequests
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = llm.BatchMaxBytes
+	}
+	if o.Collect <= 0 {
+		o.Collect = 2 * time.Second
+	}
+	if o.PollMin <= 0 {
+		o.PollMin = 5 * time.Second
+	}
+	if o.PollMax < o.PollMin {
+		o.PollMax = max(time.Minute, o.PollMin)
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	return nil
+}
+
+// batchEntry is one journal line; T says which fields are set.
+type batchEntry struct {
+	T      string         `json:"t"`             // "group", "file", "batch", "res", "end"
+	Group  string         `json:"g,omitempty"`   // group id (group, file, batch, end)
+	IDs    []string       `json:"ids,omitempty"` // custom_ids (group)
+	File   string         `json:"f,omitempty"`   // input file id (file)
+	Batch  string         `json:"b,omitempty"`   // batch id (batch)
+	ID     string         `json:"id,omitempty"`  // custom_id (res)
+	Result *journalResult `json:"r,omitempty"`   // reply (res)
+	Err    string         `json:"e,omitempty"`   // failure (res) or batch end status (end)
+}
+
+type journalResult struct {
+	Content   string        `json:"c"`
+	Reasoning string        `json:"rs,omitempty"`
+	Finish    string        `json:"fr"`
+	Usage     schemas.Usage `json:"u"`
+}
+
+// request is the state of one custom_id.
+type request struct {
+	id    string
+	line  []byte        // batch input line (nil when loaded from the journal)
+	group *group        // the live group it was submitted in; nil when none
+	done  chan struct{} // closed once resp/err are set
+	resp  llm.Response
+	err   error
+	local bool // err was seen by this run (counts toward Attempts)
+}
+
+// group is one batch of requests.
+type group struct {
+	id      string
+	ids     []string
+	file    string
+	batch   string
+	status  string
+	counts  [3]int // total, completed, failed
+	created bool   // batch known to exist
+}
+
+// batcher turns summary calls into Batch API requests (llm.Client). A row's
+// n-th call gets the custom_id KEY/n/HASH/ATTEMPT, so a rerun of the same
+// row after a crash asks for the same ids and finds them in the journal.
+type batcher struct {
+	o   BatchOptions
+	j   *outdir.Journal
+	ctx context.Context // the batcher's life; ended by close
+
+	mu      sync.Mutex
+	reqs    map[string]*request
+	groups  map[string]*group
+	queue   []*request
+	qbytes  int
+	lastAdd time.Time
+	wake    chan struct{} // poke the submitter
+	poke    chan struct{} // poke the poller
+
+	export   map[string]bool
+	exportTo *os.File
+	exported int
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// openBatcher reads the journal of dir (fresh removes it), imports
+// o.Import, and with o.API starts submitting and polling; groups a killed
+// run left in flight are polled again, and a group uploaded but not yet
+// seen as a batch is looked up by its input file before anything is
+// created.
+func openBatcher(ctx context.Context, dir string, fresh bool, o BatchOptions) (*batcher, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, BatchFile)
+	j, err := outdir.OpenJournal(path, fresh)
+	if err != nil {
+		return nil, err
+	}
+	b := &batcher{o: o, j: j, reqs: map[string]*request{}, groups: map[string]*group{},
+		wake: make(chan struct{}, 1), poke: make(chan struct{}, 1), export: map[string]bool{}}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := b.load(path); err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	if o.Import != "" {
+		if err := b.importResults(o.Import); err != nil {
+			_ = j.Close()
+			return nil, err
+		}
+	}
+	if o.Export != "" {
+		f, err := os.CreateTemp(filepath.Dir(o.Export), "."+filepath.Base(o.Export)+".tmp*")
+		if err != nil {
+			_ = j.Close()
+			return nil, fmt.Errorf("batch export: %w", err)
+		}
+		b.exportTo = f
+	}
+	if o.API {
+		b.wg.Add(2)
+		go b.submitter()
+		go b.poller()
+	}
+	return b, nil
+}
+
+// load rebuilds the state of every request and group from the journal.
+func (b *batcher) load(path string) error {
+	return outdir.ScanJournal(path, func(line []byte) error {
+		var e batchEntry
+		if json.Unmarshal(line, &e) != nil {
+			return nil
+		}
+		switch e.T {
+		case "group":
+			b.groups[e.Group] = &group{id: e.Group, ids: e.IDs}
+		case "file":
+			if g := b.groups[e.Group]; g != nil {
+				g.file = e.File
+				for _, id := range g.ids {
+					r := b.req(id)
+					if r.group == nil && !isClosed(r.done) {
+						r.group = g
+					}
+				}
+			}
+		case "batch":
+			if g := b.groups[e.Group]; g != nil {
+				g.batch, g.created = e.Batch, true
+			}
+		case "res":
+			r := b.req(e.ID)
+			if isClosed(r.done) && r.err == nil {
+				return nil // a reply is never replaced
+			}
+			if isClosed(r.done) {
+				r.done = make(chan struct{})
+			}
+			if e.Result != nil {
+				r.resp = e.Result.response()
+				r.err = nil
+			} else {
+				r.err = errors.New(e.Err)
+			}
+			r.group = nil
+			close(r.done)
+		case "end":
+			if g := b.groups[e.Group]; g != nil {
+				g.status = e.Err
+				delete(b.groups, e.Group)
+				for _, id := range g.ids {
+					if r := b.reqs[id]; r != nil && r.group == g {
+						r.group = nil
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (r *journalResult) response() llm.Response {
+	return llm.Response{Message: schemas.Message{Role: "assistant", Content: r.Content, Reasoning: r.Reasoning},
+		FinishReason: r.Finish, Usage: r.Usage, Attempts: 1, Batch: true}
+}
+
+// req returns the state of id, creating it; the caller holds mu (or is
+// loading).
+func (b *batcher) req(id string) *request {
+	r := b.reqs[id]
+	if r == nil {
+		r = &request{id: id, done: make(chan struct{})}
+		b.reqs[id] = r
+	}
+	return r
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// rowKey carries the key of the row being compressed and its call count.
+type rowKey struct{}
+
+type rowCalls struct {
+	key string
+	n   int
+}
+
+func withRow(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, rowKey{}, &rowCalls{key: key})
+}
+
+// Chat answers req from the journal or a batch: it blocks until the
+// request's batch has ended (hours, with the real API), or returns
+// pipeline.ErrDeferred in the offline modes when no result is at hand.
+func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
+	rc, _ := ctx.Value(rowKey{}).(*rowCalls)
+	if rc == nil {
+		return llm.Response{}, errors.New("batch: summary call outside a row")
+	}
+	rc.n++
+	body, err := b.o.Client.Body(req)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	fails := 0
+	for a := 1; ; {
+		id := requestID(rc.key, rc.n, body, a)
+		b.mu.Lock()
+		r := b.req(id)
+		switch {
+		case isClosed(r.done):
+			b.mu.Unlock()
+			if r.err == nil {
+				return r.resp, nil
+			}
+			if r.local {
+				fails++
+				if fails >= b.o.Attempts {
+					if b.o.Fallback == BatchFallbackDirect {
+						return b.o.Direct.Chat(ctx, req)
+					}
+					return llm.Response{Attempts: 1}, fmt.Errorf("batch request %s: %w", id, r.err)
+				}
+			}
+			a++
+			continue
+		case r.group != nil && !b.o.API:
+			// In a batch a --batch run submitted: the next --batch run
+			// collects it; offline it stays pending.
+			b.mu.Unlock()
+			return llm.Response{}, fmt.Errorf("batch request %s is in batch group %s: %w", id, r.group.id, pipeline.ErrDeferred)
+		case r.group != nil:
+			// Submitted by this run or a killed one: wait for its batch.
+		case !b.o.API:
+			b.exportLine(id, body)
+			b.mu.Unlock()
+			return llm.Response{}, fmt.Errorf("batch request %s has no result yet: %w", id, pipeline.ErrDeferred)
+		default:
+			if r.line == nil {
+				line, err := llm.Line(id, body)
+				if err != nil {
+					b.mu.Unlock()
+					return llm.Response{}, err
+				}
+				r.line = line
+				b.queue = append(b.queue, r)
+				b.qbytes += len(line)
+				b.lastAdd = time.Now()
+				select {
+				case b.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+		done := r.done
+		b.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		case <-b.ctx.Done():
+			return llm.Response{}, fmt.Errorf("batch: closed while waiting for %s", id)
+		}
+	}
+}
+
+// requestID is the custom_id of attempt a of the n-th summary call of the
+// row key with this body: stable across runs, so a resumed run finds what a
+// killed one submitted.
+func requestID(key string, n int, body []byte, a int) string {
+	h := fnv.New64a()
+	_, _ = h.Write(body)
+	return key + "/" + strconv.Itoa(n) + "/" + strconv.FormatUint(h.Sum64(), 36) + "/" + strconv.Itoa(a)
+}
+
+// exportLine writes one request to the export file once; the caller holds mu.
+func (b *batcher) exportLine(id string, body []byte) {
+	if b.exportTo == nil || b.export[id] {
+		return
+	}
+	line, err := llm.Line(id, body)
+	if err == nil {
+		_, err = b.exportTo.Write(line)
+	}
+	if err == nil {
+		b.export[id] = true
+		b.exported++
+	}
+}
+
+// importResults journals every result of a batch output file.
+func (b *batcher) importResults(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("batch import: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		res, err := b.o.Client.ParseResult(sc.Bytes())
+		if err != nil {
+			return fmt.Errorf("batch import %s:%d: %w", path, n, err)
+		}
+		if err := b.settle(res, false); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("batch import %s:%d: %w", path, n+1, err)
+	}
+	return b.j.Append(nil, true)
+}
+
+// settle journals and delivers one result. local says the failure (if any)
+// happened in this run.
+func (b *batcher) settle(res llm.BatchResult, local bool) error {
+	e := batchEntry{T: "res", ID: res.CustomID}
+	if res.Err != nil {
+		e.Err = res.Err.Error()
+	} else {
+		m := res.Response.Message
+		e.Result = &journalResult{Content: m.Content, Reasoning: m.Reasoning, Finish: res.Response.FinishReason, Usage: res.Response.Usage}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.req(res.CustomID)
+	if isClosed(r.done) {
+		if r.err == nil {
+			return nil
+		}
+		r.done = make(chan struct{})
+	}
+	if err := b.appendEntry(e, false); err != nil {
+		return err
+	}
+	if e.Result != nil {
+		r.resp, r.err = e.Result.response(), nil
+	} else {
+		r.err, r.local = res.Err, local
+	}
+	r.group = nil
+	close(r.done)
+	return nil
+}
+
+func (b *batcher) appendEntry(e batchEntry, durable bool) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := b.j.Append(append(line, '\n'), durable); err != nil {
+		return fmt.Errorf("batch journal: %w", err)
+	}
+	return nil
+}
+
+// submitter sends queued requests as batches: at once when a batch is
+// full, else once no request came for Collect.
+func (b *batcher) submitter() {
+	defer b.wg.Done()
+	b.adopt()
+	for {
+		b.mu.Lock()
+		var take []*request
+		wait := b.o.Collect
+		if len(b.queue) > 0 {
+			idle := time.Since(b.lastAdd)
+			if len(b.queue) >= b.o.MaxRequests || b.qbytes >= b.o.MaxBytes || idle >= b.o.Collect {
+				take, b.queue, b.qbytes = b.queue, nil, 0
+			} else {
+				wait = b.o.Collect - idle
+			}
+		}
+		b.mu.Unlock()
+		if len(take) > 0 {
+			b.submitAll(take)
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-b.ctx.Done():
+			t.Stop()
+			return
+		case <-b.wake:
+			t.Stop()
+			b.mu.Lock()
+			full := len(b.queue) >= b.o.MaxRequests || b.qbytes >= b.o.MaxBytes
+			b.mu.Unlock()
+			if !full {
+				// More may follow: wait out the collect window.
+				select {
+				case <-b.ctx.Done():
+					return
+				case <-time.After(min(b.o.Collect, 50*time.Millisecond)):
+				}
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// submitAll splits reqs under the limits and submits each part.
+func (b *batcher) submitAll(reqs []*request) {
+	for len(reqs) > 0 {
+		n, size := 0, 0
+		for n < len(reqs) && n < b.o.MaxRequests && (n == 0 || size+len(reqs[n].line) <= b.o.MaxBytes) {
+			size += len(reqs[n].line)
+			n++
+		}
+		if err := b.submit(reqs[:n]); err != nil {
+			b.fail(reqs[:n], err)
+		}
+		reqs = reqs[n:]
+	}
+}
+
+// submit journals the group, uploads its file, journals the file id and
+// creates the batch. Journalling the file before creating the batch is
+// what lets a resumed run find a batch it created but could not note.
+func (b *batcher) submit(reqs []*request) error {
+	g := &group{id: newGroupID()}
+	var data []byte
+	for _, r := range reqs {
+		g.ids = append(g.ids, r.id)
+		data = append(data, r.line...)
+	}
+	if err := b.appendEntry(batchEntry{T: "group", Group: g.id, IDs: g.ids}, true); err != nil {
+		return err
+	}
+	file, err := b.o.Client.UploadFile(b.ctx, "hermes-pipe-"+g.id+".jsonl", data)
+	if err != nil {
+		return err
+	}
+	g.file = file
+	b.mu.Lock()
+	if err := b.appendEntry(batchEntry{T: "file", Group: g.id, File: file}, true); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.groups[g.id] = g
+	for _, r := range reqs {
+		r.group, r.line = g, nil
+	}
+	b.mu.Unlock()
+	b.create(g)
+	return nil
+}
+
+// create makes the batch of g, which has an uploaded file: after a failed
+// attempt it first looks for a batch already made from that file, so a
+// create that reached the server but not back is never repeated.
+func (b *batcher) create(g *group) {
+	wait := b.o.PollMin
+	for first := true; ; first = false {
+		if !first {
+			if id, ok := b.findBatch(g.file); ok {
+				b.noteBatch(g, id)
+				return
+			}
+		}
+		bt, err := b.o.Client.CreateBatch(b.ctx, g.file, map[string]string{"hermes_pipe_group": g.id})
+		if err == nil {
+			b.noteBatch(g, bt.ID)
+			return
+		}
+		b.statusf("batch group %s: create: %v (trying again in %s)", g.id, err, wait)
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, b.o.PollMax)
+	}
+}
+
+// findBatch looks for a batch made from the input file.
+func (b *batcher) findBatch(file string) (string, bool) {
+	found := ""
+	err := b.o.Client.ListBatches(b.ctx, func(bt llm.Batch) bool {
+		if bt.InputFileID == file {
+			found = bt.ID
+			return false
+		}
+		return true
+	})
+	return found, err == nil && found != ""
+}
+
+func (b *batcher) noteBatch(g *group, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.appendEntry(batchEntry{T: "batch", Group: g.id, Batch: id}, true); err != nil {
+		b.statusf("batch %s: %v", id, err)
+	}
+	g.batch, g.created = id, true
+	select {
+	case b.poke <- struct{}{}:
+	default:
+	}
+}
+
+// adopt finishes what a killed run left: groups uploaded whose batch was
+// never noted get the batch made from their file, or a new one.
+func (b *batcher) adopt() {
+	b.mu.Lock()
+	var todo []*group
+	for _, g := range b.groups {
+		if g.file != "" && !g.created {
+			todo = append(todo, g)
+		}
+	}
+	b.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	byFile := map[string]string{}
+	_ = b.o.Client.ListBatches(b.ctx, func(bt llm.Batch) bool {
+		byFile[bt.InputFileID] = bt.ID
+		return true
+	})
+	for _, g := range todo {
+		if id, ok := byFile[g.file]; ok {
+			b.noteBatch(g, id)
+		} else {
+			b.create(g)
+		}
+	}
+}
+
+// fail ends reqs with err (local: it counts toward Attempts).
+func (b *batcher) fail(reqs []*request, err error) {
+	for _, r := range reqs {
+		_ = b.settle(llm.BatchResult{CustomID: r.id, Err: err}, true)
+	}
+}
+
+// poller polls every live batch, with an interval that starts at PollMin
+// and doubles while nothing changes, up to PollMax.
+func (b *batcher) poller() {
+	defer b.wg.Done()
+	interval := b.o.PollMin
+	for {
+		t := time.NewTimer(interval)
+		select {
+		case <-b.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-b.poke:
+			t.Stop()
+			interval = b.o.PollMin
+			continue
+		}
+		if b.pollOnce() {
+			interval = b.o.PollMin
+		} else {
+			interval = min(2*interval, b.o.PollMax)
+		}
+	}
+}
+
+// pollOnce reads every live batch once and collects those that ended; it
+// reports whether any changed.
+func (b *batcher) pollOnce() bool {
+	b.mu.Lock()
+	var live []*group
+	for _, g := range b.groups {
+		if g.created {
+			live = append(live, g)
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(live, func(i, j int) bool { return live[i].batch < live[j].batch })
+	changed := false
+	for _, g := range live {
+		bt, err := b.o.Client.GetBatch(b.ctx, g.batch)
+		if err != nil {
+			if b.ctx.Err() == nil {
+				b.statusf("batch %s: %v", g.batch, err)
+			}
+			continue
+		}
+		counts := [3]int{bt.RequestCounts.Total, bt.RequestCounts.Completed, bt.RequestCounts.Failed}
+		if bt.Status != g.status || counts != g.counts {
+			changed = true
+			g.status, g.counts = bt.Status, counts
+			b.statusf("batch %s: %s, %d/%d done, %d failed", g.batch, bt.Status, counts[1], len(g.ids), counts[2])
+		}
+		if llm.BatchEnded(bt.Status) {
+			if err := b.collect(g, bt); err != nil && b.ctx.Err() == nil {
+				b.statusf("batch %s: collect: %v", g.batch, err)
+			}
+		}
+	}
+	return changed
+}
+
+// collect reads the output and error files of an ended batch, journals
+// every result, fails the requests it did not answer (expired, cancelled,
+// failed batches: they go to a later batch), and journals the end.
+func (b *batcher) collect(g *group, bt llm.Batch) error {
+	answered := map[string]bool{}
+	for _, file := range []string{bt.OutputFileID, bt.ErrorFileID} {
+		if file == "" {
+			continue
+		}
+		data, err := b.o.Client.FileContent(b.ctx, file)
+		if err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 1<<20), 256<<20)
+		for sc.Scan() {
+			if len(sc.Bytes()) == 0 {
+				continue
+			}
+			res, err := b.o.Client.ParseResult(sc.Bytes())
+			if err != nil {
+				continue // a line without a custom_id answers nothing
+			}
+			answered[res.CustomID] = true
+			if err := b.settle(res, true); err != nil {
+				return err
+			}
+		}
+	}
+	// A request the batch never answered goes to a later batch; that
+	// counts as a failed attempt only when the batch failed (an expired or
+	// cancelled batch says nothing about its requests).
+	why := fmt.Errorf("batch %s %s without answering it", bt.ID, bt.Status)
+	for _, id := range g.ids {
+		if !answered[id] {
+			if err := b.settle(llm.BatchResult{CustomID: id, Err: why}, bt.Status == llm.BatchFailed); err != nil {
+				return err
+			}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.groups, g.id)
+	return b.appendEntry(batchEntry{T: "end", Group: g.id, Err: bt.Status}, true)
+}
+
+func (b *batcher) statusf(format string, args ...any) {
+	if b.o.Status != nil {
+		fmt.Fprintf(b.o.Status, "compress: "+format+"\n", args...)
+	}
+}
+
+// close stops submitting and polling (batches on the server go on; a
+// --resume polls them again), writes the export file and closes the
+// journal.
+func (b *batcher) close() error {
+	b.cancel()
+	b.wg.Wait()
+	var errs []error
+	if b.exportTo != nil {
+		tmp := b.exportTo.Name()
+		err := b.exportTo.Sync()
+		errs = append(errs, err, b.exportTo.Close())
+		if err == nil {
+			errs = append(errs, os.Rename(tmp, b.o.Export), atomicfile.SyncDir(filepath.Dir(b.o.Export)))
+		} else {
+			_ = os.Remove(tmp)
+		}
+		b.exportTo = nil
+	}
+	errs = append(errs, b.j.Close())
+	return errors.Join(errs...)
+}
+
+// Exported is how many requests the export file holds.
+func (b *batcher) Exported() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.exported
+}
+
+func newGroupID() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}

@@ -1,0 +1,78 @@
+package compress
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// TestBatcherAdoptsUnnotedBatch plays the two crashes between upload and
+// batch creation: a batch made from a journalled file but not journalled
+// itself is found by its input file and polled (not created again), and a
+// journalled file without a batch gets exactly one.
+func TestBatcherAdoptsUnnotedBatch(t *testing.T) {
+	for _, created := range []bool{true, false} {
+		fk := fakellm.New(fakellm.Config{SummaryWords: 5})
+		srv := httptest.NewServer(fk)
+		defer srv.Close()
+		bc, err := llm.NewBatch(llm.Options{BaseURL: srv.URL + "/v1", Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		req := llm.Request{Messages: []schemas.Message{{Role: "user", Content: "summarise this"}}}
+		body, _ := bc.Body(req)
+		id := requestID("row1", 1, body, 1)
+		line, _ := llm.Line(id, body)
+		file, err := bc.UploadFile(ctx, "in.jsonl", line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created {
+			if _, err := bc.CreateBatch(ctx, file, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir := t.TempDir()
+		var j []byte
+		for _, e := range []batchEntry{{T: "group", Group: "g1", IDs: []string{id}}, {T: "file", Group: "g1", File: file}} {
+			b, _ := json.Marshal(e)
+			j = append(append(j, b...), '\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, BatchFile), j, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bt, err := openBatcher(ctx, dir, false, BatchOptions{API: true, Client: bc, PollMin: 5 * time.Millisecond, Collect: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := bt.Chat(withRow(ctx, "row1"), req)
+		if err != nil || resp.Message.Content == "" || !resp.Batch {
+			t.Fatalf("created=%v: %+v %v", created, resp, err)
+		}
+		if err := bt.close(); err != nil {
+			t.Fatal(err)
+		}
+		if st := fk.Stats(); st.Batches != 1 || st.BatchDuplicates != 0 {
+			t.Errorf("created=%v: %d batches, %d duplicates; want one batch", created, st.Batches, st.BatchDuplicates)
+		}
+		// A third run finds the reply in the journal and asks nothing.
+		bt, err = openBatcher(ctx, dir, false, BatchOptions{API: true, Client: bc, PollMin: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := bt.Chat(withRow(ctx, "row1"), req)
+		_ = bt.close()
+		if err != nil || again.Message.Content != resp.Message.Content || fk.Stats().Batches != 1 {
+			t.Errorf("created=%v: from the journal %+v %v (%d batches)", created, again, err, fk.Stats().Batches)
+		}
+	}
+}
