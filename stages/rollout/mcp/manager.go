@@ -327,13 +327,13 @@ func (ss *Session) drop(s *Server, c *conn) {
 }
 
 // Call runs the tool offered as name with the given arguments (a JSON
-// object) and returns the text of the tool message: {"result": ...} (with
+// object, or a value that marshals to one) and returns the text of the tool message: {"result": ...} (with
 // "structuredContent" when the server sent one) on success, {"error": ...}
 // when the tool reported an error (isError), the server answered with a
 // protocol error, timed out, crashed or could not start. A crashed or
 // timed-out stdio server is stopped and restarted by the next call. The
 // error return is only ctx's, when the rollout itself ended.
-func (ss *Session) Call(ctx context.Context, name string, args map[string]any) (string, error) {
+func (ss *Session) Call(ctx context.Context, name string, args any) (string, error) {
 	t, ok := ss.m.byName[name]
 	if !ok {
 		return errorResult(fmt.Sprintf("unknown MCP tool %q", name)), nil
