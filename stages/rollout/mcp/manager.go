@@ -348,8 +348,12 @@ func (ss *Session) Call(ctx context.Context, name string, args any) (string, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	if args == nil {
+	// A nil map (or nothing) is sent as {}: servers validate arguments as
+	// an object, and null fails that.
+	if b, err := json.Marshal(args); err != nil || string(b) == "null" {
 		args = map[string]any{}
+	} else {
+		args = json.RawMessage(b)
 	}
 	res, err := c.cs.CallTool(cctx, &sdk.CallToolParams{Name: t.Name, Arguments: args})
 	if err != nil {
