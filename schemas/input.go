@@ -14,8 +14,13 @@ import (
 )
 
 // Toolset names understood by the agent loop. A row's `toolsets` field and the
-// --toolsets flag may only name these.
-var KnownToolsets = []string{"terminal", "file"}
+// --toolsets flag may name these and MCP toolsets (see IsKnownToolset).
+var KnownToolsets = []string{"terminal", "file", "todo", "skills", "execute_code"}
+
+// MCPToolsetPrefix starts the toolset of an MCP server: "mcp-<server>", the
+// server's name sanitised to [A-Za-z0-9_-]. Whether the server is configured
+// is checked by the run, which knows its --mcp-config.
+const MCPToolsetPrefix = "mcp-"
 
 // FieldError is a problem with one field of one input row; Field is a JSON path
 // such as "prompt" or "toolsets[2]", empty when the row as a whole is bad.
@@ -125,7 +130,7 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 				return row, err
 			}
 			if !IsKnownToolset(name) {
-				return row, &FieldError{Field: "toolsets[" + strconv.Itoa(i) + "]", Reason: fmt.Sprintf("unknown toolset %q (known: %v)", name, KnownToolsets)}
+				return row, &FieldError{Field: "toolsets[" + strconv.Itoa(i) + "]", Reason: fmt.Sprintf("unknown toolset %q (known: %v or mcp-<server>)", name, KnownToolsets)}
 			}
 			row.Toolsets = append(row.Toolsets, name)
 		}
@@ -221,14 +226,25 @@ func tooDeep(line []byte) (string, bool) {
 	return "", false
 }
 
-// IsKnownToolset reports whether name is one of KnownToolsets.
+// IsKnownToolset reports whether name is one of KnownToolsets or has the
+// form of an MCP server's toolset (MCPToolsetPrefix and at least one of
+// [A-Za-z0-9_-]).
 func IsKnownToolset(name string) bool {
 	for _, k := range KnownToolsets {
 		if k == name {
 			return true
 		}
 	}
-	return false
+	rest, ok := strings.CutPrefix(name, MCPToolsetPrefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range []byte(rest) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func stringField(v json.RawMessage, field string, dst *string) error {

@@ -17,7 +17,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
 
@@ -105,7 +104,7 @@ func cronJobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint for agent jobs"},
 		&cli.StringSliceFlag{Name: "skill", Usage: "skill to load (repeatable)"},
 		&cli.StringSliceFlag{Name: "context-from", Usage: "job `ID` whose latest output is added to the prompt (repeatable)"},
-		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: " + strings.Join(schemas.KnownToolsets, ", ") + " (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: terminal, file (default terminal; scheduling, messaging and asking the user are never allowed)"},
 		&cli.StringFlag{Name: "deliver", Usage: "where output goes: local, webhook:URL, or both comma-separated", Value: "local"},
 		&cli.StringFlag{Name: "workdir", Usage: "absolute working folder for the script or agent"},
 		&cli.IntFlag{Name: "repeat", Usage: "stop after N runs (0: forever; one-shots run once)"},

@@ -17,9 +17,11 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp/mcptest"
 )
 
 func TestMain(m *testing.M) {
+	mcptest.MaybeServe() // the test binary doubles as a stdio MCP server
 	defer dockertest.Done()
 	m.Run()
 }

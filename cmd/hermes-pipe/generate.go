@@ -88,7 +88,7 @@ func generateCommand() *cli.Command {
 		&cli.StringFlag{Name: "out", Usage: "output folder (data/ and failed/ shards, ledger.jsonl, rejects.jsonl, statistics.json)", Required: true},
 		&cli.IntFlag{Name: "max-turns", Value: rollout.DefaultMaxTurns, Usage: "assistant turns per rollout"},
 		&cli.IntFlag{Name: "samples", Value: 1, Usage: "rollouts per prompt (each is its own record)"},
-		&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets for every row: terminal, file"},
+		&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets for every row: " + strings.Join(schemas.KnownToolsets, ", ") + ", mcp-<server> (with --mcp-config)"},
 		&cli.StringFlag{Name: "distribution", Usage: "named toolset distribution sampled per rollout: " + strings.Join(rollout.DistributionNames(), ", ") + " (default: default)"},
 		&cli.Int64Flag{Name: "seed", Usage: "seed of the toolset draws"},
 		&cli.StringFlag{Name: "system-prompt", Usage: "file whose text is sent as the system message (not recorded in trajectories, as Hermes)"},
@@ -96,6 +96,7 @@ func generateCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
 	}
+	flags = append(flags, toolFlags()...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, runFlags()...)
 	flags = append(flags,
@@ -258,24 +259,13 @@ func runGenerate(c *cli.Context) error {
 	if c.Duration("timeout") < 0 {
 		return usagef("--timeout must not be negative")
 	}
-	var toolsets []string
-	var dist rollout.Distribution
-	switch {
-	case c.IsSet("toolsets") && c.IsSet("distribution"):
-		return usagef("--toolsets and --distribution exclude each other")
-	case c.IsSet("toolsets"):
-		if toolsets, err = rollout.ParseToolsets(c.String("toolsets"), schemas.KnownToolsets); err != nil {
-			return usagef("--toolsets: %v", err)
-		}
-	default:
-		name := c.String("distribution")
-		if name == "" {
-			name = "default"
-		}
-		var ok bool
-		if dist, ok = rollout.Distributions[name]; !ok {
-			return usagef("--distribution: unknown distribution %q (known: %s)", name, strings.Join(rollout.DistributionNames(), ", "))
-		}
+	mcpCfg, err := loadMCPConfig(c)
+	if err != nil {
+		return err
+	}
+	toolsets, dist, err := pickToolsets(c, mcpCfg)
+	if err != nil {
+		return err
 	}
 	systemPrompt, err := readSystemPrompt(c, "")
 	if err != nil {
@@ -288,6 +278,13 @@ func runGenerate(c *cli.Context) error {
 	if err := checkInputFile("prompts", promptsFile); err != nil {
 		return err
 	}
+	// The MCP pre-flight: a server that cannot start costs no token and
+	// leaves no output folder.
+	servers, err := startMCP(c, mcpCfg)
+	if err != nil {
+		return err
+	}
+	defer servers.Close()
 	r, err := startRun(c, "generate", format, true)
 	if err != nil {
 		return err
@@ -295,6 +292,7 @@ func runGenerate(c *cli.Context) error {
 	defer r.close()
 	ro := r.rolloutOptions(c, systemPrompt)
 	ro.Toolsets, ro.Distribution, ro.Seed = toolsets, dist, c.Int64("seed")
+	ro.MCP, ro.SkillsDir = servers, c.String("skills-dir")
 	opts := generate.Options{
 		RunConfig:    r.cfg,
 		Prompts:      promptsFile,

@@ -552,6 +552,11 @@ func (s *Session) kill(pid int) {
 // Close kills the running command, if any, and every process the session's
 // commands left, then removes the private folder. It does not wait for a
 // running command to end on its own, and is safe to call more than once.
+// HostDir is the session's working folder as a folder of this machine; a
+// confined session sees it at the same path. Callers that start helpers
+// beside the session (a rollout's MCP servers, as ${workdir}) use it.
+func (s *Session) HostDir() string { return s.cwd }
+
 func (s *Session) Close(ctx context.Context) error {
 	s.smu.Lock()
 	if s.closed {

@@ -76,6 +76,11 @@ const DefaultToolset = "terminal"
 // schedules jobs, sends messages or asks the user a question.
 var forbiddenToolsets = []string{"cronjob", "cron", "schedule", "messaging", "send_message", "message", "clarify", "ask_user", "delegation"}
 
+// cronToolsets are the toolsets agent jobs may use: the agent runner gives
+// rollouts no skills folder and no MCP servers, so of the rollout's
+// toolsets only these work in a job.
+var cronToolsets = []string{"terminal", "file"}
+
 // checkToolsets refuses toolsets the agent does not have, naming the known
 // ones: a job asking for a toolset it would silently run without (Hermes'
 // web or browser, say) is refused instead.
@@ -83,13 +88,13 @@ func checkToolsets(requested []string) error {
 	var unknown []string
 	for _, t := range requested {
 		t = strings.TrimSpace(t)
-		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || schemas.IsKnownToolset(t) {
+		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || slices.Contains(cronToolsets, t) {
 			continue
 		}
 		unknown = append(unknown, t)
 	}
 	if len(unknown) > 0 {
-		return fmt.Errorf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(schemas.KnownToolsets, ", "))
+		return fmt.Errorf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(cronToolsets, ", "))
 	}
 	return nil
 }

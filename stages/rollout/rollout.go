@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
 // Defaults used when an Options field is zero.
@@ -40,6 +41,13 @@ type Options struct {
 	Distribution Distribution
 	Seed         int64
 
+	// MCP holds the run's MCP servers (already checked by mcp.Start); nil =
+	// none. Their toolsets are "mcp-<server>".
+	MCP *mcp.Manager
+	// SkillsDir is the folder the skills toolset reads (<dir>/<name>/SKILL.md
+	// or <dir>/<category>/<name>/SKILL.md); "" = the toolset is unavailable.
+	SkillsDir string
+
 	// Price of Model's tokens; nil = unknown: records get cost_usd null.
 	Price *cost.Price
 
@@ -55,7 +63,10 @@ type Options struct {
 }
 
 // Stage is the rollout stage. It is safe for concurrent use by the worker pool.
-type Stage struct{ o Options }
+type Stage struct {
+	o         Options
+	statTools []string // the tools every record's tool_stats lists
+}
 
 // New validates opts and returns the stage. It does no I/O.
 func New(opts Options) (*Stage, error) {
@@ -83,7 +94,9 @@ func New(opts Options) (*Stage, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Stage{o: opts}, nil
+	st := &Stage{o: opts}
+	st.statTools = st.statToolNames()
+	return st, nil
 }
 
 // Name implements pipeline.Stage.
@@ -112,7 +125,13 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	if len(toolsets) == 0 {
 		toolsets = s.o.Distribution.Sample(s.o.Seed, rec.Key)
 	}
-	tools := ToolsFor(toolsets)
+	tools, terr := s.toolsFor(toolsets)
+	if terr != nil {
+		rec.ToolsetsUsed, rec.Model = toolsets, s.o.Model
+		rec.Outcome, rec.Error = schemas.OutcomeError, terr.Error()
+		rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(nil, nil, s.statTools)
+		return []*schemas.Record{rec}, nil
+	}
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.Function.Name] = true
@@ -139,7 +158,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	// Every tool hermes-pipe knows appears with zero counts when unused, as
 	// Hermes' batch runner fills every possible tool.
 	stats, errs := schemas.ToolStatsOf(messages)
-	rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(stats, errs, AllToolNames())
+	rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(stats, errs, s.statTools)
 	rec.ReasoningStats = schemas.ReasoningStatsOf(messages)
 	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
 	if s.o.Price != nil {
@@ -172,6 +191,10 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 		defer cancel()
 		_ = sess.Close(cctx)
 	}()
+	// The todo list and MCP servers of this rollout; its servers stop
+	// before its sandbox closes.
+	rctx, rt := s.withRolloutTools(rctx, sess)
+	defer rt.close()
 
 	return s.turns(rctx, sess, rec, tools, allowed, messages, failed)
 }
@@ -237,6 +260,11 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 
 // call runs one tool call; for terminal calls it lets OnTerminal end the loop.
 func (s *Stage) call(ctx context.Context, sess sandbox.Session, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
+	if rt, ok := ctx.Value(rolloutToolsKey{}).(*rolloutTools); ok {
+		if out, err, handled := rt.call(ctx, sess, allowed, call); handled {
+			return out, err
+		}
+	}
 	if s.o.OnTerminal == nil || call.Function.Name != "terminal" {
 		return runTool(ctx, sess, allowed, call, s.o.CommandTimeout)
 	}

@@ -48,30 +48,13 @@ func fn(name, desc, params string) schemas.Tool {
 	return schemas.Tool{Type: "function", Function: schemas.FunctionSpec{Name: name, Description: desc, Parameters: json.RawMessage(params)}}
 }
 
-// AllToolNames lists every built-in tool, in offer order.
+// AllToolNames lists the terminal and file tools, in offer order: the tools
+// every record's tool_stats holds (the stage adds those of the other
+// toolsets its run offers).
 func AllToolNames() []string {
 	var out []string
-	for _, ts := range schemas.KnownToolsets {
+	for _, ts := range []string{"terminal", "file"} {
 		out = append(out, toolsetTools[ts]...)
-	}
-	return out
-}
-
-// ToolsFor returns the tool definitions offered for the given toolsets, in a
-// stable order (toolsets sorted by name as given in KnownToolsets).
-func ToolsFor(toolsets []string) []schemas.Tool {
-	want := map[string]bool{}
-	for _, ts := range toolsets {
-		want[ts] = true
-	}
-	var out []schemas.Tool
-	for _, ts := range schemas.KnownToolsets {
-		if !want[ts] {
-			continue
-		}
-		for _, name := range toolsetTools[ts] {
-			out = append(out, toolSpecs[name])
-		}
 	}
 	return out
 }

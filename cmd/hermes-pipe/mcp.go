@@ -1,0 +1,101 @@
+package main
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
+)
+
+// toolFlags are the flags that widen the tools a rollout may be offered.
+func toolFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "mcp-config", Usage: "MCP servers whose tools rollouts may call (toolsets mcp-<server>): a JSON file with mcpServers (Claude Desktop, Cursor, VS Code form) or Hermes' config.yaml with mcp_servers"},
+		&cli.StringFlag{Name: "distribution-file", Usage: "toolset distributions in Hermes' form (name → {toolsets: {toolset: percent}}), JSON or YAML; --distribution picks one (default: default)"},
+		&cli.StringFlag{Name: "skills-dir", Usage: "skills folder the skills toolset reads (<dir>/<name>/SKILL.md, as cron's)"},
+	}
+}
+
+// loadMCPConfig reads --mcp-config (nil when not given) and checks what
+// needs no server: ${workdir} needs the local sandbox.
+func loadMCPConfig(c *cli.Context) (*mcp.Config, error) {
+	path := c.String("mcp-config")
+	if path == "" {
+		return nil, nil
+	}
+	cfg, err := mcp.Load(path, nil)
+	if err != nil {
+		return nil, usagef("--mcp-config: %v", err)
+	}
+	if cfg.UsesWorkdir() && c.String("sandbox") != "local" {
+		return nil, usagef("--mcp-config %s: ${workdir} is the rollout's folder on this machine, which only --sandbox local has", path)
+	}
+	return cfg, nil
+}
+
+// startMCP is the MCP pre-flight: every server started (or connected),
+// initialised and its tools listed before any model call. A failure is a
+// usage error (exit 2) naming each failed server with its stderr.
+func startMCP(c *cli.Context, cfg *mcp.Config) (*mcp.Manager, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	m, err := mcp.Start(c.Context, cfg)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return m, nil
+}
+
+// knownToolsets lists the built-in toolsets and the configured servers'.
+func knownToolsets(cfg *mcp.Config) []string {
+	return append(append([]string(nil), rolloutBuiltinToolsets()...), cfg.Toolsets()...)
+}
+
+func rolloutBuiltinToolsets() []string { return rollout.KnownToolsets(nil) }
+
+// pickToolsets binds --toolsets, --distribution and --distribution-file:
+// fixed toolsets for every row, or a distribution sampled per rollout.
+func pickToolsets(c *cli.Context, cfg *mcp.Config) ([]string, rollout.Distribution, error) {
+	known := knownToolsets(cfg)
+	if c.IsSet("toolsets") && (c.IsSet("distribution") || c.IsSet("distribution-file")) {
+		return nil, nil, usagef("--toolsets and --distribution (or --distribution-file) exclude each other")
+	}
+	if c.IsSet("toolsets") {
+		ts, err := rollout.ParseToolsets(c.String("toolsets"), known)
+		if err != nil {
+			return nil, nil, usagef("--toolsets: %v", err)
+		}
+		return ts, nil, nil
+	}
+	dists := map[string]rollout.Distribution{}
+	for n, d := range rollout.Distributions {
+		dists[n] = d
+	}
+	if f := c.String("distribution-file"); f != "" {
+		file, err := rollout.LoadDistributions(f, known)
+		if err != nil {
+			return nil, nil, usagef("--distribution-file: %v", err)
+		}
+		for n, d := range file {
+			dists[n] = d
+		}
+	}
+	name := c.String("distribution")
+	if name == "" {
+		name = "default"
+	}
+	d, ok := dists[name]
+	if !ok {
+		names := make([]string, 0, len(dists))
+		for n := range dists {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, nil, usagef("--distribution: unknown distribution %q (known: %s)", name, strings.Join(names, ", "))
+	}
+	return nil, d, nil
+}
