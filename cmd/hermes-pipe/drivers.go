@@ -50,6 +50,7 @@ func extraCommands() []*cli.Command {
 		sweCommand(),
 		mergeCommand(),
 		statusCommand(),
+		reportCommand(),
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),
