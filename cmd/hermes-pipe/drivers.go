@@ -51,6 +51,7 @@ func extraCommands() []*cli.Command {
 		mergeCommand(),
 		statusCommand(),
 		reportCommand(),
+		viewCommand(),
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),
