@@ -2,15 +2,18 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
@@ -19,7 +22,7 @@ import (
 
 // indexVersion changes when the index layout does; older cache files are
 // rebuilt.
-const indexVersion = 1
+const indexVersion = 2
 
 // Index is what the viewer knows of every live record: where it is and the
 // fields its filters and sort read, column by column (about 90 bytes per
@@ -178,14 +181,9 @@ func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn erro
 		return nil, false, nil, fmt.Errorf("view: %w", err)
 	}
 	path := filepath.Join(cacheDir, name)
-	if f, err := os.Open(path); err == nil {
-		ix = &Index{}
-		derr := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(ix)
-		f.Close()
-		if derr == nil && ix.Version == indexVersion && len(ix.Dirs) == len(dirs) {
-			ix.Dirs = dirs
-			return ix, false, nil, nil
-		}
+	if ix, err := loadIndex(path); err == nil && len(ix.Dirs) == len(dirs) {
+		ix.Dirs = dirs
+		return ix, false, nil, nil
 	}
 	ix, err = BuildIndex(dirs)
 	if err != nil {
@@ -203,7 +201,7 @@ func saveIndex(ix *Index, dir, name string) error {
 		return fmt.Errorf("view: index cache: %w", err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	err = gob.NewEncoder(bw).Encode(ix)
+	err = writeIndex(bw, ix)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -218,6 +216,161 @@ func saveIndex(ix *Index, dir, name string) error {
 		return fmt.Errorf("view: index cache %s: %w", dir, err)
 	}
 	return nil
+}
+
+// The cache file: a magic line, the gob of the small fields (names, dirs)
+// with the record count, then each column as its raw bytes in this
+// machine's byte order (the file never leaves the machine; a file of another
+// order fails the check word and is rebuilt), the key and id columns as a
+// blob and its end offsets. Loading it costs one read of the file and no
+// per-record allocation: strings point into the blob.
+const indexMagic = "hermes-pipe view index\n"
+
+type indexHeader struct {
+	Version, Records             int
+	Check                        uint32
+	Dirs                         []string
+	Kind                         string
+	Names, ToolsetBits, ToolBits []string
+	KeyBlob, IDBlob              int
+}
+
+const checkWord = 0x01020304
+
+func rawBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+func blob(ss []string) ([]byte, []uint32) {
+	n := 0
+	for _, s := range ss {
+		n += len(s)
+	}
+	b := make([]byte, 0, n)
+	ends := make([]uint32, len(ss))
+	for i, s := range ss {
+		b = append(b, s...)
+		ends[i] = uint32(len(b))
+	}
+	return b, ends
+}
+
+func writeIndex(w io.Writer, ix *Index) error {
+	keys, keyEnds := blob(ix.Key)
+	ids, idEnds := blob(ix.ID)
+	h := indexHeader{Version: indexVersion, Records: ix.Len(), Check: checkWord, Dirs: ix.Dirs, Kind: ix.Kind,
+		Names: ix.Names, ToolsetBits: ix.ToolsetBits, ToolBits: ix.ToolBits, KeyBlob: len(keys), IDBlob: len(ids)}
+	if _, err := io.WriteString(w, indexMagic); err != nil {
+		return err
+	}
+	if err := gob.NewEncoder(w).Encode(h); err != nil {
+		return err
+	}
+	for _, col := range [][]byte{rawBytes(ix.Dir), rawBytes(ix.Shard), rawBytes(ix.Off), rawBytes(ix.N), rawBytes(ix.Outcome),
+		rawBytes(ix.Compress), rawBytes(ix.Toolsets), rawBytes(ix.Tools), rawBytes(ix.Failures), rawBytes(ix.Turns),
+		rawBytes(ix.Tokens), rawBytes(ix.DurationMS), rawBytes(ix.Cost), rawBytes(ix.Ratio),
+		rawBytes(keyEnds), keys, rawBytes(idEnds), ids} {
+		if _, err := w.Write(col); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadIndex reads a cache file written by writeIndex.
+func loadIndex(path string) (*Index, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(data, []byte(indexMagic)) {
+		return nil, errors.New("not an index file")
+	}
+	r := bytes.NewReader(data[len(indexMagic):])
+	var h indexHeader
+	if err := gob.NewDecoder(r).Decode(&h); err != nil {
+		return nil, err
+	}
+	if h.Version != indexVersion || h.Check != checkWord {
+		return nil, errors.New("index of another version or byte order")
+	}
+	rest := data[len(data)-r.Len():]
+	n := h.Records
+	ix := &Index{Version: h.Version, Dirs: h.Dirs, Kind: h.Kind, Names: h.Names, ToolsetBits: h.ToolsetBits, ToolBits: h.ToolBits}
+	short := false
+	take := func(size int) []byte {
+		if size > len(rest) {
+			short = true
+			return nil
+		}
+		b := rest[:size:size]
+		rest = rest[size:]
+		return b
+	}
+	ix.Dir = column[uint16](take, n)
+	ix.Shard = column[uint32](take, n)
+	ix.Off = column[int64](take, n)
+	ix.N = column[int32](take, n)
+	ix.Outcome = column[uint32](take, n)
+	ix.Compress = column[uint32](take, n)
+	ix.Toolsets = column[uint64](take, n)
+	ix.Tools = column[uint64](take, n)
+	ix.Failures = column[int32](take, n)
+	ix.Turns = column[int32](take, n)
+	ix.Tokens = column[int64](take, n)
+	ix.DurationMS = column[int64](take, n)
+	ix.Cost = column[float32](take, n)
+	ix.Ratio = column[float32](take, n)
+	keyEnds := column[uint32](take, n)
+	keys := take(h.KeyBlob)
+	idEnds := column[uint32](take, n)
+	ids := take(h.IDBlob)
+	if short || len(rest) != 0 {
+		return nil, errors.New("index file has the wrong size")
+	}
+	ix.Key = unblob(keys, keyEnds)
+	ix.ID = unblob(ids, idEnds)
+	if ix.Key == nil || ix.ID == nil {
+		return nil, errors.New("index file has bad string offsets")
+	}
+	return ix, nil
+}
+
+// column views the next n values of a column in place. The file's data is
+// read into one []byte, whose start the Go allocator aligns to 8 bytes; the
+// columns keep their alignment because each wider column comes first or
+// after columns whose total size keeps it (checked, else copied).
+func column[T any](take func(int) []byte, n int) []T {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	b := take(n * size)
+	if b == nil || n == 0 {
+		return make([]T, 0)
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%unsafe.Alignof(zero) != 0 {
+		out := make([]T, n)
+		copy(rawBytes(out), b)
+		return out
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+func unblob(b []byte, ends []uint32) []string {
+	out := make([]string, len(ends))
+	var start uint32
+	for i, e := range ends {
+		if e < start || int(e) > len(b) {
+			return nil
+		}
+		if e > start {
+			out[i] = unsafe.String(&b[start], int(e-start))
+		}
+		start = e
+	}
+	return out
 }
 
 var errBadQuery = errors.New("bad query")

@@ -128,8 +128,15 @@ func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
 	}
 	writeJSON(w, map[string]any{
 		"kind": ix.Kind, "records": ix.Len(), "dirs": ix.Dirs, "outcomes": outcomes, "compress": compress,
-		"toolsets": ix.ToolsetBits, "tools": ix.ToolBits, "swe": s.swe != nil,
+		"toolsets": nonNil(ix.ToolsetBits), "tools": nonNil(ix.ToolBits), "swe": s.swe != nil,
 	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // Query is one list request: filters, sort and page.
