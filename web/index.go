@@ -374,5 +374,3 @@ func unblob(b []byte, ends []uint32) []string {
 }
 
 var errBadQuery = errors.New("bad query")
-
-func lower(s string) string { return strings.ToLower(s) }

@@ -186,7 +186,7 @@ func (b *browser) rows(t *testing.T) []string {
 
 func screenshot(t *testing.T, b *browser, path string) {
 	t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100) // 100: PNG)
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
+	htmlreport "github.com/hermes-pipe/hermes-pipe/pipeline/report"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
@@ -106,7 +106,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	mr, runErr := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
 		Kind:      "swe",
 		Outcomes:  Outcomes,
-		Artifacts: []string{PredsFile, JUnitFile, ReportFile, report.File},
+		Artifacts: []string{PredsFile, JUnitFile, ReportFile, htmlreport.File},
 		Open: func(context.Context, *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			return pipeline.SliceSource(recs), stages, nil
 		},
@@ -130,7 +130,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if repErr == nil {
 		// report.html is built from report.json and the records, so it
 		// follows them.
-		repErr = report.WriteFile(context.WithoutCancel(ctx), []string{o.Out}, report.Options{Title: o.Out}, o.Out, report.File)
+		repErr = htmlreport.WriteFile(context.WithoutCancel(ctx), []string{o.Out}, htmlreport.Options{Title: o.Out}, o.Out, htmlreport.File)
 	}
 	return res, errors.Join(runErr, repErr)
 }
