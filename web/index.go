@@ -12,7 +12,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
