@@ -28,9 +28,10 @@ type layerRule struct {
 // layerRules is the "must not import" column of the layout table.
 var layerRules = []layerRule{
 	{layer: "schemas", forbid: []string{""}, allow: []string{"schemas"}},
-	{layer: "sandbox", forbid: []string{"pipeline", "stages", "cmd"}},
-	{layer: "pipeline", forbid: []string{"stages", "cmd"}},
-	{layer: "stages", forbid: []string{"cmd"}},
+	{layer: "sandbox", forbid: []string{"pipeline", "stages", "cmd", "web"}},
+	{layer: "pipeline", forbid: []string{"stages", "cmd", "web"}},
+	{layer: "stages", forbid: []string{"cmd", "web"}},
+	{layer: "web", forbid: []string{"cmd"}},
 }
 
 // layerException lets one package import one forbidden package. Each entry

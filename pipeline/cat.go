@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // CatOptions configure CatWith.
@@ -345,5 +347,89 @@ func (c *fileCache) get(name string) (*os.File, error) {
 func (c *fileCache) close() {
 	for _, f := range c.open {
 		f.Close()
+	}
+}
+
+// RecordRef locates one live record of an output folder: its shard (a path
+// relative to the folder) and, in a JSONL shard, the byte offset and length
+// of its line; in a Parquet shard Off is its row number.
+type RecordRef struct {
+	Key     string
+	Outcome schemas.Outcome // the ledger's outcome of the record
+	Shard   string
+	Off     int64
+	N       int32
+}
+
+// EachRecord calls fn with every live record of the output folder dir, in
+// Cat's order and with Cat's checks, and where it lives, so a caller can come
+// back for one record later with a RecordReader. line is valid only during
+// the call. The viewer's index is built with it.
+func EachRecord(dir string, fn func(ref RecordRef, line []byte) error) error {
+	ix, _, err := openReadOnly(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	err = eachLive(dir, ix, false, true, func(e ledgerEntry, line []byte) error {
+		return fn(RecordRef{Key: e.key, Outcome: ix.outcomes[e.outcome], Shard: ix.shards[e.shard], Off: e.off, N: e.n}, line)
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	return nil
+}
+
+// RecordReader reads single records of one output folder by their
+// RecordRef, with positioned reads (JSONL) or one row group at a time
+// (Parquet), keeping at most 64 shards open. It is not safe for concurrent
+// use.
+type RecordReader struct {
+	dir   string
+	files *fileCache
+	pq    *parquetLines
+}
+
+// NewRecordReader returns a reader of the records of dir; Close releases its
+// files.
+func NewRecordReader(dir string) *RecordReader {
+	return &RecordReader{dir: dir, files: newFileCache(dir, 64)}
+}
+
+// Read returns a copy of the record line ref points at, newline included. A
+// ref that does not land on a whole line (the folder changed since ref was
+// taken) is an error naming the shard and offset.
+func (r *RecordReader) Read(ref RecordRef) ([]byte, error) {
+	if strings.HasSuffix(ref.Shard, parquetExt) {
+		if r.pq == nil {
+			r.pq = newParquetLines(r.dir)
+		}
+		line, err := r.pq.line(ref.Shard, ref.Off)
+		if err != nil {
+			return nil, err
+		}
+		return slices.Clone(line), nil
+	}
+	if ref.N <= 0 {
+		return nil, fmt.Errorf("%s: record %s has no line", ref.Shard, ref.Key)
+	}
+	f, err := r.files.get(ref.Shard)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, ref.N)
+	if _, err := f.ReadAt(buf, ref.Off); err != nil {
+		return nil, fmt.Errorf("read %s at byte %d: %w", ref.Shard, ref.Off, err)
+	}
+	if buf[len(buf)-1] != '\n' {
+		return nil, fmt.Errorf("%s: record %s at byte %d does not end a line: the folder changed since it was indexed", ref.Shard, ref.Key, ref.Off)
+	}
+	return buf, nil
+}
+
+// Close closes the reader's files.
+func (r *RecordReader) Close() {
+	r.files.close()
+	if r.pq != nil {
+		r.pq.close()
 	}
 }

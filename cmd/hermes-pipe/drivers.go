@@ -50,6 +50,8 @@ func extraCommands() []*cli.Command {
 		sweCommand(),
 		mergeCommand(),
 		statusCommand(),
+		reportCommand(),
+		viewCommand(),
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),

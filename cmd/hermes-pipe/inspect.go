@@ -21,24 +21,32 @@ import (
 // one run or of a run sharded across machines (one folder per shard, in
 // index order).
 func runDirs(c *cli.Context) ([]string, error) {
+	_, dirs, err := runFolder(c)
+	return dirs, err
+}
+
+// runFolder is runDirs that also returns the run's local folder: the folder
+// itself, or the one holding the shard folders of a sharded run.
+func runFolder(c *cli.Context) (string, []string, error) {
 	if c.NArg() != 1 {
-		return nil, usagef("%s takes exactly one output folder, got %d arguments", c.Command.Name, c.NArg())
+		return "", nil, usagef("%s takes exactly one output folder, got %d arguments", c.Command.Name, c.NArg())
 	}
 	dir, err := localRun(c, c.Args().First(), false)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return "", nil, usagef("%v", err)
 	}
 	if !st.IsDir() {
-		return nil, usagef("%s is not a folder", dir)
+		return "", nil, usagef("%s is not a folder", dir)
 	}
 	if cluster.IsSharded(dir) {
-		return cluster.ShardDirs(dir)
+		dirs, err := cluster.ShardDirs(dir)
+		return dir, dirs, err
 	}
-	return []string{dir}, nil
+	return dir, []string{dir}, nil
 }
 
 func catCommand() *cli.Command {
@@ -74,17 +82,9 @@ func statsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var all []pipeline.Statistics
-			for _, dir := range dirs {
-				st, err := pipeline.Stats(dir)
-				if err != nil {
-					return err
-				}
-				all = append(all, st)
-			}
-			st := all[0]
-			if len(all) > 1 {
-				st = cluster.MergeStatistics(all)
+			st, err := cluster.StatsAll(dirs)
+			if err != nil {
+				return err
 			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)

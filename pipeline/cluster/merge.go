@@ -476,6 +476,25 @@ func MergeStatistics(list []pipeline.Statistics) pipeline.Statistics {
 	return st
 }
 
+// StatsAll returns the statistics of a run's folders (one, or the shards
+// of a sharded run from ShardDirs): pipeline.Stats of each, merged by
+// MergeStatistics when there are several. `stats` and `report` both print
+// it, so their figures agree.
+func StatsAll(dirs []string) (pipeline.Statistics, error) {
+	all := make([]pipeline.Statistics, 0, len(dirs))
+	for _, dir := range dirs {
+		st, err := pipeline.Stats(dir)
+		if err != nil {
+			return st, err
+		}
+		all = append(all, st)
+	}
+	if len(all) == 1 {
+		return all[0], nil
+	}
+	return MergeStatistics(all), nil
+}
+
 // writeJSON writes v to dir/name, indented, with the runtime's atomic-file
 // protocol.
 func writeJSON(dir, name string, v any) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	htmlreport "github.com/hermes-pipe/hermes-pipe/pipeline/report"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
@@ -105,7 +106,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	mr, runErr := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
 		Kind:      "swe",
 		Outcomes:  Outcomes,
-		Artifacts: []string{PredsFile, JUnitFile, ReportFile},
+		Artifacts: []string{PredsFile, JUnitFile, ReportFile, htmlreport.File},
 		Open: func(context.Context, *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			return pipeline.SliceSource(recs), stages, nil
 		},
@@ -125,6 +126,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		rep.Gate = rep.Judge(o.MinResolved, o.Baseline, baseline)
 		repErr = rep.WriteFiles(o.Out)
 		res.Report = rep
+	}
+	if repErr == nil {
+		// report.html is built from report.json and the records, so it
+		// follows them.
+		repErr = htmlreport.WriteFile(context.WithoutCancel(ctx), []string{o.Out}, htmlreport.Options{Title: o.Out}, o.Out, htmlreport.File)
 	}
 	return res, errors.Join(runErr, repErr)
 }

@@ -112,6 +112,16 @@ func TestSimpleTasksLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// report.html is written next to report.json, with each task in its table.
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"sub", "exit", "nogit"} {
+		if !bytes.Contains(html, []byte("<td><code>"+id+"</code></td><td class=\"ok\">resolved</td>")) {
+			t.Errorf("report.html has no resolved row for %s", id)
+		}
+	}
 	for id, want := range map[string]string{"sub": "submission", "exit": "exit_code", "nogit": "submission"} {
 		in := res.Report.Instances[id]
 		if in.Outcome != string(OutcomeResolved) {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/web"
+	"github.com/urfave/cli/v2"
+)
+
+func viewCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "view",
+		Usage:     "browse the records of an output folder in a local, read-only web UI",
+		UsageText: "hermes-pipe view [--addr 127.0.0.1:8080] [--open] DIR",
+		Description: `Serves a list of the folder's records (filters by outcome, toolset, tool
+used, tool failures, turns, tokens, cost, compress outcome; free-text search;
+sort; paging) and a page per record (the conversation turn by turn, think
+blocks, tool calls paired with their responses, diffs, metadata, raw JSON).
+Every asset is inside the binary: nothing is loaded from the network.
+
+The first view of a folder reads every record once and keeps an index under
+--cache-dir (default: hermes-pipe/view in the user cache dir); later views of
+the folder in the same state open from it. The output folder is only read.
+
+It listens on loopback only unless --addr names another address, which also
+needs --allow-remote; a random token is then printed and required.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "address to listen on (port 0 = any free port)"},
+			&cli.BoolFlag{Name: "open", Usage: "open the page in the default browser (xdg-open)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a non-loopback --addr (a token is then required)"},
+			&cli.StringFlag{Name: "cache-dir", Usage: "where the record index is kept (default: the user cache dir)"},
+			&cli.StringFlag{Name: "addr-file", Hidden: true, Usage: "write the listening address here once serving (tests)"},
+			&cli.StringFlag{Name: "cache", Usage: "local read cache when DIR is an s3:// or file:// URL (default: under the temp dir)"},
+		},
+		Action: func(c *cli.Context) error {
+			root, dirs, err := runFolder(c)
+			if err != nil {
+				return err
+			}
+			addr := c.String("addr")
+			loop, err := web.IsLoopback(addr)
+			if err != nil {
+				return usagef("--addr %q: %v", addr, err)
+			}
+			token := ""
+			if !loop {
+				if !c.Bool("allow-remote") {
+					return usagef("--addr %s is not a loopback address: anyone who reaches it could read the records; add --allow-remote to allow it (a token will be required)", addr)
+				}
+				token = web.Token()
+			}
+			cacheDir := c.String("cache-dir")
+			if cacheDir == "" {
+				if cacheDir, err = web.DefaultCacheDir(); err != nil {
+					return usagef("%v", err)
+				}
+			}
+			start := time.Now()
+			ix, built, warn, err := web.OpenIndex(dirs, cacheDir)
+			if err != nil {
+				return err
+			}
+			if warn != nil {
+				fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
+			}
+			how := "from the index in " + cacheDir
+			if built {
+				how = "read once, index kept in " + cacheDir
+			}
+			fmt.Fprintf(c.App.ErrWriter, "view: %d records (%s) in %s\n", ix.Len(), how, time.Since(start).Round(time.Millisecond))
+			srv := web.NewServer(ix, root, token)
+			defer srv.Close()
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("view: %w", err)
+			}
+			url := "http://" + ln.Addr().String() + "/"
+			if token != "" {
+				url += "?token=" + token
+				fmt.Fprintf(c.App.ErrWriter, "view: listening on %s, reachable from other machines: the token %s is required\n", ln.Addr(), token)
+			} else {
+				fmt.Fprintf(c.App.ErrWriter, "view: listening on %s (loopback only: other machines cannot reach it)\n", ln.Addr())
+			}
+			fmt.Fprintln(c.App.Writer, url)
+			if f := c.String("addr-file"); f != "" {
+				if err := writeAddrFile(f, ln.Addr().String()); err != nil {
+					ln.Close()
+					return err
+				}
+			}
+			if c.Bool("open") {
+				if err := exec.Command("xdg-open", url).Start(); err != nil {
+					fmt.Fprintf(c.App.ErrWriter, "view: --open: %v; open %s yourself\n", err, url)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmdContext(c), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				hs.Shutdown(sctx)
+			}()
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("view: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// writeAddrFile writes addr to path atomically, so a reader never sees half
+// of it.
+func writeAddrFile(path, addr string) error {
+	if err := atomicfile.Write(filepath.Dir(path), filepath.Base(path), []byte(addr)); err != nil {
+		return fmt.Errorf("view: --addr-file: %w", err)
+	}
+	return nil
+}

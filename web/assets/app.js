@@ -1,0 +1,252 @@
+"use strict";
+// hermes-pipe view: list and record pages over the read-only JSON API.
+const $ = (s, el = document) => el.querySelector(s);
+const app = $("#app");
+let meta = null, list = { rows: [], sel: 0 }, lastQuery = "";
+
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+async function getJSON(url) {
+  const r = await fetch(url, { credentials: "same-origin" });
+  if (!r.ok) throw new Error(url + ": " + r.status + " " + (await r.text()));
+  return r.json();
+}
+const cls = o => ({ completed: "ok", resolved: "ok", compressed: "ok", skipped_under_target: "ok", partial: "warn", max_turns: "warn", unresolved: "warn", empty_patch: "warn", still_over_limit: "warn" })[o] || "bad";
+const fmtCost = c => c === null || c === undefined ? "–" : "$" + c.toFixed(5);
+
+// ---- list ----
+function params() { return new URLSearchParams(location.hash.split("?")[1] || ""); }
+function setParams(p) { p.delete("page"); location.hash = "#/?" + p.toString(); }
+
+async function showList() {
+  const p = params();
+  const qs = p.toString();
+  const form = filterForm(p);
+  const status = h("p", { class: "mute", id: "status" }, "loading…");
+  const table = h("table", { id: "records" });
+  app.replaceChildren(form, status, table);
+  let res;
+  try { res = await getJSON("/api/records?" + qs); } catch (e) { status.replaceChildren(h("span", { class: "err" }, e.message)); return; }
+  lastQuery = qs;
+  list.rows = res.rows; list.sel = Math.min(list.sel, Math.max(0, res.rows.length - 1));
+  const page = +(p.get("page") || 0), size = +(p.get("size") || 50);
+  const total = res.complete ? String(res.total) : "at least " + res.total;
+  status.replaceChildren(`${total} matching of ${meta.records} records` + (p.get("q") ? ` (text searched in ${res.scanned} records${res.complete ? "" : ", stopped early"})` : ""));
+  const sort = p.get("sort") || "";
+  const th = (label, key, num) => h("th", { class: num ? "n" : "", "data-sort": key, onclick: () => { const q = params(); q.set("sort", sort === key ? "-" + key : key); setParams(q); } },
+    label + (sort === key ? " ▲" : sort === "-" + key ? " ▼" : ""));
+  const head = h("tr", {}, th("#", "key"), h("th", {}, "key / id"), h("th", {}, "outcome"), meta.kind === "compress" ? h("th", {}, "compress") : null,
+    h("th", {}, "tools"), th("failures", "failures", 1), th("turns", "turns", 1), th("tokens", "tokens", 1), th("ms", "duration", 1), th("cost", "cost", 1),
+    meta.kind === "compress" ? th("ratio", "ratio", 1) : null);
+  const body = h("tbody", {}, res.rows.map((r, k) => h("tr", { "data-i": r.i, class: k === list.sel ? "sel" : "", onclick: () => openRecord(r.i) },
+    h("td", { class: "n" }, r.i), h("td", {}, h("code", {}, r.key), r.id ? h("span", { class: "mute" }, " " + r.id) : ""),
+    h("td", { class: cls(r.outcome) + " outcome" }, r.outcome), meta.kind === "compress" ? h("td", { class: cls(r.compress) }, r.compress) : null,
+    h("td", {}, r.tools.join(", ")), h("td", { class: "n" + (r.failures ? " bad" : "") }, r.failures), h("td", { class: "n" }, r.turns),
+    h("td", { class: "n" }, r.tokens), h("td", { class: "n" }, r.duration_ms), h("td", { class: "n" }, fmtCost(r.cost_usd)),
+    meta.kind === "compress" ? h("td", { class: "n" }, r.ratio ? r.ratio.toFixed(3) : "") : null)));
+  table.replaceChildren(h("thead", {}, head), body);
+  const go = d => { const q = params(); q.set("page", page + d); location.hash = "#/?" + q.toString(); };
+  app.append(h("div", { class: "pager" }, h("button", { disabled: page === 0, onclick: () => go(-1) }, "← previous"),
+    `page ${page + 1}`, h("button", { disabled: (page + 1) * size >= res.total && res.complete, onclick: () => go(1) }, "next →")));
+}
+
+function filterForm(p) {
+  const sel = (name, label, opts) => h("label", {}, label, h("select", { name, id: "f-" + name },
+    h("option", { value: "" }, "any"), opts.map(o => h("option", { value: o, selected: p.get(name) === o }, o))));
+  const num = (name, label) => h("label", {}, label, h("input", { name, class: "n", type: "number", min: 0, step: "any", value: p.get(name) || "" }));
+  const f = h("form", { class: "filters", id: "filters", onsubmit: e => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(f)) if (v !== "") q.set(k, v);
+    if (params().get("sort")) q.set("sort", params().get("sort"));
+    setParams(q);
+  } },
+    h("label", {}, "search", h("input", { name: "q", id: "q", type: "search", placeholder: "text in the conversation (/)", value: p.get("q") || "" })),
+    sel("outcome", "outcome", Object.keys(meta.outcomes).sort()),
+    meta.toolsets.length ? sel("toolset", "toolset", meta.toolsets) : null,
+    meta.tools.length ? sel("tool", "tool used", meta.tools) : null,
+    sel("failures", "tool failures", ["yes", "no"]),
+    Object.keys(meta.compress).length ? sel("compress", "compress outcome", Object.keys(meta.compress).sort()) : null,
+    num("turns_min", "turns ≥"), num("turns_max", "turns ≤"), num("tokens_min", "tokens ≥"), num("tokens_max", "tokens ≤"),
+    num("cost_min", "cost ≥ $"), num("cost_max", "cost ≤ $"),
+    h("button", { type: "submit", id: "apply" }, "apply"));
+  f.addEventListener("change", e => { if (e.target.tagName === "SELECT") f.requestSubmit(); });
+  return f;
+}
+
+function openRecord(i) { location.hash = "#/r/" + i + (lastQuery ? "?" + lastQuery : ""); }
+
+// ---- record ----
+function prettyJSON(s) { try { return JSON.stringify(JSON.parse(s), null, 2); } catch { return s; } }
+const CUT = /(\.\.\. \[output truncated: \d+ bytes omitted\] \.\.\.| \.\.\. \[line cut: [^\]]*\])/;
+
+function textBlock(s) {
+  // cut-output markers and patches stand out
+  if (/^(diff --git |--- a\/|\+\+\+ b\/|@@ )/m.test(s)) return diffBlock(s);
+  const pre = h("pre", {});
+  for (const part of s.split(CUT)) pre.append(CUT.test(part) ? h("span", { class: "cut" }, part) : part);
+  return pre;
+}
+function diffBlock(s) {
+  const pre = h("pre", { class: "diff" });
+  for (const line of s.split("\n")) {
+    const c = /^(diff --git|\+\+\+ |--- )/.test(line) ? "file" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+    pre.append(c ? h("span", { class: c }, line) : line + "\n");
+  }
+  return pre;
+}
+function toolResponse(js) {
+  let v; try { v = JSON.parse(js); } catch { return textBlock(js); }
+  const box = h("div", {});
+  const content = v && typeof v === "object" && "content" in v ? v.content : v;
+  const name = v && v.name ? h("b", {}, v.name) : null;
+  let inner = content;
+  if (typeof inner === "string") { try { inner = JSON.parse(inner); } catch { } }
+  const exit = inner && typeof inner === "object" && "exit_code" in inner ? h("span", { class: "exit" + (inner.exit_code ? " bad" : "") }, "exit " + inner.exit_code) : null;
+  box.append(h("div", {}, name, " ", exit));
+  if (inner && typeof inner === "object" && typeof inner.output === "string") {
+    box.append(textBlock(inner.output));
+    const rest = Object.assign({}, inner); delete rest.output;
+    box.append(h("pre", {}, JSON.stringify(rest, null, 2)));
+  } else box.append(textBlock(typeof inner === "string" ? inner : JSON.stringify(inner, null, 2)));
+  return box;
+}
+function renderTurn(t, k, ctx) {
+  const who = t.from;
+  const el = h("div", { class: "turn " + who + (typeof t.value === "string" && t.value.startsWith("[CONTEXT SUMMARY]:") ? " summary" : ""), id: "turn-" + k },
+    h("div", { class: "who" }, `${k}. ${who}`, ctx.tokens ? h("span", { class: "mute" }, ` · ${ctx.tokens[k] ?? ""}`) : ""));
+  const v = typeof t.value === "string" ? t.value : JSON.stringify(t.value, null, 2);
+  if (who === "system") {
+    el.append(h("details", { class: "system" }, h("summary", {}, `system prompt (${v.length} chars)`), h("pre", {}, v)));
+    return el;
+  }
+  if (el.classList.contains("summary")) el.append(h("div", { class: "mute" }, "summary of the compressed region"));
+  const re = /<think>([\s\S]*?)<\/think>|<tool_call>([\s\S]*?)<\/tool_call>|<tool_response>([\s\S]*?)<\/tool_response>/g;
+  let last = 0, m;
+  while ((m = re.exec(v))) {
+    const before = v.slice(last, m.index).trim();
+    if (before) el.append(textBlock(before));
+    if (m[1] !== undefined) {
+      const body = m[1].trim();
+      el.append(h("details", { class: "think" }, h("summary", {}, body ? `thinking (${body.length} chars)` : "thinking (empty)"), h("pre", {}, body)));
+    } else if (m[2] !== undefined) {
+      ctx.calls.push(m[2]);
+      let name = ""; try { name = JSON.parse(m[2]).name; } catch { }
+      el.append(h("div", { class: "call" }, "tool call ", h("b", {}, name), h("pre", {}, prettyJSON(m[2].trim()))));
+    } else {
+      const call = ctx.calls[ctx.resp++];
+      let name = ""; try { name = JSON.parse(call).name; } catch { }
+      el.append(h("div", { class: "call" }, "response" + (name ? " to " : ""), name ? h("b", {}, name) : "", toolResponse(m[3].trim())));
+    }
+    last = re.lastIndex;
+  }
+  const rest = v.slice(last).trim();
+  if (rest) el.append(textBlock(rest));
+  return el;
+}
+
+async function showRecord(i) {
+  app.replaceChildren(h("p", { class: "mute" }, "loading…"));
+  let d;
+  try { d = await getJSON("/api/record/" + i); } catch (e) { app.replaceChildren(h("p", { class: "err" }, e.message)); return; }
+  const r = d.record;
+  const back = "#/" + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : "");
+  const nav = h("div", { class: "pager" }, h("a", { href: back, id: "back" }, "← list (Esc)"),
+    i > 0 ? h("a", { href: "#/r/" + (i - 1) + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : ""), id: "prev" }, "previous (k)") : "",
+    i + 1 < d.of ? h("a", { href: "#/r/" + (i + 1) + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : ""), id: "next" }, "next (j)") : "",
+    h("a", { href: "/raw/" + i, id: "raw", target: "_blank" }, "raw JSON"),
+    h("button", { id: "toggle-raw", onclick: () => { const p = $("#rawpre"); p.hidden = !p.hidden; } }, "show raw here"));
+  const kv = (rows) => h("table", { class: "kv" }, rows.filter(x => x[1] !== undefined && x[1] !== null && x[1] !== "").map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v))));
+  const tools = Object.entries(r.tool_stats || {}).map(([n, s]) => `${n} ${s.success}/${s.count}`).join(", ");
+  const metaT = kv([["key", h("code", {}, r.key)], ["id", r.id], ["outcome", h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
+    ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", `${r.prompt_index} / ${r.sample}`],
+    ["api calls", r.api_calls], ["tokens", r.usage ? `${r.usage.total_tokens} (${r.usage.prompt_tokens} prompt, ${r.usage.completion_tokens} completion)` : ""],
+    ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["toolsets", (r.toolsets_used || []).join(", ")],
+    ["tools (ok/calls)", tools], ["reasoning", r.reasoning_stats ? `${r.reasoning_stats.turns_with_reasoning} of ${r.reasoning_stats.total_assistant_turns} turns` : ""],
+    ["folder", d.dir]]);
+  const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key)), metaT];
+  const cm = r.compression_metrics;
+  if (cm) parts.push(compressPanel(cm));
+  const swePatch = findKey(r.extra, "model_patch");
+  if (d.swe || swePatch) parts.push(swePanel(d.swe, swePatch));
+  const ctx = { calls: [], resp: 0 };
+  const conv = h("div", { id: "conversation" }, (r.conversations || []).map((t, k) => renderTurn(t, k, ctx)));
+  parts.push(h("h3", {}, `conversation (${(r.conversations || []).length} turns)`), conv);
+  if (r.metadata) parts.push(h("h3", {}, "metadata"), h("pre", {}, JSON.stringify(r.metadata, null, 2)));
+  parts.push(h("pre", { id: "rawpre", hidden: true }, JSON.stringify(r, null, 2)));
+  app.replaceChildren(...parts);
+  window.scrollTo(0, 0);
+}
+function findKey(o, key) {
+  if (!o || typeof o !== "object") return undefined;
+  if (key in o) return o[key];
+  for (const v of Object.values(o)) { const f = findKey(v, key); if (f !== undefined) return f; }
+  return undefined;
+}
+function compressPanel(cm) {
+  const reg = cm.compression_region || {};
+  return h("div", { id: "compress" }, h("h3", {}, "compression"),
+    h("div", { class: "cards" },
+      h("div", { class: "card" }, h("b", { class: cls(cm.outcome) }, cm.outcome), "outcome"),
+      h("div", { class: "card" }, h("b", {}, cm.original_tokens), "original tokens"),
+      h("div", { class: "card" }, h("b", {}, cm.compressed_tokens), "compressed tokens"),
+      h("div", { class: "card" }, h("b", {}, (+cm.compression_ratio).toFixed(3)), "ratio"),
+      h("div", { class: "card" }, h("b", {}, `${cm.original_turns} → ${cm.compressed_turns}`), "turns"),
+      reg.turns_count ? h("div", { class: "card" }, h("b", {}, `${reg.start_idx}–${reg.end_idx}`), "original turns summarised") : null),
+    h("p", { class: "mute" }, "The summary turn is highlighted below; turns outside the region are the original's, unchanged."));
+}
+function swePanel(s, patch) {
+  const box = h("div", { id: "swe" }, h("h3", {}, "SWE"));
+  if (s) {
+    const inst = s.instance || {};
+    box.append(h("p", {}, "instance ", h("code", {}, s.id), ": ", h("b", { class: cls(inst.outcome) }, inst.outcome),
+      s.gate ? [" · gate ", h("b", { class: s.gate === "pass" ? "ok" : s.gate === "fail" ? "bad" : "warn" }, s.gate)] : "",
+      s.baseline ? [" · vs baseline ", h("code", {}, s.baseline), ": ", s.regressed ? h("b", { class: "bad" }, "regressed") : s.unjudged ? h("b", { class: "warn" }, "unjudged") : "no regression"] : ""));
+    const ts = inst.tests_status;
+    if (ts) box.append(h("div", { class: "grid" }, ["FAIL_TO_PASS", "PASS_TO_PASS"].map(k => h("div", {}, h("b", {}, k),
+      h("ul", {}, ((ts[k] || {}).success || []).map(t => h("li", { class: "ok" }, "✓ " + t)), ((ts[k] || {}).failure || []).map(t => h("li", { class: "bad" }, "✗ " + t)))))));
+  }
+  if (typeof patch === "string") box.append(h("h4", {}, "patch"), patch ? diffBlock(patch) : h("p", { class: "mute" }, "empty patch"));
+  return box;
+}
+
+// ---- routing and keys ----
+async function route() {
+  if (!meta) {
+    meta = await getJSON("/api/meta");
+    $("#meta").textContent = `${meta.kind || "output"} · ${meta.records} records · ${meta.dirs.join(", ")}`;
+  }
+  const m = location.hash.match(/^#\/r\/(\d+)/);
+  if (m) await showRecord(+m[1]); else await showList();
+  document.body.dataset.ready = location.hash || "#/";
+}
+window.addEventListener("hashchange", route);
+document.addEventListener("keydown", e => {
+  const typing = /INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName);
+  if (e.key === "Escape") {
+    if (typing) { document.activeElement.blur(); return; }
+    const b = $("#back"); if (b) location.hash = b.getAttribute("href");
+    return;
+  }
+  if (typing) return;
+  if (e.key === "/") { e.preventDefault(); if (!$("#q")) location.hash = "#/"; else $("#q").focus(); return; }
+  const rec = location.hash.startsWith("#/r/");
+  if (e.key === "j" || e.key === "k") {
+    if (rec) { const a = $(e.key === "j" ? "#next" : "#prev"); if (a) location.hash = a.getAttribute("href"); return; }
+    const rows = document.querySelectorAll("#records tbody tr"); if (!rows.length) return;
+    list.sel = Math.max(0, Math.min(rows.length - 1, list.sel + (e.key === "j" ? 1 : -1)));
+    rows.forEach((r, k) => r.classList.toggle("sel", k === list.sel));
+    rows[list.sel].scrollIntoView({ block: "nearest" });
+  }
+  if (e.key === "Enter" && !rec) { const r = document.querySelectorAll("#records tbody tr")[list.sel]; if (r) openRecord(+r.dataset.i); }
+});
+route();

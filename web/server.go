@@ -1,0 +1,548 @@
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Server serves the viewer of one run. It is read-only: it opens shard files
+// for reading and never writes into the run's folders.
+type Server struct {
+	ix    *Index
+	root  string
+	token string // "" = no token (loopback)
+	mu    sync.Mutex
+	rd    map[string]*pipeline.RecordReader
+	swe   *report.SWEReport
+	order map[string][]int32 // cached sort orders by sort key
+}
+
+// NewServer serves ix; root is the run's folder (where swe's report.json
+// is); token, when not empty, must be given by every request (?token= or the
+// cookie set on first use).
+func NewServer(ix *Index, root, token string) *Server {
+	s := &Server{ix: ix, root: root, token: token, rd: map[string]*pipeline.RecordReader{}, order: map[string][]int32{}}
+	if b, err := os.ReadFile(filepath.Join(root, "report.json")); err == nil {
+		var r report.SWEReport
+		if json.Unmarshal(b, &r) == nil {
+			s.swe = &r
+		}
+	}
+	return s
+}
+
+// Close releases the shard files.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rd {
+		r.Close()
+	}
+	s.rd = map[string]*pipeline.RecordReader{}
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	sub, _ := fs.Sub(assets, "assets")
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServer(http.FS(sub))))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := assets.ReadFile("assets/index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(b)
+	})
+	mux.HandleFunc("GET /api/meta", s.meta)
+	mux.HandleFunc("GET /api/records", s.records)
+	mux.HandleFunc("GET /api/record/{i}", s.record)
+	mux.HandleFunc("GET /raw/{i}", s.raw)
+	return s.guard(mux)
+}
+
+// guard adds the security headers, refuses non-GET and checks the token.
+func (s *Server) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		if s.token != "" {
+			got := r.URL.Query().Get("token")
+			if got == "" {
+				if c, err := r.Cookie("hp_token"); err == nil {
+					got = c.Value
+				}
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+				http.Error(w, "a token is required (printed when view started)", http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: "hp_token", Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
+	ix := s.ix
+	outcomes := map[string]int{}
+	compress := map[string]int{}
+	for i := range ix.Outcome {
+		outcomes[ix.Names[ix.Outcome[i]]]++
+		if c := ix.Compress[i]; c != 0 {
+			compress[ix.Names[c]]++
+		}
+	}
+	writeJSON(w, map[string]any{
+		"kind": ix.Kind, "records": ix.Len(), "dirs": ix.Dirs, "outcomes": outcomes, "compress": compress,
+		"toolsets": nonNil(ix.ToolsetBits), "tools": nonNil(ix.ToolBits), "swe": s.swe != nil,
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Query is one list request: filters, sort and page.
+type Query struct {
+	Outcome, Compress, Toolset, Tool string
+	Failures                         string // "yes", "no" or ""
+	TurnsMin, TurnsMax               int64
+	TokensMin, TokensMax             int64
+	CostMin, CostMax                 float64
+	Text                             string
+	Sort                             string // key, turns, tokens, cost, duration, failures, ratio; "-" prefix = descending
+	Page, Size                       int
+}
+
+func parseQuery(r *http.Request) (Query, error) {
+	v := r.URL.Query()
+	q := Query{Outcome: v.Get("outcome"), Compress: v.Get("compress"), Toolset: v.Get("toolset"), Tool: v.Get("tool"),
+		Failures: v.Get("failures"), Text: v.Get("q"), Sort: v.Get("sort"),
+		TurnsMin: -1, TurnsMax: -1, TokensMin: -1, TokensMax: -1, CostMin: math.NaN(), CostMax: math.NaN(), Size: 50}
+	ints := []struct {
+		name string
+		dst  *int64
+	}{{"turns_min", &q.TurnsMin}, {"turns_max", &q.TurnsMax}, {"tokens_min", &q.TokensMin}, {"tokens_max", &q.TokensMax}}
+	for _, f := range ints {
+		if s := v.Get(f.name); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				return q, fmt.Errorf("%w: %s=%q is not a count", errBadQuery, f.name, s)
+			}
+			*f.dst = n
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *float64
+	}{{"cost_min", &q.CostMin}, {"cost_max", &q.CostMax}} {
+		if s := v.Get(f.name); s != "" {
+			n, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return q, fmt.Errorf("%w: %s=%q is not a number", errBadQuery, f.name, s)
+			}
+			*f.dst = n
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"page", &q.Page}, {"size", &q.Size}} {
+		if s := v.Get(f.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return q, fmt.Errorf("%w: %s=%q", errBadQuery, f.name, s)
+			}
+			*f.dst = n
+		}
+	}
+	q.Size = min(max(q.Size, 1), 500)
+	return q, nil
+}
+
+// match reports whether record i passes q's index filters (not the text).
+func (s *Server) matcher(q Query) (func(i int) bool, error) {
+	ix := s.ix
+	nameID := func(v string) (uint32, bool) {
+		for i, n := range ix.Names {
+			if n == v {
+				return uint32(i), true
+			}
+		}
+		return 0, false
+	}
+	var oc, co uint32 = math.MaxUint32, math.MaxUint32
+	if q.Outcome != "" {
+		oc, _ = nameID(q.Outcome)
+	}
+	if q.Compress != "" {
+		co, _ = nameID(q.Compress)
+	}
+	var tsBit, tlBit uint64
+	if q.Toolset != "" {
+		if i := slices.Index(ix.ToolsetBits, q.Toolset); i >= 0 {
+			tsBit = 1 << i
+		} else {
+			return func(int) bool { return false }, nil
+		}
+	}
+	if q.Tool != "" {
+		if i := slices.Index(ix.ToolBits, q.Tool); i >= 0 {
+			tlBit = 1 << i
+		} else {
+			return func(int) bool { return false }, nil
+		}
+	}
+	return func(i int) bool {
+		if q.Outcome != "" && ix.Outcome[i] != oc {
+			return false
+		}
+		if q.Compress != "" && ix.Compress[i] != co {
+			return false
+		}
+		if tsBit != 0 && ix.Toolsets[i]&tsBit == 0 || tlBit != 0 && ix.Tools[i]&tlBit == 0 {
+			return false
+		}
+		switch q.Failures {
+		case "yes":
+			if ix.Failures[i] == 0 {
+				return false
+			}
+		case "no":
+			if ix.Failures[i] != 0 {
+				return false
+			}
+		}
+		t := int64(ix.Turns[i])
+		if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
+			return false
+		}
+		k := ix.Tokens[i]
+		if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
+			return false
+		}
+		if !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) {
+			c := float64(ix.Cost[i])
+			if math.IsNaN(c) || !math.IsNaN(q.CostMin) && c < q.CostMin || !math.IsNaN(q.CostMax) && c > q.CostMax {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+// sorted returns the record positions in the order sort names, computed
+// once per sort key and kept (4 bytes per record each).
+func (s *Server) sorted(key string) ([]int32, error) {
+	desc := strings.HasPrefix(key, "-")
+	field := strings.TrimPrefix(key, "-")
+	if field == "" || field == "key" {
+		field = ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.order[field]; ok {
+		return orderView(o, desc), nil
+	}
+	ix := s.ix
+	var c func(a, b int32) int
+	switch field {
+	case "":
+		return orderView(nil, desc), nil
+	case "turns":
+		c = func(a, b int32) int { return cmp.Compare(ix.Turns[a], ix.Turns[b]) }
+	case "tokens":
+		c = func(a, b int32) int { return cmp.Compare(ix.Tokens[a], ix.Tokens[b]) }
+	case "cost":
+		c = func(a, b int32) int { return cmp.Compare(ix.Cost[a], ix.Cost[b]) } // NaN first
+	case "duration":
+		c = func(a, b int32) int { return cmp.Compare(ix.DurationMS[a], ix.DurationMS[b]) }
+	case "failures":
+		c = func(a, b int32) int { return cmp.Compare(ix.Failures[a], ix.Failures[b]) }
+	case "ratio":
+		c = func(a, b int32) int { return cmp.Compare(ix.Ratio[a], ix.Ratio[b]) }
+	default:
+		return nil, fmt.Errorf("%w: sort=%q (key, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
+	}
+	o := make([]int32, ix.Len())
+	for i := range o {
+		o[i] = int32(i)
+	}
+	slices.SortStableFunc(o, c)
+	s.order[field] = o
+	return orderView(o, desc), nil
+}
+
+// orderView is an order (nil = index order); Find walks it backwards for a
+// descending sort.
+func orderView(o []int32, _ bool) []int32 { return o }
+
+// Row is one record in the list.
+type Row struct {
+	I        int      `json:"i"`
+	Key      string   `json:"key"`
+	ID       string   `json:"id,omitempty"`
+	Outcome  string   `json:"outcome"`
+	Compress string   `json:"compress,omitempty"`
+	Toolsets []string `json:"toolsets"`
+	Tools    []string `json:"tools"`
+	Failures int32    `json:"failures"`
+	Turns    int32    `json:"turns"`
+	Tokens   int64    `json:"tokens"`
+	Duration int64    `json:"duration_ms"`
+	Cost     *float64 `json:"cost_usd"`
+	Ratio    float32  `json:"ratio,omitempty"`
+}
+
+func bitsNames(b uint64, names []string) []string {
+	out := []string{}
+	for i, n := range names {
+		if b&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s *Server) row(i int) Row {
+	ix := s.ix
+	r := Row{I: i, Key: ix.Key[i], ID: ix.ID[i], Outcome: ix.Names[ix.Outcome[i]], Compress: ix.Names[ix.Compress[i]],
+		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
+		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Ratio: ix.Ratio[i]}
+	if c := float64(ix.Cost[i]); !math.IsNaN(c) {
+		r.Cost = &c
+	}
+	return r
+}
+
+// searchBudget bounds one text search: it stops reading records after this
+// long and says how far it got.
+const searchBudget = 1500 * time.Millisecond
+
+func (s *Server) records(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := s.Find(r.Context(), q)
+	if errors.Is(err, errBadQuery) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, res)
+}
+
+// Result is one page of the list.
+type Result struct {
+	Total    int   `json:"total"`    // records matching (a lower bound when !Complete)
+	Complete bool  `json:"complete"` // false: a text search stopped before the end
+	Scanned  int   `json:"scanned"`  // records whose text was searched
+	Rows     []Row `json:"rows"`
+}
+
+// Find returns the page of q. Index filters cost one pass over the index
+// columns; a text search then reads the candidates' records in order until
+// the page is full, the budget is spent or the end (lower-cased substring
+// match on the whole line).
+func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
+	order, err := s.sorted(q.Sort)
+	if err != nil {
+		return Result{}, err
+	}
+	match, err := s.matcher(q)
+	if err != nil {
+		return Result{}, err
+	}
+	n := s.ix.Len()
+	desc := strings.HasPrefix(q.Sort, "-")
+	at := func(k int) int {
+		if desc {
+			k = n - 1 - k
+		}
+		if order == nil {
+			return k
+		}
+		return int(order[k])
+	}
+	res := Result{Rows: []Row{}, Complete: true}
+	first := q.Page * q.Size
+	needle := []byte(strings.ToLower(q.Text))
+	var deadline time.Time
+	if len(needle) > 0 {
+		deadline = time.Now().Add(searchBudget)
+	}
+	for k := 0; k < n; k++ {
+		i := at(k)
+		if !match(i) {
+			continue
+		}
+		if len(needle) > 0 {
+			if ctx.Err() != nil || res.Scanned%256 == 0 && stopSearch(time.Now(), deadline, res.Total >= first+q.Size) {
+				res.Complete = false
+				break
+			}
+			line, err := s.Line(i)
+			if err != nil {
+				return res, err
+			}
+			res.Scanned++
+			if !containsFold(line, needle) {
+				continue
+			}
+		}
+		if res.Total >= first && len(res.Rows) < q.Size {
+			res.Rows = append(res.Rows, s.row(i))
+		}
+		res.Total++
+	}
+	return res, nil
+}
+
+// stopSearch: a full page stops at the budget, a page still filling at ten
+// times the budget.
+func stopSearch(now, deadline time.Time, full bool) bool {
+	if full {
+		return now.After(deadline)
+	}
+	return now.After(deadline.Add(9 * searchBudget))
+}
+
+// containsFold reports whether needle (lower case) is in line, ignoring
+// ASCII case.
+func containsFold(line, needle []byte) bool {
+	if bytes.Contains(line, needle) {
+		return true
+	}
+	return bytes.Contains(bytes.ToLower(line), needle)
+}
+
+// Line reads record i from its shard.
+func (s *Server) Line(i int) ([]byte, error) {
+	if i < 0 || i >= s.ix.Len() {
+		return nil, fmt.Errorf("%w: no record %d", errBadQuery, i)
+	}
+	dir, ref := s.ix.Ref(i)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rd := s.rd[dir]
+	if rd == nil {
+		rd = pipeline.NewRecordReader(dir)
+		s.rd[dir] = rd
+	}
+	return rd.Read(ref)
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) (int, bool) {
+	i, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || i < 0 || i >= s.ix.Len() {
+		http.Error(w, "no such record", http.StatusNotFound)
+		return 0, false
+	}
+	return i, true
+}
+
+func (s *Server) raw(w http.ResponseWriter, r *http.Request) {
+	i, ok := s.index(w, r)
+	if !ok {
+		return
+	}
+	line, err := s.Line(i)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Write(line)
+}
+
+func (s *Server) record(w http.ResponseWriter, r *http.Request) {
+	i, ok := s.index(w, r)
+	if !ok {
+		return
+	}
+	line, err := s.Line(i)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	out := map[string]any{"i": i, "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
+	if s.swe != nil {
+		id := s.ix.ID[i]
+		if id == "" {
+			id = s.ix.Key[i]
+		}
+		if in := s.swe.Instances[id]; in != nil {
+			inst := map[string]any{"id": id, "instance": in}
+			if g := s.swe.Gate; g != nil {
+				inst["gate"] = g.Verdict
+				inst["baseline"] = g.Baseline
+				inst["regressed"] = slices.Contains(g.Regressions, id)
+				inst["unjudged"] = slices.Contains(g.Unjudged, id)
+			}
+			out["swe"] = inst
+		}
+	}
+	writeJSON(w, out)
+}
+
+// Token returns a random access token for a non-loopback address.
+func Token() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// IsLoopback reports whether addr (host:port) binds only loopback.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
