@@ -19,7 +19,9 @@
 # The node offers SLURM_LOCAL_CPUS CPUs (default 8) and SLURM_LOCAL_MEM MiB
 # (default 16384) whatever the machine has (SlurmdParameters=config_overrides),
 # so an array asking for 2 CPUs and 2G per task runs four tasks at once even
-# on a small machine. Needs slurm-wlm and munge (Debian: apt-get install
+# on a small machine. Job credentials live 15 s (cred_expire; Slurm's default
+# is 120 s), which is also how long a requeued task waits before it starts
+# again. Needs slurm-wlm and munge (Debian: apt-get install
 # slurm-wlm munge) and python3 (to pick free ports).
 set -euo pipefail
 
@@ -107,7 +109,7 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=15
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/state/slurmctld.pidfile
