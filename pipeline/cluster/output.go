@@ -84,11 +84,18 @@ func OpenOutput(ctx context.Context, o OutputOptions) (*Output, error) {
 		o.Notice = io.Discard
 	}
 	sp, from, sharded, err := Resolve(o.Shard, o.ShardCount, o.Getenv)
-	if err != nil {
+	slurm := fromSlurm(o.Shard, o.Getenv)
+	if err != nil && !slurm {
 		return nil, usage(err)
 	}
-	owns := func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }
 	if !objstore.IsURL(o.Out) {
+		if slurm {
+			if sp, from, err = placeSlurmTask(ctx, localRun(o.Out), o.Out, sp, err, o.Getenv); err != nil {
+				return nil, usage(err)
+			}
+			sharded = true
+		}
+		owns := func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }
 		if !sharded {
 			return &Output{Dir: o.Out}, nil
 		}
@@ -99,9 +106,16 @@ func OpenOutput(ctx context.Context, o OutputOptions) (*Output, error) {
 		fmt.Fprintf(o.Notice, "shard %s (from %s): rows whose key hashes to %d of %d, written to %s\n", sp, from, sp.Index, sp.Count, dir)
 		return &Output{Filter: owns, Dir: dir}, nil
 	}
-	root, err := objstore.Open(ctx, o.Out)
-	if err != nil {
-		return nil, usage(fmt.Errorf("--out: %w", err))
+	root, err2 := objstore.Open(ctx, o.Out)
+	if err2 != nil {
+		return nil, usage(errors.Join(err, fmt.Errorf("--out: %w", err2)))
+	}
+	if slurm {
+		if sp, from, err = placeSlurmTask(ctx, storeRun{root}, o.Out, sp, err, o.Getenv); err != nil {
+			root.Close()
+			return nil, usage(err)
+		}
+		sharded = true
 	}
 	res, err := openSpooled(ctx, o, root, sp, from, sharded)
 	if err != nil {
@@ -109,7 +123,7 @@ func OpenOutput(ctx context.Context, o OutputOptions) (*Output, error) {
 		return nil, err
 	}
 	if sharded {
-		res.Filter = owns
+		res.Filter = func(rec *schemas.Record) bool { return sp.Owns(rec.Key) }
 	}
 	return res, nil
 }

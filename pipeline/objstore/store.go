@@ -441,12 +441,25 @@ func (s *Store) Clear(ctx context.Context) error {
 	return nil
 }
 
-// WriteFile uploads one small file (merged.json) under the store.
+// WriteFile uploads one small file (merged.json, slurm-array.json) under the store.
 func (s *Store) WriteFile(ctx context.Context, name string, b []byte) error {
 	if err := s.bucket.WriteAll(ctx, s.key(name), b, nil); err != nil {
 		return fmt.Errorf("write %s: %w", s.ObjectURL(name), err)
 	}
 	return nil
+}
+
+// ReadFile downloads one small file (slurm-array.json) from under the
+// store; found is false when there is none.
+func (s *Store) ReadFile(ctx context.Context, name string) (b []byte, found bool, err error) {
+	b, err = s.bucket.ReadAll(ctx, s.key(name))
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", s.ObjectURL(name), err)
+	}
+	return b, true, nil
 }
 
 func sha(b []byte) string {
