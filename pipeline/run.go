@@ -125,7 +125,7 @@ type Summary struct {
 	Spent         float64
 	MaxCost       float64
 	Duration      time.Duration
-	Stages      []StageMetrics // one per stage, in stage order
+	Stages        []StageMetrics // one per stage, in stage order
 }
 
 // StageMetrics is the timing of one stage over a run.
