@@ -236,7 +236,7 @@ func TestMaxCostSurvivesKillNine(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	const maxCost = 1.5
+	const maxCost = 20.0 // about ten of the twenty rollouts
 	m, url := startMetered(t, fakellm.Config{Latency: 20 * time.Millisecond, Scripts: mustScripts(t, loopScript)})
 	out := filepath.Join(t.TempDir(), "out")
 	base := []string{"generate", "--prompts", loopPrompts(t, 20), "--out", out, "--base-url", url, "--model", "m", "--progress", "none",
@@ -251,11 +251,11 @@ func TestMaxCostSurvivesKillNine(t *testing.T) {
 	// Kill once some rollouts are committed and before the cap: wait on
 	// the folder's committed spend, not on time.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		if s := ledgerSpentQuiet(out); s > maxCost/4 {
+		if s := ledgerSpentQuiet(out); s > maxCost/8 {
 			break
 		}
 		if processGone(cmd.Process.Pid) || time.Now().After(deadline) {
-			t.Fatalf("the run ended or stalled before committing a quarter of the cap: %s", stderr.String())
+			t.Fatalf("the run ended or stalled before committing an eighth of the cap: %s", stderr.String())
 		}
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
