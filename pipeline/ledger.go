@@ -49,7 +49,8 @@ type ledgerIndex struct {
 	shardByNm  map[string]uint32
 	outcomes   []schemas.Outcome
 	outcomeIdx map[schemas.Outcome]uint16
-	maxShard   int // highest shard number named
+	maxShard   int     // highest shard number named
+	cost       float64 // sum of every line's cost_usd, superseded lines included
 }
 
 func newLedgerIndex(sizeHint int) *ledgerIndex {
@@ -179,6 +180,7 @@ func (ix *ledgerIndex) lookup(key string) (schemas.Outcome, bool) {
 
 // apply adds one ledger line to the index; later lines win.
 func (ix *ledgerIndex) apply(l *ledgerLine) {
+	ix.cost += l.CostUSD
 	var sid uint32
 	if l.Shard != "" {
 		if id, ok := ix.shardByNm[l.Shard]; ok {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -26,6 +27,12 @@ type RunConfig struct {
 	// VerifyShards makes opening check the SHA-256 of every shard that holds
 	// live records, not only its size (OutputOptions.VerifyShards).
 	VerifyShards bool
+	// MaxCost caps what the folder's runs spend, in US dollars (0 = no
+	// cap): every run and --resume of the folder counts, from the cost the
+	// ledger holds (Output.Spent), so a crash cannot reset it. See
+	// Options.Budget for what happens when it is reached, and Grace.
+	MaxCost float64
+	Grace   time.Duration
 	// Stop ends dispatch softly (the first Ctrl-C): records in flight finish.
 	Stop     <-chan struct{}
 	Progress *Progress
@@ -130,6 +137,8 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		Stop:     cfg.Stop,
 		Progress: cfg.Progress,
 		Logger:   cfg.Logger,
+		Budget:   cost.NewBudget(cfg.MaxCost, out.Spent()),
+		Grace:    cfg.Grace,
 	}, src, stages, out)
 	res.Summary = sum
 	var finishErr error

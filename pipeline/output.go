@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -138,6 +139,8 @@ type Output struct {
 
 	rejMu   sync.Mutex
 	rejects []schemas.Reject
+
+	budget *cost.Budget // the run's cap, told of each commit; nil = none
 
 	adopted   int // orphan shards adopted on open
 	lost      int // live records found lost on open, to be redone
@@ -531,6 +534,9 @@ func scanShard(dir string, format shardFormat, rel string) (*ledgerLine, error) 
 			return nil, fmt.Errorf("line %d: outcome %s does not belong in %s", n, h.Outcome, rel)
 		}
 		l.Rows = append(l.Rows, ledgerRow{Key: h.Key, Outcome: h.Outcome, PromptIndex: h.PromptIndex, Sample: h.Sample, Len: int64(i + 1)})
+		if h.CostUSD != nil {
+			l.CostUSD += *h.CostUSD
+		}
 		data = data[i+1:]
 	}
 	return l, nil
@@ -542,6 +548,7 @@ type recordHead struct {
 	Outcome     schemas.Outcome `json:"outcome"`
 	PromptIndex int64           `json:"prompt_index"`
 	Sample      int64           `json:"sample"`
+	CostUSD     *float64        `json:"cost_usd"`
 }
 
 // Done reports whether key's latest ledger outcome is final and not one the
@@ -563,6 +570,15 @@ func (o *Output) Settled(key string) bool {
 	oc, ok := o.ix.lookup(key)
 	o.mu.RUnlock()
 	return ok && !oc.Retryable()
+}
+
+// Spent returns what the runs of the folder have spent, in US dollars: the
+// sum of the ledger lines' cost_usd, attempts that --resume later redid
+// included. It survives any crash, being read from what was committed.
+func (o *Output) Spent() float64 {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.ix.cost
 }
 
 // Keys returns how many distinct keys the ledger holds.
@@ -671,6 +687,9 @@ func (o *Output) commit(b *batch) error {
 	for _, r := range b.rows {
 		if r.line != nil {
 			records++
+			if r.rec.CostUSD != nil {
+				line.CostUSD += *r.rec.CostUSD
+			}
 		}
 	}
 	if records > 0 {
@@ -701,6 +720,13 @@ func (o *Output) commit(b *batch) error {
 	o.ix.apply(line)
 	o.committed += len(line.Rows)
 	o.mu.Unlock()
+	if o.budget != nil {
+		keys := make([]string, len(line.Rows))
+		for i, r := range line.Rows {
+			keys[i] = r.Key
+		}
+		o.budget.Settle(keys, line.CostUSD)
+	}
 	return nil
 }
 

@@ -650,6 +650,9 @@ func scanParquetOrphan(dir, rel string) (*ledgerLine, error) {
 			return fmt.Errorf("row %d: outcome %s does not belong in %s", i+1, oc, rel)
 		}
 		l.Rows = append(l.Rows, ledgerRow{Key: strings.Clone(row.Key), Outcome: schemas.Outcome(strings.Clone(row.Outcome)), PromptIndex: row.PromptIndex, Sample: row.Sample, Len: 1})
+		if row.CostUSD != nil {
+			l.CostUSD += *row.CostUSD
+		}
 		return nil
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -70,6 +71,17 @@ type Options struct {
 	Logger *slog.Logger
 	// CloseTimeout bounds the Close calls of stages at the end; default 30s.
 	CloseTimeout time.Duration
+	// Budget is the run's spending cap (nil = none). Stages find it in their
+	// context (cost.From) and charge each model call; each commit settles
+	// it. Once it is reached Run dispatches no more records, as on a soft
+	// stop, and the records in flight have Grace to finish: then their
+	// stage context is cancelled with cause cost.ErrBudget, and a stage
+	// that honours it ends the record with a retryable outcome that is
+	// committed (its spend with it).
+	Budget *cost.Budget
+	// Grace is how long records in flight may run on once Budget is
+	// reached; default 2 minutes.
+	Grace time.Duration
 }
 
 func (o *Options) fill() error {
@@ -84,6 +96,9 @@ func (o *Options) fill() error {
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 30 * time.Second
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Minute
 	}
 	return nil
 }
@@ -103,8 +118,14 @@ type Summary struct {
 	Gone        int  // ledger keys the input no longer yields (InputCheck; counted when the source was read to its end)
 	Pruned      int  // keys taken out of the live set by InputCheck
 	Interrupted bool // the run was stopped before the source was exhausted
-	Duration    time.Duration
-	Stages      []StageMetrics // one per stage, in stage order
+	// BudgetReached is set when the run's spending cap (Options.Budget) was
+	// reached; Spent and MaxCost are then what the folder's runs spent and
+	// the cap, in US dollars.
+	BudgetReached bool
+	Spent         float64
+	MaxCost       float64
+	Duration      time.Duration
+	Stages        []StageMetrics // one per stage, in stage order
 }
 
 // StageMetrics is the timing of one stage over a run.
@@ -122,13 +143,17 @@ type StageMetrics struct {
 const (
 	ExitOK          = 0
 	ExitFailedRows  = 3
+	ExitBudget      = 5
 	ExitInterrupted = 130
 )
 
-// ExitCode maps a summary to the process exit code: 130 when the run was
-// interrupted, 3 when it finished with rejected or failed rows, else 0.
+// ExitCode maps a summary to the process exit code: 5 when the run's
+// spending cap was reached, 130 when the run was interrupted, 3 when it
+// finished with rejected or failed rows, else 0.
 func ExitCode(s Summary) int {
 	switch {
+	case s.BudgetReached:
+		return ExitBudget
 	case s.Interrupted:
 		return ExitInterrupted
 	case s.Failed > 0 || s.Rejected > 0:
@@ -156,7 +181,7 @@ type runner struct {
 	dropped   atomic.Int64
 
 	// Written by the writer goroutine only, read after it ends.
-	written, ok, failed, filtered int
+	written, ok, failed, filtered, paused int
 }
 
 func (r *runner) fatal(err error) {
@@ -192,6 +217,7 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 		return sum, errors.New("run: the output folder was already used by a run or closed")
 	}
 	out.used = true
+	out.budget = opts.Budget
 	out.man.Runs++
 	start := time.Now()
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -222,6 +248,28 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	results := make(chan []pending, 2*opts.Workers)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.writeLoop(results) }()
+
+	// Stages run under stageCtx: cancelled with the run, or with cause
+	// cost.ErrBudget once Grace has passed after the budget was reached.
+	stageCtx, cancelStages := context.WithCancelCause(cost.WithBudget(runCtx, opts.Budget))
+	defer cancelStages(nil)
+	if opts.Budget != nil {
+		go func() {
+			select {
+			case <-opts.Budget.Done():
+			case <-stageCtx.Done():
+				return
+			}
+			t := time.NewTimer(opts.Grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancelStages(cost.ErrBudget)
+			case <-stageCtx.Done():
+			}
+		}()
+	}
+	stopped := func() bool { return isClosed(opts.Stop) || runCtx.Err() != nil || opts.Budget.Reached() }
 
 	p := pool.New().WithMaxGoroutines(opts.Workers)
 	sem := make(chan struct{}, opts.Workers)
@@ -257,21 +305,26 @@ produce:
 			r.prog.skip()
 			continue
 		}
+		if opts.Budget.Reached() { // checked after the skips: a finished folder has nothing to stop
+			break
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-runCtx.Done():
 			break produce
 		case <-opts.Stop:
 			break produce
+		case <-opts.Budget.Done():
+			break produce
 		}
-		if runCtx.Err() != nil || isClosed(opts.Stop) { // checked again: select picks at random
+		if stopped() { // checked again: select picks at random
 			<-sem
 			break
 		}
 		r.prog.dispatch()
 		p.Go(func() {
 			defer func() { <-sem }()
-			r.work(runCtx, rec, results)
+			r.work(stageCtx, rec, results)
 		})
 	}
 	if eof {
@@ -296,6 +349,11 @@ produce:
 	sum.Written, sum.OK, sum.Failed, sum.Filtered = r.written, r.ok, r.failed, r.filtered
 	sum.Rejected = out.rejectCount()
 	sum.Interrupted = !eof && r.fatalErr == nil || ctx.Err() != nil
+	if opts.Budget != nil {
+		// Reached with work left: rows not dispatched, or paused in flight.
+		sum.BudgetReached = opts.Budget.Reached() && (!eof || r.paused > 0)
+		sum.Spent, sum.MaxCost = opts.Budget.Spent(), opts.Budget.Max()
+	}
 	sum.Duration = time.Since(start)
 	for i, s := range stages {
 		m := &r.metrics[i]
@@ -503,8 +561,11 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 			if failedErr() != nil {
 				continue
 			}
-			var w, ok, fl, filt int
+			var w, ok, fl, filt, pa int
 			for _, p := range b.rows {
+				if p.outcome == schemas.OutcomeBudgetPaused {
+					pa++
+				}
 				switch {
 				case p.line == nil && p.outcome == outcomeFiltered:
 					filt++
@@ -525,6 +586,7 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 			r.ok += ok
 			r.failed += fl
 			r.filtered += filt
+			r.paused += pa
 		}
 	}()
 	cur := map[string]*batch{DataDir: {sub: DataDir}, FailedDir: {sub: FailedDir}}

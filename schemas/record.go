@@ -21,6 +21,15 @@ const (
 	// was lost (its shard missing, cut short or changed) when the output
 	// folder was opened; --resume runs it again.
 	OutcomeLost Outcome = "lost"
+	// OutcomeBudgetPaused ends a rollout that the run's spending cap
+	// (--max-cost) stopped before its next model call, or cancelled after
+	// --grace. Its spend is committed; --resume with a higher cap runs it
+	// again.
+	OutcomeBudgetPaused Outcome = "budget_paused"
+	// OutcomeBudgetExceeded ends a rollout that reached its own cap
+	// (--max-cost-per-rollout, --max-tokens-per-rollout). It is final: the
+	// trajectory up to that point is kept and --resume does not run it again.
+	OutcomeBudgetExceeded Outcome = "budget_exceeded"
 )
 
 // Final outcomes that still make a run exit 3: the row was kept or written,
@@ -33,7 +42,7 @@ const (
 // Retryable reports whether `--resume` should run a unit with this outcome again.
 func (o Outcome) Retryable() bool {
 	switch o {
-	case OutcomeAPIError, OutcomeTimeout, OutcomeSandboxError, OutcomeInternal, OutcomeLost:
+	case OutcomeAPIError, OutcomeTimeout, OutcomeSandboxError, OutcomeInternal, OutcomeLost, OutcomeBudgetPaused:
 		return true
 	}
 	return false

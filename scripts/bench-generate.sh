@@ -9,8 +9,10 @@
 #   resume:     a finished 1,000,000-row run; `generate --resume` until
 #               "nothing to do".
 # Usage: scripts/bench-generate.sh [scheduling|memory|resume|all]  (default all)
-#   N=rows (default 2000); CPUPROFILE=PREFIX writes hermes-pipe's CPU profile of
-#   each scheduling variant to PREFIX.runtime and PREFIX.terminal.
+# Env: N (rollouts, default 2000), VARIANTS (scheduling variants, default
+# "runtime terminal"), GEN_ARGS (extra generate flags, e.g. prices and caps),
+# CPUPROFILE=PREFIX (hermes-pipe's CPU profile of each scheduling variant to
+# PREFIX.runtime and PREFIX.terminal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -26,13 +28,13 @@ prompts() { # $1 = count, $2 = prompt prefix
 
 scheduling() {
   start_fake 100ms
-  for variant in runtime terminal; do
+  for variant in ${VARIANTS:-runtime terminal}; do
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
     fake_before=$(cpu_ms "$fake_pid")
     read -r wall user sys rss < <(timed bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
       --prompts "$work/prompts.jsonl" --out "$work/out" \
-      --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0)
+      --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0 ${GEN_ARGS:-})
     fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))
     ideal=$(awk -v n="$N" 'BEGIN { printf "%.2f", 3 * 0.1 * n / 200 }')

@@ -61,13 +61,16 @@ func extraCommands() []*cli.Command {
 // cronAgent runs cron agent jobs through the rollout stage in the local
 // sandbox, or the job's own (--sandbox docker:IMAGE, ssh:HOST). Jobs without
 // their own endpoint use HERMES_PIPE_BASE_URL and HERMES_PIPE_MODEL; the key
-// comes from OPENAI_API_KEY unless the job names its variable.
+// comes from OPENAI_API_KEY unless the job names its variable. With
+// HERMES_PIPE_PRICES (a price file, as --prices) each execution's record
+// gets cost_usd.
 func cronAgent() cron.AgentRunner {
 	return &cron.RolloutRunner{
 		Driver:         lazyDriver{scheme: "local"},
 		DefaultBaseURL: os.Getenv("HERMES_PIPE_BASE_URL"),
 		DefaultModel:   os.Getenv("HERMES_PIPE_MODEL"),
 		APIKey:         os.Getenv("OPENAI_API_KEY"),
+		PricesFile:     os.Getenv("HERMES_PIPE_PRICES"),
 		OpenDriver: func(scheme string, cfg sandbox.Config) (sandbox.Driver, error) {
 			if scheme == "local" {
 				cfg.Local.Limits = defaultLocalLimits

@@ -45,7 +45,8 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "shard-rows", Value: 1000, Usage: "records per output shard at most"},
 		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
 		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress display: auto (a bar on a terminal, log lines otherwise), bar, plain or none"},
-		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, how long rollouts in flight may finish before they are cancelled"},
+		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, or once --max-cost is reached, how long rollouts in flight may finish before they are cancelled"},
+		&cli.Float64Flag{Name: "max-cost", Usage: "spending cap in USD of every run in --out together (each --resume counts what the folder's ledger says was spent): once reached no row starts, rows in flight stop before their next model call (budget_paused, retried by --resume), and the command exits 5; 0 = none; needs a price (--prices or --price-in/--price-out)"},
 	}, shardFlags()...)
 }
 
@@ -98,6 +99,7 @@ func generateCommand() *cli.Command {
 	}
 	flags = append(flags, toolFlags()...)
 	flags = append(flags, llmFlags()...)
+	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
 	flags = append(flags,
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
@@ -120,7 +122,17 @@ duplicate and no lost row. Bad input lines go to rejects.jsonl with their line
 number, field and raw text; the run goes on.
 
 First Ctrl-C: stop starting rows, let rollouts in flight finish (--grace).
-Second Ctrl-C: cancel them. Finished rows are always committed; exit 130.`,
+Second Ctrl-C: cancel them. Finished rows are always committed; exit 130.
+
+--max-cost USD caps the spend of every run in --out together: once the
+committed plus in-flight spend reaches it, no row starts, each rollout in
+flight stops before its next model call (outcome budget_paused; after --grace
+a rollout still running is cancelled with the same outcome), finished rows are
+committed and the command exits 5. The overshoot is at most the model calls in
+flight when the cap is reached: one per worker. --resume with a higher
+--max-cost goes on; with the same cap it makes no model call and exits 5.
+--max-cost-per-rollout / --max-tokens-per-rollout end one rollout with the
+final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
 		Flags:  flags,
 		Action: runGenerate,
 	}
@@ -354,18 +366,27 @@ func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int,
 	return exitFor(s, out, "")
 }
 
-// exitFor maps a run's summary to its exit status (0, 3 or 130) with the
+// exitFor maps a run's summary to its exit status (0, 3, 5 or 130) with the
 // message that tells the user what to do next; note is added to the
 // failed-rows message. Every mode that writes an output folder ends here.
 func exitFor(s pipeline.Summary, out, note string) error {
 	switch code := pipeline.ExitCode(s); code {
 	case exitOK:
 		return nil
+	case exitBudget:
+		return budgetStop(s, out, "rows")
 	case exitInterrupted:
 		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
 	default:
 		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows%s: see %s/rejects.jsonl and `hermes-pipe stats %s`", note, out, out)}
 	}
+}
+
+// budgetStop is the exit status of a run stopped by --max-cost: what the
+// folder's runs spent and how to go on. what names the units ("rows", "tasks").
+func budgetStop(s pipeline.Summary, out, what string) error {
+	return &exitStatus{code: exitBudget, msg: fmt.Sprintf("run budget reached: $%.4f spent of --max-cost $%.4f by the runs in %s; finished %s are committed, and %s stopped by the budget are budget_paused; to continue, run the same command with --resume --max-cost HIGHER",
+		s.Spent, s.MaxCost, out, what, what)}
 }
 
 // flagRecord captures the flags given, for run.json (secrets are never flags).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
@@ -27,6 +28,7 @@ const (
 	exitUsage       = 2
 	exitRowsFailed  = 3
 	exitGate        = 4
+	exitBudget      = pipeline.ExitBudget // --max-cost reached
 	exitInterrupted = 130
 )
 
@@ -85,6 +87,9 @@ func exitCode(err error) int {
 		errors.Is(err, pipeline.ErrRefused) || errors.Is(err, swe.ErrInput) || errors.Is(err, cluster.ErrUsage) {
 		return exitUsage
 	}
+	if errors.Is(err, cost.ErrBudget) {
+		return exitBudget
+	}
 	if errors.Is(err, context.Canceled) {
 		return exitInterrupted
 	}
@@ -108,7 +113,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 ShareGPT trajectories to crash-safe, resumable JSONL shards.
 
 Exit codes: 0 all rows ok, 1 fatal error, 2 usage error, 3 finished with
-rejected or failed rows, 4 evaluation gate failed (swe), 130 interrupted.`,
+rejected or failed rows, 4 evaluation gate failed (swe), 5 --max-cost
+reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
 		},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -74,6 +75,10 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 			collectPrevious(c, label, r.driver)
 		}
 	}
+	if err := checkCaps(c, agent, r.price); err != nil {
+		r.close()
+		return nil, err
+	}
 	if r.out, err = shardOutput(c); err != nil {
 		r.close()
 		return nil, err
@@ -102,6 +107,8 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		MaxShardRows:   c.Int("shard-rows"),
 		CommitInterval: c.Duration("commit-interval"),
 		VerifyShards:   c.Bool("verify-shards"),
+		MaxCost:        c.Float64("max-cost"),
+		Grace:          c.Duration("grace"),
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         warnLogger(c),
@@ -122,7 +129,38 @@ func checkRunFlags(c *cli.Context) (pipeline.Mode, error) {
 	if w := c.Int("workers"); w < 1 {
 		return 0, usagef("--workers must be at least 1, got %d", w)
 	}
+	for _, f := range []string{"max-cost", "max-cost-per-rollout"} {
+		if v := c.Float64(f); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, usagef("--%s must be a positive number of USD (0 = no cap), got %v", f, v)
+		}
+	}
+	if v := c.Int64("max-tokens-per-rollout"); v < 0 {
+		return 0, usagef("--max-tokens-per-rollout must not be negative, got %d", v)
+	}
 	return mode, nil
+}
+
+// rolloutCapFlags are the per-rollout caps of the agent modes.
+func rolloutCapFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "max-cost-per-rollout", Usage: "USD one rollout may spend: before each model call after the first, a rollout that has spent this much ends with the final outcome budget_exceeded (trajectory kept; --resume does not run it again; overshoot at most one model call); 0 = none; needs a price"},
+		&cli.Int64Flag{Name: "max-tokens-per-rollout", Usage: "prompt plus completion tokens one rollout may use, checked like --max-cost-per-rollout (outcome budget_exceeded); 0 = none"},
+	}
+}
+
+// checkCaps refuses a cost cap that cannot be enforced: one without a price
+// of --model (agent modes), or in a mode that does not price its calls.
+func checkCaps(c *cli.Context, agent bool, price *cost.Price) error {
+	for _, f := range []string{"max-cost", "max-cost-per-rollout"} {
+		if c.Float64(f) <= 0 || price != nil {
+			continue
+		}
+		if !agent {
+			return usagef("--%s: %s does not price its model calls yet, so a cost cap cannot be kept", f, c.Command.Name)
+		}
+		return usagef("--%s needs the price of --model %q: give --prices (with an entry for it) or --price-in/--price-out", f, c.String("model"))
+	}
+	return nil
 }
 
 // rolloutOptions binds the agent-loop flags generate and swe share (model,
@@ -141,6 +179,9 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		SystemPrompt:   systemPrompt,
 		MaxTokens:      c.Int("max-tokens"),
 		Price:          r.price,
+
+		MaxCostPerRollout:   c.Float64("max-cost-per-rollout"),
+		MaxTokensPerRollout: c.Int64("max-tokens-per-rollout"),
 	}
 }
 

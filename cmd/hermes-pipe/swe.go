@@ -31,6 +31,7 @@ func sweCommand() *cli.Command {
 		&cli.IntFlag{Name: "summary-rows", Value: 20, Usage: "instances listed in the summary table on stdout"},
 	}
 	flags = append(flags, llmFlags()...)
+	flags = append(flags, rolloutCapFlags()...)
 	for _, f := range runFlags() {
 		switch f.Names()[0] {
 		case "format", "shard-rows":
@@ -193,6 +194,8 @@ func reportSWE(c *cli.Context, res swe.Result, runErr error) error {
 		fmt.Fprintf(c.App.Writer, "report: %s/%s  junit: %s/%s  preds: %s/%s\n", out, swe.ReportFile, out, swe.JUnitFile, out, swe.PredsFile)
 	}
 	switch {
+	case res.Summary.BudgetReached:
+		return budgetStop(res.Summary, out, "tasks")
 	case res.Summary.Interrupted:
 		return &exitStatus{code: exitInterrupted, msg: fmt.Sprintf("interrupted: finished tasks are committed; run again with --resume to finish %s", out)}
 	case runErr != nil:

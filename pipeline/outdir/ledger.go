@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +26,13 @@ import (
 // fanned out into records with other keys). Rows appear in shard order, so a
 // row's byte offset is the sum of the lengths before it. A line with an empty
 // shard holds marker rows only. The latest row for a key wins.
+//
+// A line whose records have a cost also carries "cost_usd": the sum of their
+// cost_usd (written after "sha256", only when not zero, so a run without
+// prices writes the same lines as before and readers that do not know the
+// field skip it). The sum of every line's cost_usd, superseded lines
+// included, is what the folder's runs have spent: the run budget
+// (--max-cost) starts from it, so a crash cannot reset it.
 
 // Row is one row of a ledger line.
 type Row struct {
@@ -43,7 +51,10 @@ type Line struct {
 	Shard  string // relative path (data/shard-00001.jsonl); "" for marker rows only
 	Bytes  int64
 	SHA256 string
-	Rows   []Row
+	// CostUSD is what the line's records cost together (0 when unknown or
+	// free).
+	CostUSD float64
+	Rows    []Row
 }
 
 // AppendLine encodes l as one ledger line ending in a newline.
@@ -54,6 +65,10 @@ func AppendLine(b []byte, l *Line) []byte {
 	b = strconv.AppendInt(b, l.Bytes, 10)
 	b = append(b, `,"sha256":`...)
 	b = appendJSONString(b, l.SHA256)
+	if l.CostUSD != 0 {
+		b = append(b, `,"cost_usd":`...)
+		b = strconv.AppendFloat(b, l.CostUSD, 'g', -1, 64)
+	}
 	b = append(b, `,"rows":[`...)
 	for i, r := range l.Rows {
 		if i > 0 {
@@ -185,6 +200,8 @@ func ParseLine(line string, l *Line) error {
 			l.Bytes, err = p.int()
 		case "sha256":
 			l.SHA256, err = p.str()
+		case "cost_usd":
+			l.CostUSD, err = p.float()
 		case "rows":
 			sawRows = true
 			err = p.rows(l)
@@ -298,6 +315,20 @@ func (p *jscan) int() (int64, error) {
 	}
 	if neg {
 		v = -v
+	}
+	return v, nil
+}
+
+// float reads a JSON number that must be finite and not negative.
+func (p *jscan) float() (float64, error) {
+	p.ws()
+	start := p.i
+	for p.i < len(p.s) && strings.IndexByte("+-.0123456789eE", p.s[p.i]) >= 0 {
+		p.i++
+	}
+	v, err := strconv.ParseFloat(p.s[start:p.i], 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%w: bad number at byte %d", errSyntax, start)
 	}
 	return v, nil
 }

@@ -78,3 +78,37 @@ func TestOutcomeSets(t *testing.T) {
 		t.Errorf("Known %v", k)
 	}
 }
+
+// TestLineCost: a line's cost_usd round-trips exactly, is left out when zero
+// (the line is then byte-identical to one written without prices), is read
+// from lines of other writers wherever it stands, and a bad value is an error
+// naming the field.
+func TestLineCost(t *testing.T) {
+	a, b := 0.1, 0.2 // summed at run time: 0.30000000000000004
+	in := Line{Shard: "data/shard-00002.jsonl", Bytes: 5, SHA256: "cd", CostUSD: a + b,
+		Rows: []Row{{Key: "a", Outcome: schemas.OutcomeCompleted, Len: 5}}}
+	enc := AppendLine(nil, &in)
+	if !strings.Contains(string(enc), `"cost_usd":0.30000000000000004,"rows"`) {
+		t.Fatalf("encoded %s", enc)
+	}
+	var out Line
+	if err := ParseLine(strings.TrimSuffix(string(enc), "\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.CostUSD != in.CostUSD {
+		t.Errorf("cost %v, want %v", out.CostUSD, in.CostUSD)
+	}
+	in.CostUSD = 0
+	if b := AppendLine(nil, &in); strings.Contains(string(b), "cost_usd") {
+		t.Errorf("zero cost written: %s", b)
+	}
+	if err := ParseLine(`{"rows":[],"cost_usd":1.5e-3,"shard":""}`, &out); err != nil || out.CostUSD != 0.0015 {
+		t.Errorf("cost after rows: %v, %v", out.CostUSD, err)
+	}
+	for _, bad := range []string{`-1`, `"1"`, `1e999`, `x`} {
+		err := ParseLine(`{"cost_usd":`+bad+`,"rows":[]}`, &out)
+		if err == nil || !strings.Contains(err.Error(), `"cost_usd"`) {
+			t.Errorf("cost_usd %s: err %v, want one naming the field", bad, err)
+		}
+	}
+}

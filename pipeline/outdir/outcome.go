@@ -28,9 +28,9 @@ type OutcomeSet struct {
 // schemas, and the final failures a stage may report.
 var Runtime = OutcomeSet{
 	Final: []schemas.Outcome{schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial,
-		schemas.OutcomeSummaryFailed, schemas.OutcomeError},
+		schemas.OutcomeSummaryFailed, schemas.OutcomeError, schemas.OutcomeBudgetExceeded},
 	Retryable: []schemas.Outcome{schemas.OutcomeAPIError, schemas.OutcomeTimeout, schemas.OutcomeSandboxError,
-		schemas.OutcomeInternal, schemas.OutcomeLost},
+		schemas.OutcomeInternal, schemas.OutcomeLost, schemas.OutcomeBudgetPaused},
 }
 
 // All returns the final and retryable outcomes of s.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -33,6 +34,30 @@ type RolloutRunner struct {
 	// OpenDriver builds the driver of a job that names its own sandbox
 	// (docker:IMAGE, ssh:HOST); nil makes such jobs fail saying so.
 	OpenDriver func(scheme string, cfg sandbox.Config) (sandbox.Driver, error)
+	// PricesFile is a price table (cost.Load) in which each job's model is
+	// looked up, so the execution's record gets usage and cost_usd as
+	// generate's do; "" or a model it does not price = cost_usd null.
+	PricesFile string
+	// Caps of each execution's rollout (rollout.Options): past them it ends
+	// budget_exceeded. MaxCostPerRollout applies only to priced models.
+	MaxCostPerRollout   float64
+	MaxTokensPerRollout int64
+}
+
+// priceOf looks model up in PricesFile; nil when there is no file or no
+// price. A file that cannot be read is an error.
+func (r *RolloutRunner) priceOf(model string) (*cost.Price, error) {
+	if r.PricesFile == "" {
+		return nil, nil
+	}
+	tab, err := cost.Load(r.PricesFile)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := tab.Lookup(model); ok {
+		return &p, nil
+	}
+	return nil, nil
 }
 
 // driverFor returns the driver of the job's sandbox, the image its record
@@ -147,6 +172,14 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		return AgentResult{Outcome: schemas.OutcomeSandboxError, Error: err.Error()}, nil
 	}
 	defer release()
+	price, err := r.priceOf(model)
+	if err != nil {
+		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
+	}
+	capCost := r.MaxCostPerRollout
+	if price == nil {
+		capCost = 0 // unpriced: only the token cap can hold
+	}
 	stage, err := rollout.New(rollout.Options{
 		Client:         activityClient{client, touch},
 		Model:          model,
@@ -156,6 +189,10 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		CommandTimeout: job.CommandTimeout,
 		Toolsets:       job.Toolsets,
 		SystemPrompt:   job.SystemPrompt,
+		Price:          price,
+
+		MaxCostPerRollout:   capCost,
+		MaxTokensPerRollout: r.MaxTokensPerRollout,
 	})
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)

@@ -51,6 +51,14 @@ type Options struct {
 	// Price of Model's tokens; nil = unknown: records get cost_usd null.
 	Price *cost.Price
 
+	// Caps of one rollout (0 = none): before each model call after the
+	// first, a rollout whose calls so far cost MaxCostPerRollout US dollars
+	// (needs Price) or used MaxTokensPerRollout prompt plus completion
+	// tokens ends with the final outcome budget_exceeded, its trajectory
+	// kept. The overshoot is at most one model call.
+	MaxCostPerRollout   float64
+	MaxTokensPerRollout int64
+
 	SystemPrompt string   // sent to the model as a system message, not recorded (as Hermes)
 	MaxTokens    int      // per completion; 0 = not sent
 	Temperature  *float64 // nil = not sent
@@ -78,6 +86,12 @@ func New(opts Options) (*Stage, error) {
 	}
 	if opts.Model == "" {
 		return nil, errors.New("rollout: no model name")
+	}
+	if opts.MaxCostPerRollout < 0 || opts.MaxTokensPerRollout < 0 {
+		return nil, errors.New("rollout: per-rollout caps must not be negative")
+	}
+	if opts.MaxCostPerRollout > 0 && opts.Price == nil {
+		return nil, errors.New("rollout: a cost cap per rollout needs the model's price")
 	}
 	if opts.MaxTurns <= 0 {
 		opts.MaxTurns = DefaultMaxTurns
@@ -148,7 +162,12 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	messages = append(messages, schemas.Message{Role: "user", Content: rec.Input.Prompt})
 	outcome, errMsg := s.loop(ctx, rctx, rec, tools, allowed, &messages)
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("rollout %s: %w", rec.Key, ctx.Err())
+		if !errors.Is(context.Cause(ctx), cost.ErrBudget) {
+			return nil, fmt.Errorf("rollout %s: %w", rec.Key, ctx.Err())
+		}
+		// The run's budget was reached and its grace passed: keep what was
+		// done, committed with its spend, for a later --resume.
+		outcome, errMsg = schemas.OutcomeBudgetPaused, "cancelled: the run's --max-cost was reached and --grace passed; "+errMsg
 	}
 	rec.Outcome = outcome
 	rec.Error = errMsg
@@ -202,7 +221,14 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
 	messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
 	bad := 0
+	budget := cost.From(rctx)
 	for turn := 0; turn < s.o.MaxTurns; turn++ {
+		if err := budget.Allow(); err != nil {
+			return schemas.OutcomeBudgetPaused, fmt.Sprintf("stopped before model call %d: %v (--resume with a higher --max-cost runs it again)", turn+1, err)
+		}
+		if why := s.overCap(rec); why != "" {
+			return schemas.OutcomeBudgetExceeded, fmt.Sprintf("stopped before model call %d: %s", turn+1, why)
+		}
 		resp, err := s.o.Client.Chat(rctx, llm.Request{Model: s.o.Model, Messages: *messages, Tools: tools,
 			MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature})
 		rec.APICalls++
@@ -210,6 +236,9 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 		}
 		rec.Usage.Add(resp.Usage)
+		if s.o.Price != nil {
+			budget.Charge(rec.Key, s.o.Price.Cost(resp.Usage, false))
+		}
 		msg := resp.Message
 		msg.Role = "assistant"
 		for i := range msg.ToolCalls {
@@ -256,6 +285,19 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 		}
 	}
 	return schemas.OutcomeMaxTurns, fmt.Sprintf("reached the limit of %d turns", s.o.MaxTurns)
+}
+
+// overCap says which per-rollout cap rec has reached, or "".
+func (s *Stage) overCap(rec *schemas.Record) string {
+	if n := rec.Usage.PromptTokens + rec.Usage.CompletionTokens; s.o.MaxTokensPerRollout > 0 && n >= s.o.MaxTokensPerRollout {
+		return fmt.Sprintf("%d tokens used, --max-tokens-per-rollout is %d", n, s.o.MaxTokensPerRollout)
+	}
+	if s.o.MaxCostPerRollout > 0 {
+		if c := s.o.Price.Cost(rec.Usage, false); c >= s.o.MaxCostPerRollout {
+			return fmt.Sprintf("$%.6f spent, --max-cost-per-rollout is $%g", c, s.o.MaxCostPerRollout)
+		}
+	}
+	return ""
 }
 
 // call runs one tool call; for terminal calls it lets OnTerminal end the loop.

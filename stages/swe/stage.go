@@ -157,9 +157,16 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	agentErr := rec.Error
 
 	switch rec.Outcome {
-	case schemas.OutcomeAPIError, schemas.OutcomeSandboxError, schemas.OutcomeInternal:
+	case schemas.OutcomeAPIError, schemas.OutcomeSandboxError, schemas.OutcomeInternal, schemas.OutcomeBudgetPaused:
 		ex.ExitStatus = ""
-		return []*schemas.Record{rec}, nil // infrastructure: retried by --resume
+		return []*schemas.Record{rec}, nil // infrastructure or the run's budget: retried by --resume
+	case schemas.OutcomeBudgetExceeded:
+		// The task's own cap ended the agent: unresolved, not graded, and
+		// the report says why.
+		h.close(ctx)
+		rec.Outcome, rec.Error = OutcomeUnresolved, "the agent was stopped by its budget: "+agentErr
+		rec.DurationMS = time.Since(start).Milliseconds()
+		return []*schemas.Record{rec}, nil
 	case schemas.OutcomeTimeout:
 		if spy.failed() {
 			// The time limit passed while the model endpoint was failing:
