@@ -75,7 +75,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 			collectPrevious(c, label, r.driver)
 		}
 	}
-	if err := checkCaps(c, agent, r.price); err != nil {
+	if err := checkCaps(c, r.price); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -149,14 +149,11 @@ func rolloutCapFlags() []cli.Flag {
 }
 
 // checkCaps refuses a cost cap that cannot be enforced: one without a price
-// of --model (agent modes), or in a mode that does not price its calls.
-func checkCaps(c *cli.Context, agent bool, price *cost.Price) error {
+// of --model.
+func checkCaps(c *cli.Context, price *cost.Price) error {
 	for _, f := range []string{"max-cost", "max-cost-per-rollout"} {
 		if c.Float64(f) <= 0 || price != nil {
 			continue
-		}
-		if !agent {
-			return usagef("--%s: %s does not price its model calls yet, so a cost cap cannot be kept", f, c.Command.Name)
 		}
 		return usagef("--%s needs the price of --model %q: give --prices (with an entry for it) or --price-in/--price-out", f, c.String("model"))
 	}

@@ -316,6 +316,14 @@ func withRow(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, rowKey{}, &rowCalls{key: key})
 }
 
+// rowOf is the key of the row being compressed ("" outside a row).
+func rowOf(ctx context.Context) string {
+	if rc, _ := ctx.Value(rowKey{}).(*rowCalls); rc != nil {
+		return rc.key
+	}
+	return ""
+}
+
 // Chat answers req from the journal or a batch: it blocks until the
 // request's batch has ended (hours, with the real API), or returns
 // pipeline.ErrDeferred in the offline modes when no result is at hand.

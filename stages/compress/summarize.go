@@ -76,6 +76,13 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 				case <-t.C:
 				}
 			}
+			// The run's --max-cost: once reached, no further summary call;
+			// the row stays pending (not written) and --resume with a
+			// higher cap redoes it.
+			budget := cost.From(ctx)
+			if err := budget.Allow(); err != nil {
+				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
+			}
 			resp, err := o.Client.Chat(ctx, req)
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
@@ -89,6 +96,7 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 					c += *m.CostUSD
 				}
 				m.CostUSD = &c
+				budget.Charge(rowOf(ctx), o.Price.Cost(resp.Usage, resp.Batch))
 			}
 			if err != nil {
 				m.SummarizationErrs += calls
