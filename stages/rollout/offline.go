@@ -202,17 +202,27 @@ func listSkills(dir string) ([]skill, error) {
 	return out, nil
 }
 
+// skillsIn lists the skills of dir, or gives the tool error the model sees
+// when there is no skills folder or it cannot be read.
+func skillsIn(dir string) ([]skill, string) {
+	if dir == "" {
+		return nil, toolError("no skills folder is configured for this run")
+	}
+	all, err := listSkills(dir)
+	if err != nil {
+		return nil, toolError("cannot list skills: " + err.Error())
+	}
+	return all, ""
+}
+
 func skillsList(dir string, args map[string]json.RawMessage) (string, error) {
 	category, err := strArg(args, "skills_list", "category", false)
 	if err != nil {
 		return badCall(err)
 	}
-	if dir == "" {
-		return toolError("no skills folder is configured for this run"), nil
-	}
-	all, err := listSkills(dir)
-	if err != nil {
-		return toolError("cannot list skills: " + err.Error()), nil
+	all, fail := skillsIn(dir)
+	if fail != "" {
+		return fail, nil
 	}
 	skills := []skill{}
 	for _, s := range all {
@@ -239,12 +249,9 @@ func skillView(dir string, args map[string]json.RawMessage) (string, error) {
 	if err != nil {
 		return badCall(err)
 	}
-	if dir == "" {
-		return toolError("no skills folder is configured for this run"), nil
-	}
-	all, err := listSkills(dir)
-	if err != nil {
-		return toolError("cannot list skills: " + err.Error()), nil
+	all, fail := skillsIn(dir)
+	if fail != "" {
+		return fail, nil
 	}
 	var sk *skill
 	for i := range all {
@@ -336,13 +343,7 @@ func executeCode(ctx context.Context, s sandbox.Session, args map[string]json.Ra
 	if err != nil {
 		return "", err
 	}
-	out := res.Stdout
-	if res.Stderr != "" {
-		if out != "" && !strings.HasSuffix(out, "\n") {
-			out += "\n"
-		}
-		out += res.Stderr
-	}
+	out := commandOutput(res)
 	result := struct {
 		Status   string  `json:"status"`
 		Output   string  `json:"output"`

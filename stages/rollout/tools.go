@@ -188,13 +188,7 @@ func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 	if err != nil {
 		return "", err
 	}
-	out := res.Stdout
-	if res.Stderr != "" {
-		if out != "" && !strings.HasSuffix(out, "\n") {
-			out += "\n"
-		}
-		out += res.Stderr
-	}
+	out := commandOutput(res)
 	// Hermes' result shape and key order: output, exit_code, error.
 	result := struct {
 		Output   string  `json:"output"`
@@ -206,6 +200,19 @@ func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 		result.Error = &msg
 	}
 	return toolResult(result), nil
+}
+
+// commandOutput is what the model sees of a command: its stdout, then its
+// stderr on a line of its own.
+func commandOutput(res sandbox.Result) string {
+	out := res.Stdout
+	if res.Stderr != "" {
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		out += res.Stderr
+	}
+	return out
 }
 
 // Limits of the file tools.
