@@ -22,6 +22,11 @@ const (
 	OutcomeCompressed     schemas.Outcome = "compressed"                 // summarised into the budget
 	OutcomeStillOverLimit schemas.Outcome = "still_over_limit"           // over budget after every pass, or nothing could be summarised
 	OutcomeSummaryFailed                  = schemas.OutcomeSummaryFailed // a summary call failed; the original row is kept
+	// OutcomeBudgetExceeded: the row's summary calls reached
+	// SummaryOptions.MaxCostPerRow or MaxTokensPerRow before it fitted; the
+	// original row is kept, and --resume does not summarise it again (the
+	// runtime's final outcome, so not listed in OutcomeSet).
+	OutcomeBudgetExceeded = schemas.OutcomeBudgetExceeded
 )
 
 // Outcomes lists the outcomes a compress run adds to the runtime's, for
@@ -254,6 +259,9 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 				return r, err
 			}
 			r.outcome = OutcomeSummaryFailed
+			if errors.Is(err, errRowBudget) {
+				r.outcome = OutcomeBudgetExceeded
+			}
 			r.err = err
 			r.turns, r.changed = turns, false
 			m.Outcome, m.Error = string(r.outcome), err.Error()
