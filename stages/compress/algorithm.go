@@ -45,6 +45,14 @@ var OutcomeSet = outdir.OutcomeSet{
 // hermes-pipe record keeps its input's outcome in "outcome".
 const OutcomeField = "compression_metrics.outcome"
 
+// UsageField and CostField are the record members holding what a row's
+// summary calls used and cost: statistics.json sums these, not the input
+// record's usage and cost_usd (which compress leaves as they were).
+const (
+	UsageField = "compression_metrics.summary_usage"
+	CostField  = "compression_metrics.summary_cost_usd"
+)
+
 // SummaryPrefix starts every summary turn, as in Hermes' datasets.
 const SummaryPrefix = "[CONTEXT SUMMARY]:"
 
