@@ -28,6 +28,15 @@ func TestCompressPerRowCaps(t *testing.T) {
 		lines = append(lines, trajLine("t"+strconv.Itoa(i), 12, 200))
 	}
 	lines = append(lines, trajLine("small", 1, 10))
+	// t0 is a hermes-pipe record (key and outcome): its record outcome
+	// becomes compress's, the input's kept as input_outcome.
+	var keyed map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &keyed); err != nil {
+		t.Fatal(err)
+	}
+	keyed["key"], keyed["outcome"], keyed["prompt_index"], keyed["sample"] = "row:0:t0#0", "completed", 0, 0
+	b, _ := json.Marshal(keyed)
+	lines[0] = string(b)
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -49,8 +58,10 @@ func TestCompressPerRowCaps(t *testing.T) {
 	}
 	type row struct {
 		ID      string          `json:"id"`
+		Outcome string          `json:"outcome"`
 		Conv    json.RawMessage `json:"conversations"`
 		Metrics struct {
+			Input   string   `json:"input_outcome"`
 			Calls   int      `json:"summarization_api_calls"`
 			Outcome string   `json:"outcome"`
 			Cost    *float64 `json:"summary_cost_usd"`
@@ -105,6 +116,9 @@ func TestCompressPerRowCaps(t *testing.T) {
 				}
 				if r.Metrics.Outcome != "budget_exceeded" {
 					t.Errorf("%s: outcome %s, want budget_exceeded", id, r.Metrics.Outcome)
+				}
+				if id == "t0" && (r.Outcome != "budget_exceeded" || r.Metrics.Input != "completed") {
+					t.Errorf("t0: record outcome %q, input_outcome %q; want budget_exceeded, completed", r.Outcome, r.Metrics.Input)
 				}
 				if r.Metrics.Calls != 1 {
 					t.Errorf("%s: %d summary calls, want 1 (the cap is reached by the first)", id, r.Metrics.Calls)
