@@ -60,6 +60,9 @@ type ModeSpec struct {
 	Retry          []schemas.Outcome
 	OutcomeField   string
 	OutcomeDefault schemas.Outcome
+	// UsageField/CostField where a record keeps the mode's own usage and
+	// cost (see OutputOptions).
+	UsageField, CostField string
 	// InputCheck compares the input with the ledger on resume (changed rows,
 	// keys no longer in the input); modes whose input can change set it.
 	InputCheck InputCheck
@@ -112,6 +115,8 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		Retry:          spec.Retry,
 		OutcomeField:   spec.OutcomeField,
 		OutcomeDefault: spec.OutcomeDefault,
+		UsageField:     spec.UsageField,
+		CostField:      spec.CostField,
 		InputCheck:     spec.InputCheck,
 		Artifacts:      spec.Artifacts,
 		VerifyShards:   cfg.VerifyShards,

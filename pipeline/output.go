@@ -72,6 +72,10 @@ type OutputOptions struct {
 	OutcomeField string
 	// OutcomeDefault is the mode's outcome of a record without OutcomeField.
 	OutcomeDefault schemas.Outcome
+	// UsageField and CostField are the dotted paths of the record members
+	// holding the mode's own usage and cost, for Stats (see
+	// outdir.Manifest.UsageField).
+	UsageField, CostField string
 	// InputCheck makes Run compare the input with the ledger on resume
 	// (changed rows, keys no longer in the input).
 	InputCheck InputCheck
@@ -257,6 +261,9 @@ func (o *Output) open() error {
 	}
 	if o.opts.OutcomeField != "" {
 		man.OutcomeField, man.OutcomeDefault = o.opts.OutcomeField, o.opts.OutcomeDefault
+	}
+	if o.opts.CostField != "" {
+		man.UsageField, man.CostField = o.opts.UsageField, o.opts.CostField
 	}
 	for _, a := range o.opts.Artifacts {
 		if !slices.Contains(man.Artifacts, a) {

@@ -178,7 +178,8 @@ func Stats(dir string) (Statistics, error) {
 // statsFromIndex computes the statistics of the live records of ix; check
 // compares each shard with its ledger line first (see eachLive). When the
 // manifest names an OutcomeField, the outcomes counted are the mode's own:
-// that member's, or OutcomeDefault for a record without it.
+// that member's, or OutcomeDefault for a record without it; when it names a
+// CostField, the usage and cost summed are the mode's own (see ownSpend).
 func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
 	st := NewStatistics()
 	var durations []int64
@@ -210,6 +211,9 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 		}
 		if r.Partial {
 			st.Partial++
+		}
+		if man.CostField != "" {
+			ownSpend(line, man, &r)
 		}
 		st.APICalls += r.APICalls
 		st.Usage.Add(r.Usage)
@@ -375,6 +379,16 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 // object line ("compression_metrics.outcome"), or "" when the line has no
 // such string member.
 func memberString(line []byte, path string) string {
+	var v string
+	if raw := memberRaw(line, path); raw == "" || json.Unmarshal([]byte(raw), &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// memberRaw returns the raw JSON of the member of line at the dotted path,
+// or "" when line is not a JSON object or has no such member.
+func memberRaw(line []byte, path string) string {
 	s := strings.TrimSpace(string(line))
 	for {
 		if s == "" || s[0] != '{' || !json.Valid([]byte(s)) {
@@ -388,12 +402,32 @@ func memberString(line []byte, path string) string {
 			}
 		})
 		if !nested {
-			var v string
-			if json.Unmarshal([]byte(raw), &v) != nil {
-				return ""
-			}
-			return v
+			return raw
 		}
 		s, path = strings.TrimSpace(raw), rest
+	}
+}
+
+// ownSpend replaces r's usage and cost (the input's, in a mode that keeps
+// the input record) with the mode's own, read from man.UsageField and
+// man.CostField. A record without either member made no call of the mode:
+// its usage is zero and its cost $0, known without a price. A record with
+// usage and no cost had no price (cost null, counted unpriced).
+func ownSpend(line []byte, man *Manifest, r *statRecord) {
+	r.Usage, r.CostUSD = schemas.Usage{}, nil
+	u := memberRaw(line, man.UsageField)
+	if u != "" && u != "null" {
+		_ = json.Unmarshal([]byte(u), &r.Usage)
+	}
+	c := memberRaw(line, man.CostField)
+	switch {
+	case c != "" && c != "null":
+		var v float64
+		if json.Unmarshal([]byte(c), &v) == nil {
+			r.CostUSD = &v
+		}
+	case u == "" || u == "null":
+		zero := 0.0
+		r.CostUSD = &zero
 	}
 }

@@ -71,6 +71,7 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
 	flags = append(flags, compressLLMFlags()...)
+	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
 	return &cli.Command{
 		Name:      "compress",
@@ -202,11 +203,12 @@ func runCompress(c *cli.Context) error {
 		batch.Status = c.App.ErrWriter
 	}
 	res, err := compress.Run(r.ctx, compress.Options{
-		RunConfig:    r.cfg,
-		Inputs:       inputs,
-		Tokenizer:    tok,
-		Config:       cfg,
-		Summary:      compress.SummaryOptions{Client: r.client, Model: c.String("model"), Temperature: &temp, Price: r.price},
+		RunConfig: r.cfg,
+		Inputs:    inputs,
+		Tokenizer: tok,
+		Config:    cfg,
+		Summary: compress.SummaryOptions{Client: r.client, Model: c.String("model"), Temperature: &temp, Price: r.price,
+			MaxCostPerRow: c.Float64("max-cost-per-rollout"), MaxTokensPerRow: c.Int64("max-tokens-per-rollout")},
 		RowTimeout:   c.Duration("row-timeout"),
 		OverLimit:    c.String("over-limit"),
 		MaxLineBytes: c.Int("max-line-bytes"),

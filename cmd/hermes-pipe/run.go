@@ -140,11 +140,12 @@ func checkRunFlags(c *cli.Context) (pipeline.Mode, error) {
 	return mode, nil
 }
 
-// rolloutCapFlags are the per-rollout caps of the agent modes.
+// rolloutCapFlags are the per-rollout caps of generate and swe, and of
+// compress, where they cap the summary calls of one row.
 func rolloutCapFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Float64Flag{Name: "max-cost-per-rollout", Usage: "USD one rollout may spend: before each model call after the first, a rollout that has spent this much ends with the final outcome budget_exceeded (trajectory kept; --resume does not run it again; overshoot at most one model call); 0 = none; needs a price"},
-		&cli.Int64Flag{Name: "max-tokens-per-rollout", Usage: "prompt plus completion tokens one rollout may use, checked like --max-cost-per-rollout (outcome budget_exceeded); 0 = none"},
+		&cli.Float64Flag{Name: "max-cost-per-rollout", Usage: "USD one rollout may spend: before each model call after the first, a rollout that has spent this much ends with the final outcome budget_exceeded (trajectory kept; --resume does not run it again; overshoot at most one model call); in compress, a row whose summary calls spent this much stops summarising and keeps its original conversation (budget_exceeded); 0 = none; needs a price"},
+		&cli.Int64Flag{Name: "max-tokens-per-rollout", Usage: "prompt plus completion tokens one rollout may use, checked like --max-cost-per-rollout (outcome budget_exceeded; in compress, a row's summary calls); 0 = none"},
 	}
 }
 

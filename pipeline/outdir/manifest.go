@@ -45,9 +45,17 @@ type Manifest struct {
 	// OutcomeDefault is the mode's outcome of a record without OutcomeField
 	// (compress passes a row under its target through unchanged).
 	OutcomeDefault schemas.Outcome `json:"outcome_default,omitempty"`
-	Runs           int             `json:"runs"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// UsageField and CostField name the record members, as dotted paths,
+	// that hold the mode's own token usage and cost when they differ from
+	// "usage" and "cost_usd" (compress keeps the input's and puts what its
+	// summary calls used in compression_metrics.summary_usage and
+	// summary_cost_usd); stats sum them. A record without either member
+	// made no call of the mode and costs $0.
+	UsageField string    `json:"usage_field,omitempty"`
+	CostField  string    `json:"cost_field,omitempty"`
+	Runs       int       `json:"runs"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // ReadManifest reads dir's run.json. ok is false when the file does not

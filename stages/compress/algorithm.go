@@ -22,6 +22,11 @@ const (
 	OutcomeCompressed     schemas.Outcome = "compressed"                 // summarised into the budget
 	OutcomeStillOverLimit schemas.Outcome = "still_over_limit"           // over budget after every pass, or nothing could be summarised
 	OutcomeSummaryFailed                  = schemas.OutcomeSummaryFailed // a summary call failed; the original row is kept
+	// OutcomeBudgetExceeded: the row's summary calls reached
+	// SummaryOptions.MaxCostPerRow or MaxTokensPerRow before it fitted; the
+	// original row is kept, and --resume does not summarise it again (the
+	// runtime's final outcome, so not listed in OutcomeSet).
+	OutcomeBudgetExceeded = schemas.OutcomeBudgetExceeded
 )
 
 // Outcomes lists the outcomes a compress run adds to the runtime's, for
@@ -39,6 +44,14 @@ var OutcomeSet = outdir.OutcomeSet{
 // OutcomeField is the record member holding compress's own outcome: a
 // hermes-pipe record keeps its input's outcome in "outcome".
 const OutcomeField = "compression_metrics.outcome"
+
+// UsageField and CostField are the record members holding what a row's
+// summary calls used and cost: statistics.json sums these, not the input
+// record's usage and cost_usd (which compress leaves as they were).
+const (
+	UsageField = "compression_metrics.summary_usage"
+	CostField  = "compression_metrics.summary_cost_usd"
+)
 
 // SummaryPrefix starts every summary turn, as in Hermes' datasets.
 const SummaryPrefix = "[CONTEXT SUMMARY]:"
@@ -254,6 +267,9 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 				return r, err
 			}
 			r.outcome = OutcomeSummaryFailed
+			if errors.Is(err, errRowBudget) {
+				r.outcome = OutcomeBudgetExceeded
+			}
 			r.err = err
 			r.turns, r.changed = turns, false
 			m.Outcome, m.Error = string(r.outcome), err.Error()

@@ -127,6 +127,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Retry:          OutcomeSet.Retryable,
 		OutcomeField:   OutcomeField,
 		OutcomeDefault: OutcomeUnderTarget,
+		UsageField:     UsageField,
+		CostField:      CostField,
 		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile},
 		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			var err error

@@ -102,9 +102,9 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	recOC := oc
 	if keyed && inOC.Type == gjson.String {
 		// A hermes-pipe record keeps its own outcome unless compress failed
-		// it or the outcome is one only compress can judge.
+		// it, its own cap stopped it, or the outcome is one only compress can judge.
 		in := schemas.Outcome(inOC.Str)
-		if oc != OutcomeSummaryFailed && in.OK() && s.known(in) && !isCompressOutcome(in) {
+		if oc != OutcomeSummaryFailed && oc != OutcomeBudgetExceeded && in.OK() && s.known(in) && !isCompressOutcome(in) {
 			recOC = in
 		} else if in != oc {
 			m.InputOutcome = inOC.Str

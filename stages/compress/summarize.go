@@ -34,6 +34,29 @@ type SummaryOptions struct {
 	// Price, when set, prices every summary reply into the row's CostUSD
 	// (batch rates for replies that came through the Batch API).
 	Price *cost.Price
+	// MaxCostPerRow (USD, needs Price) and MaxTokensPerRow (prompt plus
+	// completion tokens) cap one row's summary calls: before each call, a
+	// row whose calls so far reached a cap stops summarising with outcome
+	// budget_exceeded and keeps its original conversation. Zero = no cap.
+	// The overshoot is at most one call per row.
+	MaxCostPerRow   float64
+	MaxTokensPerRow int64
+}
+
+// errRowBudget marks a summary not asked because the row reached its own
+// cap (SummaryOptions.MaxCostPerRow / MaxTokensPerRow).
+var errRowBudget = errors.New("row budget reached")
+
+// rowCapReached says why m's summary calls so far reached o's per-row caps,
+// or "" when they did not.
+func (o SummaryOptions) rowCapReached(m *RowMetrics) string {
+	if n := m.Usage.PromptTokens + m.Usage.CompletionTokens; o.MaxTokensPerRow > 0 && n >= o.MaxTokensPerRow {
+		return fmt.Sprintf("%d tokens used by summary calls, --max-tokens-per-rollout is %d", n, o.MaxTokensPerRow)
+	}
+	if o.MaxCostPerRow > 0 && m.CostUSD != nil && *m.CostUSD >= o.MaxCostPerRow {
+		return fmt.Sprintf("$%.6f spent on summary calls, --max-cost-per-rollout is $%g", *m.CostUSD, o.MaxCostPerRow)
+	}
+	return ""
 }
 
 // DefaultTemperature is the sampling temperature of Hermes' summariser.
@@ -48,6 +71,12 @@ var errTruncated = errors.New("summary cut at max_tokens (finish_reason=length)"
 func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 	if o.Client == nil {
 		return nil, errors.New("summariser: an LLM client is required")
+	}
+	if o.MaxCostPerRow < 0 || o.MaxTokensPerRow < 0 {
+		return nil, errors.New("summariser: per-row caps must not be negative")
+	}
+	if o.MaxCostPerRow > 0 && o.Price == nil {
+		return nil, errors.New("summariser: a per-row cost cap needs a price")
 	}
 	if o.Tokens <= 0 {
 		o.Tokens = DefaultSummaryTokens
@@ -79,6 +108,9 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 			// The run's --max-cost: once reached, no further summary call;
 			// the row stays pending (not written) and --resume with a
 			// higher cap redoes it.
+			if why := o.rowCapReached(m); why != "" {
+				return "", fmt.Errorf("summary: %w: %s", errRowBudget, why)
+			}
 			budget := cost.From(ctx)
 			if err := budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
