@@ -26,10 +26,7 @@ func TestCompressMaxCost(t *testing.T) {
 	for i := range rows {
 		lines = append(lines, trajLine("t"+strconv.Itoa(i), 12, 200))
 	}
-	in := filepath.Join(t.TempDir(), "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := writePrompts(t, lines...) // JSONL lines, trajectories here
 	out := filepath.Join(t.TempDir(), "out")
 	args := func(cap float64, resume bool) []string {
 		a := []string{"compress", "--in", in, "--out", out, "--target-tokens", "1500", "--summary-tokens", "100",

@@ -37,10 +37,7 @@ func TestCompressPerRowCaps(t *testing.T) {
 	keyed["key"], keyed["outcome"], keyed["prompt_index"], keyed["sample"] = "row:0:t0#0", "completed", 0, 0
 	b, _ := json.Marshal(keyed)
 	lines[0] = string(b)
-	in := filepath.Join(t.TempDir(), "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := writePrompts(t, lines...) // JSONL lines, trajectories here
 	orig := map[string]string{}
 	for _, l := range lines {
 		var r struct {

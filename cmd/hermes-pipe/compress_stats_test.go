@@ -40,10 +40,7 @@ func TestCompressStatisticsSumSummarySpend(t *testing.T) {
 		lines = append(lines, withSpend(trajLine("t"+strconv.Itoa(i), 12, 200)))
 	}
 	lines = append(lines, withSpend(trajLine("small", 1, 10)))
-	in := filepath.Join(t.TempDir(), "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := writePrompts(t, lines...) // JSONL lines, trajectories here
 	out := filepath.Join(t.TempDir(), "out")
 	if code, _, errs := hpc(t, "compress", "--in", in, "--out", out, "--target-tokens", "1500", "--summary-tokens", "100",
 		"--base-url", url, "--model", "m", "--progress", "none",
