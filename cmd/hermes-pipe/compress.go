@@ -163,9 +163,16 @@ func runCompress(c *cli.Context) error {
 	}
 	if !c.Bool("dry-run") {
 		for _, name := range []string{"out", "base-url", "model"} {
-			if c.String(name) == "" {
-				return usagef("--%s is required (unless --dry-run)", name)
+			if c.String(name) != "" || name == "base-url" && offlineBatch(c) {
+				continue
 			}
+			if name == "base-url" {
+				return usagef("--base-url is required (unless --dry-run, or --batch-export/--batch-import without --batch)")
+			}
+			return usagef("--%s is required (unless --dry-run)", name)
+		}
+		if offlineBatch(c) && c.String("base-url") == "" && c.String("batch-fallback") == string(compress.BatchFallbackDirect) {
+			return usagef("--batch-fallback direct needs --base-url")
 		}
 	}
 	tok, err := tokenizer.Load(c.String("tokenizer"))
@@ -236,6 +243,12 @@ func runCompress(c *cli.Context) error {
 	return reportCompress(c, res)
 }
 
+// offlineBatch reports whether the run only writes and reads batch files
+// (--batch-export, --batch-import without --batch): it needs no endpoint.
+func offlineBatch(c *cli.Context) bool {
+	return !c.Bool("batch") && (c.String("batch-export") != "" || c.String("batch-import") != "")
+}
+
 // batchOptions binds the --batch* flags. The Batch API client shares the
 // llm flags' base URL, key, timeout and retries.
 func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
@@ -265,8 +278,14 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 		}
 	}
 	if o.API || o.Export != "" || o.Import != "" {
+		base := c.String("base-url")
+		if base == "" {
+			// --batch-export/--batch-import with no endpoint: the client only
+			// writes request bodies and reads result lines, it sends nothing.
+			base = "http://127.0.0.1/v1"
+		}
 		bc, err := llm.NewBatch(llm.Options{
-			BaseURL:        c.String("base-url"),
+			BaseURL:        base,
 			APIKey:         os.Getenv(c.String("api-key-env")),
 			Model:          c.String("model"),
 			RequestTimeout: c.Duration("request-timeout"),

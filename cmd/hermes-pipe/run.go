@@ -50,9 +50,13 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	if err != nil {
 		return nil, err
 	}
-	client, _, err := buildLLM(c, workers)
-	if err != nil {
-		return nil, err
+	// Every mode needs an endpoint but compress writing and reading batch
+	// files only (--batch-export/--batch-import), which may leave it out.
+	var client llm.Client
+	if c.String("base-url") != "" {
+		if client, _, err = buildLLM(c, workers); err != nil {
+			return nil, err
+		}
 	}
 	r := &runSetup{client: client, stop: func() {}}
 	record := flagRecord(c)
@@ -94,9 +98,11 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 			return nil, err
 		}
 	}
-	if err := reachable(ctx, c.String("base-url")); err != nil {
-		r.close()
-		return nil, err
+	if base := c.String("base-url"); base != "" {
+		if err := reachable(ctx, base); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	r.cfg = pipeline.RunConfig{
 		Out:            r.out.Dir,
