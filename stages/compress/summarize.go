@@ -105,12 +105,12 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 				case <-t.C:
 				}
 			}
-			// The run's --max-cost: once reached, no further summary call;
-			// the row stays pending (not written) and --resume with a
-			// higher cap redoes it.
 			if why := o.rowCapReached(m); why != "" {
 				return "", fmt.Errorf("summary: %w: %s", errRowBudget, why)
 			}
+			// The run's --max-cost: once reached, no further summary call;
+			// the row stays pending (not written) and --resume with a
+			// higher cap redoes it.
 			budget := cost.From(ctx)
 			if err := budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
@@ -123,12 +123,12 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 			m.SummarizationCalls += calls
 			m.Usage.Add(resp.Usage)
 			if o.Price != nil && err == nil {
-				c := o.Price.Cost(resp.Usage, resp.Batch)
+				call := o.Price.Cost(resp.Usage, resp.Batch)
+				budget.Charge(rowOf(ctx), call)
 				if m.CostUSD != nil {
-					c += *m.CostUSD
+					call += *m.CostUSD
 				}
-				m.CostUSD = &c
-				budget.Charge(rowOf(ctx), o.Price.Cost(resp.Usage, resp.Batch))
+				m.CostUSD = &call
 			}
 			if err != nil {
 				m.SummarizationErrs += calls
