@@ -15,6 +15,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,45 +157,43 @@ func parseQuery(r *http.Request) (Query, error) {
 	q := Query{Outcome: v.Get("outcome"), Compress: v.Get("compress"), Toolset: v.Get("toolset"), Tool: v.Get("tool"),
 		Failures: v.Get("failures"), Text: v.Get("q"), Sort: v.Get("sort"),
 		TurnsMin: -1, TurnsMax: -1, TokensMin: -1, TokensMax: -1, CostMin: math.NaN(), CostMax: math.NaN(), Size: 50}
-	ints := []struct {
-		name string
-		dst  *int64
-	}{{"turns_min", &q.TurnsMin}, {"turns_max", &q.TurnsMax}, {"tokens_min", &q.TokensMin}, {"tokens_max", &q.TokensMax}}
-	for _, f := range ints {
-		if s := v.Get(f.name); s != "" {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 0 {
-				return q, fmt.Errorf("%w: %s=%q is not a count", errBadQuery, f.name, s)
-			}
-			*f.dst = n
+	count := func(s string) (int64, bool) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil && n >= 0
+	}
+	number := func(s string) (float64, bool) {
+		n, err := strconv.ParseFloat(s, 64)
+		return n, err == nil
+	}
+	var page, size int64 = int64(q.Page), int64(q.Size)
+	for _, err := range []error{
+		queryParam(v, "turns_min", &q.TurnsMin, count, "a count"), queryParam(v, "turns_max", &q.TurnsMax, count, "a count"),
+		queryParam(v, "tokens_min", &q.TokensMin, count, "a count"), queryParam(v, "tokens_max", &q.TokensMax, count, "a count"),
+		queryParam(v, "cost_min", &q.CostMin, number, "a number"), queryParam(v, "cost_max", &q.CostMax, number, "a number"),
+		queryParam(v, "page", &page, count, "a count"), queryParam(v, "size", &size, count, "a count"),
+	} {
+		if err != nil {
+			return q, err
 		}
 	}
-	for _, f := range []struct {
-		name string
-		dst  *float64
-	}{{"cost_min", &q.CostMin}, {"cost_max", &q.CostMax}} {
-		if s := v.Get(f.name); s != "" {
-			n, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return q, fmt.Errorf("%w: %s=%q is not a number", errBadQuery, f.name, s)
-			}
-			*f.dst = n
-		}
-	}
-	for _, f := range []struct {
-		name string
-		dst  *int
-	}{{"page", &q.Page}, {"size", &q.Size}} {
-		if s := v.Get(f.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				return q, fmt.Errorf("%w: %s=%q", errBadQuery, f.name, s)
-			}
-			*f.dst = n
-		}
-	}
+	q.Page, q.Size = int(min(page, math.MaxInt32)), int(min(size, math.MaxInt32))
 	q.Size = min(max(q.Size, 1), 500)
 	return q, nil
+}
+
+// queryParam sets *dst from the query parameter name when it is given, or
+// says why its text is not what (parse's verdict).
+func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T, bool), what string) error {
+	s := v.Get(name)
+	if s == "" {
+		return nil
+	}
+	n, ok := parse(s)
+	if !ok {
+		return fmt.Errorf("%w: %s=%q is not %s", errBadQuery, name, s, what)
+	}
+	*dst = n
+	return nil
 }
 
 // match reports whether record i passes q's index filters (not the text).
