@@ -104,7 +104,9 @@ func cronJobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint for agent jobs"},
 		&cli.StringSliceFlag{Name: "skill", Usage: "skill to load (repeatable)"},
 		&cli.StringSliceFlag{Name: "context-from", Usage: "job `ID` whose latest output is added to the prompt (repeatable)"},
-		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: terminal, file (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: terminal, file, todo, skills, execute_code, and mcp-<server> of --mcp-config (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringFlag{Name: "mcp-config", Usage: "MCP servers the job's agent may use as toolsets mcp-<server> (generate's --mcp-config `FILE`, stored as an absolute path; \"\" removes it); each execution starts them first and fails, naming the server and its stderr, when one cannot start"},
+		&cli.StringFlag{Name: "skills-dir", Usage: "skills `DIR` the skills toolset reads (default: <home>/skills)"},
 		&cli.StringFlag{Name: "deliver", Usage: "where output goes: local, webhook:URL, or both comma-separated", Value: "local"},
 		&cli.StringFlag{Name: "workdir", Usage: "absolute working folder for the script or agent"},
 		&cli.IntFlag{Name: "repeat", Usage: "stop after N runs (0: forever; one-shots run once)"},
@@ -690,6 +692,7 @@ func specFromFlags(c *cli.Context) cron.JobSpec {
 		StartingDeadline: c.Duration("starting-deadline"), Timeout: timeout, MaxRuntime: c.Duration("max-runtime"),
 		EnvAllow: c.StringSlice("env-allow"), MaxTurns: c.Int("max-turns"), CommandTimeout: c.Duration("command-timeout"),
 		APIKeyEnv: c.String("api-key-env"), Sandbox: c.String("sandbox"),
+		MCPConfig: c.String("mcp-config"), SkillsDir: c.String("skills-dir"),
 	}
 }
 
@@ -751,6 +754,7 @@ func jobEdit(c *cli.Context) cron.JobEdit {
 		e.MaxTurns = &v
 	}
 	e.CommandTimeout, e.APIKeyEnv, e.Sandbox = dur("command-timeout"), str("api-key-env"), str("sandbox")
+	e.MCPConfig, e.SkillsDir = str("mcp-config"), str("skills-dir")
 	return e
 }
 
@@ -787,6 +791,9 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 		kind = "agent with script " + string(j.Script)
 	}
 	fmt.Fprintf(w, "runs:     %s, deliver %s, overlap %s\n", kind, j.Deliver, j.Policy.OverlapMode())
+	if p := j.Policy.MCPConfig; p != "" {
+		fmt.Fprintf(w, "mcp:      %s\n", p)
+	}
 	if !j.Enabled {
 		fmt.Fprintf(w, "state:    %s\n", j.State)
 	}

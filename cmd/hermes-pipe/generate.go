@@ -11,7 +11,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
@@ -89,15 +88,12 @@ func generateCommand() *cli.Command {
 		&cli.StringFlag{Name: "out", Usage: "output folder (data/ and failed/ shards, ledger.jsonl, rejects.jsonl, statistics.json)", Required: true},
 		&cli.IntFlag{Name: "max-turns", Value: rollout.DefaultMaxTurns, Usage: "assistant turns per rollout"},
 		&cli.IntFlag{Name: "samples", Value: 1, Usage: "rollouts per prompt (each is its own record)"},
-		&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets for every row: " + strings.Join(schemas.KnownToolsets, ", ") + ", mcp-<server> (with --mcp-config)"},
-		&cli.StringFlag{Name: "distribution", Usage: "named toolset distribution sampled per rollout: " + strings.Join(rollout.DistributionNames(), ", ") + " (default: default)"},
-		&cli.Int64Flag{Name: "seed", Usage: "seed of the toolset draws"},
 		&cli.StringFlag{Name: "system-prompt", Usage: "file whose text is sent as the system message (not recorded in trajectories, as Hermes)"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "wall-clock deadline of one rollout (outcome timeout, retried by --resume); 0 = none"},
 		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
 	}
-	flags = append(flags, toolFlags()...)
+	flags = append(flags, toolFlags("the distribution default")...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
@@ -271,11 +267,7 @@ func runGenerate(c *cli.Context) error {
 	if c.Duration("timeout") < 0 {
 		return usagef("--timeout must not be negative")
 	}
-	mcpCfg, err := loadMCPConfig(c)
-	if err != nil {
-		return err
-	}
-	toolsets, dist, err := pickToolsets(c, mcpCfg)
+	tools, err := bindTools(c, nil)
 	if err != nil {
 		return err
 	}
@@ -292,19 +284,17 @@ func runGenerate(c *cli.Context) error {
 	}
 	// The MCP pre-flight: a server that cannot start costs no token and
 	// leaves no output folder.
-	servers, err := startMCP(c, mcpCfg)
-	if err != nil {
+	if err := tools.start(c); err != nil {
 		return err
 	}
-	defer servers.Close()
+	defer tools.close()
 	r, err := startRun(c, "generate", format, true)
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	ro := r.rolloutOptions(c, systemPrompt)
-	ro.Toolsets, ro.Distribution, ro.Seed = toolsets, dist, c.Int64("seed")
-	ro.MCP, ro.SkillsDir = servers, c.String("skills-dir")
+	tools.apply(&ro)
 	opts := generate.Options{
 		RunConfig:    r.cfg,
 		Prompts:      promptsFile,

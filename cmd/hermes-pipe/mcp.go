@@ -6,16 +6,84 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
-// toolFlags are the flags that widen the tools a rollout may be offered.
-func toolFlags() []cli.Flag {
+// toolFlags are the flags that choose and widen the tools a rollout may be
+// offered, shared by generate and swe. def describes the mode's toolsets
+// when none of --toolsets, --distribution and --distribution-file is given.
+func toolFlags(def string) []cli.Flag {
 	return []cli.Flag{
+		&cli.StringFlag{Name: "toolsets", Usage: "comma-separated toolsets for every row: " + strings.Join(schemas.KnownToolsets, ", ") + ", mcp-<server> (with --mcp-config); default: " + def},
+		&cli.StringFlag{Name: "distribution", Usage: "named toolset distribution sampled per rollout: " + strings.Join(rollout.DistributionNames(), ", ") + " (or one of --distribution-file)"},
+		&cli.Int64Flag{Name: "seed", Usage: "seed of the toolset draws"},
 		&cli.StringFlag{Name: "mcp-config", Usage: "MCP servers whose tools rollouts may call (toolsets mcp-<server>): a JSON file with mcpServers (Claude Desktop, Cursor, VS Code form) or Hermes' config.yaml with mcp_servers"},
 		&cli.StringFlag{Name: "distribution-file", Usage: "toolset distributions in Hermes' form (name → {toolsets: {toolset: percent}}), JSON or YAML; --distribution picks one (default: default)"},
 		&cli.StringFlag{Name: "skills-dir", Usage: "skills folder the skills toolset reads (<dir>/<name>/SKILL.md, as cron's)"},
+	}
+}
+
+// toolSetup is what toolFlags bind to: the MCP configuration, the toolsets
+// (fixed, or a distribution sampled per rollout) and, after start, the
+// run's MCP servers. generate and swe use it the same way: bindTools with
+// the other flag checks, start (the MCP pre-flight) just before the output
+// folder is opened, apply to the rollout options, close when the run ends.
+type toolSetup struct {
+	cfg       *mcp.Config
+	toolsets  []string
+	dist      rollout.Distribution
+	seed      int64
+	skillsDir string
+	servers   *mcp.Manager
+}
+
+// bindTools reads --mcp-config, --toolsets, --distribution(-file), --seed
+// and --skills-dir. It reads files but starts no server. Without any
+// toolset flag the mode gets def when it is not nil (swe: terminal), else
+// the default distribution.
+func bindTools(c *cli.Context, def []string) (*toolSetup, error) {
+	cfg, err := loadMCPConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	t := &toolSetup{cfg: cfg, seed: c.Int64("seed"), skillsDir: c.String("skills-dir")}
+	if def != nil && !c.IsSet("toolsets") && !c.IsSet("distribution") && !c.IsSet("distribution-file") {
+		t.toolsets = def
+		return t, nil
+	}
+	if t.toolsets, t.dist, err = pickToolsets(c, cfg); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// start is the MCP pre-flight: every server started (or connected),
+// initialised and its tools listed before any model call. A failure is a
+// usage error (exit 2) naming each failed server with its stderr.
+func (t *toolSetup) start(c *cli.Context) error {
+	if t.cfg == nil {
+		return nil
+	}
+	m, err := mcp.Start(c.Context, t.cfg)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	t.servers = m
+	return nil
+}
+
+// apply sets the rollout options' toolsets, MCP servers and skills folder.
+func (t *toolSetup) apply(ro *rollout.Options) {
+	ro.Toolsets, ro.Distribution, ro.Seed = t.toolsets, t.dist, t.seed
+	ro.MCP, ro.SkillsDir = t.servers, t.skillsDir
+}
+
+// close stops the run's MCP servers; safe on a nil setup or before start.
+func (t *toolSetup) close() {
+	if t != nil && t.servers != nil {
+		t.servers.Close()
 	}
 }
 
@@ -34,20 +102,6 @@ func loadMCPConfig(c *cli.Context) (*mcp.Config, error) {
 		return nil, usagef("--mcp-config %s: ${workdir} is the rollout's folder on this machine, which only --sandbox local has", path)
 	}
 	return cfg, nil
-}
-
-// startMCP is the MCP pre-flight: every server started (or connected),
-// initialised and its tools listed before any model call. A failure is a
-// usage error (exit 2) naming each failed server with its stderr.
-func startMCP(c *cli.Context, cfg *mcp.Config) (*mcp.Manager, error) {
-	if cfg == nil {
-		return nil, nil
-	}
-	m, err := mcp.Start(c.Context, cfg)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	return m, nil
 }
 
 // knownToolsets lists the built-in toolsets and the configured servers'.

@@ -30,6 +30,7 @@ func sweCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
 		&cli.IntFlag{Name: "summary-rows", Value: 20, Usage: "instances listed in the summary table on stdout"},
 	}
+	flags = append(flags, toolFlags("terminal; terminal is added to every task's toolsets, the agent submits through it")...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	for _, f := range runFlags() {
@@ -73,6 +74,14 @@ environment variables in its agent and grading sessions. A simple task without
 test_cmd is judged by its submission (its patch must not be empty; in an image
 without git, the submission alone). The text after the sentinel line of the
 submitting command is kept as extra.final_result.
+
+--toolsets (or --distribution, --distribution-file) give the agent more tools
+besides terminal: file, todo, skills (--skills-dir), execute_code, and the
+MCP servers of --mcp-config as mcp-<server>. Every server is started and its
+tools listed before the first model call; a server that fails exits 2 with
+its stderr. Servers of scope rollout (the default for stdio) are started per
+task and stopped with it; with --sandbox local ${workdir} is the task's
+repository folder, the one the agent's commands work in.
 
 Writes trajectories like generate, plus report.json, junit.xml (one testcase
 per task) and preds.json (the SWE-bench harness's predictions format), rebuilt
@@ -153,15 +162,27 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	tools, err := bindTools(c, []string{"terminal"})
+	if err != nil {
+		return err
+	}
+	// The MCP pre-flight: a server that cannot start costs no token and
+	// leaves no output folder.
+	if err := tools.start(c); err != nil {
+		return err
+	}
+	defer tools.close()
 	r, err := startRun(c, "swe", "", true)
 	if err != nil {
 		return err
 	}
 	defer r.close()
+	ro := r.rolloutOptions(c, systemPrompt)
+	tools.apply(&ro)
 	res, err := swe.Run(r.ctx, swe.Options{
 		RunConfig: r.cfg,
 		Tasks:     src,
-		Rollout:   r.rolloutOptions(c, systemPrompt),
+		Rollout:   ro,
 		Grade: swe.GradeOptions{
 			TestTimeout: c.Duration("test-timeout"),
 			// Only docker starts each session fresh from the image; with

@@ -2,12 +2,14 @@ package cron
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
 // AgentJob is what an agent job asks the runner to do. The prompt already
@@ -32,6 +34,14 @@ type AgentJob struct {
 	Skills       []string
 	Toolsets     []string
 	Workdir      string
+	// MCP is the job's MCP configuration (its stored mcp_config, already
+	// read and checked); nil = none. The runner starts its servers before
+	// the first model call and stops them with the execution.
+	MCP *mcp.Config
+	// SkillsDir is the folder the skills toolset reads: the job's own
+	// skills_dir, else <home>/skills (where the job's skills are loaded
+	// from).
+	SkillsDir string
 	// InactivityTimeout ends the run when neither the model nor a tool made
 	// progress for this long; 0 means none. The runner enforces it.
 	InactivityTimeout time.Duration
@@ -76,25 +86,34 @@ const DefaultToolset = "terminal"
 // schedules jobs, sends messages or asks the user a question.
 var forbiddenToolsets = []string{"cronjob", "cron", "schedule", "messaging", "send_message", "message", "clarify", "ask_user", "delegation"}
 
-// cronToolsets are the toolsets agent jobs may use: the agent runner gives
-// rollouts no skills folder and no MCP servers, so of the rollout's
-// toolsets only these work in a job.
-var cronToolsets = []string{"terminal", "file"}
+// cronToolsets are the built-in toolsets agent jobs may use. Besides them a
+// job may name the toolsets of its MCP servers (mcp-<server>, from its
+// stored mcp_config); nothing else is known to the runner.
+var cronToolsets = []string{"terminal", "file", "todo", "skills", "execute_code"}
 
 // checkToolsets refuses toolsets the agent does not have, naming the known
 // ones: a job asking for a toolset it would silently run without (Hermes'
-// web or browser, say) is refused instead.
-func checkToolsets(requested []string) error {
+// web or browser, say) is refused instead. mcpToolsets are those of the
+// job's MCP configuration.
+func checkToolsets(requested, mcpToolsets []string) error {
 	var unknown []string
 	for _, t := range requested {
 		t = strings.TrimSpace(t)
-		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || slices.Contains(cronToolsets, t) {
+		if t == "" || slices.Contains(forbiddenToolsets, strings.ToLower(t)) || slices.Contains(cronToolsets, t) || slices.Contains(mcpToolsets, t) {
 			continue
 		}
 		unknown = append(unknown, t)
 	}
 	if len(unknown) > 0 {
-		return fmt.Errorf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(cronToolsets, ", "))
+		known := append(append([]string(nil), cronToolsets...), mcpToolsets...)
+		msg := fmt.Sprintf("unknown toolsets %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+		for _, u := range unknown {
+			if strings.HasPrefix(u, schemas.MCPToolsetPrefix) {
+				msg += "; an mcp-<server> toolset needs that server in the job's --mcp-config"
+				break
+			}
+		}
+		return errors.New(msg)
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type JobEdit struct {
 	CommandTimeout *time.Duration
 	APIKeyEnv      *string
 	Sandbox        *string
+	// MCPConfig and SkillsDir: "" removes the job's own (no MCP servers;
+	// the skills toolset reads <home>/skills); a path is made absolute.
+	MCPConfig, SkillsDir *string
 }
 
 // Apply copies the edit onto j. The zone is applied before the schedule, so a
@@ -92,11 +95,26 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		}
 	}
 	setList((*[]string)(&j.ContextFrom), e.ContextFrom)
-	if e.Toolsets != nil {
-		if err := checkToolsets(*e.Toolsets); err != nil {
+	setStr(&j.Policy.Sandbox, e.Sandbox)
+	if e.MCPConfig != nil {
+		j.Policy.MCPConfig = absPath(*e.MCPConfig)
+	}
+	if e.SkillsDir != nil {
+		j.Policy.SkillsDir = absPath(*e.SkillsDir)
+	}
+	switch {
+	case e.Toolsets != nil:
+		if err := checkToolsets(*e.Toolsets, mustToolsets(jobMCP(j))); err != nil {
 			return usagef("%v", err)
 		}
 		j.EnabledToolsets = *e.Toolsets
+	case e.MCPConfig != nil:
+		// The job's mcp-<server> toolsets must be in its new configuration.
+		if _, err := jobMCP(j); err == nil {
+			if err := checkMCPToolsets(j); err != nil {
+				return usagef("%v; give --toolsets too", err)
+			}
+		}
 	}
 	setList(&j.Policy.EnvAllow, e.EnvAllow)
 	setNull(&j.Workdir, e.Workdir)
@@ -118,7 +136,6 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		j.Policy.CommandTimeoutSeconds = int(*e.CommandTimeout / time.Second)
 	}
 	setStr(&j.Policy.APIKeyEnv, e.APIKeyEnv)
-	setStr(&j.Policy.Sandbox, e.Sandbox)
 	if e.Repeat != nil {
 		if n := *e.Repeat; n > 0 {
 			j.Repeat.Times = &n

@@ -96,6 +96,13 @@ type Policy struct {
 	// Sandbox is where the agent's commands run: "local" ("" too),
 	// "docker:IMAGE" or "ssh:[USER@]HOST[:PORT]".
 	Sandbox string `json:"sandbox,omitempty"`
+	// MCPConfig is the absolute path of an MCP configuration (generate's
+	// --mcp-config form) whose servers the job's agent executions may use
+	// as toolsets mcp-<server>; "" = none.
+	MCPConfig string `json:"mcp_config,omitempty"`
+	// SkillsDir is the absolute folder the skills toolset reads; "" =
+	// <home>/skills.
+	SkillsDir string `json:"skills_dir,omitempty"`
 }
 
 // ParseSandbox splits a job's sandbox spec into the driver scheme and its

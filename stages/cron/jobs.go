@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
 // JobSpec is what a user gives `cron add`. Zero values mean defaults.
@@ -41,6 +43,8 @@ type JobSpec struct {
 	CommandTimeout   time.Duration // per tool command; 0 = the rollout default
 	APIKeyEnv        string        // variable holding the API key; "" = from the provider, else the default key
 	Sandbox          string        // local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]
+	MCPConfig        string        // MCP configuration file of agent executions (made absolute); "" = none
+	SkillsDir        string        // folder of the skills toolset (made absolute); "" = <home>/skills
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -101,7 +105,7 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
 		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
 		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
-		Sandbox: spec.Sandbox}
+		Sandbox: spec.Sandbox, MCPConfig: absPath(spec.MCPConfig), SkillsDir: absPath(spec.SkillsDir)}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -112,7 +116,7 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	if err := ValidateJob(home, j); err != nil {
 		return nil, err
 	}
-	if err := checkToolsets(j.EnabledToolsets); err != nil {
+	if err := checkToolsets(j.EnabledToolsets, mustToolsets(jobMCP(j))); err != nil {
 		return nil, usagef("%v", err)
 	}
 	if err := ValidateDeliver(j.Deliver); err != nil {
@@ -213,6 +217,17 @@ func ValidateJob(home string, j *Job) error {
 	if _, _, err := ParseSandbox(j.Policy.Sandbox); err != nil {
 		return usagef("job %s: %v", j.ID, err)
 	}
+	if err := storedPaths(j); err != nil {
+		return usagef("job %s: %v", j.ID, err)
+	}
+	if _, err := jobMCP(j); err != nil {
+		return usagef("job %s: %v", j.ID, err)
+	}
+	if d := j.Policy.SkillsDir; d != "" {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return usagef("job %s: skills_dir %q is not an existing folder", j.ID, d)
+		}
+	}
 	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
 		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)
 	}
@@ -223,6 +238,27 @@ func ValidateJob(home string, j *Job) error {
 }
 
 var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// absPath makes a path the user gave absolute, so a stored job does not
+// depend on the folder cron runs from; "" stays "".
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// mustToolsets is the toolsets of a configuration jobMCP read; none when it
+// could not (ValidateJob reports why).
+func mustToolsets(cfg *mcp.Config, err error) []string {
+	if err != nil {
+		return nil
+	}
+	return cfg.Toolsets()
+}
 
 func pause(j *Job, now time.Time, reason string) {
 	j.Enabled = false
@@ -449,7 +485,7 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 					rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until the skill is installed (cron import --skills-dir links Hermes' skills folder)", err))
 				}
 			}
-			if err := checkToolsets(j.EnabledToolsets); err != nil {
+			if err := checkToolsets(j.EnabledToolsets, mustToolsets(jobMCP(j))); err != nil {
 				rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID))
 			}
 			if err := ValidateJob(home, &check); err != nil {

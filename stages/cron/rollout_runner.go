@@ -17,6 +17,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
 // RolloutRunner implements AgentRunner. Jobs without their own model or base
@@ -180,6 +181,18 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	if price == nil {
 		capCost = 0 // unpriced: only the token cap can hold
 	}
+	// The MCP pre-flight of this execution: every server of the job's
+	// configuration started (or connected) and its tools listed before the
+	// first model call; one that fails ends the execution, naming it with
+	// its stderr. Run-scoped servers live as long as the execution,
+	// rollout-scoped ones are started in its folder on first use.
+	var servers *mcp.Manager
+	if job.MCP != nil {
+		if servers, err = mcp.Start(actx, job.MCP); err != nil {
+			return AgentResult{Outcome: schemas.OutcomeError, Error: err.Error()}, nil
+		}
+		defer servers.Close()
+	}
 	stage, err := rollout.New(rollout.Options{
 		Client:         activityClient{client, touch},
 		Model:          model,
@@ -188,6 +201,8 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		MaxTurns:       maxTurns,
 		CommandTimeout: job.CommandTimeout,
 		Toolsets:       job.Toolsets,
+		MCP:            servers,
+		SkillsDir:      job.SkillsDir,
 		SystemPrompt:   job.SystemPrompt,
 		Price:          price,
 
@@ -323,6 +338,15 @@ func (a activitySession) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Res
 	res, err := a.Session.Exec(ctx, cmd)
 	a.touch()
 	return res, err
+}
+
+// HostDir is the session's folder on this machine when it has one (the
+// local driver), so the rollout gives it to MCP servers as ${workdir}.
+func (a activitySession) HostDir() string {
+	if h, ok := a.Session.(interface{ HostDir() string }); ok {
+		return h.HostDir()
+	}
+	return ""
 }
 
 // ReadRange, Stat and WriteFile count as activity too: a rollout busy with

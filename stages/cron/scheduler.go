@@ -702,10 +702,21 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	if fs := ScanRuntime(scriptOut); len(fs) > 0 {
 		return fail("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
 	}
-	if err := checkToolsets(job.EnabledToolsets); err != nil {
+	// The job's MCP configuration is read now, so a missing or broken file
+	// fails this execution alone, naming it; its servers are started by
+	// the runner before the first model call.
+	mcpCfg, err := jobMCP(job)
+	if err != nil {
+		return fail("%v; fix the file or `cron edit %s --mcp-config FILE`", err, job.ID)
+	}
+	if err := checkToolsets(job.EnabledToolsets, mcpCfg.Toolsets()); err != nil {
 		return fail("%v; edit the job's toolsets", err)
 	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	skillsDir := job.Policy.SkillsDir
+	if skillsDir == "" {
+		skillsDir = SkillsDir(s.Home)
+	}
 	skills := jobSkills(job)
 	workdir := string(job.Workdir)
 	prompt := buildPrompt(job, contexts, scriptOut)
@@ -741,7 +752,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	ar, err := s.Agent.RunAgent(rctx, AgentJob{
 		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
 		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
-		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir,
+		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir, MCP: mcpCfg, SkillsDir: skillsDir,
 		InactivityTimeout: inactivity, MaxRuntime: maxRun,
 		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
 		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),

@@ -261,7 +261,9 @@ func validateStored(j *Job) error {
 			return fmt.Errorf("next_run_at: %v", err)
 		}
 	}
-	return nil
+	// The files these name are read when an execution starts, which fails
+	// that execution alone when they are missing or bad.
+	return storedPaths(j)
 }
 
 // Invalid lists the jobs that cannot be scheduled, in file order. They stay

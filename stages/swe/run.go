@@ -26,8 +26,12 @@ type Options struct {
 	// of tasks that name none.
 	Tasks TaskSource
 
-	Rollout rollout.Options // the agent loop; its Toolsets are forced to terminal
-	Grade   GradeOptions    // Driver defaults to Rollout.Driver
+	// Rollout is the agent loop. Its toolsets (fixed, or a distribution
+	// sampled per task) always hold terminal, through which the agent
+	// submits: none given means terminal alone (see NewStage). MCP servers
+	// (Rollout.MCP) and the offline toolsets come in by naming them.
+	Rollout rollout.Options
+	Grade   GradeOptions // Driver defaults to Rollout.Driver
 
 	// CheckImages, when set, settles every task image before the first LLM
 	// call (the docker driver's CheckImages). Tasks whose image is missing
@@ -80,7 +84,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, fmt.Errorf("swe: %w: %w", ErrInput, err)
 		}
 	}
-	o.Rollout.Toolsets = []string{"terminal"}
 	stage, err := NewStage(StageOptions{Rollout: o.Rollout, Grade: o.Grade, Tasks: tasks})
 	if err != nil {
 		return res, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,10 @@ type Stage struct {
 
 var _ pipeline.Stage = (*Stage)(nil)
 
-// NewStage validates opts and returns the stage. It does no I/O.
+// NewStage validates opts and returns the stage. It does no I/O. The
+// rollout's toolsets are made to hold terminal (see withTerminal).
 func NewStage(o StageOptions) (*Stage, error) {
+	o.Rollout.Toolsets, o.Rollout.Distribution = withTerminal(o.Rollout.Toolsets, o.Rollout.Distribution)
 	if _, err := rollout.New(o.Rollout); err != nil {
 		return nil, fmt.Errorf("swe: %w", err)
 	}
@@ -82,6 +85,28 @@ func NewStage(o StageOptions) (*Stage, error) {
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "swe" }
 
+// withTerminal returns the toolsets of a SWE rollout: terminal alone when
+// none are given, terminal added to fixed toolsets that lack it, and
+// terminal in every draw of a distribution. The agent submits through a
+// terminal command, so no task may be without it.
+func withTerminal(fixed []string, dist rollout.Distribution) ([]string, rollout.Distribution) {
+	switch {
+	case len(fixed) > 0:
+		if !slices.Contains(fixed, "terminal") {
+			fixed = append([]string{"terminal"}, fixed...)
+		}
+		return fixed, nil
+	case len(dist) > 0:
+		d := make(rollout.Distribution, len(dist)+1)
+		for k, v := range dist {
+			d[k] = v
+		}
+		d["terminal"] = 1
+		return nil, d
+	}
+	return []string{"terminal"}, nil
+}
+
 // Record builds the input record of task t, as the run's source yields it;
 // clone as in GradeOptions.
 func Record(t Task, clone bool) *schemas.Record {
@@ -96,13 +121,14 @@ func Record(t Task, clone bool) *schemas.Record {
 		PromptIndex: t.Line - 1,
 		Metadata:    meta,
 		Input: &schemas.InputRow{
-			Line:     t.Line,
-			Index:    t.Line - 1,
-			Prompt:   prompt,
-			ID:       t.InstanceID,
-			Image:    t.Image,
-			Cwd:      sessionCwd(t, clone),
-			Toolsets: []string{"terminal"},
+			Line:   t.Line,
+			Index:  t.Line - 1,
+			Prompt: prompt,
+			ID:     t.InstanceID,
+			Image:  t.Image,
+			Cwd:    sessionCwd(t, clone),
+			// No toolsets: the stage's options give them (fixed, or drawn
+			// per task from its distribution by the record's key).
 		},
 	}
 }
@@ -368,7 +394,7 @@ func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Sessi
 	if err != nil {
 		return nil, err
 	}
-	return keepOpen{sess}, nil
+	return keepOpen{Session: sess, h: d.h}, nil
 }
 
 // noGitMark stands for the base commit of a session without git.
@@ -398,9 +424,29 @@ func withEnv(base, task map[string]string) map[string]string {
 }
 
 // keepOpen hides Close from the rollout.
-type keepOpen struct{ sandbox.Session }
+type keepOpen struct {
+	sandbox.Session
+	h *held
+}
 
 func (keepOpen) Close(context.Context) error { return nil }
+
+// HostDir is the repository's folder when the session has a folder on this
+// machine (the local driver, whose confined commands see it at the same
+// path), "" otherwise: the rollout gives it to MCP servers as ${workdir},
+// so a filesystem server works on the files the agent edits.
+func (k keepOpen) HostDir() string {
+	hd, ok := k.Session.(interface{ HostDir() string })
+	if !ok || hd.HostDir() == "" {
+		return ""
+	}
+	k.h.mu.Lock()
+	defer k.h.mu.Unlock()
+	if k.h.root == "" {
+		return hd.HostDir()
+	}
+	return k.h.root
+}
 
 // patch takes `git diff` of the working tree (new files included) against
 // the base commit in the agent's session.
