@@ -157,4 +157,3 @@ func TestJobMCPConfigChecks(t *testing.T) {
 		t.Fatalf("invalid %+v", inv)
 	}
 }
-
