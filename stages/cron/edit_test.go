@@ -78,7 +78,7 @@ func TestUnknownToolsetsAreRefusedWithTheKnownList(t *testing.T) {
 	now := utc("2026-05-01T10:00:00Z")
 	st := NewStore(home)
 	_, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "search the web", Toolsets: []string{"terminal", "web"}}, now)
-	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `unknown toolsets web (known: terminal, file)`) {
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `unknown toolsets web (known: terminal, file, todo, skills, execute_code)`) {
 		t.Fatalf("add: %v", err)
 	}
 	j, err := AddJob(context.Background(), st, home, JobSpec{Schedule: "every 1h", Timezone: "UTC", Prompt: "tidy", Toolsets: []string{"terminal", "file"}}, now)
@@ -86,7 +86,7 @@ func TestUnknownToolsetsAreRefusedWithTheKnownList(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []string{"browser"}
-	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Toolsets: &bad}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "known: terminal, file") {
+	if _, err := EditJob(context.Background(), st, home, j.ID, JobEdit{Toolsets: &bad}, now); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "known: terminal, file, todo, skills, execute_code") {
 		t.Fatalf("edit: %v", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestExecutionWithUnknownToolsetFails(t *testing.T) {
 	if err != nil || len(rep.Results) != 1 {
 		t.Fatalf("tick %+v %v", rep, err)
 	}
-	if r := rep.Results[0]; r.State != StateFailed || !strings.Contains(r.Error, "unknown toolsets web (known: terminal, file)") || agent.total() != 0 {
+	if r := rep.Results[0]; r.State != StateFailed || !strings.Contains(r.Error, "unknown toolsets web (known: terminal, file, todo, skills, execute_code)") || agent.total() != 0 {
 		t.Fatalf("result %+v, agent runs %d", r, agent.total())
 	}
 }

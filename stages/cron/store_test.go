@@ -74,7 +74,7 @@ func TestImportHermesKeepsFields(t *testing.T) {
 	}
 	// Hermes' web toolset is not available here: imported, with a warning
 	// naming it and the known ones (each run fails until the job is edited).
-	if w := rep.Warnings["a1b2c3d4e5f6"]; !strings.Contains(w, "unknown toolsets web (known: terminal, file)") || !strings.Contains(w, `skill "email" not found`) {
+	if w := rep.Warnings["a1b2c3d4e5f6"]; !strings.Contains(w, "unknown toolsets web (known: terminal, file, todo, skills, execute_code)") || !strings.Contains(w, `skill "email" not found`) {
 		t.Fatalf("warnings %+v", rep.Warnings)
 	}
 	tx, err := st.Load()
