@@ -66,6 +66,9 @@ type ShellConfig struct {
 	Prelude string
 	// MaxOutput is the bytes kept per stream; 0 = the default.
 	MaxOutput int
+	// Refresh has the first shell, once ready, report its state, so that
+	// Refresh can give a used shell that state again (bash only).
+	Refresh bool
 	// Grace is how long a timed-out command's shell may take to come back
 	// once the command's processes are killed, before the shell is killed
 	// too (a builtin loop); 0 = 5 s.
@@ -97,6 +100,10 @@ type Shell struct {
 	// Close kills the running shell without waiting for Exec's lock.
 	closing atomic.Bool
 	live    atomic.Pointer[liveShell]
+
+	// With ShellConfig.Refresh: the first shell's state report when it was
+	// new, and its folder (refresh.go).
+	pristine, cwd string
 }
 
 // liveShell is one started ShellProc and the goroutines reading it.
@@ -150,9 +157,11 @@ func (s *Shell) setup(ready string) string {
 	// a truncate-and-rewrite wait for the disk, milliseconds per command):
 	// the env file ends with "return" and the cwd file is read up to its
 	// first line, so a longer old content left behind is never read.
-	b.WriteString(`(umask 077; : >>"$__hs_state/env"; : >>"$__hs_state/cwd") 2>/dev/null
-__hs_save() { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env" 2>/dev/null; command pwd 1<>"$__hs_state/cwd" 2>/dev/null; }
-__hs_e() { __hs_r=$?; __hs_save; command printf '%s %d\n' "$1" "$__hs_r" >&8; command printf '%s\n' "$1" >&9; }
+	// The state folder is private to the session (mode 0700), so the files
+	// need no umask of their own: a subshell for one would cost a process
+	// per shell start.
+	b.WriteString(`{ : >>"$__hs_state/env"; : >>"$__hs_state/cwd"; } 2>/dev/null
+` + shellFuncs + `
 if [ -s "$__hs_state/env" ]; then . "$__hs_state/env" >/dev/null 2>&1; fi
 if [ -s "$__hs_state/cwd" ]; then IFS= read -r __hs_d <"$__hs_state/cwd" && cd "$__hs_d" 2>/dev/null; unset __hs_d; fi
 trap __hs_save EXIT
@@ -164,6 +173,11 @@ shopt -s expand_aliases 2>/dev/null
 	b.WriteString("printf '%s\\n' " + ready + " >&8; printf '%s\\n' " + ready + " >&9\n")
 	return b.String()
 }
+
+// shellFuncs are the functions the engine defines in every shell: the state
+// saver and the end of a command.
+const shellFuncs = `__hs_save() { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env" 2>/dev/null; command pwd 1<>"$__hs_state/cwd" 2>/dev/null; }
+__hs_e() { __hs_r=$?; __hs_save; command printf '%s %d\n' "$1" "$__hs_r" >&8; command printf '%s\n' "$1" >&9; }`
 
 // commandText is what the shell reads for one command.
 func commandText(command, marker string) string {
@@ -186,6 +200,12 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 	if err := s.ready(ctx, l); err != nil {
 		proc.Kill()
 		return nil, err
+	}
+	if s.cfg.Refresh && s.pristine == "" {
+		if err := s.reportState(ctx, l); err != nil {
+			proc.Kill()
+			return nil, fmt.Errorf("%w: %w", ErrShellStart, err)
+		}
 	}
 	if proc.Ready != nil {
 		if err := proc.Ready(); err != nil {
@@ -213,6 +233,14 @@ func (s *Shell) ready(ctx context.Context, l *liveShell) error {
 // await reads both streams up to token and a newline on each, within
 // startTimeout, dropping what comes before it and keeping what follows.
 func (l *liveShell) await(ctx context.Context, token string) error {
+	_, _, err := l.until(ctx, token)
+	return err
+}
+
+// until reads both streams up to token and a newline on each, within
+// startTimeout, and returns what came before it on each; what follows is
+// kept for the next command.
+func (l *liveShell) until(ctx context.Context, token string) (out, errs []byte, err error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	outDone, errDone := false, false
@@ -225,6 +253,7 @@ func (l *liveShell) await(ctx context.Context, token string) error {
 			}
 			l.outPend = append(l.outPend, c...)
 			if i := bytes.Index(l.outPend, []byte(token+"\n")); i >= 0 {
+				out = l.outPend[:i]
 				l.outPend = append([]byte(nil), l.outPend[i+len(token)+1:]...)
 				outDone = true
 			}
@@ -235,11 +264,12 @@ func (l *liveShell) await(ctx context.Context, token string) error {
 			}
 			l.errPend = append(l.errPend, c...)
 			if i := bytes.Index(l.errPend, []byte(token+"\n")); i >= 0 {
+				errs = l.errPend[:i]
 				l.errPend = append([]byte(nil), l.errPend[i+len(token)+1:]...)
 				errDone = true
 			}
 		case <-sctx.Done():
-			return fmt.Errorf("no marker: %w", sctx.Err())
+			return nil, nil, fmt.Errorf("no marker: %w", sctx.Err())
 		}
 	}
 	if l.out == nil || l.err == nil {
@@ -247,9 +277,9 @@ func (l *liveShell) await(ctx context.Context, token string) error {
 		if len(msg) > 500 {
 			msg = msg[:500]
 		}
-		return fmt.Errorf("it ended at once: %s", msg)
+		return nil, nil, fmt.Errorf("it ended at once: %s", msg)
 	}
-	return nil
+	return out, errs, nil
 }
 
 // pump copies r to ch in chunks and closes ch at EOF or error, and then r

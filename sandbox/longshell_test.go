@@ -193,9 +193,21 @@ func TestShellStartFailure(t *testing.T) {
 	sh := NewShell(ShellConfig{StateDir: t.TempDir(), Start: func(context.Context) (*ShellProc, error) {
 		c := exec.Command("sh", "-c", "echo cannot run here >&2; exit 1")
 		in, _ := c.StdinPipe()
-		out, _ := c.StdoutPipe()
-		errp, _ := c.StderrPipe()
-		if err := c.Start(); err != nil {
+		// Plain pipes: Wait closes the ones StdoutPipe makes, maybe before
+		// the shell's message was read.
+		out, outW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		errp, errW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		c.Stdout, c.Stderr = outW, errW
+		err = c.Start()
+		outW.Close()
+		errW.Close()
+		if err != nil {
 			return nil, err
 		}
 		return &ShellProc{Stdin: in, Stdout: out, Stderr: errp,

@@ -199,6 +199,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			StateDir:  s.state,
 			Prelude:   s.policy.Limits.ShellLimits(),
 			MaxOutput: spec.MaxOutput,
+			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
 		})
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
@@ -315,6 +316,8 @@ type Session struct {
 	pool   *pool
 	key    string // the Spec's pool key; "" = not pooled
 	reused bool   // handed out from the pool
+	// refreshed: the last reset kept the shell (refreshed in place).
+	refreshed bool
 
 	mu sync.Mutex // serializes Exec and the final part of Close
 
@@ -331,6 +334,7 @@ type box struct {
 	cgVersion string          // cgroup version to create the session's group in; "" = none needed
 	cg        *confine.Cgroup // the session's cgroup once created
 	proc      *shellProc      // the running long-lived shell (confined), nil if none
+	tainted   bool            // a command since the last reset was not sandbox.RefreshSafe
 }
 
 // cgroup returns the session's cgroup, creating it on first use when its
@@ -389,6 +393,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		timeout = s.spec.Timeout
 	}
 	if s.sh != nil {
+		if s.key != "" && !sandbox.RefreshSafe(cmd.Command) {
+			s.box.mu.Lock()
+			s.box.tainted = true
+			s.box.mu.Unlock()
+		}
 		res, err := s.sh.Exec(ctx, cmd.Command, timeout)
 		if err != nil {
 			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"golang.org/x/sys/unix"
 )
@@ -192,6 +193,11 @@ func (d *Driver) Release() error {
 // previous row used its sandbox). Tests use it.
 func (s *Session) Reused() bool { return s.reused }
 
+// Refreshed reports whether the reused session's shell is the previous
+// row's, refreshed in place (sandbox.Shell.Refresh), rather than a new one.
+// Tests use it.
+func (s *Session) Refreshed() bool { return s.refreshed }
+
 // reuse returns a new handle on the pooled session s for a new row: the old
 // handle stays closed.
 func (s *Session) reuse() *Session {
@@ -200,7 +206,7 @@ func (s *Session) reuse() *Session {
 		marker: s.marker, shell: s.shell, env: s.env, script: s.script,
 		bwrap: s.bwrap, policy: s.policy, mapper: s.mapper, hostEnv: s.hostEnv,
 		sh: s.sh, box: s.box, pool: s.pool, key: s.key, folder: s.folder,
-		ran: s.ran, reused: true,
+		ran: s.ran, reused: true, refreshed: s.refreshed,
 	}
 	return n
 }
@@ -234,13 +240,30 @@ func (s *Session) reset(ctx context.Context) error {
 	if p == nil || p.snap == nil || p.ctl == nil {
 		return errors.New("local sandbox reset: the shell's supervisor is unknown")
 	}
-	return s.sh.Reset(ctx, func(token string) error {
-		// The token goes first, so the supervisor finds it when the signal
-		// wakes it; the supervisor uses the last line it finds.
-		if _, err := p.ctl.WriteString(token + "\n"); err != nil {
+	s.box.mu.Lock()
+	tainted := s.box.tainted
+	s.box.tainted = false
+	s.box.mu.Unlock()
+	if !tainted && p.host != nil {
+		s.refreshed = false
+		err := s.sh.Refresh(ctx, func(token string) error {
+			return p.signal(token, syscall.SIGUSR2)
+		}, func() error {
+			return p.host.same(p)
+		}, func() error {
+			if err := s.folder.clean(); err != nil {
+				return err
+			}
+			return p.snap.restore()
+		})
+		if !errors.Is(err, sandbox.ErrNotFresh) {
+			s.refreshed = err == nil
 			return err
 		}
-		return syscall.Kill(p.sup, syscall.SIGUSR1)
+		// What the refresh could not undo: a new shell instead.
+	}
+	return s.sh.Reset(ctx, func(token string) error {
+		return p.signal(token, syscall.SIGUSR1)
 	}, func() error {
 		p.shell = 0 // a new shell runs under the supervisor
 		if err := s.folder.clean(); err != nil {
@@ -248,6 +271,16 @@ func (s *Session) reset(ctx context.Context) error {
 		}
 		return p.snap.restore()
 	})
+}
+
+// signal passes token to the supervisor and wakes it with sig.
+func (p *shellProc) signal(token string, sig syscall.Signal) error {
+	// The token goes first, so the supervisor finds it when the signal
+	// wakes it; the supervisor uses the last line it finds.
+	if _, err := p.ctl.WriteString(token + "\n"); err != nil {
+		return err
+	}
+	return syscall.Kill(p.sup, sig)
 }
 
 // teardown ends s's sandbox and removes its folder and cgroup.

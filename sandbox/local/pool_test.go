@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,10 +46,26 @@ for d in "$HOME" "$HOME/.." /tmp /dev/shm /dev/mqueue / /dev; do echo "$d:"; ls 
 echo "functions:"; declare -F | grep -v ' __hs_'
 echo "aliases:"; alias
 echo "traps:"; trap -p | grep -v __hs_save
-echo "umask=$(umask) opts=$- $(shopt -po noclobber) $(shopt -p extglob)"
+echo "umask=$(umask) opts=$- $(shopt -po noclobber) $(shopt -p extglob) $(shopt -p dotglob)"
+echo "PATH=$PATH OLDPWD=${OLDPWD-unset} LC_ALL=${LC_ALL-unset} dirs=$(dirs -l)"; hash
 echo "processes:"; for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$BASHPID" ] && continue; read -r c <"$p/comm" && echo "$c"; done
 echo "ipc:"; ipcs | grep -v '^-\|^key\|^$'
 echo end`
+
+// plainRow dirties a session only in ways a refresh in place undoes
+// (sandbox.RefreshSafe): variables (exported, plain, bash's own), functions
+// (some named like builtins), aliases, the folder and the folder stack,
+// hashed commands, files, and background, setsid and nohup processes.
+const plainRow = `echo prev >"$HOME/prevfile"; echo prev >/tmp/prevtmp; echo prev >/dev/shm/prevshm; echo prev >/prevroot
+export PREV_VAR=leak; PLAIN=leak; prevfn() { echo leak; }; alias prevalias='echo leak'
+unset() { echo leak; }; cd() { command cd "$@"; echo leak; }; wait() { echo leak; }
+OLDPWD=/leak; LC_ALL=C; GLOBIGNORE='*.leak'; OPTIND=7
+pushd / >/dev/null; mkdir -p "$HOME/sub"; command cd "$HOME/sub"
+ls >/dev/null
+sh -c 'sleep 1000; :' TAG-bg >/dev/null 2>&1 &
+(setsid sh -c 'sleep 1000; :' TAG-setsid >/dev/null 2>&1 &)
+nohup sh -c 'sleep 1000; :' TAG-nohup >/dev/null 2>&1 &
+PATH=$PATH:/leak; IFS=:`
 
 func poolDriver(t *testing.T, pool int) *Driver {
 	t.Helper()
@@ -148,6 +165,75 @@ func TestReusedSessionShowsNothingOfPreviousRow(t *testing.T) {
 	}
 	if err := b.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRefreshInPlace: a row that changed only what a refresh undoes hands
+// its shell on in place (the same process); rows that changed what it
+// cannot undo, seen from inside (RANDOM unset) or from the host (the
+// process's name), get a new shell. Either way the next row sees exactly
+// what a new session shows.
+func TestRefreshInPlace(t *testing.T) {
+	for _, c := range []struct {
+		name, row string
+		inPlace   bool
+	}{
+		{"plain row", plainRow, true},
+		{"RANDOM unset", "unset RANDOM; export PREV_VAR=leak", false},
+		{"process renamed", "printf leak >/proc/$BASHPID/comm; export PREV_VAR=leak", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !sandbox.RefreshSafe(c.row) {
+				t.Fatalf("the row is not RefreshSafe: it would never be refreshed in place")
+			}
+			d := poolDriver(t, 0)
+			a := openIn(t, d, sandbox.Spec{})
+			pristine := exec1(t, a, stateProbe, 0)
+			pid := exec1(t, a, "echo $BASHPID", 0).Stdout
+			tag := "hermes-refresh-" + strings.TrimPrefix(filepath.Base(a.Dir()), folderPrefix)
+			exec1(t, a, strings.ReplaceAll(c.row, "TAG", tag), 0)
+			dirty := exec1(t, a, stateProbe, 0).Stdout
+			if !strings.Contains(dirty, "PREV_VAR=leak") {
+				t.Fatalf("the probe does not see the row's variable:\n%s", dirty)
+			}
+			if c.inPlace {
+				for _, w := range []string{"cwd=/sub", "prevfile", "prevtmp", "prevshm", "prevroot", "prevfn", "prevalias",
+					"unset", "/leak", "LC_ALL=C", "dotglob", "sleep"} {
+					if !strings.Contains(dirty, w) {
+						t.Errorf("the dirtied session's probe lacks %q:\n%s", w, dirty)
+					}
+				}
+				if len(hostProcs(tag)) < 3 {
+					t.Errorf("the row's processes are not running: %v", hostProcs(tag))
+				}
+			}
+			// The probe reads the state with words RefreshSafe refuses (trap,
+			// shopt); the row itself is safe, so the flag the probes set goes.
+			a.box.mu.Lock()
+			a.box.tainted = false
+			a.box.mu.Unlock()
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			idle(t, d, 1)
+			if p := hostProcs(tag); len(p) > 0 {
+				t.Errorf("processes %v of the previous row alive in the pooled session", p)
+			}
+			b := openIn(t, d, sandbox.Spec{})
+			defer b.Close(context.Background())
+			if !b.Reused() {
+				t.Fatal("the session was not reused")
+			}
+			if b.Refreshed() != c.inPlace {
+				t.Errorf("refreshed in place = %v, want %v", b.Refreshed(), c.inPlace)
+			}
+			if got := exec1(t, b, "echo $BASHPID", 0).Stdout; (got == pid) != c.inPlace {
+				t.Errorf("shell pid %q before, %q after: in place = %v, want %v", pid, got, got == pid, c.inPlace)
+			}
+			if got := exec1(t, b, stateProbe, 0); got.Stdout != pristine.Stdout || got.Stderr != pristine.Stderr {
+				t.Errorf("reused session differs from a new one:\n--- new\n%s%s\n--- reused\n%s%s", pristine.Stdout, pristine.Stderr, got.Stdout, got.Stderr)
+			}
+		})
 	}
 }
 
@@ -251,41 +337,53 @@ func TestReleaseClosesPooled(t *testing.T) {
 
 // TestConformanceReused runs the suite, escape battery included, on
 // sessions that a dirtying row used before (each Open of the suite gets a
-// reused session).
+// reused session): a row that needs a new shell, and one whose shell is
+// refreshed in place.
 func TestConformanceReused(t *testing.T) {
-	base := t.TempDir()
-	cfg := sandbox.Config{RunID: "reused", Local: sandbox.LocalConfig{BaseDir: base,
-		Limits: sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}}}
-	if _, err := New(cfg); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, row string
+		inPlace   bool
+	}{{"new shell", dirtyRow, false}, {"refreshed", plainRow, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			cfg := sandbox.Config{RunID: "reused", Local: sandbox.LocalConfig{BaseDir: base,
+				Limits: sandbox.LocalLimits{Processes: 256, FileSizeBytes: 16 << 20}}}
+			if _, err := New(cfg); err != nil {
+				t.Fatal(err)
+			}
+			sandboxtest.Run(t, func(*testing.T) sandbox.Driver {
+				return reusingDriver{t: t, cfg: cfg, row: c.row, inPlace: c.inPlace}
+			}, sandboxtest.Caps{
+				Shell:          true,
+				SharedHost:     true,
+				Cwd:            t.TempDir(),
+				Confined:       true,
+				MaxProcs:       cfg.Local.Limits.Processes,
+				MaxFileSize:    cfg.Local.Limits.FileSizeBytes,
+				LongLivedShell: true,
+				Aliases:        true,
+				AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+					ls := s.(reusedSession)
+					if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
+						t.Errorf("session folder %s still there (stat err %v)", ls.Dir(), err)
+					}
+					if p := alive(0, ls.Marker()); len(p) > 0 {
+						t.Errorf("processes %v of the session still alive", p)
+					}
+				},
+			})
+		})
 	}
-	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return reusingDriver{t: t, cfg: cfg} }, sandboxtest.Caps{
-		Shell:          true,
-		SharedHost:     true,
-		Cwd:            t.TempDir(),
-		Confined:       true,
-		MaxProcs:       cfg.Local.Limits.Processes,
-		MaxFileSize:    cfg.Local.Limits.FileSizeBytes,
-		LongLivedShell: true,
-		Aliases:        true,
-		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
-			ls := s.(reusedSession)
-			if _, err := os.Stat(ls.Dir()); !os.IsNotExist(err) {
-				t.Errorf("session folder %s still there (stat err %v)", ls.Dir(), err)
-			}
-			if p := alive(0, ls.Marker()); len(p) > 0 {
-				t.Errorf("processes %v of the session still alive", p)
-			}
-		},
-	})
 }
 
 // reusingDriver opens every session through a driver of its own whose
 // first row dirtied it: the session returned is the reused one. Closing it
 // releases that driver.
 type reusingDriver struct {
-	t   *testing.T
-	cfg sandbox.Config
+	t       *testing.T
+	cfg     sandbox.Config
+	row     string
+	inPlace bool // the row's shell must be refreshed in place
 }
 
 func (r reusingDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
@@ -298,7 +396,7 @@ func (r reusingDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Ses
 		return nil, err
 	}
 	if spec.Cwd == "" {
-		if _, err := first.Exec(ctx, sandbox.Cmd{Command: strings.ReplaceAll(dirtyRow, "TAG", "hermes-reused")}); err != nil {
+		if _, err := first.Exec(ctx, sandbox.Cmd{Command: strings.ReplaceAll(r.row, "TAG", "hermes-reused")}); err != nil {
 			return nil, err
 		}
 	}
@@ -312,6 +410,9 @@ func (r reusingDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Ses
 	}
 	if spec.Cwd == "" && !s.(*Session).Reused() {
 		return nil, errors.New("the second session of a Spec without Cwd was not reused")
+	}
+	if spec.Cwd == "" && s.(*Session).Refreshed() != r.inPlace {
+		return nil, fmt.Errorf("the reused session's shell refreshed in place: %v, want %v", s.(*Session).Refreshed(), r.inPlace)
 	}
 	return reusedSession{s.(*Session), d}, nil
 }

@@ -23,27 +23,60 @@ import (
 
 // supervisor is the confined bash shell's parent. It passes its exit code
 // on (bwrap's is then the shell's), except when the driver resets the
-// session for another row (pool.go): the driver writes a token line on
-// fd 3 and sends SIGUSR1; the supervisor kills every other process of the
-// namespace (kill -9 -1 spares only itself and init) until none is left,
-// removes System V IPC objects, reads away what is left in the shell's
-// input, prints the last token line of fd 3 on stdout and stderr, and
-// starts a new shell with the initial environment and folder.
+// session for another row (pool.go). The driver writes a token line on
+// fd 3 and sends a signal:
+//   - SIGUSR2 (the shell is refreshed in place, sandbox.Shell.Refresh): the
+//     supervisor kills every process of the namespace but init, itself and
+//     the shell, looking through /proc until none is left (zombies aside),
+//     and prints the last token line of fd 3 on stdout and stderr;
+//   - SIGUSR1 (a new shell): it kills every other process of the namespace
+//     (kill -9 -1 spares only itself and init) until none is left, reads
+//     away what is left in the shell's input, prints the token the same way
+//     and starts a new shell with the initial environment and folder.
+//
+// Both remove System V IPC objects. Only builtins run, but for ipcrm when
+// there is an object to remove.
 const supervisor = `trap 'r=1' USR1
-while :; do
-  r=
-  "$1" --noprofile --norc <&0 3<&- &
-  { wait "$!"; } 2>/dev/null; c=$?
-  [ -n "$r" ] || exit "$c"
-  while kill -9 -1 2>/dev/null; do { wait; } 2>/dev/null; done
+trap 'q=1' USR2
+ipc() {
   for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
     { read -r _ && read -r _ && ipcrm -a; } <"$f" >/dev/null 2>&1
   done
-  while read -r -t 0; do read -r -t 0.05 -N 65536 _; done
+}
+token() {
   t=
   while read -r -t 0 <&3; do IFS= read -r t <&3 || exit 125; done
   [ -n "$t" ] || exit 125
   printf '%s\n' "$t"; printf '%s\n' "$t" >&2
+}
+while :; do
+  r=
+  "$1" --noprofile --norc <&0 3<&- &
+  s=$!
+  while :; do
+    q=
+    { wait "$s"; } 2>/dev/null; c=$?
+    [ -n "$q" ] || break
+    n=1
+    while [ -n "$n" ]; do
+      n=
+      for p in /proc/[1-9]*; do
+        p=${p#/proc/}
+        case $p in 1|"$$"|"$s") continue ;; esac
+        st=
+        { read -r st <"/proc/$p/stat"; } 2>/dev/null || continue
+        case ${st##*) } in Z*|X*) continue ;; esac
+        kill -9 "$p" 2>/dev/null && n=1
+      done
+    done
+    ipc
+    token
+  done
+  [ -n "$r" ] || exit "$c"
+  while kill -9 -1 2>/dev/null; do { wait; } 2>/dev/null; done
+  ipc
+  while read -r -t 0; do read -r -t 0.05 -N 65536 _; done
+  token
 done`
 
 // supervised reports whether the session's shell runs under supervisor
@@ -203,8 +236,9 @@ type shellProc struct {
 	init, sup, shell int // confined: host pids of the namespace's init, supervisor (0 if none) and shell; 0 until found
 
 	// Supervised shells only:
-	ctl  *os.File // the supervisor's fd 3
-	snap *fsSnap  // the sandbox's own file systems when it started
+	ctl  *os.File   // the supervisor's fd 3
+	snap *fsSnap    // the sandbox's own file systems when it started
+	host *procState // the shell's process when new; nil = no refresh in place
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -218,6 +252,9 @@ func (p *shellProc) ready() error {
 	}
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
+	}
+	if h, err := readProcState(p.shell); err == nil {
+		p.host = h
 	}
 	return nil
 }

@@ -1,0 +1,100 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// procState is what a row could change of its shell's process from inside
+// that a refresh script cannot see or undo (sandbox.Shell.Refresh): the
+// mask, signal dispositions, CPU set, capabilities, limits, OOM score,
+// name, niceness and open file descriptors. The driver reads it on the host
+// when the shell is new and again after a refresh; any difference means a
+// new shell instead.
+type procState struct {
+	status, limits, oom, comm, nice string
+	fds                             []string // "fd -> target"
+}
+
+// statusFields are the lines of /proc/<pid>/status kept in procState.
+var statusFields = []string{"Umask:", "SigBlk:", "SigIgn:", "SigCgt:", "Cpus_allowed_list:", "Mems_allowed_list:",
+	"NoNewPrivs:", "Seccomp:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"}
+
+func readProcState(pid int) (*procState, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(dir + name)
+		return string(b), err
+	}
+	var st procState
+	status, err := read("status")
+	if err != nil {
+		return nil, err
+	}
+	var keep []string
+	for _, l := range strings.Split(status, "\n") {
+		for _, f := range statusFields {
+			if strings.HasPrefix(l, f) {
+				keep = append(keep, l)
+			}
+		}
+	}
+	st.status = strings.Join(keep, "\n")
+	if st.limits, err = read("limits"); err != nil {
+		return nil, err
+	}
+	if st.oom, err = read("oom_score_adj"); err != nil {
+		return nil, err
+	}
+	if st.comm, err = read("comm"); err != nil {
+		return nil, err
+	}
+	stat, err := read("stat")
+	if err != nil {
+		return nil, err
+	}
+	if i := strings.LastIndexByte(stat, ')'); i >= 0 {
+		if f := strings.Fields(stat[i+1:]); len(f) > 16 {
+			st.nice = f[16]
+		}
+	}
+	ents, err := os.ReadDir(dir + "fd")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		t, err := os.Readlink(dir + "fd/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		st.fds = append(st.fds, e.Name()+" -> "+t)
+	}
+	slices.Sort(st.fds)
+	return &st, nil
+}
+
+// same checks that the session's shell, as the host sees it now, is as it
+// was when new.
+func (h *procState) same(p *shellProc) error {
+	if err := p.find(); err != nil {
+		return err
+	}
+	now, err := readProcState(p.shell)
+	if err != nil {
+		return err
+	}
+	switch {
+	case now.status != h.status:
+		return fmt.Errorf("the shell's status changed: %s", now.status)
+	case now.limits != h.limits:
+		return fmt.Errorf("the shell's limits changed")
+	case now.oom != h.oom, now.comm != h.comm, now.nice != h.nice:
+		return fmt.Errorf("the shell's OOM score, name or niceness changed")
+	case !slices.Equal(now.fds, h.fds):
+		return fmt.Errorf("the shell's file descriptors changed: %v", now.fds)
+	}
+	return nil
+}

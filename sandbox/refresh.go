@@ -1,0 +1,272 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// A bash shell can also be handed to a new user of its session in place,
+// without a new process (Shell.Refresh): on a machine where a process costs
+// milliseconds of CPU, restarting the shell for every row of a run is most
+// of a pooled session's cost. Refresh is for rows that did not change the
+// shell in ways a script cannot undo: the driver asks RefreshSafe of every
+// command a row ran, and uses Reset (a new process) for the others.
+//
+// Refresh runs a fixed script in the shell. It turns POSIX mode on by an
+// assignment (special builtins are then found before functions, so no
+// function named like one can intercept it), removes every function and
+// alias, empties the hash table and the folder stack, waits for the killed
+// jobs, goes back to the first folder, removes every variable bash lets go
+// and declares the shell's first variables again from what `declare -p`
+// printed when it was new, defines the engine's functions again, turns POSIX
+// mode off and prints the shell's state. The state must equal the new
+// shell's, or Refresh fails and the caller starts a new shell: what the
+// script did not undo is never handed on.
+
+// refreshUnsafe matches command text that may change the shell in ways the
+// refresh script cannot undo or that could stop it running as written:
+// traps (a DEBUG trap runs before each command), disabled or loaded builtins,
+// code read from elsewhere (source, ., eval), exec (file descriptors, a new
+// program), readonly and other attributes, shell options, limits, umask and
+// anything that names POSIX mode or bash's start-up files; `.` only where a
+// command starts (`find . -name x` is safe).
+var refreshUnsafe = regexp.MustCompile(`(^|[^A-Za-z0-9_.-])(trap|enable|source|eval|exec|readonly|declare|typeset|local|shopt|set|ulimit|umask|builtin|bind|complete|compopt|history|fc|disown|coproc|caller|renice|taskset|ionice|prlimit|chrt|POSIXLY_CORRECT|BASH_ENV|BASH_ARGV0|BASH_COMPAT|BASH_XTRACEFD|SHELLOPTS|BASHOPTS|PROMPT_COMMAND|PS4|extdebug|functrace)($|[^A-Za-z0-9_-])|(^|[;&|(){}!\n` + "`" + `]|\b(then|do|else|elif)\b)\s*\.\s`)
+
+// RefreshSafe reports whether a command leaves its shell in a state that
+// Refresh can undo. It errs on the safe side: a false only costs a new
+// shell.
+func RefreshSafe(command string) bool { return !refreshUnsafe.MatchString(command) }
+
+// refreshKeep are the variables the refresh script leaves alone: bash's
+// dynamic ones, which lose their meaning when unset, and the loop's own.
+var refreshKeep = []string{
+	"BASHPID", "BASH_ALIASES", "BASH_ARGC", "BASH_ARGV", "BASH_ARGV0", "BASH_CMDS", "BASH_COMMAND", "BASH_LINENO",
+	"BASH_SOURCE", "BASH_SUBSHELL", "COMP_WORDBREAKS", "DIRSTACK", "EPOCHREALTIME", "EPOCHSECONDS", "FUNCNAME",
+	"GROUPS", "HISTCMD", "LINENO", "PIPESTATUS", "POSIXLY_CORRECT", "RANDOM", "SECONDS", "SRANDOM", "_", "__hs_v",
+}
+
+// stateReport is what a shell prints of its state: variables, functions,
+// aliases, options, traps, mask, folder, folder stack, jobs, disabled
+// builtins, hashed commands, $0, $- and the positional parameters. Only
+// builtins run, each through `builtin` (the refresh script runs it after
+// removing every function).
+const stateReport = `\builtin declare -p
+\builtin echo '@@functions'; \builtin declare -f
+\builtin echo '@@aliases'; \builtin alias -p
+\builtin echo '@@options'; \builtin set +o; \builtin shopt -p; \builtin echo "$-|$#|$0"
+\builtin echo '@@traps'; \builtin trap -p
+\builtin echo '@@rest'; \builtin umask; \builtin pwd; \builtin dirs -l; \builtin jobs -l; \builtin enable -n; \builtin hash -l 2>&1
+`
+
+// reportText is the state report followed by an end marker on both streams,
+// the one on stdout last and written without a redirection: once it is
+// there, the shell has nothing left to undo and reads its next line (the
+// driver looks at its descriptors then).
+func reportText(marker string) string {
+	return stateReport + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+}
+
+// variables splits the `declare -p` part of a state report into its lines
+// by variable name.
+func variables(report string) (names []string, lines map[string]string) {
+	lines = map[string]string{}
+	head, _, _ := strings.Cut(report, "@@functions\n")
+	for _, l := range strings.Split(head, "\n") {
+		f := strings.SplitN(l, " ", 3)
+		if len(f) < 3 || f[0] != "declare" {
+			continue
+		}
+		name, _, _ := strings.Cut(f[2], "=")
+		names = append(names, name)
+		lines[name] = l
+	}
+	return names, lines
+}
+
+// dynamicVars are bash's variables whose value changes by itself (and
+// shows in `declare -p` once read): only their attributes are compared.
+var dynamicVars = map[string]bool{"BASHPID": true, "BASH_ARGV0": true, "BASH_COMMAND": true, "BASH_SUBSHELL": true,
+	"EPOCHREALTIME": true, "EPOCHSECONDS": true, "HISTCMD": true, "LINENO": true, "RANDOM": true, "SECONDS": true, "SRANDOM": true}
+
+// comparable drops from a state report what differs between two moments of
+// one pristine shell: the last argument, the pipeline's statuses and the
+// values of dynamic variables.
+func comparable(report string) string {
+	var b strings.Builder
+	head, tail, _ := strings.Cut(report, "@@functions\n")
+	for _, l := range strings.Split(head, "\n") {
+		if strings.HasPrefix(l, "declare -- _=") || strings.HasPrefix(l, "declare -a PIPESTATUS=") {
+			continue
+		}
+		if f := strings.SplitN(l, " ", 3); len(f) == 3 {
+			if name, _, _ := strings.Cut(f[2], "="); dynamicVars[name] {
+				l = f[0] + " " + f[1] + " " + name
+			}
+		}
+		b.WriteString(l + "\n")
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// options are the `set -o`/`set +o` and `shopt` lines of a state report.
+func options(report string) []string {
+	_, sec, _ := strings.Cut(report, "@@options\n")
+	sec, _, _ = strings.Cut(sec, "@@traps\n")
+	var out []string
+	for _, l := range strings.Split(sec, "\n") {
+		// Setting a compat option sets BASH_COMPAT too; POSIX mode leaves
+		// them alone.
+		if strings.HasPrefix(l, "set ") || strings.HasPrefix(l, "shopt ") && !strings.Contains(l, " compat") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// refreshScript is the script Refresh runs (see above); pristine is the
+// shell's state report when it was new.
+func (s *Shell) refreshScript(pristine, cwd string) string {
+	var b strings.Builder
+	// Line by line: each is read, and its aliases expanded, after the one
+	// before ran. Errors, and bash's reports of the jobs the supervisor
+	// killed (printed after whichever command ends next), go nowhere until
+	// the end: the state report after the script is what counts.
+	b.WriteString("\\exec 2>/dev/null\n")
+	b.WriteString("POSIXLY_CORRECT=y\n")
+	b.WriteString("\\unset -f builtin\n")
+	b.WriteString("\\builtin unalias -a\n")
+	// Without POSIX mode a function could stand in for the builtins below:
+	// the shell ends instead (a non-interactive shell exits on ${x:?}).
+	b.WriteString("[[ -o posix ]] || __hs_v=${__hs_refresh_needs_posix_mode:?}\n")
+	b.WriteString("IFS=$' \\t\\n'\n")
+	fns := ShellQuote(s.cfg.StateDir + "/.functions")
+	b.WriteString("\\builtin declare -F >" + fns + " && while \\builtin read -r _ _ __hs_v; do \\unset -f -- \"$__hs_v\"; done <" + fns + "\n")
+	b.WriteString("\\builtin hash -r; \\builtin dirs -c; \\set --\n\\builtin wait\n\\builtin jobs >/dev/null\n")
+	b.WriteString("\\builtin cd -- " + ShellQuote(cwd) + "\n")
+	var keep strings.Builder
+	for i, k := range refreshKeep {
+		if i > 0 {
+			keep.WriteString("|")
+		}
+		keep.WriteString(k)
+	}
+	b.WriteString("for __hs_v in")
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_" {
+		b.WriteString(" ${!" + string(c) + "*}")
+	}
+	b.WriteString("; do case $__hs_v in " + keep.String() + ") ;; *) \\unset -v -- \"$__hs_v\" 2>/dev/null ;; esac; done\n")
+	names, lines := variables(pristine)
+	kept := map[string]bool{}
+	for _, k := range refreshKeep {
+		kept[k] = true
+	}
+	for _, n := range names {
+		l := lines[n]
+		flags := strings.SplitN(l, " ", 3)[1]
+		if kept[n] || strings.Contains(flags, "r") {
+			continue
+		}
+		b.WriteString("\\builtin " + l + "\n")
+	}
+	b.WriteString("\\unset -v __hs_v; RANDOM=$SRANDOM; SECONDS=0\n")
+	b.WriteString(shellFuncs + "\n")
+	// Leaving POSIX mode does not give back every option entering it
+	// changed (expand_aliases, inherit_errexit): the new shell's all are.
+	b.WriteString("\\set +o posix\n")
+	for _, o := range options(pristine) {
+		b.WriteString("\\builtin " + o + "\n")
+	}
+	b.WriteString("\\exec 2>&9\n")
+	return b.String()
+}
+
+// ErrNotFresh is returned by Refresh when the shell's state after the
+// refresh script differs from its state when it was new (the caller then
+// starts a new shell).
+var ErrNotFresh = errors.New("the shell's state differs from a new shell's")
+
+// Refresh gives the live, idle shell a fresh start for a new user of the
+// session, in the same process (see RefreshSafe). others gets a fresh random
+// token: it must have every other process of the session killed and the
+// token printed, with a newline, on both streams (a driver's supervisor).
+// Then the refresh script runs and the shell's state is compared with its
+// state when it was new; check runs (the driver's look at the process from
+// outside: limits, mask, signals, descriptors) and clean (the session's
+// files). ErrNotFresh, or a failing check, leaves the shell running and
+// idle, so the caller may Reset it instead; any other error kills it.
+func (s *Shell) Refresh(ctx context.Context, others func(token string) error, check, clean func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.closing.Load() {
+		return ErrClosed
+	}
+	l := s.cur
+	if l == nil || l.dead() {
+		return errors.New("refresh: no live shell")
+	}
+	if s.pristine == "" {
+		return fmt.Errorf("refresh: %w: no state of the new shell", ErrNotFresh)
+	}
+	token := newMarker()
+	if err := others(token); err != nil {
+		s.drop()
+		return fmt.Errorf("refresh: %w", err)
+	}
+	if err := l.await(ctx, token); err != nil {
+		s.drop()
+		return fmt.Errorf("refresh: %w", err)
+	}
+	l.outPend, l.errPend = nil, nil
+	marker := newMarker()
+	if err := l.write(ctx, s.refreshScript(s.pristine, s.cwd)+reportText(marker)); err != nil {
+		s.drop()
+		return fmt.Errorf("refresh: %w", err)
+	}
+	out, errs, err := l.until(ctx, marker)
+	if err != nil {
+		s.drop()
+		return fmt.Errorf("refresh: %w", err)
+	}
+	if len(errs) > 0 || comparable(string(out)) != comparable(s.pristine) {
+		return fmt.Errorf("refresh: %w", ErrNotFresh)
+	}
+	if err := check(); err != nil {
+		return fmt.Errorf("refresh: %w: %w", ErrNotFresh, err)
+	}
+	if err := clean(); err != nil {
+		s.drop()
+		return fmt.Errorf("refresh: %w", err)
+	}
+	return nil
+}
+
+// reportState has the Shell's first shell, new, print its state and
+// folder, kept for Refresh.
+func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
+	marker := newMarker()
+	if err := l.write(ctx, reportText(marker)); err != nil {
+		return err
+	}
+	out, errs, err := l.until(ctx, marker)
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
+	}
+	i := bytes.Index(out, []byte("@@rest\n"))
+	if i < 0 {
+		return errors.New("no state report")
+	}
+	rest := strings.SplitN(string(out[i+len("@@rest\n"):]), "\n", 3)
+	if len(rest) < 2 {
+		return errors.New("no folder in the state report")
+	}
+	s.pristine, s.cwd = string(out), rest[1]
+	return nil
+}
