@@ -96,6 +96,11 @@ type Policy struct {
 	// Sandbox is where the agent's commands run: "local" ("" too),
 	// "docker:IMAGE" or "ssh:[USER@]HOST[:PORT]".
 	Sandbox string `json:"sandbox,omitempty"`
+	// ScriptIsolation "none" runs the job's script unconfined (the default,
+	// "" or "bwrap", confines it: see runScript); ScriptNetwork "host"
+	// gives the confined script the host's network (default none).
+	ScriptIsolation string `json:"script_isolation,omitempty"`
+	ScriptNetwork   string `json:"script_network,omitempty"`
 }
 
 // ParseSandbox splits a job's sandbox spec into the driver scheme and its

@@ -41,6 +41,8 @@ type JobSpec struct {
 	CommandTimeout   time.Duration // per tool command; 0 = the rollout default
 	APIKeyEnv        string        // variable holding the API key; "" = from the provider, else the default key
 	Sandbox          string        // local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]
+	ScriptIsolation  string        // bwrap (default) or none: the script runs unconfined
+	ScriptNetwork    string        // none (default) or host: network of the confined script
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -101,7 +103,7 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
 		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
 		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
-		Sandbox: spec.Sandbox}
+		Sandbox: spec.Sandbox, ScriptIsolation: spec.ScriptIsolation, ScriptNetwork: spec.ScriptNetwork}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -211,6 +213,9 @@ func ValidateJob(home string, j *Job) error {
 		return usagef("overlap policy %q: use forbid or allow", j.Policy.Overlap)
 	}
 	if _, _, err := ParseSandbox(j.Policy.Sandbox); err != nil {
+		return usagef("job %s: %v", j.ID, err)
+	}
+	if err := CheckScriptPolicy(j.Policy); err != nil {
 		return usagef("job %s: %v", j.ID, err)
 	}
 	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
