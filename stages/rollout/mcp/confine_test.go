@@ -218,3 +218,53 @@ func TestParseConfineSettings(t *testing.T) {
 		t.Errorf("Confine: rollout server %v, run server %v", cfg.Servers[0].confine, cfg.Servers[1].confine)
 	}
 }
+
+// TestConfinedNpmFilesystemServer runs the reference filesystem server
+// (node and its node_modules) confined and allowed the whole file system:
+// it still works on ${workdir}, and what it cannot see is what confinement
+// hides, not what the server refuses. Unconfined, the same server reads
+// the secret file.
+func TestConfinedNpmFilesystemServer(t *testing.T) {
+	k := confinement(t)
+	fs := npmServer(t, "server-filesystem")
+	secretDir, secretFile := secretFolder(t)
+	for _, confined := range []bool{true, false} {
+		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
+			cfg, err := Parse("cfg.json", []byte(`{"mcpServers": {"fs": {"command": "node", "args": [`+q(fs)+`, "/"]}}}`), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if confined {
+				cfg.Confine(k)
+			}
+			m, err := Start(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			work := t.TempDir()
+			s := m.NewSession(work)
+			defer s.Close()
+			if out, isErr := callTool(t, s, "mcp_fs_write_file", map[string]any{"path": filepath.Join(work, "a.txt"), "content": "hello"}); isErr {
+				t.Fatalf("write_file in ${workdir}: %s", out)
+			}
+			if b, err := os.ReadFile(filepath.Join(work, "a.txt")); err != nil || string(b) != "hello" {
+				t.Fatalf("a.txt: %q %v", b, err)
+			}
+			if out, isErr := callTool(t, s, "mcp_fs_list_directory", map[string]any{"path": work}); isErr || !strings.Contains(out, "a.txt") {
+				t.Fatalf("list_directory ${workdir}: %s", out)
+			}
+			out, isErr := callTool(t, s, "mcp_fs_read_text_file", map[string]any{"path": secretFile})
+			if confined && (!isErr || strings.Contains(out, "SECRET")) {
+				t.Errorf("confined server read %s: %s", secretFile, out)
+			}
+			if !confined && (isErr || !strings.Contains(out, "SECRET")) {
+				t.Errorf("unconfined server could not read %s: %s", secretFile, out)
+			}
+			out, isErr = callTool(t, s, "mcp_fs_write_file", map[string]any{"path": filepath.Join(secretDir, "planted"), "content": "x"})
+			if _, err := os.Stat(filepath.Join(secretDir, "planted")); confined && err == nil {
+				t.Errorf("confined server wrote into %s: %s %v", secretDir, out, isErr)
+			}
+		})
+	}
+}
