@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
@@ -43,11 +47,42 @@ func startMCP(c *cli.Context, cfg *mcp.Config) (*mcp.Manager, error) {
 	if cfg == nil {
 		return nil, nil
 	}
+	if c.String("sandbox") == "local" {
+		k, err := mcpConfinement(sandbox.LocalConfig{Isolation: c.String("local-isolation"),
+			Mounts: c.StringSlice("local-mount"), Network: c.String("local-network")})
+		if err != nil {
+			return nil, usagef("--mcp-config %s: %v", cfg.File, err)
+		}
+		cfg.Confine(k)
+	}
 	m, err := mcp.Start(c.Context, cfg)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
 	return m, nil
+}
+
+// mcpConfinement is how a rollout's stdio MCP servers run beside the local
+// sandbox lc: confined as its commands are (the same mounts and network),
+// or nil with --local-isolation none. Where confinement cannot start it
+// says why and names the opt-out.
+func mcpConfinement(lc sandbox.LocalConfig) (*mcp.Confinement, error) {
+	if lc.Isolation == "none" {
+		return nil, nil
+	}
+	r := confine.Probe(context.Background())
+	if err := r.Usable(); err != nil {
+		return nil, fmt.Errorf("cannot confine the rollouts' MCP servers: %v (--local-isolation none runs them unconfined)", err)
+	}
+	k := &mcp.Confinement{Bwrap: r.Bwrap, Network: lc.Network}
+	for _, m := range lc.Mounts {
+		mt, err := confine.ParseMount(m)
+		if err != nil {
+			return nil, err
+		}
+		k.Mounts = append(k.Mounts, mt)
+	}
+	return k, nil
 }
 
 // knownToolsets lists the built-in toolsets and the configured servers'.
