@@ -107,7 +107,8 @@ func (k *Confinement) wrap(cmd *exec.Cmd, s *Server, workdir string) error {
 		pol.Network = confine.NetworkHost
 	}
 	code := append([]string{cmd.Path}, cmd.Args[1:]...)
-	for _, m := range codeMounts(code, cmd.Dir, workdir) {
+	mounts, code := codeMounts(code, cmd.Dir, workdir)
+	for _, m := range mounts {
 		pol.Mounts = append(pol.Mounts, confine.Mount{Src: m, Dst: m, ReadOnly: true})
 	}
 	if d := cmd.Dir; d != "" {
@@ -120,7 +121,7 @@ func (k *Confinement) wrap(cmd *exec.Cmd, s *Server, workdir string) error {
 		pol.Chdir = d
 	}
 	pol.Mounts = append(pol.Mounts, s.Mounts...)
-	argv, err := pol.Args(k.Bwrap, append([]string{cmd.Path}, cmd.Args[1:]...))
+	argv, err := pol.Args(k.Bwrap, code)
 	if err != nil {
 		return err
 	}
@@ -141,28 +142,34 @@ func hasVar(env []string, k string) bool {
 
 // codeMounts lists the host paths that hold the server's code, to show
 // read-only: the command and every argument naming an existing file (its
-// symbolic links followed), relative ones read against dir. A file inside
-// a node_modules folder brings the outermost such folder (its
-// dependencies are looked up there); any other file outside the system
-// folders comes alone. Folders given as arguments are not mounted: a
-// server's data folders other than ${workdir} go in its mounts setting.
-func codeMounts(argv []string, dir, workdir string) []string {
+// symbolic links followed), relative ones read against dir (hermes-pipe's
+// own folder when ""). A file inside a node_modules folder brings the
+// outermost such folder (its dependencies are looked up there); any other
+// file outside the system folders comes alone. Folders given as arguments
+// are not mounted: a server's data folders other than ${workdir} go in its
+// mounts setting. argv comes back with those relative file arguments made
+// absolute, as the confined server starts in another folder.
+func codeMounts(argv []string, dir, workdir string) ([]string, []string) {
 	seen := map[string]bool{}
 	var out []string
+	argv = append([]string(nil), argv...)
 	for i, a := range argv {
 		if a == "" || (i > 0 && strings.HasPrefix(a, "-")) {
 			continue
 		}
 		p := a
 		if !filepath.IsAbs(p) {
-			if i == 0 || !strings.ContainsRune(p, '/') && !fileExists(filepath.Join(dir, p)) {
-				continue
+			if !strings.ContainsRune(p, '/') && (i == 0 || !fileExists(filepath.Join(dir, p))) {
+				continue // a command looked up on PATH, or a word
 			}
 			base := dir
 			if base == "" {
 				base, _ = os.Getwd()
 			}
 			p = filepath.Join(base, p)
+			if fileExists(p) {
+				argv[i] = p
+			}
 		}
 		for _, q := range []string{filepath.Clean(p), realPath(p)} {
 			fi, err := os.Stat(q)
@@ -179,7 +186,7 @@ func codeMounts(argv []string, dir, workdir string) []string {
 			}
 		}
 	}
-	return out
+	return out, argv
 }
 
 func fileExists(p string) bool {

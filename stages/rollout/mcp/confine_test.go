@@ -186,6 +186,16 @@ func TestConfinedServerArgv(t *testing.T) {
 			}
 		}
 	}
+	// A relative file argument (read against hermes-pipe's folder) is made
+	// absolute, as the confined server starts in ${workdir}.
+	t.Chdir(code)
+	cmd := exec.Command("/bin/sh", "node_modules/@scope/srv/dist/index.js", "word")
+	if err := k.wrap(cmd, &Server{Name: "a"}, work); err != nil {
+		t.Fatal(err)
+	}
+	if a := strings.Join(cmd.Args, " "); !strings.HasSuffix(a, "-- /bin/sh "+js+" word") {
+		t.Errorf("relative argument: %s", a)
+	}
 	if err := k.wrap(exec.Command("/bin/sh"), &Server{Name: "a"}, ""); err == nil {
 		t.Errorf("a confined server without a rollout folder was started")
 	}
