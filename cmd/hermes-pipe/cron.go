@@ -609,7 +609,7 @@ func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
 		s.Close()
 		return nil, cronUsage("--script-isolation: %v", err)
 	}
-	if s.ScriptIsolation = c.String("script-isolation"); s.ScriptIsolation == cron.IsolationNone {
+	if s.ScriptIsolation = c.String("script-isolation"); s.ScriptIsolation == cron.IsolationNone && c.Command.Name != "history" {
 		fmt.Fprintln(c.App.ErrWriter, "cron: warning: --script-isolation none: scripts run as this user with its files, network and processes in reach")
 	}
 	s.Agent = deps.Agent
