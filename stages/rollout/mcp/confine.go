@@ -29,8 +29,9 @@ type Confinement struct {
 }
 
 // Confine makes the configuration's rollout-scoped stdio servers start
-// confined by k (nil: unconfined). Run-scoped servers are shared by the
-// rollouts and have no rollout folder: they are left as they are.
+// confined by k (nil: unconfined); call it before Start, which starts
+// them for the pre-flight. Run-scoped servers are shared by the rollouts
+// and have no rollout folder: they are left as they are.
 func (c *Config) Confine(k *Confinement) {
 	if c == nil {
 		return
