@@ -73,6 +73,7 @@ func cronCommand(deps cronDeps) *cli.Command {
 			cronGrammarHelp + "\n\n" + cronDSTHelp + "\n\n" + cronMissedHelp,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "home", Usage: "hermes-pipe home `DIR` (default ~/.hermes-pipe)", EnvVars: []string{"HERMES_PIPE_HOME"}},
+			&cli.StringFlag{Name: "script-isolation", Value: cron.IsolationBwrap, Usage: "confinement of script jobs: bwrap (namespaces: read-only system, private /tmp, home and PID space, no network unless the job's policy script_network is host, only the script's folder or workdir writable) or none (every script runs as this user with everything in reach; prints a warning; one job opts out with its policy script_isolation: none)"},
 		},
 		Subcommands: []*cli.Command{
 			cronAddCommand(deps),
@@ -606,6 +607,13 @@ func openScheduler(c *cli.Context, deps cronDeps) (*cron.Scheduler, error) {
 		return nil, err
 	}
 	s.MaxParallel = c.Int("max-parallel")
+	if err := cron.CheckScriptIsolation(c.String("script-isolation")); err != nil {
+		s.Close()
+		return nil, cronUsage("--script-isolation: %v", err)
+	}
+	if s.ScriptIsolation = c.String("script-isolation"); s.ScriptIsolation == cron.IsolationNone && c.Command.Name != "history" {
+		fmt.Fprintln(c.App.ErrWriter, "cron: warning: --script-isolation none: scripts run as this user with its files, network and processes in reach")
+	}
 	s.Agent = deps.Agent
 	getenv := deps.Getenv
 	if getenv == nil {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
@@ -66,6 +70,14 @@ func (t *toolSetup) start(c *cli.Context) error {
 	if t.cfg == nil {
 		return nil
 	}
+	if c.String("sandbox") == "local" {
+		k, err := mcpConfinement(sandbox.LocalConfig{Isolation: c.String("local-isolation"),
+			Mounts: c.StringSlice("local-mount"), Network: c.String("local-network")})
+		if err != nil {
+			return usagef("--mcp-config %s: %v", t.cfg.File, err)
+		}
+		t.cfg.Confine(k)
+	}
 	m, err := mcp.Start(c.Context, t.cfg)
 	if err != nil {
 		return usagef("%v", err)
@@ -102,6 +114,29 @@ func loadMCPConfig(c *cli.Context) (*mcp.Config, error) {
 		return nil, usagef("--mcp-config %s: ${workdir} is the rollout's folder on this machine, which only --sandbox local has", path)
 	}
 	return cfg, nil
+}
+
+// mcpConfinement is how a rollout's stdio MCP servers run beside the local
+// sandbox lc: confined as its commands are (the same mounts and network),
+// or nil with --local-isolation none. Where confinement cannot start it
+// says why and names the opt-out.
+func mcpConfinement(lc sandbox.LocalConfig) (*mcp.Confinement, error) {
+	if lc.Isolation == "none" {
+		return nil, nil
+	}
+	r := confine.Probe(context.Background())
+	if err := r.Usable(); err != nil {
+		return nil, fmt.Errorf("cannot confine the rollouts' MCP servers: %v (--local-isolation none runs them unconfined)", err)
+	}
+	k := &mcp.Confinement{Bwrap: r.Bwrap, Network: lc.Network}
+	for _, m := range lc.Mounts {
+		mt, err := confine.ParseMount(m)
+		if err != nil {
+			return nil, err
+		}
+		k.Mounts = append(k.Mounts, mt)
+	}
+	return k, nil
 }
 
 // knownToolsets lists the built-in toolsets and the configured servers'.

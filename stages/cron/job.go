@@ -103,6 +103,11 @@ type Policy struct {
 	// SkillsDir is the absolute folder the skills toolset reads; "" =
 	// <home>/skills.
 	SkillsDir string `json:"skills_dir,omitempty"`
+	// ScriptIsolation "none" runs the job's script unconfined (the default,
+	// "" or "bwrap", confines it: see runScript); ScriptNetwork "host"
+	// gives the confined script the host's network (default none).
+	ScriptIsolation string `json:"script_isolation,omitempty"`
+	ScriptNetwork   string `json:"script_network,omitempty"`
 }
 
 // ParseSandbox splits a job's sandbox spec into the driver scheme and its

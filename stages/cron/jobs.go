@@ -45,6 +45,8 @@ type JobSpec struct {
 	Sandbox          string        // local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]
 	MCPConfig        string        // MCP configuration file of agent executions (made absolute); "" = none
 	SkillsDir        string        // folder of the skills toolset (made absolute); "" = <home>/skills
+	ScriptIsolation  string        // bwrap (default) or none: the script runs unconfined
+	ScriptNetwork    string        // none (default) or host: network of the confined script
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -105,7 +107,8 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	j.Policy = Policy{Overlap: spec.Overlap, StartingDeadlineSeconds: int(spec.StartingDeadline / time.Second),
 		MaxRuntimeSeconds: int(spec.MaxRuntime / time.Second), EnvAllow: spec.EnvAllow,
 		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
-		Sandbox: spec.Sandbox, MCPConfig: absPath(spec.MCPConfig), SkillsDir: absPath(spec.SkillsDir)}
+		Sandbox: spec.Sandbox, MCPConfig: absPath(spec.MCPConfig), SkillsDir: absPath(spec.SkillsDir),
+		ScriptIsolation: spec.ScriptIsolation, ScriptNetwork: spec.ScriptNetwork}
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -227,6 +230,9 @@ func ValidateJob(home string, j *Job) error {
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
 			return usagef("job %s: skills_dir %q is not an existing folder", j.ID, d)
 		}
+	}
+	if err := CheckScriptPolicy(j.Policy); err != nil {
+		return usagef("job %s: %v", j.ID, err)
 	}
 	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
 		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)

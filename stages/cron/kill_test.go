@@ -45,9 +45,12 @@ func TestKill9DuringJobEndsUnknownAndIsNotRerun(t *testing.T) {
 	home := t.TempDir()
 	clock := newFakeClock(utc("2026-05-01T10:00:00Z"))
 	started := filepath.Join(home, "started.txt")
-	writeScript(t, home, "long.sh", "#!/bin/sh\necho $$ >> "+started+"\nexec sleep 60\n")
+	// The script is found on the host by its unique sleep argument (its
+	// own $$ is a pid of its sandbox's namespace).
+	token := uniqueSleep()
+	writeScript(t, home, "long.sh", "#!/bin/sh\necho $$ >> "+started+"\nexec sleep "+token+"\n")
 	s := newTestScheduler(t, home, clock, nil)
-	j := addJob(t, s, JobSpec{Schedule: "every 10m", Script: "long.sh", NoAgent: true})
+	j := addJob(t, s, JobSpec{Schedule: "every 10m", Script: "long.sh", NoAgent: true, Workdir: home})
 
 	occurrence := utc("2026-05-01T10:10:00Z")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -58,8 +61,8 @@ func TestKill9DuringJobEndsUnknownAndIsNotRerun(t *testing.T) {
 	}
 	var scriptPID string
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if b, _ := os.ReadFile(started); len(b) > 0 {
-			scriptPID = strings.TrimSpace(string(b))
+		if p := sleepers(token); len(p) > 0 {
+			scriptPID = fmt.Sprint(p[0])
 			break
 		}
 	}

@@ -47,6 +47,10 @@ type Scheduler struct {
 	// jobs that set no timeout of their own (HERMES_CRON_TIMEOUT, as in
 	// Hermes; 0 means none).
 	DefaultInactivity *time.Duration
+	// ScriptIsolation is how script jobs run: IsolationBwrap ("" too:
+	// confined) or IsolationNone (unconfined, for every job; a job can opt
+	// out alone with its policy's script_isolation).
+	ScriptIsolation string
 
 	// beforeAdvance, when set, is called with each due job before it is
 	// advanced (tests inject failures through it).
@@ -631,12 +635,23 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	var scriptOut string
 	if scriptPath != "" {
 		workdir := string(job.Workdir)
-		if workdir == "" {
-			workdir = s.Home
+		iso := scriptIsolation(s.ScriptIsolation, job.Policy)
+		var ro, rw []string
+		var err error
+		if iso == IsolationNone {
+			if workdir == "" {
+				workdir = s.Home
+			}
+			if job.Policy.ScriptIsolation == IsolationNone {
+				s.log().Warn("script_isolation none: the script runs as this user with its files, network and processes in reach", "job", job.ID, "execution", c.ExecutionID)
+			}
+		} else if workdir, ro, rw, err = scriptFolders(s.Home, job.ID, scriptPath, workdir); err != nil {
+			return fail("script: cannot confine the script: %v", err)
 		}
 		r := runScript(rctx, scriptRun{
 			Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
 			MaxRuntime: maxRun, Inactivity: inactivity,
+			Isolation: iso, Network: job.Policy.ScriptNetwork, ReadOnly: ro, ReadWrite: rw,
 			Env: []string{
 				"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
 				"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),

@@ -94,10 +94,18 @@ type scriptRun struct {
 	EnvAllow   []string
 	MaxRuntime time.Duration
 	Inactivity time.Duration // 0 = none
+	// Isolation is IsolationBwrap ("" too: confined, see newScriptBox) or
+	// IsolationNone. Network (confined only) is confine.NetworkNone ("" too)
+	// or NetworkHost; ReadOnly and ReadWrite are host folders shown to the
+	// confined script at their own paths besides Workdir.
+	Isolation           string
+	Network             string
+	ReadOnly, ReadWrite []string
 }
 
 // runScript runs a script in its own process group with an allowlisted
-// environment. When ctx ends, the wall-clock cap passes, or the script is
+// environment, confined (newScriptBox) unless r.Isolation is none; where
+// confinement cannot start, the script does not run and Err says why. When ctx ends, the wall-clock cap passes, or the script is
 // silent for longer than the inactivity timeout, the whole process group is
 // killed. It blocks until the script and its pipes are done.
 func runScript(ctx context.Context, r scriptRun) ScriptResult {
@@ -128,10 +136,21 @@ func runScript(ctx context.Context, r scriptRun) ScriptResult {
 	stdout := &limitedBuffer{limit: maxScriptOutput, last: &last}
 	stderr := &limitedBuffer{limit: 64 << 10, last: &last}
 
+	env, dir := scriptEnv(r.EnvAllow, r.Env), r.Workdir
+	if r.Isolation != IsolationNone {
+		box, err := newScriptBox(r, args, env)
+		if err != nil {
+			return ScriptResult{ExitCode: -1, Err: err}
+		}
+		defer box.remove()
+		// bwrap starts in the script's working folder itself (--chdir);
+		// when bwrap dies its namespace's processes die with it.
+		args, env, dir = box.argv, box.env, ""
+	}
 	cmd := exec.CommandContext(runCtx, args[0], args[1:]...)
-	cmd.Dir = r.Workdir
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.Env = scriptEnv(r.EnvAllow, r.Env)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setParentDeathSignal(cmd.SysProcAttr)
 	cmd.Cancel = func() error {

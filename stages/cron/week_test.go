@@ -33,7 +33,7 @@ func TestSimulatedWeekTwoDaemonsAndTickLoop(t *testing.T) {
 		{Name: "hourly", Schedule: "@hourly", Timezone: "America/New_York", Prompt: "hourly"},
 		{Name: "45m", Schedule: "every 45m", Prompt: "interval"},
 		{Name: "office", Schedule: "*/20 9-17 * * 1-5", Timezone: "Europe/London", Prompt: "office hours"},
-		{Name: "script", Schedule: "0 */6 * * *", Timezone: "America/New_York", Script: "six.sh", NoAgent: true},
+		{Name: "script", Schedule: "0 */6 * * *", Timezone: "America/New_York", Script: "six.sh", NoAgent: true, Workdir: home},
 		{Name: "one-shot in gap", Schedule: "2026-03-08T02:30", Timezone: "America/New_York", Prompt: "once"},
 	}
 	var jobs []*Job

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // Scopes of a server: a fresh server per rollout, or one shared by the run.
@@ -55,6 +57,12 @@ type Server struct {
 	ConnectTimeout time.Duration // start, initialise, list tools
 	Include        []string      // original tool names offered; empty = all
 	Exclude        []string      // original tool names never offered
+
+	// Confined stdio servers only (see Confinement): the host's network,
+	// and more host folders shown to the server.
+	Network bool
+	Mounts  []confine.Mount
+	confine *Confinement // nil: the server runs unconfined
 
 	where string // "file:line: mcpServers.name" for messages
 }
@@ -364,6 +372,9 @@ func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 				return nil, p.errf(v, field+"."+k, "only HTTP servers take %s", k)
 			}
 		}
+		if err := p.confineSettings(s, get, field); err != nil {
+			return nil, err
+		}
 	default:
 		v := get("url")
 		if v == nil {
@@ -391,7 +402,7 @@ func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 			}
 			s.Headers = m
 		}
-		for _, k := range []string{"command", "args", "env", "cwd"} {
+		for _, k := range []string{"command", "args", "env", "cwd", "network", "mounts"} {
 			if v := get(k); v != nil {
 				return nil, p.errf(v, field+"."+k, "only stdio servers take %s", k)
 			}
@@ -430,10 +441,10 @@ func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 	}
 	known := map[string]bool{"type": true, "transport": true, "command": true, "args": true, "env": true, "cwd": true,
 		"url": true, "headers": true, "scope": true, "timeout": true, "connect_timeout": true, "tools": true,
-		"enabled": true, "disabled": true, "description": true}
+		"enabled": true, "disabled": true, "description": true, "network": true, "mounts": true}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if k := n.Content[i].Value; !known[k] {
-			return nil, p.errf(n.Content[i], field+"."+k, "unknown setting (known: command, args, env, cwd, url, headers, type, scope, timeout, connect_timeout, tools)")
+			return nil, p.errf(n.Content[i], field+"."+k, "unknown setting (known: command, args, env, cwd, network, mounts, url, headers, type, scope, timeout, connect_timeout, tools)")
 		}
 	}
 	return s, nil

@@ -106,6 +106,11 @@ func dial(ctx context.Context, s *Server, workdir string) (*conn, error) {
 		cmd.Dir = expandWorkdir(s.Cwd, workdir)
 		cmd.Stderr = c.stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if s.confine != nil {
+			if err := s.confine.wrap(cmd, s, workdir); err != nil {
+				return nil, fmt.Errorf("mcp server %q: cannot confine it: %w", s.Name, err)
+			}
+		}
 		c.cmd = cmd
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	case TransportHTTP, TransportSSE:
