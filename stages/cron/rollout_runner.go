@@ -15,6 +15,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
@@ -188,6 +189,15 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	// rollout-scoped ones are started in its folder on first use.
 	var servers *mcp.Manager
 	if job.MCP != nil {
+		// Beside a confined local sandbox the job's stdio servers are
+		// confined too, as generate's are.
+		if c, ok := driver.(interface{ Confined() bool }); ok && c.Confined() {
+			p := confine.Probe(actx)
+			if err := p.Usable(); err != nil {
+				return AgentResult{Outcome: schemas.OutcomeError, Error: fmt.Sprintf("cannot confine the job's MCP servers: %v", err)}, nil
+			}
+			job.MCP.Confine(&mcp.Confinement{Bwrap: p.Bwrap})
+		}
 		if servers, err = mcp.Start(actx, job.MCP); err != nil {
 			return AgentResult{Outcome: schemas.OutcomeError, Error: err.Error()}, nil
 		}
