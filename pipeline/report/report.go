@@ -208,7 +208,8 @@ func Write(w io.Writer, d *Data) error {
 }
 
 // WriteFile builds the report of dirs and writes it atomically to
-// dir/name.
+// dir/name, with mode 0644: an HTML artefact is meant to be read by others
+// (a CI job's uploader, a web server).
 func WriteFile(ctx context.Context, dirs []string, opts Options, dir, name string) error {
 	d, err := Build(ctx, dirs, opts)
 	if err != nil {
@@ -218,7 +219,7 @@ func WriteFile(ctx context.Context, dirs []string, opts Options, dir, name strin
 	if err := Write(&buf, d); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(dir, name, buf.b); err != nil {
+	if err := atomicfile.WriteMode(dir, name, buf.b, 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

@@ -127,6 +127,9 @@ func TestReportWriteFileAndSWESection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, err := os.Stat(filepath.Join(dir, report.File)); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("%s mode %v (%v), want 0644: an HTML artefact is read by others", report.File, st.Mode().Perm(), err)
+	}
 	html := string(b)
 	for _, s := range []string{`<b class="bad">fail</b> against baseline <code>old.json</code>`, `<code>a__1</code>`, `<td class="n">1/1</td>`, `<td class="n">1/2</td>`, `<b class="bad">regressed</b>`} {
 		if !strings.Contains(html, s) {
