@@ -291,6 +291,7 @@ func TestViewSWERecordInBrowser(t *testing.T) {
 	for _, tc := range []struct{ id, change, shot string }{
 		{"swe-mini__py-fizz", "regressed", "swe-record.png"},
 		{"swe-mini__py-calc", "still resolved", ""},
+		{"swe-mini__py-slug", "fixed", ""},
 	} {
 		i, ok := at[tc.id]
 		if !ok {

@@ -173,13 +173,13 @@ async function showRecord(i) {
     h("button", { id: "toggle-raw", onclick: () => { const p = $("#rawpre"); p.hidden = !p.hidden; } }, "show raw here"));
   const kv = (rows) => h("table", { class: "kv" }, rows.filter(x => x[1] !== undefined && x[1] !== null && x[1] !== "").map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v))));
   const tools = Object.entries(r.tool_stats || {}).map(([n, s]) => `${n} ${s.success}/${s.count}`).join(", ");
-  const metaT = kv([["key", h("code", {}, r.key)], ["id", r.id], ["outcome", h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
-    ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", `${r.prompt_index} / ${r.sample}`],
+  const metaT = kv([["key", h("code", {}, r.key || d.key)], ["id", r.id], ["outcome", r.outcome === undefined ? "" : h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
+    ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", r.prompt_index === undefined ? "" : `${r.prompt_index} / ${r.sample ?? 0}`],
     ["api calls", r.api_calls], ["tokens", r.usage ? `${r.usage.total_tokens} (${r.usage.prompt_tokens} prompt, ${r.usage.completion_tokens} completion)` : ""],
     ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["toolsets", (r.toolsets_used || []).join(", ")],
     ["tools (ok/calls)", tools], ["reasoning", r.reasoning_stats ? `${r.reasoning_stats.turns_with_reasoning} of ${r.reasoning_stats.total_assistant_turns} turns` : ""],
     ["folder", d.dir]]);
-  const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key)), metaT];
+  const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key || d.key)), metaT];
   const cm = r.compression_metrics;
   if (cm) parts.push(compressPanel(cm));
   const swePatch = findKey(r.extra, "model_patch");
