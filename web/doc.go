@@ -6,6 +6,11 @@
 // cache folder (by default under the user cache dir), never in the output
 // folder. All assets are embedded; the pages load nothing from elsewhere.
 //
+// For a compressed record it also reads the record's original row again,
+// from the inputs compress listed in compress_inputs.json (or --original):
+// an output folder through the same two readers, a JSONL file (plain, gzip
+// or zstd) line by line. It never writes into those inputs either.
+//
 // It imports pipeline, pipeline/cluster, pipeline/report and pipeline/outdir;
 // only cmd imports it.
 package web

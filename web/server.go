@@ -41,6 +41,7 @@ type Server struct {
 	rd    map[string]*pipeline.RecordReader
 	swe   *report.SWEReport
 	order map[string][]int32 // cached sort orders by sort key
+	orig  originals          // compress: where the originals are (original.go)
 }
 
 // NewServer serves ix; root is the run's folder (where swe's report.json
@@ -51,6 +52,8 @@ func NewServer(ix *Index, root, token string) *Server {
 	if b, err := os.ReadFile(filepath.Join(root, "report.json")); err == nil {
 		var r report.SWEReport
 		if json.Unmarshal(b, &r) == nil {
+			// Without the baseline file only the gate's lists show.
+			_ = r.LoadBaseline(root)
 			s.swe = &r
 		}
 	}
@@ -65,6 +68,7 @@ func (s *Server) Close() {
 		r.Close()
 	}
 	s.rd = map[string]*pipeline.RecordReader{}
+	s.orig.close()
 }
 
 // Handler returns the HTTP handler.
@@ -80,6 +84,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/meta", s.meta)
 	mux.HandleFunc("GET /api/records", s.records)
 	mux.HandleFunc("GET /api/record/{i}", s.record)
+	mux.HandleFunc("GET /api/record/{i}/original", s.original)
+	mux.HandleFunc("GET /api/record/{i}/near", s.near)
 	mux.HandleFunc("GET /raw/{i}", s.raw)
 	return s.guard(mux)
 }
@@ -506,7 +512,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	out := map[string]any{"i": i, "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
+	out := map[string]any{"i": i, "key": s.ix.Key[i], "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
 	if s.swe != nil {
 		id := s.ix.ID[i]
 		if id == "" {
@@ -519,6 +525,8 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 				inst["baseline"] = g.Baseline
 				inst["regressed"] = slices.Contains(g.Regressions, id)
 				inst["unjudged"] = slices.Contains(g.Unjudged, id)
+				inst["change"] = s.swe.BaselineChange(id)
+				inst["reasons"] = g.Reasons
 			}
 			out["swe"] = inst
 		}

@@ -26,6 +26,11 @@ func viewCommand() *cli.Command {
 used, tool failures, turns, tokens, cost, compress outcome; free-text search;
 sort; paging) and a page per record (the conversation turn by turn, think
 blocks, tool calls paired with their responses, diffs, metadata, raw JSON).
+A compressed record is shown beside its original, with the tokens of each
+turn: the original row is read again from the inputs the compress run
+recorded (compress_inputs.json), or from --original. A swe record shows its
+patch, its FAIL_TO_PASS and PASS_TO_PASS results, the gate's verdict and its
+change against the gate's --baseline.
 Every asset is inside the binary: nothing is loaded from the network.
 
 The first view of a folder reads every record once and keeps an index under
@@ -41,6 +46,7 @@ needs --allow-remote; a random token is then printed and required.`,
 			&cli.StringFlag{Name: "cache-dir", Usage: "where the record index is kept (default: the user cache dir)"},
 			&cli.StringFlag{Name: "addr-file", Hidden: true, Usage: "write the listening address here once serving (tests)"},
 			&cli.StringFlag{Name: "cache", Usage: "local read cache when DIR is an s3:// or file:// URL (default: under the temp dir)"},
+			&cli.StringSliceFlag{Name: "original", Usage: "compress output: where the original rows are (an output folder, a JSONL file or a folder of them; repeatable), instead of the inputs the run recorded in compress_inputs.json"},
 		},
 		Action: func(c *cli.Context) error {
 			root, dirs, err := runFolder(c)
@@ -80,6 +86,11 @@ needs --allow-remote; a random token is then printed and required.`,
 			fmt.Fprintf(c.App.ErrWriter, "view: %d records (%s) in %s\n", ix.Len(), how, time.Since(start).Round(time.Millisecond))
 			srv := web.NewServer(ix, root, token)
 			defer srv.Close()
+			if orig := c.StringSlice("original"); len(orig) > 0 {
+				if err := srv.SetOriginals(orig); err != nil {
+					return usagef("%v", err)
+				}
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("view: %w", err)

@@ -70,8 +70,8 @@ func viewFolder(t *testing.T) string {
 }
 
 // startView runs `hermes-pipe view` in-process until the test ends and
-// returns its URL.
-func startView(t *testing.T, dir string) string {
+// returns its URL; extra are more flags.
+func startView(t *testing.T, dir string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrFile := filepath.Join(t.TempDir(), "addr")
@@ -79,7 +79,8 @@ func startView(t *testing.T, dir string) string {
 	done := make(chan error, 1)
 	go func() {
 		app := newApp(&out, &errb)
-		done <- app.RunContext(ctx, []string{"hermes-pipe", "view", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--cache-dir", filepath.Join(t.TempDir(), "cache"), dir})
+		args := append([]string{"hermes-pipe", "view", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--cache-dir", filepath.Join(t.TempDir(), "cache")}, extra...)
+		done <- app.RunContext(ctx, append(args, dir))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -21,12 +21,28 @@ const TempPrefix = ".tmp-"
 // Write writes data to dir/name atomically and durably. It blocks for two
 // fsyncs (the file and the folder) and returns an error naming the file.
 func Write(dir, name string, data []byte) error {
+	return write(dir, name, data, 0)
+}
+
+// WriteMode is Write for a file others should read too: it is created
+// with mode perm (not masked by the umask) instead of Write's 0600.
+func WriteMode(dir, name string, data []byte, perm os.FileMode) error {
+	return write(dir, name, data, perm)
+}
+
+// write is Write; perm 0 keeps the temp file's 0600.
+func write(dir, name string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(dir, TempPrefix+name+"-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	if perm != 0 {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

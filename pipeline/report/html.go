@@ -92,7 +92,7 @@ const pageHTML = `<!DOCTYPE html>
 {{range .SortedInstances}}<tr><td><code>{{.ID}}</code></td><td class="{{cls .Outcome}}">{{.Outcome}}</td><td>{{.Record}}</td>
 <td class="n">{{with .Tests}}{{len (index .FailToPass "success")}}/{{len (index .FailToPass "success") | add (len (index .FailToPass "failure"))}}{{end}}</td>
 <td class="n">{{with .Tests}}{{len (index .PassToPass "success")}}/{{len (index .PassToPass "success") | add (len (index .PassToPass "failure"))}}{{end}}</td>
-<td class="n">{{.PatchBytes}}</td><td class="n">{{.AgentMS}}</td><td class="n">{{.HarnessMS}}</td><td>{{if .Regressed}}<b class="bad">regressed</b>{{end}}</td></tr>
+<td class="n">{{.PatchBytes}}</td><td class="n">{{.AgentMS}}</td><td class="n">{{.HarnessMS}}</td><td>{{if .Regressed}}<b class="bad">regressed</b>{{else if eq .Change "fixed"}}<b class="ok">fixed</b>{{else if eq .Change "unjudged"}}<b class="warn">unjudged</b>{{else}}<span class="mute">{{.Change}}</span>{{end}}</td></tr>
 {{end}}</table>
 {{end}}
 {{with .Shards}}

@@ -114,6 +114,9 @@ func Build(ctx context.Context, dirs []string, opts Options) (*Data, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("report: %s: %w", filepath.Join(top, sweReportFile), err)
 		}
+		// An unreadable baseline only loses the "fixed" column; the gate's
+		// own lists still show.
+		_ = r.LoadBaseline(top)
 		d.SWE = &r
 	}
 	if opts.Root != "" {
@@ -168,6 +171,7 @@ type SWEReport struct {
 		Regressions []string `json:"regressions"`
 		Unjudged    []string `json:"unjudged"`
 	} `json:"gate"`
+	baseline map[string]bool // the baseline's resolved ids (LoadBaseline)
 }
 
 // SWEInstance is one task's line of report.json.
@@ -184,6 +188,76 @@ type SWEInstance struct {
 		PassToPass map[string][]string `json:"PASS_TO_PASS"`
 	} `json:"tests_status"`
 	Regressed bool `json:"-"`
+	// Change is how the instance moved against the gate's baseline (see
+	// BaselineChange); "" without a baseline.
+	Change string `json:"-"`
+}
+
+// LoadBaseline reads the resolved ids of the gate's baseline file, so
+// BaselineChange can also tell instances fixed since then. The path is
+// taken as the swe run gave it: absolute, else relative to root (the run's
+// folder) or to the working folder. A baseline that cannot be read leaves
+// only the gate's own lists (regressions, unjudged); its error is returned
+// for the caller to mention.
+func (r *SWEReport) LoadBaseline(root string) error {
+	if r.Gate == nil || r.Gate.Baseline == "" {
+		return nil
+	}
+	p := r.Gate.Baseline
+	try := []string{p}
+	if !filepath.IsAbs(p) {
+		try = []string{filepath.Join(root, p), p}
+	}
+	var err error
+	for _, f := range try {
+		var b []byte
+		if b, err = os.ReadFile(f); err != nil {
+			continue
+		}
+		var doc struct {
+			Resolved []string `json:"resolved_ids"`
+		}
+		if err = json.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("baseline %s: %w", f, err)
+		}
+		r.baseline = map[string]bool{}
+		for _, id := range doc.Resolved {
+			r.baseline[id] = true
+		}
+		return nil
+	}
+	return fmt.Errorf("baseline %s: %w", p, err)
+}
+
+// BaselineChange says how instance id moved against the gate's baseline:
+// "regressed" (resolved then, unresolved or empty patch now) and "unjudged"
+// (resolved then, an error or pending now) as the gate judged them; with
+// the baseline read (LoadBaseline) also "fixed" (resolved now, not then),
+// "still resolved" and "still unresolved". "" without a baseline.
+func (r *SWEReport) BaselineChange(id string) string {
+	if r.Gate == nil || r.Gate.Baseline == "" {
+		return ""
+	}
+	switch {
+	case slices.Contains(r.Gate.Regressions, id):
+		return "regressed"
+	case slices.Contains(r.Gate.Unjudged, id):
+		return "unjudged"
+	case r.baseline == nil:
+		return ""
+	}
+	now := r.Instances[id] != nil && r.Instances[id].Outcome == "resolved"
+	switch then := r.baseline[id]; {
+	case now && !then:
+		return "fixed"
+	case now:
+		return "still resolved"
+	case then:
+		// resolved then and not now, but not in the gate's lists (an
+		// older report.json): still a regression.
+		return "regressed"
+	}
+	return "still unresolved"
 }
 
 // SortedInstances lists the instances by id, marking regressions.
@@ -192,6 +266,7 @@ func (r *SWEReport) SortedInstances() []*SWEInstance {
 	for id, in := range r.Instances {
 		in.ID = id
 		in.Regressed = r.Gate != nil && slices.Contains(r.Gate.Regressions, id)
+		in.Change = r.BaselineChange(id)
 		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -208,7 +283,8 @@ func Write(w io.Writer, d *Data) error {
 }
 
 // WriteFile builds the report of dirs and writes it atomically to
-// dir/name.
+// dir/name, with mode 0644: an HTML artefact is meant to be read by others
+// (a CI job's uploader, a web server).
 func WriteFile(ctx context.Context, dirs []string, opts Options, dir, name string) error {
 	d, err := Build(ctx, dirs, opts)
 	if err != nil {
@@ -218,7 +294,7 @@ func WriteFile(ctx context.Context, dirs []string, opts Options, dir, name strin
 	if err := Write(&buf, d); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(dir, name, buf.b); err != nil {
+	if err := atomicfile.WriteMode(dir, name, buf.b, 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

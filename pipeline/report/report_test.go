@@ -120,6 +120,11 @@ func TestReportWriteFileAndSWESection(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), []byte(rep), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The baseline (relative to the run's folder, as swe keeps it) had
+	// b__2 resolved, not a__1: a__1 is fixed since.
+	if err := os.WriteFile(filepath.Join(dir, "old.json"), []byte(`{"resolved_ids": ["b__2"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := report.WriteFile(context.Background(), []string{dir}, report.Options{}, dir, report.File); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +132,11 @@ func TestReportWriteFileAndSWESection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, err := os.Stat(filepath.Join(dir, report.File)); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("%s mode %v (%v), want 0644: an HTML artefact is read by others", report.File, st.Mode().Perm(), err)
+	}
 	html := string(b)
-	for _, s := range []string{`<b class="bad">fail</b> against baseline <code>old.json</code>`, `<code>a__1</code>`, `<td class="n">1/1</td>`, `<td class="n">1/2</td>`, `<b class="bad">regressed</b>`} {
+	for _, s := range []string{`<b class="bad">fail</b> against baseline <code>old.json</code>`, `<code>a__1</code>`, `<td class="n">1/1</td>`, `<td class="n">1/2</td>`, `<b class="bad">regressed</b>`, `<b class="ok">fixed</b>`} {
 		if !strings.Contains(html, s) {
 			t.Errorf("report lacks %q", s)
 		}

@@ -221,6 +221,8 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 	m.OriginalTurns, m.CompressedTurns = len(turns), len(turns)
 	m.RegionStart, m.RegionEnd = -1, -1
 	m.TargetTokens = c.cfg.TargetTokens
+	m.OriginalTurnTokens = turnTokens(turns)
+	m.TurnTokens = m.OriginalTurnTokens
 	r.turns = turns
 	if total <= c.cfg.TargetTokens {
 		m.SkippedUnderTarget = true
@@ -318,6 +320,7 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 		return r, nil
 	}
 	r.turns, r.changed = cur, true
+	m.TurnTokens = turnTokens(cur)
 	m.WasCompressed = true
 	m.CompressedTokens, m.CompressedTurns = total, len(cur)
 	m.TokensSaved = m.OriginalTokens - total
@@ -330,6 +333,15 @@ func (c *compressor) passes(ctx context.Context, turns []turn, summarize Summari
 	}
 	m.Outcome = string(r.outcome)
 	return r, nil
+}
+
+// turnTokens lists the token count of each turn.
+func turnTokens(turns []turn) []int {
+	out := make([]int, len(turns))
+	for i, t := range turns {
+		out[i] = t.tokens
+	}
+	return out
 }
 
 // region picks the turns [s, u) of cur to summarise: inside the first run of

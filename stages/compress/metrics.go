@@ -49,6 +49,13 @@ type RowMetrics struct {
 	// when the model has no price or no summary was asked for.
 	Usage   schemas.Usage
 	CostUSD *float64
+	// OriginalTurnTokens and TurnTokens are the token counts (turn
+	// overhead included, the run's tokenizer) of each turn of the input
+	// conversation and of the written one, so a reader can show them per
+	// turn without a tokenizer. They go into the record only, not into the
+	// row journal.
+	OriginalTurnTokens []int `json:"-"`
+	TurnTokens         []int `json:"-"`
 }
 
 // pyFloat encodes as Python's repr of a float rounded to 4 places.
@@ -85,6 +92,8 @@ type rowMetricsJSON struct {
 	InputOutcome       string         `json:"input_outcome,omitempty"`
 	SummaryUsage       *schemas.Usage `json:"summary_usage,omitempty"`
 	SummaryCostUSD     *float64       `json:"summary_cost_usd,omitempty"`
+	OriginalTurnTokens []int          `json:"original_turn_tokens,omitempty"`
+	TurnTokens         []int          `json:"compressed_turn_tokens,omitempty"`
 }
 
 // MarshalJSON writes the metrics with Hermes' field names and order.
@@ -96,7 +105,7 @@ func (m RowMetrics) MarshalJSON() ([]byte, error) {
 	v := rowMetricsJSON{m.OriginalTokens, m.CompressedTokens, m.TokensSaved, pyFloat(ratio), m.OriginalTurns,
 		m.CompressedTurns, m.TurnsRemoved, regionJSON{m.RegionStart, m.RegionEnd, m.TurnsInRegion}, m.WasCompressed,
 		m.StillOverLimit, m.SkippedUnderTarget, m.SummarizationCalls, m.SummarizationErrs, m.Outcome, m.Passes,
-		m.TargetTokens, m.Error, m.InputOutcome, nil, m.CostUSD}
+		m.TargetTokens, m.Error, m.InputOutcome, nil, m.CostUSD, m.OriginalTurnTokens, m.TurnTokens}
 	if m.SummarizationCalls > 0 {
 		u := m.Usage
 		v.SummaryUsage = &u

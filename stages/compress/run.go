@@ -129,7 +129,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		OutcomeDefault: OutcomeUnderTarget,
 		UsageField:     UsageField,
 		CostField:      CostField,
-		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile},
+		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile, InputsFile},
 		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
 			var err error
 			if o.Mode == pipeline.ModeResume {
@@ -138,6 +138,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				}
 			} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, nil, fmt.Errorf("remove old %s: %w", MetricsFile, err)
+			}
+			if err := recordInputs(o.Out, o.Inputs); err != nil {
+				return nil, nil, err
 			}
 			if q, err = openQuarantine(o.Out, o.Mode != pipeline.ModeResume); err != nil {
 				return nil, nil, err

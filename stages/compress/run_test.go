@@ -96,6 +96,29 @@ func TestRunCompressesEveryRowInOrder(t *testing.T) {
 		if n := countTurns(tok, r.Conversations, 4); n > 1500 || n != int(m["compressed_tokens"].(float64)) {
 			t.Errorf("row %d: %d tokens after compression (metrics %v), budget 1500", i, n, m["compressed_tokens"])
 		}
+		// Per-turn counts: the tokenizer's, overhead included, of each turn
+		// of the input and of the output, summing to the totals.
+		var mt struct {
+			Orig []int `json:"original_turn_tokens"`
+			Comp []int `json:"compressed_turn_tokens"`
+		}
+		if err := json.Unmarshal(r.Metrics, &mt); err != nil {
+			t.Fatal(err)
+		}
+		for side, c := range map[string]struct {
+			got   []int
+			turns []schemas.Turn
+		}{"original": {mt.Orig, in}, "compressed": {mt.Comp, r.Conversations}} {
+			if len(c.got) != len(c.turns) {
+				t.Errorf("row %d: %d %s turn counts for %d turns", i, len(c.got), side, len(c.turns))
+				continue
+			}
+			for k, tt := range c.turns {
+				if want := tok.Count(tt.Value) + 4; c.got[k] != want {
+					t.Errorf("row %d: %s turn %d counted %d, want %d", i, side, k, c.got[k], want)
+				}
+			}
+		}
 		// Fields keep their order; compression_metrics comes last.
 		var keys []string
 		gjson.ParseBytes(l).ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
@@ -145,6 +168,19 @@ func TestRunCompressesEveryRowInOrder(t *testing.T) {
 		t.Errorf("aggregate %+v", rep)
 	}
 	verifyOK(t, out)
+	// The inputs are recorded, absolute, so a reader finds the originals.
+	var ins inputsDoc
+	if b, err := os.ReadFile(filepath.Join(out, InputsFile)); err != nil || json.Unmarshal(b, &ins) != nil {
+		t.Fatalf("%s: %v %s", InputsFile, err, b)
+	}
+	if len(ins.Inputs) != len(o.Inputs) {
+		t.Fatalf("%s lists %d inputs, want %d: %+v", InputsFile, len(ins.Inputs), len(o.Inputs), ins)
+	}
+	for k, e := range ins.Inputs {
+		if abs, _ := filepath.Abs(o.Inputs[k].Path); e.Path != abs || e.Name != o.Inputs[k].Name || e.Kind != o.Inputs[k].Kind {
+			t.Errorf("%s input %d: %+v, want %+v", InputsFile, k, e, o.Inputs[k])
+		}
+	}
 
 	// Resume of a finished run: nothing to do, no call.
 	o2 := testOptions(t, url, paths, out)

@@ -78,6 +78,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		m.Outcome, m.Error = string(OutcomeSummaryFailed), fmt.Sprintf("row timeout after %s: %v", s.rowTimeout, err)
 		m.StillOverLimit, m.WasCompressed = true, false
 		m.CompressedTokens, m.CompressedTurns, m.TokensSaved, m.TurnsRemoved = m.OriginalTokens, m.OriginalTurns, 0, 0
+		m.TurnTokens = m.OriginalTurnTokens
 	}
 	m := &res.metrics
 	rec.Usage, rec.CostUSD = m.Usage, m.CostUSD

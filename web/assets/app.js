@@ -122,8 +122,10 @@ function toolResponse(js) {
 }
 function renderTurn(t, k, ctx) {
   const who = t.from;
-  const el = h("div", { class: "turn " + who + (typeof t.value === "string" && t.value.startsWith("[CONTEXT SUMMARY]:") ? " summary" : ""), id: "turn-" + k },
-    h("div", { class: "who" }, `${k}. ${who}`, ctx.tokens ? h("span", { class: "mute" }, ` · ${ctx.tokens[k] ?? ""}`) : ""));
+  const region = ctx.region && k >= ctx.region[0] && k < ctx.region[1];
+  const el = h("div", { class: "turn " + who + (typeof t.value === "string" && t.value.startsWith("[CONTEXT SUMMARY]:") ? " summary" : "") + (region ? " region" : ""), id: (ctx.prefix || "turn-") + k },
+    h("div", { class: "who" }, `${k}. ${who}`, ctx.tokens && ctx.tokens[k] !== undefined ? h("span", { class: "tok" }, (ctx.est ? " · ≈" : " · ") + ctx.tokens[k] + " tokens") : "",
+      region ? h("span", { class: "mute" }, " · summarised") : ""));
   const v = typeof t.value === "string" ? t.value : JSON.stringify(t.value, null, 2);
   if (who === "system") {
     el.append(h("details", { class: "system" }, h("summary", {}, `system prompt (${v.length} chars)`), h("pre", {}, v)));
@@ -159,28 +161,37 @@ async function showRecord(i) {
   let d;
   try { d = await getJSON("/api/record/" + i); } catch (e) { app.replaceChildren(h("p", { class: "err" }, e.message)); return; }
   const r = d.record;
-  const back = "#/" + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : "");
+  const qs = location.hash.includes("?") ? location.hash.split("?")[1] : "";
+  const back = "#/" + (qs ? "?" + qs : "");
+  // j/k walk the list the record was opened from: its filters, search and sort.
+  let near = { prev: -1, next: -1 };
+  try { near = await getJSON("/api/record/" + i + "/near" + (qs ? "?" + qs : "")); } catch (e) { near = { prev: -1, next: -1, error: e.message }; }
+  const step = (j, id, label, stopped) => j >= 0 ? h("a", { href: "#/r/" + j + (qs ? "?" + qs : ""), id }, label) : stopped ? h("span", { class: "mute" }, label + ": search stopped") : "";
   const nav = h("div", { class: "pager" }, h("a", { href: back, id: "back" }, "← list (Esc)"),
-    i > 0 ? h("a", { href: "#/r/" + (i - 1) + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : ""), id: "prev" }, "previous (k)") : "",
-    i + 1 < d.of ? h("a", { href: "#/r/" + (i + 1) + (location.hash.includes("?") ? "?" + location.hash.split("?")[1] : ""), id: "next" }, "next (j)") : "",
+    step(near.prev, "prev", "previous (k)", near.prev_stopped), step(near.next, "next", "next (j)", near.next_stopped),
     h("a", { href: "/raw/" + i, id: "raw", target: "_blank" }, "raw JSON"),
     h("button", { id: "toggle-raw", onclick: () => { const p = $("#rawpre"); p.hidden = !p.hidden; } }, "show raw here"));
   const kv = (rows) => h("table", { class: "kv" }, rows.filter(x => x[1] !== undefined && x[1] !== null && x[1] !== "").map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", {}, v))));
   const tools = Object.entries(r.tool_stats || {}).map(([n, s]) => `${n} ${s.success}/${s.count}`).join(", ");
-  const metaT = kv([["key", h("code", {}, r.key)], ["id", r.id], ["outcome", h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
-    ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", `${r.prompt_index} / ${r.sample}`],
+  const metaT = kv([["key", h("code", {}, r.key || d.key)], ["id", r.id], ["outcome", r.outcome === undefined ? "" : h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
+    ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", r.prompt_index === undefined ? "" : `${r.prompt_index} / ${r.sample ?? 0}`],
     ["api calls", r.api_calls], ["tokens", r.usage ? `${r.usage.total_tokens} (${r.usage.prompt_tokens} prompt, ${r.usage.completion_tokens} completion)` : ""],
     ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["toolsets", (r.toolsets_used || []).join(", ")],
     ["tools (ok/calls)", tools], ["reasoning", r.reasoning_stats ? `${r.reasoning_stats.turns_with_reasoning} of ${r.reasoning_stats.total_assistant_turns} turns` : ""],
     ["folder", d.dir]]);
-  const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key)), metaT];
+  const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key || d.key)), metaT];
   const cm = r.compression_metrics;
   if (cm) parts.push(compressPanel(cm));
   const swePatch = findKey(r.extra, "model_patch");
   if (d.swe || swePatch) parts.push(swePanel(d.swe, swePatch));
-  const ctx = { calls: [], resp: 0 };
-  const conv = h("div", { id: "conversation" }, (r.conversations || []).map((t, k) => renderTurn(t, k, ctx)));
-  parts.push(h("h3", {}, `conversation (${(r.conversations || []).length} turns)`), conv);
+  const turns = r.conversations || [];
+  if (cm && cm.outcome) {
+    parts.push(await compareView(i, cm, turns));
+  } else {
+    const ctx = { calls: [], resp: 0 };
+    const conv = h("div", { id: "conversation" }, turns.map((t, k) => renderTurn(t, k, ctx)));
+    parts.push(h("h3", {}, `conversation (${turns.length} turns)`), conv);
+  }
   if (r.metadata) parts.push(h("h3", {}, "metadata"), h("pre", {}, JSON.stringify(r.metadata, null, 2)));
   parts.push(h("pre", { id: "rawpre", hidden: true }, JSON.stringify(r, null, 2)));
   app.replaceChildren(...parts);
@@ -204,18 +215,53 @@ function compressPanel(cm) {
       reg.turns_count ? h("div", { class: "card" }, h("b", {}, `${reg.start_idx}–${reg.end_idx}`), "original turns summarised") : null),
     h("p", { class: "mute" }, "The summary turn is highlighted below; turns outside the region are the original's, unchanged."));
 }
+// estTokens is the byte-based estimate used when a record carries no
+// per-turn counts (compressed before they were recorded): UTF-8 bytes / 4.
+const enc = new TextEncoder();
+const estTokens = turns => turns.map(t => Math.ceil(enc.encode(typeof t.value === "string" ? t.value : JSON.stringify(t.value)).length / 4));
+const sum = a => a.reduce((x, y) => x + y, 0);
+
+async function compareView(i, cm, turns) {
+  const reg = cm.compression_region || {};
+  let o;
+  try { o = await getJSON("/api/record/" + i + "/original"); } catch (e) { o = { found: false, why: e.message }; }
+  const orig = o.found ? (o.record.conversations || []) : null;
+  // Counts as compress made them (its tokenizer, turn overhead included),
+  // or an estimate clearly marked when the record has none.
+  const side = (list, counted) => counted && counted.length === list.length ? { tokens: counted, est: false } : { tokens: estTokens(list), est: true };
+  const cs = side(turns, cm.compressed_turn_tokens);
+  const left = h("div", { id: "original", class: "side" });
+  if (orig) {
+    const os = side(orig, cm.original_turn_tokens);
+    const ctx = { calls: [], resp: 0, tokens: os.tokens, est: os.est, prefix: "orig-", region: reg.turns_count ? [reg.start_idx, reg.end_idx] : null };
+    left.append(h("h4", {}, `original: ${orig.length} turns, ${os.est ? "≈" : ""}${sum(os.tokens)} tokens`),
+      h("p", { class: "mute src" }, "read from ", h("code", {}, o.source)), ...orig.map((t, k) => renderTurn(t, k, ctx)));
+  } else {
+    left.append(h("h4", {}, "original"), h("p", { class: "warn", id: "original-missing" }, o.why || "not found"));
+  }
+  const ctx = { calls: [], resp: 0, tokens: cs.tokens, est: cs.est };
+  const right = h("div", { id: "conversation", class: "side" }, h("h4", {}, `compressed: ${turns.length} turns, ${cs.est ? "≈" : ""}${sum(cs.tokens)} tokens`),
+    h("p", { class: "mute src" }, "this record"), ...turns.map((t, k) => renderTurn(t, k, ctx)));
+  const note = cs.est ? "Token counts marked ≈ are estimates (UTF-8 bytes / 4): this record carries no per-turn counts." :
+    "Token counts per turn are compress's own (its tokenizer, turn overhead included).";
+  return h("div", {}, h("h3", {}, "original and compressed"), h("p", { class: "mute" }, note + " Summarised turns of the original and the summary turn are highlighted."),
+    h("div", { class: "compare", id: "compare" }, left, right));
+}
+
 function swePanel(s, patch) {
   const box = h("div", { id: "swe" }, h("h3", {}, "SWE"));
   if (s) {
     const inst = s.instance || {};
     box.append(h("p", {}, "instance ", h("code", {}, s.id), ": ", h("b", { class: cls(inst.outcome) }, inst.outcome),
       s.gate ? [" · gate ", h("b", { class: s.gate === "pass" ? "ok" : s.gate === "fail" ? "bad" : "warn" }, s.gate)] : "",
-      s.baseline ? [" · vs baseline ", h("code", {}, s.baseline), ": ", s.regressed ? h("b", { class: "bad" }, "regressed") : s.unjudged ? h("b", { class: "warn" }, "unjudged") : "no regression"] : ""));
+      s.baseline ? [" · vs baseline ", h("code", {}, s.baseline), ": ", h("b", { id: "swe-change", class: { regressed: "bad", unjudged: "warn", fixed: "ok" }[s.change] || "" }, s.change || (s.regressed ? "regressed" : "no regression"))] : ""));
+    if (s.gate && (s.reasons || []).length) box.append(h("ul", { class: "mute", id: "gate-reasons" }, s.reasons.map(x => h("li", {}, x))));
     const ts = inst.tests_status;
-    if (ts) box.append(h("div", { class: "grid" }, ["FAIL_TO_PASS", "PASS_TO_PASS"].map(k => h("div", {}, h("b", {}, k),
+    if (ts) box.append(h("div", { class: "grid", id: "swe-tests" }, ["FAIL_TO_PASS", "PASS_TO_PASS"].map(k => h("div", {}, h("b", {}, k, ` ${((ts[k] || {}).success || []).length}/${((ts[k] || {}).success || []).length + ((ts[k] || {}).failure || []).length} pass`),
       h("ul", {}, ((ts[k] || {}).success || []).map(t => h("li", { class: "ok" }, "✓ " + t)), ((ts[k] || {}).failure || []).map(t => h("li", { class: "bad" }, "✗ " + t)))))));
+    else if (inst.reason) box.append(h("p", { class: "mute" }, inst.reason));
   }
-  if (typeof patch === "string") box.append(h("h4", {}, "patch"), patch ? diffBlock(patch) : h("p", { class: "mute" }, "empty patch"));
+  if (typeof patch === "string") box.append(h("h4", {}, "patch"), patch ? h("div", { id: "patch" }, diffBlock(patch)) : h("p", { class: "mute" }, "empty patch"));
   return box;
 }
 

@@ -1,0 +1,121 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Near is where j and k go from a record: the records before and after it
+// in the list a query gives (its filters, text search and sort), -1 when
+// there is none. Stopped says a text search ran out of its budget on that
+// side before finding one.
+type Near struct {
+	Prev        int  `json:"prev"`
+	Next        int  `json:"next"`
+	PrevStopped bool `json:"prev_stopped,omitempty"`
+	NextStopped bool `json:"next_stopped,omitempty"`
+}
+
+// Near finds the neighbours of record i in q's list. It costs a pass over
+// the sort order to place i, then the index filters outward from it; a text
+// search reads records outward from i until a match, at most searchBudget
+// per side.
+func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
+	res := Near{Prev: -1, Next: -1}
+	order, err := s.sorted(q.Sort)
+	if err != nil {
+		return res, err
+	}
+	match, err := s.matcher(q)
+	if err != nil {
+		return res, err
+	}
+	n := s.ix.Len()
+	desc := strings.HasPrefix(q.Sort, "-")
+	at := func(k int) int {
+		if desc {
+			k = n - 1 - k
+		}
+		if order == nil {
+			return k
+		}
+		return int(order[k])
+	}
+	// place i in the order
+	k0 := -1
+	if order == nil {
+		k0 = i
+		if desc {
+			k0 = n - 1 - i
+		}
+	} else {
+		for k, v := range order {
+			if int(v) == i {
+				k0 = k
+				break
+			}
+		}
+		if desc && k0 >= 0 {
+			k0 = n - 1 - k0
+		}
+	}
+	if k0 < 0 {
+		return res, nil
+	}
+	needle := []byte(strings.ToLower(q.Text))
+	walk := func(step int) (int, bool, error) {
+		deadline := time.Now().Add(searchBudget)
+		read := 0
+		for k := k0 + step; k >= 0 && k < n; k += step {
+			j := at(k)
+			if !match(j) {
+				continue
+			}
+			if len(needle) == 0 {
+				return j, false, nil
+			}
+			if ctx.Err() != nil || read%64 == 0 && read > 0 && time.Now().After(deadline) {
+				return -1, true, nil
+			}
+			line, err := s.Line(j)
+			if err != nil {
+				return -1, false, err
+			}
+			read++
+			if containsFold(line, needle) {
+				return j, false, nil
+			}
+		}
+		return -1, false, nil
+	}
+	if res.Prev, res.PrevStopped, err = walk(-1); err != nil {
+		return res, err
+	}
+	res.Next, res.NextStopped, err = walk(1)
+	return res, err
+}
+
+func (s *Server) near(w http.ResponseWriter, r *http.Request) {
+	i, ok := s.index(w, r)
+	if !ok {
+		return
+	}
+	q, err := parseQuery(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := s.Near(r.Context(), q, i)
+	if errors.Is(err, errBadQuery) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, res)
+}

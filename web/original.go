@@ -1,0 +1,403 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+)
+
+// compressInputsFile is where compress lists the inputs of an output folder
+// (stages/compress.InputsFile, read here by its documented name: web does
+// not import stages).
+const compressInputsFile = "compress_inputs.json"
+
+// origInput is one place a compressed record's original row may be: a
+// hermes-pipe output folder (Kind "run": rows by their own key) or a JSONL
+// file, plain or compressed (rows by compress's "NAME:LINE:HASH" key, or by
+// their own "key" member).
+type origInput struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Kind string `json:"kind"` // run, jsonl, gzip, zstd, parquet
+}
+
+// Original is what the record page shows of a compressed record's original.
+type Original struct {
+	Found  bool            `json:"found"`
+	Source string          `json:"source,omitempty"` // where it was read: file:line or folder
+	Record json.RawMessage `json:"record,omitempty"`
+	// Why says why it was not found, and how to point view at it.
+	Why string `json:"why,omitempty"`
+}
+
+// originals finds original rows. Inputs come from each output folder's
+// compress_inputs.json, or from SetOriginals (--original), which replaces
+// them. A folder input is indexed (key hash → where) on first use, about
+// 40 bytes per record; file inputs are read line by line per lookup.
+type originals struct {
+	mu       sync.Mutex
+	override []origInput
+	seed     maphash.Seed
+	runs     map[string]*runKeys // by folder
+}
+
+type runKeys struct {
+	rd     *pipeline.RecordReader
+	shards []string
+	at     map[uint64][]origRef
+}
+
+type origRef struct {
+	shard int32
+	n     int32
+	off   int64
+}
+
+// SetOriginals makes the record page look for the originals of compressed
+// records in paths (output folders, JSONL files or folders of them) instead
+// of the inputs compress recorded. Call it before serving.
+func (s *Server) SetOriginals(paths []string) error {
+	var ins []origInput
+	for _, p := range paths {
+		got, err := expandOriginal(p)
+		if err != nil {
+			return err
+		}
+		ins = append(ins, got...)
+	}
+	s.orig.mu.Lock()
+	s.orig.override = ins
+	s.orig.mu.Unlock()
+	return nil
+}
+
+// expandOriginal lists the inputs under p the way compress names them: an
+// output folder is one input; another folder gives its JSONL files named
+// relative to it; a file is named by its base name.
+func expandOriginal(p string) ([]origInput, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("--original %s: %w", p, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("--original %s: %w", p, err)
+	}
+	isRun := func(d string) bool { _, err := os.Stat(filepath.Join(d, pipeline.ManifestFile)); return err == nil }
+	if !st.IsDir() {
+		return []origInput{{Path: abs, Name: filepath.Base(abs), Kind: fileKind(abs)}}, nil
+	}
+	if isRun(abs) {
+		return []origInput{{Path: abs, Name: filepath.Base(abs), Kind: "run"}}, nil
+	}
+	var out []origInput
+	err = filepath.WalkDir(abs, func(q string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if q != abs && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(abs, q)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if q != abs && isRun(q) {
+				out = append(out, origInput{Path: q, Name: rel, Kind: "run"})
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if k := fileKind(q); k != "" {
+			out = append(out, origInput{Path: q, Name: rel, Kind: k})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--original %s: %w", p, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--original %s: no output folder and no .jsonl, .ndjson or .json file (optionally .gz or .zst) in it", p)
+	}
+	return out, nil
+}
+
+// fileKind is compress's reader for a file name ("" = not an input).
+func fileKind(p string) string {
+	n := strings.ToLower(filepath.Base(p))
+	isJSON := func(n string) bool {
+		return strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".ndjson") || strings.HasSuffix(n, ".json")
+	}
+	switch {
+	case strings.HasSuffix(n, ".parquet"):
+		return "parquet"
+	case strings.HasSuffix(n, ".gz") && isJSON(strings.TrimSuffix(n, ".gz")):
+		return "gzip"
+	case strings.HasSuffix(n, ".zst") && isJSON(strings.TrimSuffix(n, ".zst")),
+		strings.HasSuffix(n, ".zstd") && isJSON(strings.TrimSuffix(n, ".zstd")):
+		return "zstd"
+	case isJSON(n):
+		return "jsonl"
+	}
+	return ""
+}
+
+// inputsOf returns where the originals of dir's records may be.
+func (o *originals) inputsOf(dir string) ([]origInput, error) {
+	o.mu.Lock()
+	ov := o.override
+	o.mu.Unlock()
+	if ov != nil {
+		return ov, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, compressInputsFile))
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Inputs []origInput `json:"inputs"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, compressInputsFile), err)
+	}
+	return doc.Inputs, nil
+}
+
+// find returns the original of the record key written into dir. It blocks
+// for the reads it needs: one indexing pass over an input folder the first
+// time, a scan of a file input each time.
+func (o *originals) find(dir, key string) Original {
+	ins, err := o.inputsOf(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return Original{Why: "this folder does not say where its input was (" + compressInputsFile + " is missing: the run predates it); start view with --original PATH"}
+	}
+	if err != nil {
+		return Original{Why: err.Error()}
+	}
+	name, line, sum, fileKey := splitFileKey(key)
+	var problems []string
+	// A key NAME:LINE:HASH names its file and line.
+	if fileKey {
+		for _, in := range ins {
+			if in.Name != name || in.Kind == "run" {
+				continue
+			}
+			got, err := readLine(in, line)
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			h := sha256.Sum256(bytes.TrimSpace(got))
+			if hex.EncodeToString(h[:6]) != sum {
+				problems = append(problems, fmt.Sprintf("%s line %d has changed since the run (its hash differs)", in.Path, line))
+				continue
+			}
+			return Original{Found: true, Source: fmt.Sprintf("%s:%d", in.Path, line), Record: bytes.TrimSpace(got)}
+		}
+	}
+	// A record's own key: in an output folder, or a "key" member of a line.
+	for _, in := range ins {
+		var (
+			got []byte
+			src string
+			err error
+		)
+		switch in.Kind {
+		case "run":
+			got, err = o.inRun(in.Path, key)
+			src = in.Path
+		case "parquet":
+			problems = append(problems, in.Path+": view does not read Parquet inputs; convert it to JSONL and give --original")
+			continue
+		default:
+			var n int
+			got, n, err = scanKey(in, key)
+			src = fmt.Sprintf("%s:%d", in.Path, n)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if got != nil {
+			return Original{Found: true, Source: src, Record: got}
+		}
+	}
+	why := fmt.Sprintf("no input of this folder holds key %q", key)
+	if len(problems) > 0 {
+		why += " (" + strings.Join(problems, "; ") + ")"
+	}
+	return Original{Why: why + "; start view with --original PATH to name the input"}
+}
+
+// splitFileKey splits compress's key of a row without its own key.
+func splitFileKey(key string) (name string, line int, sum string, ok bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 || len(key)-i-1 != 12 {
+		return "", 0, "", false
+	}
+	j := strings.LastIndexByte(key[:i], ':')
+	if j <= 0 {
+		return "", 0, "", false
+	}
+	n, err := strconv.Atoi(key[j+1 : i])
+	if err != nil || n < 1 {
+		return "", 0, "", false
+	}
+	return key[:j], n, key[i+1:], true
+}
+
+// inRun reads the record key of the output folder dir, indexing the folder
+// on first use.
+func (o *originals) inRun(dir, key string) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runs == nil {
+		o.runs = map[string]*runKeys{}
+		o.seed = maphash.MakeSeed()
+	}
+	rk := o.runs[dir]
+	if rk == nil {
+		rk = &runKeys{rd: pipeline.NewRecordReader(dir), at: map[uint64][]origRef{}}
+		shard := map[string]int32{}
+		err := pipeline.EachRecord(dir, func(ref pipeline.RecordRef, _ []byte) error {
+			si, ok := shard[ref.Shard]
+			if !ok {
+				si = int32(len(rk.shards))
+				shard[ref.Shard] = si
+				rk.shards = append(rk.shards, ref.Shard)
+			}
+			h := maphash.String(o.seed, ref.Key)
+			rk.at[h] = append(rk.at[h], origRef{shard: si, n: ref.N, off: ref.Off})
+			return nil
+		})
+		if err != nil {
+			rk.rd.Close()
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		o.runs[dir] = rk
+	}
+	refs := rk.at[maphash.String(o.seed, key)]
+	for _, r := range refs {
+		line, err := rk.rd.Read(pipeline.RecordRef{Key: key, Shard: rk.shards[r.shard], Off: r.off, N: r.n})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		// A line without its own key (a generic row compressed before) is
+		// taken when the hash names only it.
+		if k := gjson.GetBytes(line, "key"); k.String() == key || !k.Exists() && len(refs) == 1 {
+			return bytes.TrimSpace(line), nil
+		}
+	}
+	return nil, nil
+}
+
+func (o *originals) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, rk := range o.runs {
+		rk.rd.Close()
+	}
+	o.runs = nil
+}
+
+// eachLine calls fn with each line of a file input (1-based numbers, blank
+// lines counted, as compress numbers them) until fn returns false.
+func eachLine(in origInput, fn func(n int, line []byte) bool) error {
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	switch in.Kind {
+	case "gzip":
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		if err != nil {
+			return fmt.Errorf("%s: gzip: %w", in.Path, err)
+		}
+		defer zr.Close()
+		r = zr
+	case "zstd":
+		zr, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return fmt.Errorf("%s: zstd: %w", in.Path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	br := bufio.NewReaderSize(r, 256<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && !fn(n, bytes.TrimRight(line, "\r\n")) {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.Path, err)
+		}
+	}
+}
+
+// readLine returns line n of a file input.
+func readLine(in origInput, n int) ([]byte, error) {
+	var got []byte
+	err := eachLine(in, func(k int, line []byte) bool {
+		if k == n {
+			got = append([]byte(nil), line...)
+			return false
+		}
+		return true
+	})
+	if err == nil && got == nil {
+		err = fmt.Errorf("%s has no line %d", in.Path, n)
+	}
+	return got, err
+}
+
+// scanKey returns the line of a file input whose "key" member is key, and
+// its number.
+func scanKey(in origInput, key string) ([]byte, int, error) {
+	var got []byte
+	at := 0
+	needle := []byte(strconv.Quote(key))
+	err := eachLine(in, func(n int, line []byte) bool {
+		if bytes.Contains(line, needle) && gjson.GetBytes(line, "key").String() == key {
+			got, at = bytes.TrimSpace(append([]byte(nil), line...)), n
+			return false
+		}
+		return true
+	})
+	return got, at, err
+}
+
+// original serves the original row of compressed record i.
+func (s *Server) original(w http.ResponseWriter, r *http.Request) {
+	i, ok := s.index(w, r)
+	if !ok {
+		return
+	}
+	dir, _ := s.ix.Ref(i)
+	writeJSON(w, s.orig.find(dir, s.ix.Key[i]))
+}
