@@ -7,14 +7,20 @@
 #                then a filter by outcome, a filter by tool, a sort by tokens;
 #                peak RSS of the view process after them.
 # Usage: scripts/bench-view.sh   (R=1000000 by default)
+#   OUT=DIR scripts/bench-view.sh   builds the folder in DIR once (it takes
+#   minutes at 1M rows) and reuses it on later runs; the index cache is
+#   always a fresh one under the work folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s build
 FAKELLM=bin/fakellm
 . scripts/lib-bench.sh
 R=${R:-1000000}
-awk -v n="$R" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"bench answer %d\"}\n", i }' >"$work/prompts.jsonl"
-go run ./scripts/mkrun --prompts "$work/prompts.jsonl" --out "$work/out" >/dev/null
+out=${OUT:-$work/out}
+if [ ! -s "$out/run.json" ]; then
+  awk -v n="$R" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"bench answer %d\"}\n", i }' >"$work/prompts.jsonl"
+  go run ./scripts/mkrun --prompts "$work/prompts.jsonl" --out "$out" >/dev/null
+fi
 
 now() { date +%s.%N; }
 get() { curl -sf -o /dev/null -w '%{time_total}' "http://$addr$1"; }
@@ -22,7 +28,7 @@ get() { curl -sf -o /dev/null -w '%{time_total}' "http://$addr$1"; }
 open_view() { # $1 = label; starts view, waits for the first page, prints the time
   rm -f "$work/vaddr"
   local t0; t0=$(now)
-  bin/hermes-pipe view --addr 127.0.0.1:0 --addr-file "$work/vaddr" --cache-dir "$work/cache" "$work/out" >/dev/null 2>"$work/view.err" &
+  bin/hermes-pipe view --addr 127.0.0.1:0 --addr-file "$work/vaddr" --cache-dir "$work/cache" "$out" >/dev/null 2>"$work/view.err" &
   view_pid=$!
   pids+=("$view_pid")
   for _ in $(seq 6000); do [ -s "$work/vaddr" ] && break; kill -0 "$view_pid" 2>/dev/null || { cat "$work/view.err"; exit 1; }; sleep 0.01; done

@@ -121,10 +121,12 @@ func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
 	ix := s.ix
 	outcomes := map[string]int{}
 	compress := map[string]int{}
-	for i := range ix.Outcome {
-		outcomes[ix.Names[ix.Outcome[i]]]++
-		if c := ix.Compress[i]; c != 0 {
-			compress[ix.Names[c]]++
+	for i, n := range ix.OutcomeCount {
+		outcomes[ix.Outcomes[i]] += n
+	}
+	for i, n := range ix.CompressCount {
+		if i != 0 && n != 0 {
+			compress[ix.Compresses[i]] += n
 		}
 	}
 	writeJSON(w, map[string]any{
@@ -199,20 +201,12 @@ func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T,
 // match reports whether record i passes q's index filters (not the text).
 func (s *Server) matcher(q Query) (func(i int) bool, error) {
 	ix := s.ix
-	nameID := func(v string) (uint32, bool) {
-		for i, n := range ix.Names {
-			if n == v {
-				return uint32(i), true
-			}
-		}
-		return 0, false
-	}
-	var oc, co uint32 = math.MaxUint32, math.MaxUint32
+	oc, co := -1, -1 // -1 = no such value: nothing matches
 	if q.Outcome != "" {
-		oc, _ = nameID(q.Outcome)
+		oc = slices.Index(ix.Outcomes, q.Outcome)
 	}
 	if q.Compress != "" {
-		co, _ = nameID(q.Compress)
+		co = slices.Index(ix.Compresses, q.Compress)
 	}
 	var tsBit, tlBit uint64
 	if q.Toolset != "" {
@@ -230,10 +224,10 @@ func (s *Server) matcher(q Query) (func(i int) bool, error) {
 		}
 	}
 	return func(i int) bool {
-		if q.Outcome != "" && ix.Outcome[i] != oc {
+		if q.Outcome != "" && int(ix.Outcome[i]) != oc {
 			return false
 		}
-		if q.Compress != "" && ix.Compress[i] != co {
+		if q.Compress != "" && int(ix.Compress[i]) != co {
 			return false
 		}
 		if tsBit != 0 && ix.Toolsets[i]&tsBit == 0 || tlBit != 0 && ix.Tools[i]&tlBit == 0 {
@@ -249,13 +243,17 @@ func (s *Server) matcher(q Query) (func(i int) bool, error) {
 				return false
 			}
 		}
-		t := int64(ix.Turns[i])
-		if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
-			return false
+		if q.TurnsMin >= 0 || q.TurnsMax >= 0 {
+			t := int64(ix.Turns[i])
+			if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
+				return false
+			}
 		}
-		k := ix.Tokens[i]
-		if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
-			return false
+		if q.TokensMin >= 0 || q.TokensMax >= 0 {
+			k := int64(ix.Tokens[i])
+			if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
+				return false
+			}
 		}
 		if !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) {
 			c := float64(ix.Cost[i])
@@ -322,10 +320,10 @@ type Row struct {
 	Compress string   `json:"compress,omitempty"`
 	Toolsets []string `json:"toolsets"`
 	Tools    []string `json:"tools"`
-	Failures int32    `json:"failures"`
-	Turns    int32    `json:"turns"`
-	Tokens   int64    `json:"tokens"`
-	Duration int64    `json:"duration_ms"`
+	Failures uint16   `json:"failures"`
+	Turns    uint16   `json:"turns"`
+	Tokens   uint32   `json:"tokens"`
+	Duration uint32   `json:"duration_ms"`
 	Cost     *float64 `json:"cost_usd"`
 	Ratio    float32  `json:"ratio,omitempty"`
 }
@@ -342,7 +340,7 @@ func bitsNames(b uint64, names []string) []string {
 
 func (s *Server) row(i int) Row {
 	ix := s.ix
-	r := Row{I: i, Key: ix.Key[i], ID: ix.ID[i], Outcome: ix.Names[ix.Outcome[i]], Compress: ix.Names[ix.Compress[i]],
+	r := Row{I: i, Key: ix.Key(i), ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
 		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Ratio: ix.Ratio[i]}
 	if c := float64(ix.Cost[i]); !math.IsNaN(c) {
@@ -508,9 +506,9 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{"i": i, "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
 	if s.swe != nil {
-		id := s.ix.ID[i]
+		id := s.ix.ID(i)
 		if id == "" {
-			id = s.ix.Key[i]
+			id = s.ix.Key(i)
 		}
 		if in := s.swe.Instances[id]; in != nil {
 			inst := map[string]any{"id": id, "instance": in}
