@@ -247,6 +247,11 @@ func (c *colFile) put(b []byte) {
 	c.len += int64(len(b))
 }
 
+func (c *colFile) str(s string) {
+	c.w.WriteString(s)
+	c.len += int64(len(s))
+}
+
 func (c *colFile) u16(v uint16) { c.put(binary.NativeEndian.AppendUint16(c.buf[:0], v)) }
 func (c *colFile) u32(v uint32) { c.put(binary.NativeEndian.AppendUint32(c.buf[:0], v)) }
 func (c *colFile) u64(v uint64) { c.put(binary.NativeEndian.AppendUint64(c.buf[:0], v)) }
@@ -378,10 +383,10 @@ func (b *builder) add(dir uint16, ref pipeline.RecordRef, s report.Summary) erro
 	c[13].u32(math.Float32bits(float32(s.Ratio)))
 	b.keyEnd += uint64(len(ref.Key))
 	c[14].u64(b.keyEnd)
-	c[15].put([]byte(ref.Key))
+	c[15].str(ref.Key)
 	b.idEnd += uint64(len(s.ID))
 	c[16].u64(b.idEnd)
-	c[17].put([]byte(s.ID))
+	c[17].str(s.ID)
 	b.h.Records++
 	return nil
 }

@@ -407,8 +407,11 @@ func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
 	first := q.Page * q.Size
 	needle := []byte(strings.ToLower(q.Text))
 	var deadline time.Time
+	var scan *lineScanner
 	if len(needle) > 0 {
 		deadline = time.Now().Add(searchBudget)
+		scan = newLineScanner(s)
+		defer scan.close()
 	}
 	for k := 0; k < n; k++ {
 		i := at(k)
@@ -420,12 +423,12 @@ func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
 				res.Complete = false
 				break
 			}
-			line, err := s.Line(i)
+			line, err := scan.line(i)
 			if err != nil {
 				return res, err
 			}
 			res.Scanned++
-			if !containsFold(line, needle) {
+			if !scan.contains(line, needle) {
 				continue
 			}
 		}
@@ -444,15 +447,6 @@ func stopSearch(now, deadline time.Time, full bool) bool {
 		return now.After(deadline)
 	}
 	return now.After(deadline.Add(9 * searchBudget))
-}
-
-// containsFold reports whether needle (lower case) is in line, ignoring
-// ASCII case.
-func containsFold(line, needle []byte) bool {
-	if bytes.Contains(line, needle) {
-		return true
-	}
-	return bytes.Contains(bytes.ToLower(line), needle)
 }
 
 // Line reads record i from its shard.
