@@ -13,9 +13,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -329,108 +326,17 @@ func buildFile(dirs []string, tmp string) (string, error) {
 			return "", err
 		}
 		b.h.Kind = man.Kind
-		if err := b.read(uint16(d), dir, &man); err != nil {
+		err = pipeline.EachRecord(dir, func(ref pipeline.RecordRef, line []byte) error {
+			if err := b.add(uint16(d), ref, report.Summarize(line, &man)); err != nil {
+				return fmt.Errorf("%s byte %d (record %s): index: %w", ref.Shard, ref.Off, ref.Key, err)
+			}
+			return nil
+		})
+		if err != nil {
 			return "", err
 		}
 	}
 	return b.finish(filepath.Join(tmp, "index"))
-}
-
-// batch is a run of record lines read in order, summarised by one worker.
-type batch struct {
-	refs []pipeline.RecordRef
-	buf  []byte
-	ends []int
-	sums []report.Summary
-	done chan struct{}
-}
-
-var batchBytes = 1 << 20 // a variable for the tests
-
-func (bt *batch) summarize(man *outdir.Manifest) {
-	bt.sums = make([]report.Summary, len(bt.refs))
-	start := 0
-	for k, end := range bt.ends {
-		bt.sums[k] = report.Summarize(bt.buf[start:end], man)
-		start = end
-	}
-	close(bt.done)
-}
-
-var errStopped = errors.New("stopped")
-
-// read adds the records of dir in order. Decoding (report.Summarize) is most
-// of the work: batches of about batchBytes of lines are summarised by one
-// worker per CPU and added in the order they were read, with at most two
-// batches per worker in flight.
-func (b *builder) read(d uint16, dir string, man *outdir.Manifest) error {
-	add := func(ref pipeline.RecordRef, s report.Summary) error {
-		if err := b.add(d, ref, s); err != nil {
-			return fmt.Errorf("%s byte %d (record %s): index: %w", ref.Shard, ref.Off, ref.Key, err)
-		}
-		return nil
-	}
-	workers := runtime.GOMAXPROCS(0)
-	if workers == 1 {
-		return pipeline.EachRecord(dir, func(ref pipeline.RecordRef, line []byte) error {
-			return add(ref, report.Summarize(line, man))
-		})
-	}
-	todo := make(chan *batch, workers)
-	order := make(chan *batch, 2*workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for bt := range todo {
-				bt.summarize(man)
-			}
-		}()
-	}
-	var failed atomic.Bool
-	added := make(chan error, 1)
-	go func() {
-		var err error
-		for bt := range order {
-			<-bt.done
-			for k := 0; err == nil && k < len(bt.refs); k++ {
-				err = add(bt.refs[k], bt.sums[k])
-			}
-			if err != nil {
-				failed.Store(true)
-			}
-		}
-		added <- err
-	}()
-	cur := &batch{done: make(chan struct{})}
-	send := func() {
-		order <- cur
-		todo <- cur
-		cur = &batch{done: make(chan struct{})}
-	}
-	err := pipeline.EachRecord(dir, func(ref pipeline.RecordRef, line []byte) error {
-		cur.refs = append(cur.refs, ref)
-		cur.buf = append(cur.buf, line...)
-		cur.ends = append(cur.ends, len(cur.buf))
-		if len(cur.buf) >= batchBytes {
-			send()
-			if failed.Load() {
-				return errStopped
-			}
-		}
-		return nil
-	})
-	if len(cur.refs) > 0 {
-		send()
-	}
-	close(todo)
-	close(order)
-	wg.Wait()
-	if aerr := <-added; aerr != nil {
-		return aerr
-	}
-	return err
 }
 
 func (b *builder) add(dir uint16, ref pipeline.RecordRef, s report.Summary) error {

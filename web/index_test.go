@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -158,32 +157,5 @@ func TestSearchScannerReadsEveryLineInAnyOrder(t *testing.T) {
 	}
 	if r := find(t, s, Query{Text: "capybara", Outcome: "completed"}); r.Total != 1 || r.Scanned != 20 {
 		t.Errorf("capybara among completed: %+v", r)
-	}
-}
-
-// Records summarised in parallel batches are indexed in the order they were
-// read: the file is the same byte for byte as one built by one goroutine.
-func TestIndexBuiltInBatchesKeepsTheOrder(t *testing.T) {
-	dir := folder(t)
-	build := func(procs, batch int) []byte {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		defer func(b int) { batchBytes = b }(batchBytes)
-		batchBytes = batch
-		cache := t.TempDir()
-		ix, _, _, err := OpenIndex([]string{dir}, cache)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ix.Close()
-		files := cacheFiles(t, cache)
-		data, err := os.ReadFile(filepath.Join(cache, files[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
-	one := build(1, 1<<20)
-	if many := build(3, 1); !bytes.Equal(one, many) {
-		t.Fatal("the index built by 3 workers in batches of one record differs from the one built by one")
 	}
 }
