@@ -173,9 +173,12 @@ func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn erro
 		return nil, false, nil, fmt.Errorf("view: %w", err)
 	}
 	path := filepath.Join(cacheDir, name)
-	if ix, err := mapIndex(path); err == nil && len(ix.Dirs) == len(dirs) {
-		ix.Dirs = dirs
-		return ix, false, nil, nil
+	if ix, err := mapIndex(path); err == nil {
+		if len(ix.Dirs) == len(dirs) {
+			ix.Dirs = dirs
+			return ix, false, nil, nil
+		}
+		ix.Close()
 	}
 	tmp, werr := makeTemp(cacheDir)
 	if werr != nil {
@@ -306,6 +309,9 @@ func sat32(v int64) uint32                    { return uint32(min(max(v, 0), mat
 // summarises it (report.Summarize) and writes the index file into tmp,
 // returning its path.
 func buildFile(dirs []string, tmp string) (string, error) {
+	if len(dirs) > math.MaxUint16+1 {
+		return "", fmt.Errorf("%d folders: the index holds at most %d", len(dirs), math.MaxUint16+1)
+	}
 	b := &builder{outcomes: map[string]uint16{}, compress: map[string]uint16{"": 0}, shards: map[string]uint32{}}
 	b.h = indexHeader{Version: indexVersion, Check: checkWord, Dirs: dirs, Compresses: []string{""}, CompressCount: []int{0}}
 	defer func() {
