@@ -1,10 +1,13 @@
 // Package web is `hermes-pipe view`: a local, read-only web UI over an output
 // folder (one folder or the shards of a sharded run). It reads records only
 // through pipeline.EachRecord (once, to build its index) and
-// pipeline.RecordReader (one record at a time), and summarises them with
-// report.Summarize, so it decodes nothing of its own. The index lives in a
-// cache folder (by default under the user cache dir), never in the output
-// folder. All assets are embedded; the pages load nothing from elsewhere.
+// pipeline.RecordReader (one record at a time; a text search reads the
+// lines of JSONL shards by the index's offsets through one window), and
+// summarises them with report.Summarize, so it decodes nothing of its own.
+// The index is a columnar file in a cache folder (by default under the user
+// cache dir), never in the output folder, mapped into memory rather than
+// read: opening a million-record index costs its header. All assets are
+// embedded; the pages load nothing from elsewhere.
 //
 // For a compressed record it also reads the record's original row again,
 // from the inputs compress listed in compress_inputs.json (or --original):

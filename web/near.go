@@ -66,6 +66,8 @@ func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
 		return res, nil
 	}
 	needle := []byte(strings.ToLower(q.Text))
+	sc := newLineScanner(s)
+	defer sc.close()
 	walk := func(step int) (int, bool, error) {
 		deadline := time.Now().Add(searchBudget)
 		read := 0
@@ -80,12 +82,12 @@ func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
 			if ctx.Err() != nil || read%64 == 0 && read > 0 && time.Now().After(deadline) {
 				return -1, true, nil
 			}
-			line, err := s.Line(j)
+			line, err := sc.line(j)
 			if err != nil {
 				return -1, false, err
 			}
 			read++
-			if containsFold(line, needle) {
+			if sc.contains(line, needle) {
 				return j, false, nil
 			}
 		}

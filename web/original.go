@@ -399,5 +399,5 @@ func (s *Server) original(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dir, _ := s.ix.Ref(i)
-	writeJSON(w, s.orig.find(dir, s.ix.Key[i]))
+	writeJSON(w, s.orig.find(dir, s.ix.Key(i)))
 }

@@ -45,8 +45,8 @@ func nan() float64 { return math.NaN() }
 // pos is the index position of the record with key.
 func pos(t *testing.T, s *Server, key string) int {
 	t.Helper()
-	for i, k := range s.ix.Key {
-		if k == key {
+	for i := range s.ix.Len() {
+		if s.ix.Key(i) == key {
 			return i
 		}
 	}
@@ -61,7 +61,7 @@ func TestNearWalksTheFilteredList(t *testing.T) {
 		if i < 0 {
 			return "none"
 		}
-		return s.ix.Key[i]
+		return s.ix.Key(i)
 	}
 	for _, tc := range []struct {
 		name       string

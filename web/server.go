@@ -127,10 +127,12 @@ func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
 	ix := s.ix
 	outcomes := map[string]int{}
 	compress := map[string]int{}
-	for i := range ix.Outcome {
-		outcomes[ix.Names[ix.Outcome[i]]]++
-		if c := ix.Compress[i]; c != 0 {
-			compress[ix.Names[c]]++
+	for i, n := range ix.OutcomeCount {
+		outcomes[ix.Outcomes[i]] += n
+	}
+	for i, n := range ix.CompressCount {
+		if i != 0 && n != 0 {
+			compress[ix.Compresses[i]] += n
 		}
 	}
 	writeJSON(w, map[string]any{
@@ -205,20 +207,12 @@ func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T,
 // match reports whether record i passes q's index filters (not the text).
 func (s *Server) matcher(q Query) (func(i int) bool, error) {
 	ix := s.ix
-	nameID := func(v string) (uint32, bool) {
-		for i, n := range ix.Names {
-			if n == v {
-				return uint32(i), true
-			}
-		}
-		return 0, false
-	}
-	var oc, co uint32 = math.MaxUint32, math.MaxUint32
+	oc, co := -1, -1 // -1 = no such value: nothing matches
 	if q.Outcome != "" {
-		oc, _ = nameID(q.Outcome)
+		oc = slices.Index(ix.Outcomes, q.Outcome)
 	}
 	if q.Compress != "" {
-		co, _ = nameID(q.Compress)
+		co = slices.Index(ix.Compresses, q.Compress)
 	}
 	var tsBit, tlBit uint64
 	if q.Toolset != "" {
@@ -236,10 +230,10 @@ func (s *Server) matcher(q Query) (func(i int) bool, error) {
 		}
 	}
 	return func(i int) bool {
-		if q.Outcome != "" && ix.Outcome[i] != oc {
+		if q.Outcome != "" && int(ix.Outcome[i]) != oc {
 			return false
 		}
-		if q.Compress != "" && ix.Compress[i] != co {
+		if q.Compress != "" && int(ix.Compress[i]) != co {
 			return false
 		}
 		if tsBit != 0 && ix.Toolsets[i]&tsBit == 0 || tlBit != 0 && ix.Tools[i]&tlBit == 0 {
@@ -255,13 +249,17 @@ func (s *Server) matcher(q Query) (func(i int) bool, error) {
 				return false
 			}
 		}
-		t := int64(ix.Turns[i])
-		if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
-			return false
+		if q.TurnsMin >= 0 || q.TurnsMax >= 0 {
+			t := int64(ix.Turns[i])
+			if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
+				return false
+			}
 		}
-		k := ix.Tokens[i]
-		if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
-			return false
+		if q.TokensMin >= 0 || q.TokensMax >= 0 {
+			k := int64(ix.Tokens[i])
+			if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
+				return false
+			}
 		}
 		if !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) {
 			c := float64(ix.Cost[i])
@@ -328,10 +326,10 @@ type Row struct {
 	Compress string   `json:"compress,omitempty"`
 	Toolsets []string `json:"toolsets"`
 	Tools    []string `json:"tools"`
-	Failures int32    `json:"failures"`
-	Turns    int32    `json:"turns"`
-	Tokens   int64    `json:"tokens"`
-	Duration int64    `json:"duration_ms"`
+	Failures uint16   `json:"failures"`
+	Turns    uint16   `json:"turns"`
+	Tokens   uint32   `json:"tokens"`
+	Duration uint32   `json:"duration_ms"`
 	Cost     *float64 `json:"cost_usd"`
 	Ratio    float32  `json:"ratio,omitempty"`
 }
@@ -348,7 +346,7 @@ func bitsNames(b uint64, names []string) []string {
 
 func (s *Server) row(i int) Row {
 	ix := s.ix
-	r := Row{I: i, Key: ix.Key[i], ID: ix.ID[i], Outcome: ix.Names[ix.Outcome[i]], Compress: ix.Names[ix.Compress[i]],
+	r := Row{I: i, Key: ix.Key(i), ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
 		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Ratio: ix.Ratio[i]}
 	if c := float64(ix.Cost[i]); !math.IsNaN(c) {
@@ -415,8 +413,11 @@ func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
 	first := q.Page * q.Size
 	needle := []byte(strings.ToLower(q.Text))
 	var deadline time.Time
+	var scan *lineScanner
 	if len(needle) > 0 {
 		deadline = time.Now().Add(searchBudget)
+		scan = newLineScanner(s)
+		defer scan.close()
 	}
 	for k := 0; k < n; k++ {
 		i := at(k)
@@ -428,12 +429,12 @@ func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
 				res.Complete = false
 				break
 			}
-			line, err := s.Line(i)
+			line, err := scan.line(i)
 			if err != nil {
 				return res, err
 			}
 			res.Scanned++
-			if !containsFold(line, needle) {
+			if !scan.contains(line, needle) {
 				continue
 			}
 		}
@@ -452,15 +453,6 @@ func stopSearch(now, deadline time.Time, full bool) bool {
 		return now.After(deadline)
 	}
 	return now.After(deadline.Add(9 * searchBudget))
-}
-
-// containsFold reports whether needle (lower case) is in line, ignoring
-// ASCII case.
-func containsFold(line, needle []byte) bool {
-	if bytes.Contains(line, needle) {
-		return true
-	}
-	return bytes.Contains(bytes.ToLower(line), needle)
 }
 
 // Line reads record i from its shard.
@@ -512,11 +504,11 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	out := map[string]any{"i": i, "key": s.ix.Key[i], "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
+	out := map[string]any{"i": i, "key": s.ix.Key(i), "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
 	if s.swe != nil {
-		id := s.ix.ID[i]
+		id := s.ix.ID(i)
 		if id == "" {
-			id = s.ix.Key[i]
+			id = s.ix.Key(i)
 		}
 		if in := s.swe.Instances[id]; in != nil {
 			inst := map[string]any{"id": id, "instance": in}

@@ -1,0 +1,14 @@
+//go:build !unix
+
+package web
+
+import "os"
+
+// mapFile reads the file at path into memory (no mapping off unix).
+func mapFile(path string) (data []byte, release func() error, err error) {
+	data, err = os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() error { return nil }, nil
+}
