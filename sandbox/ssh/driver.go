@@ -433,6 +433,36 @@ func (d *Driver) openChannelOn(ctx context.Context) (*gossh.Client, *gossh.Sessi
 	return d.openOn(ctx, d.conn)
 }
 
+// openRetries bounds how often retryOpen tries again, 10 ms apart and more.
+const openRetries = 12
+
+// retryOpen opens a channel on c after the server refused one: a few
+// times, with growing pauses (about 3 s in all), while the server refuses
+// it and ctx lasts.
+func (d *Driver) retryOpen(ctx context.Context, c *gossh.Client) (*gossh.Session, error) {
+	var err error
+	pause := 10 * time.Millisecond
+	for range openRetries {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		var s *gossh.Session
+		if s, err = c.NewSession(); err == nil {
+			return s, nil
+		}
+		var oce *gossh.OpenChannelError
+		if !errors.As(err, &oce) {
+			return nil, err
+		}
+		pause = min(2*pause, 400*time.Millisecond)
+	}
+	return nil, err
+}
+
 // openOn opens a channel on the client conn returns, redialling once (conn
 // dials after forget) when the transport turns out to be gone.
 func (d *Driver) openOn(ctx context.Context, conn func(context.Context) (*gossh.Client, error)) (*gossh.Client, *gossh.Session, error) {
@@ -446,7 +476,15 @@ func (d *Driver) openOn(ctx context.Context, conn func(context.Context) (*gossh.
 	}
 	var oce *gossh.OpenChannelError
 	if errors.As(err, &oce) {
-		// The connection is fine; the server refused this channel.
+		// The connection is fine; the server refused this channel. The
+		// driver never has more than MaxSessions channels open, but
+		// OpenSSH frees a closed channel's session only a moment after
+		// the client's close arrives: a channel opened right after one
+		// closed on a connection at the server's MaxSessions is refused.
+		// Retry, briefly, before calling it a refusal.
+		if s, err = d.retryOpen(ctx, c); err == nil {
+			return c, s, nil
+		}
 		return nil, nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
 	// The transport is gone: reconnect once.
