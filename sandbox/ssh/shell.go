@@ -16,9 +16,9 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 )
 
-// The persistent shell mode (the default for confined sessions on a host
-// with bash) keeps one SSH channel per session running one bash inside
-// bwrap, and writes every command to it (sandbox.Shell). On the remote host
+// The persistent shell mode (the default on a host with bash) keeps one SSH
+// channel per session running one bash, and writes every command to it
+// (sandbox.Shell). Confined, the bash runs inside bwrap: on the remote host
 // the channel runs shellLauncher: a bash (the group leader sshd made) that
 // starts bwrap in the background with a relay (cat) between the channel's
 // stdin and the shell's, prints its own pid and bwrap's, and waits for

@@ -85,6 +85,7 @@ func TestConformanceFresh(t *testing.T) {
 func TestConformanceUnconfined(t *testing.T) {
 	for _, mode := range []string{ShellPersistent, ShellFresh} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			srv := sharedSSHD(t)
 			o := unconfined(srv.options())
 			o.ShellMode = mode
