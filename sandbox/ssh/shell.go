@@ -193,9 +193,12 @@ func (s *Session) startShell(ctx context.Context) (*sandbox.ShellProc, error) {
 	// launcher's, the shell's and the relay's.
 	var pids []int
 	for _, f := range strings.Fields(l.text) {
-		if n, err := strconv.Atoi(f); err == nil && n > 0 {
-			pids = append(pids, n)
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			pids = nil
+			break
 		}
+		pids = append(pids, n)
 	}
 	want := 3
 	if s.box != "" {
