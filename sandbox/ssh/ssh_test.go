@@ -85,7 +85,6 @@ func TestConformanceFresh(t *testing.T) {
 func TestConformanceUnconfined(t *testing.T) {
 	for _, mode := range []string{ShellPersistent, ShellFresh} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			srv := sharedSSHD(t)
 			o := unconfined(srv.options())
 			o.ShellMode = mode
@@ -523,6 +522,9 @@ func waitOpen(t *testing.T, addr string) {
 	}
 }
 
+// TestConcurrentSessionsShareOneConnection: more sessions than MaxSessions
+// open, run a command and close at once over one main connection (their
+// long-lived shells past its share go to extra connections, counted apart).
 func TestConcurrentSessionsShareOneConnection(t *testing.T) {
 	srv := sharedSSHD(t)
 	d := newDriver(t, srv.options())
