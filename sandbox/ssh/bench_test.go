@@ -9,8 +9,8 @@ import (
 )
 
 // benchModes are the isolation × shell modes the benchmarks compare:
-// unconfined is what every command cost before confinement and long-lived
-// shells.
+// unconfined-fresh is what every command cost before confinement and
+// long-lived shells.
 var benchModes = []struct {
 	name string
 	set  func(*Options)
@@ -18,6 +18,7 @@ var benchModes = []struct {
 	{"confined-persistent", func(o *Options) {}},
 	{"confined-fresh", func(o *Options) { o.ShellMode = ShellFresh }},
 	{"unconfined", func(o *Options) { o.Isolation = IsolationNone }},
+	{"unconfined-fresh", func(o *Options) { o.Isolation, o.ShellMode = IsolationNone, ShellFresh }},
 }
 
 func benchDriver(b *testing.B, set func(*Options)) *Driver {

@@ -191,42 +191,6 @@ func openDir(t *testing.T) string {
 	return dir
 }
 
-// TestLongLivedShellsShareOfChannels: long-lived shells take at most half
-// of MaxSessions, one per session for its life; a session that finds none
-// free at its first command runs fresh shells throughout, and a closed
-// session's share goes to the next one.
-func TestLongLivedShellsShareOfChannels(t *testing.T) {
-	srv := sharedSSHD(t)
-	o := srv.options()
-	o.MaxSessions = 2
-	d := newDriver(t, o)
-	a := open(t, d, sandbox.Spec{})
-	b := open(t, d, sandbox.Spec{})
-	execOK(t, a, "f() { echo fa; }")
-	execOK(t, b, "f() { echo fb; }")
-	if a.shell == nil || b.shell != nil {
-		t.Fatalf("long-lived shells: a %v, b %v; want a only", a.shell != nil, b.shell != nil)
-	}
-	if res := execOK(t, a, "f"); res.Stdout != "fa\n" {
-		t.Errorf("a: %+v", res)
-	}
-	if res := execOK(t, b, "f; echo $?"); res.Stdout != "127\n" {
-		t.Errorf("b, fresh shells, kept a function: %+v", res)
-	}
-	// Files and fresh commands still find a channel.
-	if err := b.WriteFile(testCtx(t), "x", []byte("1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Close(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	c := open(t, d, sandbox.Spec{})
-	execOK(t, c, "true")
-	if c.shell == nil {
-		t.Error("the closed session's share did not go to the next one")
-	}
-}
-
 // TestDroppedConnectionEndsLongLivedShell: when the connection ends under
 // a long-lived shell busy with a command (as when hermes-pipe is killed),
 // the relay on the host kills the session's processes (an idle shell would

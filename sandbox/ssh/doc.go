@@ -3,8 +3,13 @@
 //
 // One Driver talks to one host through one TCP connection shared by all of
 // its sessions, as SSH channels on it (at most Options.MaxSessions at
-// once). A dropped connection is redialled once, after which the failure
-// is reported wrapping sandbox.ErrUnavailable. Authentication uses private key files and ssh-agent
+// once), plus, when more sessions keep long-lived shells than half of
+// MaxSessions, extra connections that carry those shells only (up to
+// MaxSessions each, see below). A dropped connection is redialled once,
+// after which the failure is reported wrapping sandbox.ErrUnavailable; a
+// channel the server refuses is retried for a few seconds first (OpenSSH
+// frees a closed channel's place a moment after the close arrives).
+// Authentication uses private key files and ssh-agent
 // and never prompts. Host keys are checked against known_hosts, strictly
 // unless Options.AcceptNewHostKeys is set; a changed key is always refused.
 //
@@ -24,21 +29,27 @@
 // set as rlimits. File operations run inside a sandbox of the same policy,
 // so they see what commands see.
 //
-// A confined session keeps one long-lived bash inside bwrap on a channel of
-// its own (Options.ShellMode "persistent", the default, on a host with
-// bash) and writes every command to it through sandbox.Shell: `cd`,
-// `export`, functions and aliases persist, a command that ends the shell
-// (`exit 3`) gets a new one with the saved state, a timeout kills every
-// process of the shell's PID namespace but the shell over a second short
-// channel. A relay on the remote side kills the session's processes when
-// the channel ends (Close, cancellation, a dropped connection). These
-// channels are held for a session's life, so long-lived shells take at
-// most half of MaxSessions; a session that finds none free at its first
-// command, or a ShellMode "fresh" driver, runs every command in a fresh
-// shell (and a fresh bwrap) on a new channel, as below.
+// Every session keeps one long-lived bash on a channel of its own
+// (Options.ShellMode "persistent", the default, on a host with bash) and
+// writes every command to it through sandbox.Shell: `cd`, `export`,
+// functions and aliases persist, a command that ends the shell (`exit 3`)
+// gets a new one with the saved state, and a timeout kills the command's
+// processes, not the shell, over a second short channel. A relay on the
+// remote side kills the session's processes when the channel ends (Close,
+// cancellation, a dropped connection, the shell's end). Confined, the
+// shell runs inside bwrap, and a timeout kills every process of its PID
+// namespace but the shell. Unconfined, the shell leads no namespace: a
+// timeout kills every process of the channel's session (sshd starts each
+// channel's command in a new one) but the launcher, the relay and the
+// shell, and every process carrying the session's marker, as fresh
+// shells' watchers do (see shell.go). These channels are held for a
+// session's life: the first MaxSessions/2 of them go on the main
+// connection, the next ones on extra connections to the same host, dialled
+// as needed, MaxSessions shells each, and kept until Release. A ShellMode
+// "fresh" driver, or a host without bash, runs every command in a fresh
+// shell on a new channel (confined: a fresh bwrap), as below.
 //
-// With Isolation "none" commands run as the login, in fresh shells, as
-// described next.
+// Fresh shells, unconfined, run as the login, as described next.
 //
 // Each Session owns a private remote folder (a random name made like mktemp
 // -d: mkdir under umask 077, failing if the name exists) holding the shell

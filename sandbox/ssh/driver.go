@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,10 @@ type Driver struct {
 	killGrace time.Duration // killGrace; tests shorten it
 	bwrapName string        // bubblewrap's name on the remote PATH; tests change it
 
-	shellMu sync.Mutex // guards shells
-	shells  int        // channels held by long-lived shells (each also holds a slot)
+	shellMu   sync.Mutex // guards shells and lanes
+	shells    int        // channels of the connection held by long-lived shells (each also holds a slot)
+	lanes     []*lane    // extra connections for long-lived shells, kept until Release
+	laneDials atomic.Int64
 
 	hmu     sync.Mutex  // guards host and hostErr; held while probing
 	host    *remoteHost // what confinement needs of the host, once probed
@@ -145,14 +148,26 @@ func (d *Driver) Preflight(ctx context.Context) error {
 // behind for GC, so close sessions first. It is safe to call more than once.
 func (d *Driver) Release() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.closed = true
+	var err error
 	if d.client != nil {
-		err := d.client.Close()
+		err = d.client.Close()
 		d.client = nil
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			return fmt.Errorf("ssh release %s: %w", d.opts.Addr, err)
+	}
+	d.mu.Unlock()
+	d.shellMu.Lock()
+	lanes := slices.Clone(d.lanes)
+	d.shellMu.Unlock()
+	for _, l := range lanes {
+		l.mu.Lock()
+		if l.client != nil {
+			_ = l.client.Close()
+			l.client = nil
 		}
+		l.mu.Unlock()
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("ssh release %s: %w", d.opts.Addr, err)
 	}
 	return nil
 }
@@ -179,13 +194,24 @@ func (d *Driver) conn(ctx context.Context) (*gossh.Client, error) {
 	return c, nil
 }
 
-// forget drops c if it is still the current client, so the next conn dials.
+// forget drops c if it is still the current client (or a lane's), so the
+// next conn (or laneConn) dials.
 func (d *Driver) forget(c *gossh.Client) {
 	d.mu.Lock()
 	if d.client == c {
 		d.client = nil
 	}
 	d.mu.Unlock()
+	d.shellMu.Lock()
+	lanes := slices.Clone(d.lanes)
+	d.shellMu.Unlock()
+	for _, l := range lanes {
+		l.mu.Lock()
+		if l.client == c {
+			l.client = nil
+		}
+		l.mu.Unlock()
+	}
 	_ = c.Close()
 }
 
@@ -314,30 +340,86 @@ func (d *Driver) channel(ctx context.Context) (*gossh.Session, error) {
 // release frees the slot taken by channel.
 func (d *Driver) release() { <-d.slots }
 
-// reserveShell takes a slot for a long-lived shell, for the life of its
-// session, if shells hold fewer than half the slots and one is free now;
-// false means the session runs fresh shells instead. releaseShell gives it
-// back.
-func (d *Driver) reserveShell() bool {
-	d.shellMu.Lock()
-	defer d.shellMu.Unlock()
-	if d.shells >= d.opts.MaxSessions/2 {
-		return false
-	}
-	select {
-	case d.slots <- struct{}{}:
-		d.shells++
-		return true
-	default:
-		return false
-	}
+// lane is an extra connection to the host that carries long-lived shells
+// only, at most MaxSessions of them: once the shells' share of the main
+// connection is taken, the next sessions' shells go to a lane with room, or
+// to a new one. A lane is dialled at its first shell, redialled when its
+// connection died, and kept (idle too) until Release.
+type lane struct {
+	mu     sync.Mutex // guards client; held while dialling
+	client *gossh.Client
+	shells int // shells reserved on it; guarded by Driver.shellMu
 }
 
-func (d *Driver) releaseShell() {
+// reserveShell reserves a channel for a long-lived shell, for the life of
+// its session: one of the main connection's slots while shells hold fewer
+// than half of them and one is free now (l nil), else a place on a lane
+// (dialled when the shell starts). releaseShell gives it back.
+func (d *Driver) reserveShell() (l *lane) {
 	d.shellMu.Lock()
+	defer d.shellMu.Unlock()
+	if d.shells < d.opts.MaxSessions/2 {
+		select {
+		case d.slots <- struct{}{}:
+			d.shells++
+			return nil
+		default:
+		}
+	}
+	for _, l := range d.lanes {
+		if l.shells < d.opts.MaxSessions {
+			l.shells++
+			return l
+		}
+	}
+	l = &lane{shells: 1}
+	d.lanes = append(d.lanes, l)
+	return l
+}
+
+// releaseShell gives back what reserveShell returned.
+func (d *Driver) releaseShell(l *lane) {
+	d.shellMu.Lock()
+	defer d.shellMu.Unlock()
+	if l != nil {
+		l.shells--
+		return
+	}
 	d.shells--
-	d.shellMu.Unlock()
 	<-d.slots
+}
+
+// laneConn returns l's live client, dialling when it has none.
+func (d *Driver) laneConn(ctx context.Context, l *lane) (*gossh.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("driver closed: %w", sandbox.ErrUnavailable)
+	}
+	if l.client != nil {
+		return l.client, nil
+	}
+	c, err := d.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.client = c
+	d.laneDials.Add(1)
+	go d.watch(c)
+	return c, nil
+}
+
+// shellChannel opens a long-lived shell's channel on the connection its
+// session reserved (l, nil for the main one), redialling once as
+// openChannelOn does.
+func (d *Driver) shellChannel(ctx context.Context, l *lane) (*gossh.Client, *gossh.Session, error) {
+	if l == nil {
+		return d.openChannelOn(ctx)
+	}
+	return d.openOn(ctx, func(ctx context.Context) (*gossh.Client, error) { return d.laneConn(ctx, l) })
 }
 
 func (d *Driver) openChannel(ctx context.Context) (*gossh.Session, error) {
@@ -348,7 +430,43 @@ func (d *Driver) openChannel(ctx context.Context) (*gossh.Session, error) {
 // openChannelOn is openChannel that also returns the connection the channel
 // runs on.
 func (d *Driver) openChannelOn(ctx context.Context) (*gossh.Client, *gossh.Session, error) {
-	c, err := d.conn(ctx)
+	return d.openOn(ctx, d.conn)
+}
+
+// openRetries bounds how often retryOpen tries again, 10 ms apart and more.
+const openRetries = 12
+
+// retryOpen opens a channel on c after the server refused one: a few
+// times, with growing pauses (about 3 s in all), while the server refuses
+// it and ctx lasts.
+func (d *Driver) retryOpen(ctx context.Context, c *gossh.Client) (*gossh.Session, error) {
+	var err error
+	pause := 10 * time.Millisecond
+	for range openRetries {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		var s *gossh.Session
+		if s, err = c.NewSession(); err == nil {
+			return s, nil
+		}
+		var oce *gossh.OpenChannelError
+		if !errors.As(err, &oce) {
+			return nil, err
+		}
+		pause = min(2*pause, 400*time.Millisecond)
+	}
+	return nil, err
+}
+
+// openOn opens a channel on the client conn returns, redialling once (conn
+// dials after forget) when the transport turns out to be gone.
+func (d *Driver) openOn(ctx context.Context, conn func(context.Context) (*gossh.Client, error)) (*gossh.Client, *gossh.Session, error) {
+	c, err := conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,12 +476,20 @@ func (d *Driver) openChannelOn(ctx context.Context) (*gossh.Client, *gossh.Sessi
 	}
 	var oce *gossh.OpenChannelError
 	if errors.As(err, &oce) {
-		// The connection is fine; the server refused this channel.
+		// The connection is fine; the server refused this channel. The
+		// driver never has more than MaxSessions channels open, but
+		// OpenSSH frees a closed channel's session only a moment after
+		// the client's close arrives: a channel opened right after one
+		// closed on a connection at the server's MaxSessions is refused.
+		// Retry, briefly, before calling it a refusal.
+		if s, err = d.retryOpen(ctx, c); err == nil {
+			return c, s, nil
+		}
 		return nil, nil, fmt.Errorf("ssh open channel on %s: %w: %w", d.opts.Addr, sandbox.ErrUnavailable, err)
 	}
 	// The transport is gone: reconnect once.
 	d.forget(c)
-	c, err = d.conn(ctx)
+	c, err = conn(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ssh reconnect: %w", err)
 	}

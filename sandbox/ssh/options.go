@@ -61,10 +61,11 @@ type Options struct {
 	// no answer within the same time drops the connection. Default 30 s;
 	// negative disables probes.
 	KeepAlive time.Duration
-	// MaxSessions caps channels open at once on the connection; commands
+	// MaxSessions caps channels open at once on one connection; commands
 	// beyond it wait. Keep it at or below the server's MaxSessions (default 10).
-	// Long-lived shells (ShellMode) take at most half of them, one each for
-	// their session's life; sessions beyond that run fresh shells.
+	// Long-lived shells (ShellMode) take at most half of the main
+	// connection's, one each for their session's life; the shells of
+	// sessions beyond that go to extra connections, MaxSessions each.
 	MaxSessions int
 	// RemoteTmp is the absolute remote folder that holds session folders;
 	// default /tmp.
@@ -91,11 +92,10 @@ type Options struct {
 	// Limits are per-session limits of confined commands, set as rlimits
 	// by the confined shell; zero fields mean unlimited.
 	Limits confine.Limits
-	// ShellMode is ShellPersistent ("" too): a confined session on a host
-	// with bash keeps one long-lived shell on a channel of its own while
-	// the connection has a channel to spare for it (see MaxSessions);
-	// or ShellFresh: every command is a new shell on a new channel,
-	// restoring the saved state. Unconfined sessions are always fresh.
+	// ShellMode is ShellPersistent ("" too): a session on a host with bash
+	// keeps one long-lived shell on a channel of its own (see
+	// MaxSessions); or ShellFresh: every command is a new shell on a new
+	// channel, restoring the saved state.
 	ShellMode string
 }
 

@@ -178,6 +178,7 @@ pwd >%[2]s/state/cwd
 a=$(readlink -f "$SHELL" 2>/dev/null) || a=
 b=$(readlink -f /bin/sh 2>/dev/null) || b=
 if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
+echo "bash=$(command -v bash 2>/dev/null)"
 `, q(d.opts.RemoteTmp), q(dir), q(cwd), check.String(), eof, envFile.String())
 
 	ch, err := d.channel(ctx)
@@ -207,6 +208,14 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then echo login-shell-is-sh; fi
 	// /bin/sh itself, the launcher is sent inline instead of exec'ing a
 	// second /bin/sh: one exec less per command.
 	s.inline = strings.Contains(stdout.String(), "login-shell-is-sh")
+	if host == nil && d.opts.ShellMode != ShellFresh {
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if b, ok := strings.CutPrefix(line, "bash="); ok && path.IsAbs(b) {
+				s.bash = b
+				s.shellLauncher = unconfinedLauncher(b)
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -261,11 +270,12 @@ type Session struct {
 	box       string // confined: bwrap command line up to "--"; "" = unconfined
 	sh        string // confined: the shell run inside bwrap
 
-	// Persistent shell mode (confined, bash on the host): see shell.go.
+	// Persistent shell mode (bash on the host): see shell.go.
 	bash          string         // bash's path on the host; "" = fresh shells only
 	shellLauncher string         // what the shell channel runs
 	prelude       string         // limits, run once per shell
-	shell         *sandbox.Shell // the long-lived shell; nil until a slot was free
+	shell         *sandbox.Shell // the long-lived shell; nil until the first command
+	lane          *lane          // the extra connection the shell runs on; nil = the main one
 	lastShell     atomic.Pointer[remoteShell]
 	ran           bool // Exec was called: the shell mode is decided
 
@@ -305,10 +315,11 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	if timeout <= 0 {
 		timeout = s.timeout
 	}
-	if !s.ran && s.bash != "" && s.d.reserveShell() {
+	if !s.ran && s.bash != "" {
 		// Decided once, at the first command, so that a session never
 		// switches from fresh shells to a long-lived one (whose functions
 		// and aliases the earlier commands would not have defined).
+		s.lane = s.d.reserveShell()
 		s.shell = sandbox.NewShell(sandbox.ShellConfig{
 			Start:     s.startShell,
 			StateDir:  s.dir + "/state",
@@ -464,7 +475,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.shell != nil {
 		s.shell.Close()
 		s.shell = nil
-		s.d.releaseShell()
+		s.d.releaseShell(s.lane)
 	}
 	script := killMarked(true, s.marker) + "\n" + removeDir(sandbox.ShellQuote(s.dir))
 	if _, err := s.d.run(ctx, script, nil); err != nil {

@@ -16,9 +16,9 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 )
 
-// The persistent shell mode (the default for confined sessions on a host
-// with bash) keeps one SSH channel per session running one bash inside
-// bwrap, and writes every command to it (sandbox.Shell). On the remote host
+// The persistent shell mode (the default on a host with bash) keeps one SSH
+// channel per session running one bash, and writes every command to it
+// (sandbox.Shell). Confined, the bash runs inside bwrap: on the remote host
 // the channel runs shellLauncher: a bash (the group leader sshd made) that
 // starts bwrap in the background with a relay (cat) between the channel's
 // stdin and the shell's, prints its own pid and bwrap's, and waits for
@@ -75,6 +75,63 @@ done
 exit 0`
 }
 
+// Unconfined, the channel runs unconfinedLauncher: a bash that sshd made
+// leader of a new session (and process group) starts a relay (cat) from the
+// channel's stdin into a pipe, then the shell reading that pipe, prints its
+// own pid, the shell's and the relay's, and waits for the shell. Every
+// process a command starts stays in that session unless it calls setsid; it
+// also carries the session's marker in its environment (the shell itself,
+// the launcher and the relay do not: they were started with the login's
+// environment, and the shell exports the marker from its restored state).
+// The relay kills the session's process group when the channel's stdin
+// ends, as confined; a timeout kills the session's processes but the
+// launcher, the shell and the relay, and every marked process
+// (killUnconfinedScript), as the fresh shells' watcher does on timeout.
+// What left both the process group and the marker behind (setsid env -i)
+// is out of reach, as with fresh shells: there is no PID namespace.
+
+// unconfinedLauncher is the bash script an unconfined shell channel runs
+// (see above); bash is the shell's path. bash sets $! to the process
+// substitution's pid.
+func unconfinedLauncher(bash string) string {
+	return `exec 3<&0 </dev/null
+exec 4< <(exec 2>/dev/null; cat <&3 && kill -9 -- -$$)
+r=$!
+exec 3<&-
+` + sandbox.ShellQuote(bash) + ` --noprofile --norc <&4 4<&- &
+b=$!
+exec 4<&-
+echo "$$ $b $r"
+wait "$b"
+`
+}
+
+// killUnconfinedScript kills, in rounds until none is left, every process
+// of the session led by the launcher (host pid l) except the launcher, the
+// shell (s), the relay (r) and the relay's cat, plus every process carrying
+// the session's marker. The loop uses shell builtins only: /proc/<pid>/stat
+// gives, after the command name, the state, parent, process group and
+// session.
+func killUnconfinedScript(l, s, r int, marker string) string {
+	return fmt.Sprintf(`l=%d s=%d r=%d
+n=0
+while [ $n -lt 20 ]; do
+  k=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case $p in "$l"|"$s"|"$r") continue ;; esac
+    IFS= read -r st 2>/dev/null <"$d/stat" || continue
+    set -- ${st##*") "}
+    [ "$4" = "$l" ] && [ "$1" != Z ] && [ "$2" != "$r" ] || continue
+    kill -9 "$p" 2>/dev/null && k=$((k+1))
+  done
+  [ $k = 0 ] && break
+  n=$((n+1))
+done
+%s
+exit 0`, l, s, r, killMarked(true, marker))
+}
+
 // remoteShell is one running shell channel.
 type remoteShell struct {
 	s      *Session
@@ -82,7 +139,7 @@ type remoteShell struct {
 	ch     *gossh.Session
 	done   chan struct{} // closed when ch ended (wait returned)
 	leader int           // host pid of the launcher, leader of the channel's process group
-	bwrap  int           // host pid of bwrap
+	kills  string        // the script killing the running command's processes
 
 	killed     atomic.Bool // Kill was called: the shell's end is ours
 	unconfirmd atomic.Bool // Kill had to drop the connection: the remote end is unknown
@@ -92,7 +149,7 @@ type remoteShell struct {
 // startShell opens the session's shell channel and waits for the
 // launcher's pid line. The session holds the channel's slot (reserveShell).
 func (s *Session) startShell(ctx context.Context) (*sandbox.ShellProc, error) {
-	conn, ch, err := s.d.openChannelOn(ctx)
+	conn, ch, err := s.d.shellChannel(ctx, s.lane)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +189,31 @@ func (s *Session) startShell(ctx context.Context) (*sandbox.ShellProc, error) {
 		_ = ch.Close()
 		return nil, ctx.Err()
 	}
-	var leader, bw int
-	if _, err := fmt.Sscanf(l.text, "%d %d\n", &leader, &bw); err != nil || leader <= 0 || bw <= 0 {
+	// Confined: the launcher's pid and bwrap's; unconfined: the
+	// launcher's, the shell's and the relay's.
+	var pids []int
+	for _, f := range strings.Fields(l.text) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			pids = nil
+			break
+		}
+		pids = append(pids, n)
+	}
+	want := 3
+	if s.box != "" {
+		want = 2
+	}
+	if len(pids) != want || !strings.HasSuffix(l.text, "\n") {
 		_ = ch.Close()
 		return nil, fmt.Errorf("shell launcher on %s printed %q (%v)", s.d.opts.Addr, strings.TrimSpace(l.text), l.err)
 	}
-	r := &remoteShell{s: s, conn: conn, ch: ch, leader: leader, bwrap: bw, done: make(chan struct{})}
+	r := &remoteShell{s: s, conn: conn, ch: ch, leader: pids[0], done: make(chan struct{})}
+	if s.box != "" {
+		r.kills = killCommandScript(pids[1])
+	} else {
+		r.kills = killUnconfinedScript(pids[0], pids[1], pids[2], s.marker)
+	}
 	s.lastShell.Store(r)
 	return &sandbox.ShellProc{
 		Stdin:       stdin,
@@ -180,7 +256,7 @@ func (r *remoteShell) killCommand() error {
 	done := make(chan error, 1)
 	go func() {
 		defer cancel()
-		_, err := r.s.d.run(ctx, killCommandScript(r.bwrap), nil)
+		_, err := r.s.d.run(ctx, r.kills, nil)
 		done <- err
 	}()
 	select {

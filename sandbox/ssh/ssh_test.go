@@ -79,19 +79,29 @@ func TestConformanceFresh(t *testing.T) {
 }
 
 // TestConformanceUnconfined runs the suite (no escape battery) with
-// Isolation none.
+// Isolation none, in both shell modes. The persistent one runs with the
+// driver's default MaxSessions, so most sessions the suite runs at once
+// have their long-lived shells on extra connections.
 func TestConformanceUnconfined(t *testing.T) {
-	srv := sharedSSHD(t)
-	d := newDriver(t, unconfined(srv.options()))
-	checker := newDriver(t, unconfined(srv.options()))
-	sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
-		Shell:      true,
-		SharedHost: true,
-		Cwd:        "/tmp",
-		AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
-			assertGone(t, checker, s.(*Session))
-		},
-	})
+	for _, mode := range []string{ShellPersistent, ShellFresh} {
+		t.Run(mode, func(t *testing.T) {
+			srv := sharedSSHD(t)
+			o := unconfined(srv.options())
+			o.ShellMode = mode
+			d := newDriver(t, o)
+			checker := newDriver(t, unconfined(srv.options()))
+			sandboxtest.Run(t, func(*testing.T) sandbox.Driver { return d }, sandboxtest.Caps{
+				Shell:      true,
+				SharedHost: true,
+				Cwd:        "/tmp",
+				AfterClose: func(t *testing.T, _ sandbox.Spec, s sandbox.Session) {
+					assertGone(t, checker, s.(*Session))
+				},
+				LongLivedShell: mode == ShellPersistent,
+				Aliases:        mode == ShellPersistent,
+			})
+		})
+	}
 }
 
 // unconfined returns o with Isolation none.
@@ -512,6 +522,9 @@ func waitOpen(t *testing.T, addr string) {
 	}
 }
 
+// TestConcurrentSessionsShareOneConnection: more sessions than MaxSessions
+// open, run a command and close at once over one main connection (their
+// long-lived shells past its share go to extra connections, counted apart).
 func TestConcurrentSessionsShareOneConnection(t *testing.T) {
 	srv := sharedSSHD(t)
 	d := newDriver(t, srv.options())
