@@ -21,8 +21,12 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
 
-// buildGC is the collector's GOGC while an index is built.
-const buildGC = 40
+// buildGC is the collector's GOGC while an index is built, and
+// buildMemLimit its soft memory limit then (when none is set).
+const (
+	buildGC       = 40
+	buildMemLimit = 240 << 20
+)
 
 // indexVersion changes when the index layout does; older cache files are
 // rebuilt (the version is part of the cache file's name and its header).
@@ -323,6 +327,14 @@ func buildFile(dirs []string, tmp string) (string, error) {
 		defer debug.SetGCPercent(old)
 	} else {
 		debug.SetGCPercent(old) // GOGC already lower, or off
+	}
+	// A soft memory limit too, unless one is set: the folder's ledger index
+	// (pipeline, about 200 bytes a record) is most of the live heap, and the
+	// collector then runs as often as staying under the limit needs (Go
+	// caps its CPU share) instead of letting garbage double the heap.
+	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
+		debug.SetMemoryLimit(buildMemLimit)
+		defer debug.SetMemoryLimit(old)
 	}
 	if len(dirs) > math.MaxUint16+1 {
 		return "", fmt.Errorf("%d folders: the index holds at most %d", len(dirs), math.MaxUint16+1)
