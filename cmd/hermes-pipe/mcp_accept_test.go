@@ -350,7 +350,8 @@ func toolMessages(t *testing.T, rec map[string]any) [][2]string {
 // and server-everything through npx (npx starts npm exec, which starts
 // sh, which starts the server: grandchildren the kernel's parent-death
 // signal does not reach; the everything server, busy in a timer, does not
-// end when its stdin closes) and filesystem run by node. Every process carrying the rollout's
+// end when its stdin closes), filesystem run by node, and memory run by a
+// shell that leaves a child behind which never reads its stdin. Every process carrying the rollout's
 // servers' mark must go.
 func TestKillNineLeavesNoRealMCPServer(t *testing.T) {
 	if testing.Short() {
@@ -368,17 +369,20 @@ func TestKillNineLeavesNoRealMCPServer(t *testing.T) {
   "fs": {"command": "node", "args": [`+q(npmEntry(scripts, "server-filesystem"))+`, "${workdir}"], "env": {`+env+`}},
   "every": {"command": "npx", "args": ["--no-install", "--prefix", `+q(scripts)+`, "mcp-server-everything", "stdio"],
             "env": {`+env+`, "HOME": "${workdir}", "npm_config_offline": "true", "npm_config_update_notifier": "false"},
-            "tools": {"include": ["trigger-long-running-operation"]}}
+            "tools": {"include": ["trigger-long-running-operation"]}},
+  "wrapped": {"command": "sh", "args": ["-c", "sleep 100000 & exec node \"$0\"", `+q(npmEntry(scripts, "server-memory"))+`],
+              "env": {`+env+`, "MEMORY_FILE_PATH": "${workdir}/wrapped.jsonl"}}
 }}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fs, url := startFakeServer(t, fakellm.Config{Scripts: mustScripts(t, `{"scripts": [{"match": "^hold$", "steps": [
   {"tool_calls": [{"name": "mcp_mem_read_graph", "arguments": {}}, {"name": "mcp_fs_list_directory", "arguments": {"path": "."}},
+                  {"name": "mcp_wrapped_read_graph", "arguments": {}},
                   {"name": "mcp_every_trigger-long-running-operation", "arguments": {"duration": 600, "steps": 1}}]},
   {"content": "never reached"}]}]}`)})
 	prompts := writePrompts(t, `{"prompt": "hold"}`)
 	cmd := exec.Command(bin, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "out"), "--base-url", url, "--model", "m",
-		"--progress", "none", "--sandbox", "local", "--mcp-config", cfg, "--toolsets", "mcp-mem,mcp-fs,mcp-every")
+		"--progress", "none", "--sandbox", "local", "--mcp-config", cfg, "--toolsets", "mcp-mem,mcp-fs,mcp-every,mcp-wrapped")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -395,13 +399,16 @@ func TestKillNineLeavesNoRealMCPServer(t *testing.T) {
 		// The servers themselves (npx's grandchildren for two of them).
 		running := map[string]bool{}
 		for _, cl := range procs {
-			for _, s := range []string{".bin/mcp-server-everything", "server-filesystem/dist", ".bin/mcp-server-memory"} {
+			for _, s := range []string{".bin/mcp-server-everything", "server-filesystem/dist", ".bin/mcp-server-memory", "server-memory/dist"} {
 				if strings.HasPrefix(cl, "node ") && strings.Contains(cl, s) {
 					running[s] = true
 				}
 			}
+			if cl == "sleep 100000" {
+				running[cl] = true
+			}
 		}
-		if len(running) == 3 {
+		if len(running) == 5 {
 			break
 		}
 		if time.Now().After(deadline) || processGone(cmd.Process.Pid) {
@@ -420,4 +427,51 @@ func TestKillNineLeavesNoRealMCPServer(t *testing.T) {
 			t.Fatalf("server processes outlived kill -9 of hermes-pipe: %v", left)
 		}
 	}
+}
+
+// TestDemoMCPRowSet runs datasets/demo/mcp as its README says (from the
+// repository root, so ${env:PWD} finds the servers): both rows complete,
+// the filesystem server writes the note terminal then prints, the memory
+// server reads back what it stored.
+func TestDemoMCPRowSet(t *testing.T) {
+	scripts := npmDir(t)
+	root := filepath.Dir(scripts)
+	t.Setenv("PWD", root)
+	demo := filepath.Join(root, "datasets", "demo", "mcp")
+	b, err := os.ReadFile(filepath.Join(demo, "fakellm-scripts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startFake(t, fakellm.Config{}, string(b))
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", filepath.Join(demo, "prompts.jsonl"), "--out", out, "--base-url", url, "--model", "demo",
+		"--sandbox", "local", "--mcp-config", filepath.Join(demo, "mcp.json"), "--progress", "none")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, r := range recs {
+		if r["outcome"] != "completed" {
+			t.Fatalf("%v: outcome %v: %v", r["id"], r["outcome"], r["error"])
+		}
+		msgs := toolMessages(t, r)
+		all, _ := json.Marshal(msgs)
+		switch r["id"] {
+		case "mcp-notes":
+			if len(msgs) != 3 || msgs[0][1] != `{"result": "Successfully wrote to note.md"}` ||
+				!strings.Contains(msgs[1][1], `"output": "# Note\nwritten over MCP"`) || !strings.Contains(msgs[2][1], `[FILE] note.md`) {
+				t.Errorf("mcp-notes: %s", all)
+			}
+		case "mcp-memory":
+			if len(msgs) != 2 || !strings.Contains(msgs[1][1], `\"name\": \"Ada\"`) || !strings.Contains(msgs[1][1], "writes compilers") {
+				t.Errorf("mcp-memory: %s", all)
+			}
+		default:
+			t.Errorf("unexpected row %v", r["id"])
+		}
+	}
+	mustVerify(t, out)
 }
