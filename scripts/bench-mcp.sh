@@ -7,7 +7,7 @@
 #   per call     one tools/call on a running server (BenchmarkMCPCall)
 #   per rollout  start + initialise + one call + stop (BenchmarkMCPRollout);
 #                the start cost is this less a call
-# Then ROLLOUTS rollouts (default 1000) of each server, six calls each,
+# Then ROLLOUTS rollouts (default 1000) of each stdio server, six calls each,
 # checking that no process and no file descriptor is left
 # (TestManyRolloutsLeakNothing, which logs start, call and stop costs).
 #
@@ -37,6 +37,8 @@ echo "$out" | awk '
       else printf "%-12s %11.2f ms %14s %14s\n", s, call[s] / 1e6, "-", "-"
     }
   }'
-echo "== $ROLLOUTS rollouts per server, no leaked process or file descriptor"
-MCPTEST_ROLLOUTS=$ROLLOUTS "$bin" -test.run '^TestManyRolloutsLeakNothing$' -test.v -test.timeout 2h |
-  grep -E 'rollouts:|^(---|ok|FAIL|PASS)|left|descriptors'
+for server in gosdk npm-memory; do
+  echo "== $ROLLOUTS rollouts of $server, no leaked process or file descriptor"
+  MCPTEST_LEAK_SERVER=$server MCPTEST_ROLLOUTS=$ROLLOUTS "$bin" -test.run "^TestManyRolloutsLeakNothing\$/^$server\$" -test.v -test.timeout 4h |
+    grep --line-buffered -E 'rollouts:|^(---|ok|FAIL|PASS)|left|descriptors'
+done

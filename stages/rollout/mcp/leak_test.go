@@ -92,7 +92,8 @@ func leakServers(t testing.TB, mark string) []leakServer {
 
 // TestManyRolloutsLeakNothing runs MCPTEST_ROLLOUTS rollouts (default 25;
 // scripts/bench-mcp.sh runs 1000) against a rollout-scoped stdio server:
-// the in-process SDK's test server, and the npm memory server. Each
+// the in-process SDK's test server, and the npm memory server
+// (MCPTEST_LEAK_SERVER=gosdk or npm-memory runs one of them). Each
 // rollout starts its server, makes six calls and stops it. Afterwards no
 // server, no process the server started, no guard and no other child of
 // this process is alive, and no file descriptor is left open. It logs the
@@ -104,8 +105,12 @@ func TestManyRolloutsLeakNothing(t *testing.T) {
 		n = v
 	}
 	mark := fmt.Sprintf("leak-%d-%d", os.Getpid(), time.Now().UnixNano())
+	only := os.Getenv("MCPTEST_LEAK_SERVER")
 	for _, ls := range leakServers(t, mark) {
 		t.Run(ls.name, func(t *testing.T) {
+			if only != "" && only != ls.name {
+				t.Skipf("MCPTEST_LEAK_SERVER=%s", only)
+			}
 			m := start(t, `{"mcpServers": {`+ls.cfg(t)+`}}`)
 			before := openFDs(t)
 			var first, calls, stop time.Duration
