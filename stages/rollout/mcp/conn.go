@@ -51,6 +51,7 @@ type conn struct {
 	cmd    *exec.Cmd // stdio only
 	stderr *tailBuffer
 	done   chan struct{} // closed when the session has ended (a stdio server exited)
+	guard  *guard        // stdio only: kills the process group if hermes-pipe dies (guard.go)
 	cancel context.CancelFunc
 }
 
@@ -123,6 +124,9 @@ func dial(ctx context.Context, s *Server, workdir string) (*conn, error) {
 	default:
 		return nil, fmt.Errorf("unknown transport %q", s.Transport)
 	}
+	if c.cmd != nil {
+		t = &guardedTransport{Transport: t, c: c}
+	}
 	// The connection lives past this call (an SSE stream is bound to the
 	// context it was opened with), so it gets its own context, cancelled
 	// by close; the connect timeout and ctx bound only the handshake.
@@ -159,6 +163,7 @@ func dial(ctx context.Context, s *Server, workdir string) (*conn, error) {
 		if c.cmd != nil && c.cmd.Process != nil && c.cmd.ProcessState == nil {
 			_ = c.cmd.Wait() // reap it, for its exit status
 		}
+		c.guard.wait()
 		return nil, c.describe(err)
 	}
 	c.cs = cs
@@ -218,7 +223,8 @@ func (c *conn) close() {
 			<-done
 		}
 	}
-	c.kill() // anything the server started and left behind
+	c.kill() // anything the server started and left behind, and its guard
+	c.guard.wait()
 	if c.cancel != nil {
 		c.cancel()
 	}

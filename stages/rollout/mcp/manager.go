@@ -144,6 +144,13 @@ func (m *Manager) addTools(s *Server, tools []*sdk.Tool) error {
 			continue
 		}
 		params := json.RawMessage(`{"type": "object", "properties": {}}`)
+		// The SDK gives the client the server's inputSchema decoded into
+		// a map[string]any and keeps no raw form (a connection wrapper
+		// could see the raw result, but it would hide the Streamable HTTP
+		// connection's session hook, which the SDK finds by an unexported
+		// interface), so the schema is offered with every member and
+		// value as sent but its members in sorted order: the same bytes
+		// for the same schema in every run.
 		if t.InputSchema != nil {
 			b, err := json.Marshal(t.InputSchema)
 			if err != nil {

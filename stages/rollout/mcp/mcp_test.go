@@ -27,12 +27,12 @@ func self(t *testing.T) string {
 	return exe
 }
 
-func parse(t *testing.T, text string, env map[string]string) (*Config, error) {
+func parse(t testing.TB, text string, env map[string]string) (*Config, error) {
 	t.Helper()
 	return Parse("cfg.json", []byte(text), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 }
 
-func mustParse(t *testing.T, text string, env map[string]string) *Config {
+func mustParse(t testing.TB, text string, env map[string]string) *Config {
 	t.Helper()
 	c, err := parse(t, text, env)
 	if err != nil {
@@ -110,7 +110,7 @@ func stdioConfig(t *testing.T, name, extra string) string {
 	return `"` + name + `": {"command": ` + string(exe) + `, "env": {"` + mcptest.EnvServe + `": "` + name + `"` + extra + `}}`
 }
 
-func start(t *testing.T, cfgText string) *Manager {
+func start(t testing.TB, cfgText string) *Manager {
 	t.Helper()
 	cfg := mustParse(t, cfgText, map[string]string{"PARENT_SECRET": "visible"})
 	m, err := Start(context.Background(), cfg)

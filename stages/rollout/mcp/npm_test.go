@@ -15,7 +15,7 @@ import (
 
 // npmServer returns the entry point of an MCP server package installed by
 // `npm ci --prefix scripts` (see .ci/run).
-func npmServer(t *testing.T, pkg string) string {
+func npmServer(t testing.TB, pkg string) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed")
