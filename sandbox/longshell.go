@@ -69,6 +69,10 @@ type ShellConfig struct {
 	// Refresh has the first shell, once ready, report its state, so that
 	// Refresh can give a used shell that state again (bash only).
 	Refresh bool
+	// WriteFile, when set, writes a file of the given name in the state
+	// folder and returns its path as the shell sees it: Refresh's scripts
+	// are sourced from it rather than written to the shell's input.
+	WriteFile func(name string, data []byte) (string, error)
 	// Grace is how long a timed-out command's shell may take to come back
 	// once the command's processes are killed, before the shell is killed
 	// too (a builtin loop); 0 = 5 s.

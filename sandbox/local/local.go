@@ -200,6 +200,11 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			Prelude:   s.policy.Limits.ShellLimits(),
 			MaxOutput: spec.MaxOutput,
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
+			// The session folder is at the same path inside the sandbox.
+			WriteFile: func(name string, data []byte) (string, error) {
+				p := filepath.Join(s.state, name)
+				return p, os.WriteFile(p, data, 0o600)
+			},
 		})
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
