@@ -517,23 +517,13 @@ func (s *Shell) Started() bool {
 func (s *Shell) Reset(ctx context.Context, replace func(token string) error, clean func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.closing.Load() {
-		return ErrClosed
+	if err := s.ensureIdle("reset"); err != nil {
+		return err
 	}
-	l := s.cur
-	if l == nil || l.dead() {
-		return errors.New("reset: no live shell")
+	l, err := s.handOff(ctx, "reset", replace)
+	if err != nil {
+		return err
 	}
-	token := newMarker()
-	if err := replace(token); err != nil {
-		s.drop()
-		return fmt.Errorf("reset: %w", err)
-	}
-	if err := l.await(ctx, token); err != nil {
-		s.drop()
-		return fmt.Errorf("reset: %w", err)
-	}
-	l.outPend, l.errPend = nil, nil
 	if err := clean(); err != nil {
 		s.drop()
 		return fmt.Errorf("reset: %w", err)
@@ -544,6 +534,37 @@ func (s *Shell) Reset(ctx context.Context, replace func(token string) error, cle
 	}
 	l.outPend, l.errPend = nil, nil
 	return nil
+}
+
+// ensureIdle checks that the Shell is open with a live shell; the caller
+// holds s.mu.
+func (s *Shell) ensureIdle(op string) error {
+	if s.closed || s.closing.Load() {
+		return ErrClosed
+	}
+	if s.cur == nil || s.cur.dead() {
+		return fmt.Errorf("%s: no live shell", op)
+	}
+	return nil
+}
+
+// handOff has the driver (send) print a fresh token on both streams of the
+// live shell, once what it must do for a new user of the session is done,
+// and drops what came before the token. The caller holds s.mu and checked
+// ensureIdle; a failure kills the shell.
+func (s *Shell) handOff(ctx context.Context, op string, send func(token string) error) (*liveShell, error) {
+	l := s.cur
+	token := newMarker()
+	if err := send(token); err != nil {
+		s.drop()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := l.await(ctx, token); err != nil {
+		s.drop()
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	l.outPend, l.errPend = nil, nil
+	return l, nil
 }
 
 // Close kills the shell and everything in its session, without waiting for

@@ -225,26 +225,16 @@ var ErrNotFresh = errors.New("the shell's state differs from a new shell's")
 func (s *Shell) Refresh(ctx context.Context, others func(token string) error, check, clean func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.closing.Load() {
-		return ErrClosed
-	}
-	l := s.cur
-	if l == nil || l.dead() {
-		return errors.New("refresh: no live shell")
+	if err := s.ensureIdle("refresh"); err != nil {
+		return err
 	}
 	if s.pristine == "" {
 		return fmt.Errorf("refresh: %w: no state of the new shell", ErrNotFresh)
 	}
-	token := newMarker()
-	if err := others(token); err != nil {
-		s.drop()
-		return fmt.Errorf("refresh: %w", err)
+	l, err := s.handOff(ctx, "refresh", others)
+	if err != nil {
+		return err
 	}
-	if err := l.await(ctx, token); err != nil {
-		s.drop()
-		return fmt.Errorf("refresh: %w", err)
-	}
-	l.outPend, l.errPend = nil, nil
 	marker := newMarker()
 	if err := l.write(ctx, s.viaFile(s.refreshScript(s.pristine, s.cwd))+reportText(marker)); err != nil {
 		s.drop()
