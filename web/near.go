@@ -25,25 +25,11 @@ type Near struct {
 // per side.
 func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
 	res := Near{Prev: -1, Next: -1}
-	order, err := s.sorted(q.Sort)
+	l, err := s.list(q)
 	if err != nil {
 		return res, err
 	}
-	match, err := s.matcher(q)
-	if err != nil {
-		return res, err
-	}
-	n := s.ix.Len()
-	desc := strings.HasPrefix(q.Sort, "-")
-	at := func(k int) int {
-		if desc {
-			k = n - 1 - k
-		}
-		if order == nil {
-			return k
-		}
-		return int(order[k])
-	}
+	n, order, desc, at, match := l.n, l.order, l.desc, l.at, l.match
 	// place i in the order
 	k0 := -1
 	if order == nil {

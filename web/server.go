@@ -385,30 +385,48 @@ type Result struct {
 	Rows     []Row `json:"rows"`
 }
 
+// list is the walk a query gives over the index: n positions, the record
+// at position k (sort order, descending or not), and the query's filters.
+type list struct {
+	n     int
+	order []int32 // nil = index order
+	desc  bool
+	at    func(k int) int
+	match func(i int) bool
+}
+
+func (s *Server) list(q Query) (list, error) {
+	order, err := s.sorted(q.Sort)
+	if err != nil {
+		return list{}, err
+	}
+	match, err := s.matcher(q)
+	if err != nil {
+		return list{}, err
+	}
+	l := list{n: s.ix.Len(), order: order, desc: strings.HasPrefix(q.Sort, "-"), match: match}
+	l.at = func(k int) int {
+		if l.desc {
+			k = l.n - 1 - k
+		}
+		if l.order == nil {
+			return k
+		}
+		return int(l.order[k])
+	}
+	return l, nil
+}
+
 // Find returns the page of q. Index filters cost one pass over the index
 // columns; a text search then reads the candidates' records in order until
 // the page is full, the budget is spent or the end (lower-cased substring
 // match on the whole line).
 func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
-	order, err := s.sorted(q.Sort)
+	l, err := s.list(q)
 	if err != nil {
 		return Result{}, err
 	}
-	match, err := s.matcher(q)
-	if err != nil {
-		return Result{}, err
-	}
-	n := s.ix.Len()
-	desc := strings.HasPrefix(q.Sort, "-")
-	at := func(k int) int {
-		if desc {
-			k = n - 1 - k
-		}
-		if order == nil {
-			return k
-		}
-		return int(order[k])
-	}
+	n, at, match := l.n, l.at, l.match
 	res := Result{Rows: []Row{}, Complete: true}
 	first := q.Page * q.Size
 	needle := []byte(strings.ToLower(q.Text))
