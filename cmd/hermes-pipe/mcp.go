@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
@@ -124,17 +123,9 @@ func mcpConfinement(lc sandbox.LocalConfig) (*mcp.Confinement, error) {
 	if lc.Isolation == "none" {
 		return nil, nil
 	}
-	r := confine.Probe(context.Background())
-	if err := r.Usable(); err != nil {
+	k, err := mcp.NewConfinement(context.Background(), lc.Mounts, lc.Network)
+	if err != nil {
 		return nil, fmt.Errorf("cannot confine the rollouts' MCP servers: %v (--local-isolation none runs them unconfined)", err)
-	}
-	k := &mcp.Confinement{Bwrap: r.Bwrap, Network: lc.Network}
-	for _, m := range lc.Mounts {
-		mt, err := confine.ParseMount(m)
-		if err != nil {
-			return nil, err
-		}
-		k.Mounts = append(k.Mounts, mt)
 	}
 	return k, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
@@ -192,11 +191,11 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 		// Beside a confined local sandbox the job's stdio servers are
 		// confined too, as generate's are.
 		if c, ok := driver.(interface{ Confined() bool }); ok && c.Confined() {
-			p := confine.Probe(actx)
-			if err := p.Usable(); err != nil {
+			k, err := mcp.NewConfinement(actx, nil, "")
+			if err != nil {
 				return AgentResult{Outcome: schemas.OutcomeError, Error: fmt.Sprintf("cannot confine the job's MCP servers: %v", err)}, nil
 			}
-			job.MCP.Confine(&mcp.Confinement{Bwrap: p.Bwrap})
+			job.MCP.Confine(k)
 		}
 		if servers, err = mcp.Start(actx, job.MCP); err != nil {
 			return AgentResult{Outcome: schemas.OutcomeError, Error: err.Error()}, nil

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +27,26 @@ type Confinement struct {
 	Bwrap   string          // bubblewrap's path (confine.Probe)
 	Mounts  []confine.Mount // shown to every confined server (--local-mount)
 	Network string          // confine.NetworkNone ("" too) or NetworkHost, for every server
+}
+
+// NewConfinement probes this machine's bubblewrap and returns the
+// confinement of servers beside a confined local sandbox with those extra
+// mounts (SRC:DST[:ro]) and network; an error says why confinement cannot
+// start here.
+func NewConfinement(ctx context.Context, mounts []string, network string) (*Confinement, error) {
+	r := confine.Probe(ctx)
+	if err := r.Usable(); err != nil {
+		return nil, err
+	}
+	k := &Confinement{Bwrap: r.Bwrap, Network: network}
+	for _, m := range mounts {
+		mt, err := confine.ParseMount(m)
+		if err != nil {
+			return nil, err
+		}
+		k.Mounts = append(k.Mounts, mt)
+	}
+	return k, nil
 }
 
 // Confine makes the configuration's rollout-scoped stdio servers start
