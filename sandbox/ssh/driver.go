@@ -178,18 +178,24 @@ func (d *Driver) Release() error {
 func (d *Driver) conn(ctx context.Context) (*gossh.Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	return d.cached(ctx, d.closed, &d.client, &d.dials)
+}
+
+// cached returns *slot, dialling a watched client into it when it is nil;
+// count counts the dials. The caller holds the lock that guards slot.
+func (d *Driver) cached(ctx context.Context, closed bool, slot **gossh.Client, count *atomic.Int64) (*gossh.Client, error) {
+	if closed {
 		return nil, fmt.Errorf("driver closed: %w", sandbox.ErrUnavailable)
 	}
-	if d.client != nil {
-		return d.client, nil
+	if *slot != nil {
+		return *slot, nil
 	}
 	c, err := d.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d.client = c
-	d.dials.Add(1)
+	*slot = c
+	count.Add(1)
 	go d.watch(c)
 	return c, nil
 }
@@ -396,20 +402,7 @@ func (d *Driver) laneConn(ctx context.Context, l *lane) (*gossh.Client, error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("driver closed: %w", sandbox.ErrUnavailable)
-	}
-	if l.client != nil {
-		return l.client, nil
-	}
-	c, err := d.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	l.client = c
-	d.laneDials.Add(1)
-	go d.watch(c)
-	return c, nil
+	return d.cached(ctx, closed, &l.client, &d.laneDials)
 }
 
 // shellChannel opens a long-lived shell's channel on the connection its
