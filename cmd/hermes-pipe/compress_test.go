@@ -75,9 +75,11 @@ func trajLine(id string, steps, words int) string {
 	return string(b)
 }
 
-func TestCompressCLI(t *testing.T) {
-	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
-	dir := t.TempDir()
+// nineTrajectories writes dir/in.jsonl: nine trajectories of 200-word
+// turns, t0, t3 and t6 with 12 steps (over a 1500-token target), the others
+// with 2; it returns the file.
+func nineTrajectories(t *testing.T, dir string) string {
+	t.Helper()
 	in := filepath.Join(dir, "in.jsonl")
 	var lines []string
 	for i := range 9 {
@@ -90,6 +92,13 @@ func TestCompressCLI(t *testing.T) {
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+func TestCompressCLI(t *testing.T) {
+	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
+	dir := t.TempDir()
+	in := nineTrajectories(t, dir)
 
 	// --dry-run: a report, and not one request.
 	code, out, errs := hpc(t, "compress", "--in", in, "--dry-run", "--json", "--target-tokens", "1500", "--summary-tokens", "100", "--base-url", url, "--model", "m")

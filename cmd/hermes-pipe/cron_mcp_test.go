@@ -10,7 +10,6 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
-	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp/mcptest"
 )
 
 // TestCronAgentJobsUseMCPServers adds three agent jobs with an MCP config
@@ -26,12 +25,7 @@ func TestCronAgentJobsUseMCPServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := writeMCPConfig(t, "cronsrv", "")
-	exe, _ := os.Executable()
-	q, _ := json.Marshal(exe)
-	broken := filepath.Join(t.TempDir(), "broken.json")
-	if err := os.WriteFile(broken, []byte(`{"mcpServers": {"db": {"command": `+string(q)+`, "env": {"`+mcptest.EnvServe+`": "db", "MCPTEST_FAIL_START": "no database here"}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	broken := writeFailingMCPConfig(t, "no database here")
 	gone := filepath.Join(t.TempDir(), "gone.json")
 	if err := os.WriteFile(gone, []byte(`{"mcpServers": {"web": {"url": "http://127.0.0.1:1/mcp"}}}`), 0o600); err != nil {
 		t.Fatal(err)

@@ -61,6 +61,23 @@ func writeMCPConfig(t *testing.T, name, extra string) string {
 	return p
 }
 
+// writeFailingMCPConfig writes an MCP configuration of one stdio server,
+// "db" (the test binary), that fails its start printing msg on stderr.
+func writeFailingMCPConfig(t *testing.T, msg string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := json.Marshal(exe)
+	m, _ := json.Marshal(msg)
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(p, []byte(`{"mcpServers": {"db": {"command": `+string(q)+`, "env": {"`+mcptest.EnvServe+`": "db", "MCPTEST_FAIL_START": `+string(m)+`}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 const mcpScript = `{"scripts": [{"match": "^mcp run$", "steps": [
   {"tool_calls": [{"name": "mcp_srv_echo", "arguments": {"text": "hello from the model"}},
                   {"name": "mcp_web_add", "arguments": {"a": 2, "b": 3}},
@@ -145,12 +162,7 @@ func TestGenerateCallsMCPServers(t *testing.T) {
 // start is named with its stderr, the run exits 2, the model endpoint sees
 // no request and no output folder is made.
 func TestMCPPreflightFailureExits2WithoutATokenSpent(t *testing.T) {
-	exe, _ := os.Executable()
-	q, _ := json.Marshal(exe)
-	p := filepath.Join(t.TempDir(), "mcp.json")
-	if err := os.WriteFile(p, []byte(`{"mcpServers": {"db": {"command": `+string(q)+`, "env": {"`+mcptest.EnvServe+`": "db", "MCPTEST_FAIL_START": "cannot reach the database"}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeFailingMCPConfig(t, "cannot reach the database")
 	fs, url := startFakeServer(t, fakellm.Config{Scripts: mustScripts(t, mcpScript)})
 	prompts := writePrompts(t, `{"prompt": "mcp run"}`)
 	out := filepath.Join(t.TempDir(), "out")

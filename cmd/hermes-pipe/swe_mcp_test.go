@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
-	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp/mcptest"
 )
 
 // TestSWEAgentCallsMCPServer runs one swe task whose agent, besides its
@@ -73,12 +72,7 @@ func TestSWEAgentCallsMCPServer(t *testing.T) {
 // its name and stderr before any model request and before the output
 // folder exists; an mcp- toolset without --mcp-config is a usage error.
 func TestSWEMCPPreflightAndToolsets(t *testing.T) {
-	exe, _ := os.Executable()
-	q, _ := json.Marshal(exe)
-	p := filepath.Join(t.TempDir(), "mcp.json")
-	if err := os.WriteFile(p, []byte(`{"mcpServers": {"db": {"command": `+string(q)+`, "env": {"`+mcptest.EnvServe+`": "db", "MCPTEST_FAIL_START": "no database here"}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeFailingMCPConfig(t, "no database here")
 	fs, base := startFakeServer(t, fakellm.Config{})
 	out := filepath.Join(t.TempDir(), "out")
 	code, _, errs := hpSWE(t, "swe", "--task", "x", "--out", out, "--base-url", base, "--model", "fake", "--sandbox", "local",

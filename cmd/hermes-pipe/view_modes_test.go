@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -44,18 +43,7 @@ func compressFolder(t *testing.T) (string, string) {
 	t.Helper()
 	_, url := startFakeServer(t, fakellm.Config{SummaryWords: 40})
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in.jsonl")
-	var lines []string
-	for i := range 9 {
-		steps := 2
-		if i%3 == 0 {
-			steps = 12
-		}
-		lines = append(lines, trajLine("t"+strconv.Itoa(i), steps, 200))
-	}
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := nineTrajectories(t, dir)
 	out := filepath.Join(dir, "compressed")
 	if code, _, errs := hpc(t, "compress", "--in", in, "--out", out, "--target-tokens", "1500", "--summary-tokens", "100",
 		"--base-url", url, "--model", "m", "--progress", "none"); code != 0 {
