@@ -105,9 +105,10 @@ type Shell struct {
 	closing atomic.Bool
 	live    atomic.Pointer[liveShell]
 
-	// With ShellConfig.Refresh: the first shell's state report when it was
-	// new, and its folder (refresh.go).
-	pristine, cwd string
+	// With ShellConfig.Refresh, from the first shell's state report when it
+	// was new (refresh.go): the report as compared, and the refresh script
+	// that gives a used shell that state again. Both are made once.
+	pristine, script string
 }
 
 // liveShell is one started ShellProc and the goroutines reading it.

@@ -236,7 +236,7 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) error, ch
 		return err
 	}
 	marker := newMarker()
-	if err := l.write(ctx, s.viaFile(s.refreshScript(s.pristine, s.cwd))+reportText(marker)); err != nil {
+	if err := l.write(ctx, s.viaFile(s.script)+reportText(marker)); err != nil {
 		s.drop()
 		return fmt.Errorf("refresh: %w", err)
 	}
@@ -245,7 +245,7 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) error, ch
 		s.drop()
 		return fmt.Errorf("refresh: %w", err)
 	}
-	if len(errs) > 0 || comparable(string(out)) != comparable(s.pristine) {
+	if len(errs) > 0 || comparable(string(out)) != s.pristine {
 		return fmt.Errorf("refresh: %w", ErrNotFresh)
 	}
 	if err := check(); err != nil {
@@ -280,6 +280,6 @@ func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	if len(rest) < 2 {
 		return errors.New("no folder in the state report")
 	}
-	s.pristine, s.cwd = string(out), rest[1]
+	s.pristine, s.script = comparable(string(out)), s.refreshScript(string(out), rest[1])
 	return nil
 }
