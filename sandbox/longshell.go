@@ -227,6 +227,11 @@ func (s *Shell) start(ctx context.Context) (*liveShell, error) {
 func (s *Shell) ready(ctx context.Context, l *liveShell) error {
 	ready := newMarker()
 	if err := l.write(ctx, s.setup(ready)); err != nil {
+		// A shell that ended before reading its input: what it printed
+		// says why better than the broken pipe.
+		if aerr := l.await(ctx, ready); aerr != nil {
+			return fmt.Errorf("%w: %w", ErrShellStart, aerr)
+		}
 		return fmt.Errorf("%w: %w", ErrShellStart, err)
 	}
 	if err := l.await(ctx, ready); err != nil {
