@@ -109,8 +109,8 @@ func loadMCPConfig(c *cli.Context) (*mcp.Config, error) {
 	if err != nil {
 		return nil, usagef("--mcp-config: %v", err)
 	}
-	if cfg.UsesWorkdir() && c.String("sandbox") != "local" {
-		return nil, usagef("--mcp-config %s: ${workdir} is the rollout's folder on this machine, which only --sandbox local has", path)
+	if err := cfg.CheckSandbox(c.String("sandbox")); err != nil {
+		return nil, usagef("--mcp-config %v", err)
 	}
 	return cfg, nil
 }

@@ -25,10 +25,9 @@ func jobMCP(j *Job) (*mcp.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.UsesWorkdir() {
-		if scheme, _, _ := ParseSandbox(j.Policy.Sandbox); scheme != "local" {
-			return nil, fmt.Errorf("mcp_config %s: ${workdir} is the execution's folder on this machine, which only the local sandbox has (the job's is %s)", p, j.Policy.Sandbox)
-		}
+	scheme, _, _ := ParseSandbox(j.Policy.Sandbox)
+	if err := cfg.CheckSandbox(scheme); err != nil {
+		return nil, fmt.Errorf("mcp_config %v", err)
 	}
 	return cfg, nil
 }

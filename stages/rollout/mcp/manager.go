@@ -423,18 +423,20 @@ func (s *Server) usesWorkdir() bool {
 	return false
 }
 
-// UsesWorkdir reports whether any server of the run needs the rollout's
-// folder on this machine (${workdir}).
-func (c *Config) UsesWorkdir() bool {
-	if c == nil {
-		return false
+// CheckSandbox refuses a configuration whose servers use ${workdir} beside
+// a sandbox other than local (scheme is the sandbox's: local, docker,
+// ssh): ${workdir} is the rollout's folder on this machine, which only the
+// local sandbox has. The error names the file and the first such server.
+func (c *Config) CheckSandbox(scheme string) error {
+	if c == nil || scheme == "local" {
+		return nil
 	}
 	for _, s := range c.Servers {
 		if s.usesWorkdir() {
-			return true
+			return fmt.Errorf("%s: server %q uses ${workdir}, the rollout's folder on this machine, which only the local sandbox has (this one is %s)", c.File, s.Name, scheme)
 		}
 	}
-	return false
+	return nil
 }
 
 // encode renders v as JSON without HTML escaping, as the other tools do.

@@ -211,6 +211,21 @@ func alive(pid string) bool {
 	return len(f) > 2 && f[2] != "Z"
 }
 
+func TestCheckSandbox(t *testing.T) {
+	c := mustParse(t, `{"mcpServers": {"a": {"command": "node"}, "fs": {"command": "node", "env": {"ROOT": "${workdir}/x"}}}}`, nil)
+	if err := c.CheckSandbox("local"); err != nil {
+		t.Fatalf("local: %v", err)
+	}
+	err := c.CheckSandbox("docker")
+	if err == nil || !strings.Contains(err.Error(), `server "fs" uses ${workdir}`) || !strings.Contains(err.Error(), "this one is docker") {
+		t.Fatalf("docker: %v", err)
+	}
+	plain := mustParse(t, `{"mcpServers": {"a": {"command": "node", "args": ["x"]}}}`, nil)
+	if err := plain.CheckSandbox("ssh"); err != nil {
+		t.Fatalf("no ${workdir}: %v", err)
+	}
+}
+
 func TestWorkdirPlaceholder(t *testing.T) {
 	exe, _ := json.Marshal(self(t))
 	m := start(t, `{"mcpServers": {"w": {"command": `+string(exe)+`, "cwd": "${workdir}", "env": {"`+mcptest.EnvServe+`": "w", "WD": "${workdir}"}}}}`)
