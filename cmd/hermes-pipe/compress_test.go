@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -382,22 +379,8 @@ func TestCompressDryRunProjectsEveryPass(t *testing.T) {
 // Every summary request carries --temperature: 0.3 by default (Hermes'
 // summariser), the flag's value when given.
 func TestCompressSendsTemperature(t *testing.T) {
-	fk := fakellm.New(fakellm.Config{SummaryWords: 40})
-	var mu sync.Mutex
-	var temps []any
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req map[string]any
-		if json.Unmarshal(body, &req) == nil {
-			if _, ok := req["messages"]; ok {
-				mu.Lock()
-				temps = append(temps, req["temperature"])
-				mu.Unlock()
-			}
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		fk.ServeHTTP(w, r)
-	}))
+	fk := fakellm.New(fakellm.Config{SummaryWords: 40, KeepRequests: true})
+	srv := httptest.NewServer(fk)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -409,17 +392,20 @@ func TestCompressSendsTemperature(t *testing.T) {
 		args []string
 		want float64
 	}{{nil, 0.3}, {[]string{"--temperature", "0"}, 0}} {
-		mu.Lock()
-		temps = nil
-		mu.Unlock()
+		before := len(fk.Requests())
 		args := append([]string{"compress", "--in", in, "--out", filepath.Join(dir, fmt.Sprint("out", tc.want)), "--target-tokens", "1500",
 			"--summary-tokens", "100", "--base-url", srv.URL + "/v1", "--model", "m", "--progress", "none"}, tc.args...)
 		if code, _, errs := hpc(t, args...); code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
-		mu.Lock()
-		got := append([]any(nil), temps...)
-		mu.Unlock()
+		var got []any
+		for _, body := range fk.Requests()[before:] {
+			var req map[string]any
+			if err := json.Unmarshal([]byte(body), &req); err != nil {
+				t.Fatalf("request %s: %v", body, err)
+			}
+			got = append(got, req["temperature"])
+		}
 		if len(got) < 2 {
 			t.Fatalf("%d summary requests, want at least 2", len(got))
 		}

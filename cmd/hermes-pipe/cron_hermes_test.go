@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,17 +54,8 @@ func TestCronHermesHomeImportedAndRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fakellm.New(fakellm.Config{Scripts: scripts})
-	var mu sync.Mutex
-	var requests []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		requests = append(requests, string(b))
-		mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		h.ServeHTTP(w, r)
-	}))
+	h := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
 	now := time.Date(2026, 5, 1, 9, 0, 30, 0, time.UTC) // the machine was off since 01:00
@@ -86,10 +73,9 @@ func TestCronHermesHomeImportedAndRun(t *testing.T) {
 		}
 		now = now.Add(time.Minute)
 	}
-	mu.Lock()
+	requests := h.Requests()
 	reqs := strings.Join(requests, "\n")
 	n := len(requests)
-	mu.Unlock()
 	if n != 3 { // digest, repo check, the late one-shot once; the backup was missed
 		t.Fatalf("%d model requests:\n%s", n, reqs)
 	}

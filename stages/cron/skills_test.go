@@ -1,15 +1,11 @@
 package cron
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -25,23 +21,10 @@ func recordingServer(t *testing.T, js string) (url string, bodies func() []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fakellm.New(fakellm.Config{Scripts: scripts})
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		h.ServeHTTP(w, r)
-	}))
+	h := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv.URL + "/v1", func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), got...)
-	}
+	return srv.URL + "/v1", h.Requests
 }
 
 func writeFile(t *testing.T, path, body string) {

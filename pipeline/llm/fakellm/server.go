@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -69,6 +70,10 @@ type Config struct {
 	// BatchExpire, when positive, makes the BatchExpire-th batch created
 	// (1-based) expire with only the first half of its requests answered.
 	BatchExpire int
+
+	// KeepRequests keeps every chat request's body, for Requests: a test
+	// sees exactly what reached the model.
+	KeepRequests bool
 }
 
 // Server is the fake chat-completions endpoint. Create it with New; it is an
@@ -81,6 +86,17 @@ type Server struct {
 	attempts attemptTable
 	stats    stats
 	batch    batchStore
+
+	keptMu sync.Mutex
+	kept   []string // chat request bodies, with Config.KeepRequests
+}
+
+// Requests returns the body of every chat request received so far, in
+// arrival order (nil unless Config.KeepRequests).
+func (s *Server) Requests() []string {
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	return append([]string(nil), s.kept...)
 }
 
 // New validates cfg (compiling the scripts' regexes if they came from Go) and
@@ -220,8 +236,21 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.stats.inFlight.Add(1)
 	defer s.stats.inFlight.Add(-1)
 
+	body := io.Reader(r.Body)
+	if s.cfg.KeepRequests {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.stats.count(http.StatusBadRequest, "")
+			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+			return
+		}
+		s.keptMu.Lock()
+		s.kept = append(s.kept, string(b))
+		s.keptMu.Unlock()
+		body = bytes.NewReader(b)
+	}
 	var req chatRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		s.stats.count(http.StatusBadRequest, "")
 		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
 		return
