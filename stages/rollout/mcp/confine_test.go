@@ -64,6 +64,26 @@ func callTool(t *testing.T, s *Session, name string, args map[string]any) (strin
 	return fmt.Sprint(m["result"]), false
 }
 
+// startServers starts the servers of the configuration text (no
+// environment variables), confined by k when confined; they stop when the
+// test ends.
+func startServers(t *testing.T, text string, k *Confinement, confined bool) *Manager {
+	t.Helper()
+	cfg, err := Parse("cfg.json", []byte(text), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if confined {
+		cfg.Confine(k)
+	}
+	m, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
 // TestConfinedStdioServer: a rollout's stdio server started confined works
 // on ${workdir} but sees nothing of a folder outside its mounts, of the
 // invoking user's home or of hermes-pipe's process; unconfined, the same
@@ -80,18 +100,7 @@ func TestConfinedStdioServer(t *testing.T) {
 	text := `{"mcpServers": {"t": {"command": ` + q(exe) + `, "args": ["-test.run=^$"], "env": {"MCPTEST_SERVE": "t"}}}}`
 	for _, confined := range []bool{true, false} {
 		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
-			cfg, err := Parse("cfg.json", []byte(text), func(string) (string, bool) { return "", false })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if confined {
-				cfg.Confine(k)
-			}
-			m, err := Start(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := startServers(t, text, k, confined)
 			work := t.TempDir()
 			if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
@@ -240,18 +249,7 @@ func TestConfinedNpmFilesystemServer(t *testing.T) {
 	secretDir, secretFile := secretFolder(t)
 	for _, confined := range []bool{true, false} {
 		t.Run(fmt.Sprintf("confined=%v", confined), func(t *testing.T) {
-			cfg, err := Parse("cfg.json", []byte(`{"mcpServers": {"fs": {"command": "node", "args": [`+q(fs)+`, "/"]}}}`), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if confined {
-				cfg.Confine(k)
-			}
-			m, err := Start(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := startServers(t, `{"mcpServers": {"fs": {"command": "node", "args": [`+q(fs)+`, "/"]}}}`, k, confined)
 			work := t.TempDir()
 			s := m.NewSession(work)
 			defer s.Close()
