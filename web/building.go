@@ -267,8 +267,24 @@ func (s *Server) streamFields(st streamed) recFields {
 	return fieldsOf(st.row.ref, report.Summarize(st.line, &s.bld.plan.dirs[st.row.dir].man))
 }
 
+// sortWhileBuilding says whether the list can be read in the order sort
+// names while the index is built: ledger order (also what the default
+// order, cat's, reads as until then), either way.
+func sortWhileBuilding(sort string, in *Indexing) error {
+	switch sort {
+	case "", "ledger", "-ledger":
+		return nil
+	}
+	what := "the list sorted by " + strings.TrimPrefix(sort, "-")
+	if strings.TrimPrefix(sort, "-") == "key" {
+		what = "the list in prompt order"
+	}
+	return errIndexing{what: what, in: in}
+}
+
 // findBuilding is Find while the index is built: records are read from the
-// folder in ledger order (or backwards for "-key"). Unfiltered, a page is
+// folder in ledger order (or backwards for "-ledger"); the default order
+// (cat's) reads as ledger order until the index is ready (Result.Order). Unfiltered, a page is
 // read directly and the total is exact. Filtered, records are read from
 // the start until the page is full, the search budget is spent or the end:
 // Total then counts the matches among the Scanned records read, a lower
@@ -279,8 +295,8 @@ func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
 		return Result{}, err
 	}
 	in := s.bld.indexing()
-	if key := strings.TrimPrefix(q.Sort, "-"); key != "" && key != "key" {
-		return Result{}, errIndexing{what: fmt.Sprintf("the list sorted by %s", key), in: in}
+	if err := sortWhileBuilding(q.Sort, in); err != nil {
+		return Result{}, err
 	}
 	desc := strings.HasPrefix(q.Sort, "-")
 	at := func(k int) int {
@@ -290,6 +306,9 @@ func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
 		return k
 	}
 	res := Result{Rows: []Row{}, Complete: true, Indexing: in}
+	if q.Sort == "" {
+		res.Order = "ledger"
+	}
 	first := q.Page * q.Size
 	if !q.filtered() {
 		res.Total = p.live
@@ -336,8 +355,8 @@ func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error)
 	if err != nil {
 		return res, err
 	}
-	if key := strings.TrimPrefix(q.Sort, "-"); key != "" && key != "key" {
-		return res, errIndexing{what: fmt.Sprintf("the list sorted by %s", key), in: s.bld.indexing()}
+	if err := sortWhileBuilding(q.Sort, s.bld.indexing()); err != nil {
+		return res, err
 	}
 	if i < 0 || i >= p.live {
 		return res, nil

@@ -407,6 +407,7 @@ type Result struct {
 	// Indexing: the index is being built, the page was read from the
 	// folder (findBuilding).
 	Indexing *Indexing `json:"indexing,omitempty"`
+	Order    string    `json:"order,omitempty"` // "ledger": the default order was not available yet
 }
 
 // list is the walk a query gives over the index: n positions, the record
