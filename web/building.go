@@ -63,9 +63,6 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 	if ix := c.mapped(); ix != nil {
 		return NewServer(ix, root, token), nil
 	}
-	if err := checkFolders(dirs); err != nil {
-		return nil, fmt.Errorf("view: %w", err)
-	}
 	s := newServer(root, token)
 	b := &building{planned: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
 	b.prog.hold = hold

@@ -223,6 +223,9 @@ type cached struct {
 }
 
 func newCached(dirs []string, cacheDir string) (*cached, error) {
+	if err := checkFolders(dirs); err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
 	states, err := ledgerStates(dirs)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)

@@ -1,0 +1,299 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// retriedFolder is folder's 30 records, then a resumed run over the ten
+// api_errors: those of an even prompt index now complete (and say
+// "retried"), the others fail again. The ledger then holds superseded rows,
+// out of prompt order, in data and failed shards.
+func retriedFolder(t *testing.T) string {
+	t.Helper()
+	dir := folder(t)
+	var recs []*schemas.Record
+	for i := 0; i < 30; i += 3 {
+		r := &schemas.Record{Key: "k" + string(rune('A'+i)), PromptIndex: i, Outcome: schemas.OutcomeAPIError,
+			Conversations: []schemas.Turn{{From: "human", Value: "question"}, {From: "gpt", Value: "answer"}},
+			Usage:         schemas.Usage{TotalTokens: int64(1000 + i)}}
+		if i%2 == 0 {
+			r.Outcome, r.Completed = schemas.OutcomeCompleted, true
+			r.Conversations[1].Value = "retried answer"
+		}
+		recs = append(recs, r)
+	}
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "generate", MaxShardRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// getJSON asks srv for path and decodes the answer into v; it returns the
+// status and, when it is not 200, the body.
+func getJSON(t *testing.T, srv *httptest.Server, path string, v any) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, string(b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, b)
+	}
+	return resp.StatusCode, ""
+}
+
+// sameRows compares the rows of a page with the index's, toolsets and
+// tools as sets (the index names them in its dictionary's order).
+func sameRows(got, want []Row) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d rows, want %d", len(got), len(want))
+	}
+	for k := range got {
+		g, w := got[k], want[k]
+		slices.Sort(g.Toolsets)
+		slices.Sort(g.Tools)
+		slices.Sort(w.Toolsets)
+		slices.Sort(w.Tools)
+		gj, _ := json.Marshal(g)
+		wj, _ := json.Marshal(w)
+		if string(gj) != string(wj) {
+			return fmt.Errorf("row %d: %s, want %s", k, gj, wj)
+		}
+	}
+	return nil
+}
+
+// The list, filters, records and neighbours answer while the index is
+// built (held back by the hook after its first ledger line), from the
+// folder in ledger order, with the same rows the index gives and totals
+// that are exact or said to be lower bounds; sorts say they wait for the
+// index; once it is ready the answers are the index's.
+func TestServedWhileTheIndexIsBuilt(t *testing.T) {
+	dir := retriedFolder(t)
+	cache := filepath.Join(t.TempDir(), "cache")
+
+	// What cat sees: the live records and their ledger outcomes.
+	liveOutcome := map[string]schemas.Outcome{}
+	if err := pipeline.EachRecord(dir, func(ref pipeline.RecordRef, _ []byte) error {
+		liveOutcome[ref.Key] = ref.Outcome
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := BuildIndex([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	ref := NewServer(want, dir, "")
+	defer ref.Close()
+	if want.Len() != len(liveOutcome) || want.Len() != 30 {
+		t.Fatalf("index of %d records, cat sees %d, want 30", want.Len(), len(liveOutcome))
+	}
+	for i := range want.Len() {
+		if o := liveOutcome[want.Key(i)]; string(o) != want.OutcomeName(i) {
+			t.Fatalf("record %s: index outcome %s, cat's %s", want.Key(i), want.OutcomeName(i), o)
+		}
+	}
+
+	held, release := make(chan int, 1), make(chan struct{})
+	var once sync.Once
+	s, err := open([]string{dir}, cache, dir, "", func(done int) {
+		if done > 0 {
+			once.Do(func() { held <- done; <-release })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	done := <-held
+	if done >= 30 {
+		t.Fatalf("the build was held after %d records, not within", done)
+	}
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	queries := []string{"", "outcome=api_error", "outcome=completed", "failures=yes", "q=capybara", "q=retried",
+		"outcome=api_error&failures=yes", "turns_min=2&tokens_min=1010", "tokens_max=105", "cost_min=0.1",
+		"toolset=terminal", "tool=terminal", "outcome=none", "size=7&page=2", "outcome=completed&size=4&page=1",
+		"sort=-ledger&size=5", "sort=-ledger&outcome=api_error&size=2"}
+	for _, qs := range queries {
+		var res Result
+		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {
+			t.Fatalf("%s while building: %d %s", qs, code, body)
+		}
+		if res.Indexing == nil || res.Indexing.Total != 30 || res.Indexing.Done != done {
+			t.Fatalf("%s while building: indexing %+v, want %d of 30", qs, res.Indexing, done)
+		}
+		sort := "ledger"
+		if strings.Contains(qs, "sort=") {
+			sort = ""
+		}
+		v, _ := url.ParseQuery(qs + "&sort=" + sort)
+		if sort == "" {
+			v, _ = url.ParseQuery(qs)
+		}
+		r := httptest.NewRequest("GET", "/api/records?"+v.Encode(), nil)
+		q, err := parseQuery(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := ref.Find(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameRows(res.Rows, exp.Rows); err != nil {
+			t.Errorf("%s while building: %v", qs, err)
+		}
+		if res.Complete && res.Total != exp.Total || !res.Complete && (res.Total > exp.Total || res.Total < len(res.Rows)) {
+			t.Errorf("%s while building: total %d (complete %v), the index's %d", qs, res.Total, res.Complete, exp.Total)
+		}
+		if !res.Complete && len(res.Rows) < min(q.Size, exp.Total-q.Page*q.Size) {
+			t.Errorf("%s while building: stopped with %d rows, before its page was full", qs, len(res.Rows))
+		}
+	}
+
+	// A filtered page that is full stops there: its total is a lower bound.
+	var res Result
+	getJSON(t, srv, "/api/records?outcome=completed&size=3", &res)
+	if res.Complete || res.Total != 3 || len(res.Rows) != 3 {
+		t.Errorf("a full first page: total %d complete %v rows %d, want 3, a lower bound", res.Total, res.Complete, len(res.Rows))
+	}
+
+	// Sorts need the index: 503, with the build's progress.
+	for _, qs := range []string{"sort=tokens", "sort=-cost", "sort=key"} {
+		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("indexing %d %%", done*100/30)) {
+			t.Errorf("%s while building: %d %q, want 503 naming the progress", qs, code, body)
+		}
+	}
+	if code, _ := getJSON(t, srv, "/api/records?turns_min=x", &res); code != http.StatusBadRequest {
+		t.Errorf("a bad filter while building: %d", code)
+	}
+
+	// Meta: the records and outcomes the ledger names, the progress.
+	var meta struct {
+		Records  int            `json:"records"`
+		Outcomes map[string]int `json:"outcomes"`
+		Indexing *Indexing      `json:"indexing"`
+	}
+	getJSON(t, srv, "/api/meta", &meta)
+	if meta.Records != 30 || meta.Indexing == nil || meta.Indexing.Done != done || meta.Outcomes["api_error"] != want.OutcomeCount[slices.Index(want.Outcomes, "api_error")] {
+		t.Errorf("meta while building: %+v", meta)
+	}
+
+	// Record pages and neighbours: the same records as the index's numbers.
+	for _, i := range []int{0, 13, 29} {
+		var rec struct {
+			Key      string          `json:"key"`
+			Of       int             `json:"of"`
+			Record   json.RawMessage `json:"record"`
+			Indexing *Indexing       `json:"indexing"`
+		}
+		if code, body := getJSON(t, srv, fmt.Sprintf("/api/record/%d", i), &rec); code != 200 {
+			t.Fatalf("record %d while building: %d %s", i, code, body)
+		}
+		line, err := ref.Line(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Key != want.Key(i) || rec.Of != 30 || rec.Indexing == nil || !strings.Contains(string(line), string(rec.Record)) {
+			t.Errorf("record %d while building: key %s of %d, want %s of 30", i, rec.Key, rec.Of, want.Key(i))
+		}
+		for _, qs := range []string{"", "outcome=api_error", "q=retried"} {
+			var got Near
+			getJSON(t, srv, fmt.Sprintf("/api/record/%d/near?%s", i, qs), &got)
+			v, _ := url.ParseQuery(qs + "&sort=ledger")
+			q, _ := parseQuery(httptest.NewRequest("GET", "/?"+v.Encode(), nil))
+			exp, err := ref.Near(context.Background(), q, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != exp {
+				t.Errorf("near %d (%s) while building: %+v, the index's %+v", i, qs, got, exp)
+			}
+		}
+	}
+	if code, _ := getJSON(t, srv, "/api/record/30", &res); code != http.StatusNotFound {
+		t.Errorf("record past the end while building: %d", code)
+	}
+
+	close(release)
+	<-s.Ready()
+	if warn, err, _ := s.BuildResult(); warn != nil || err != nil {
+		t.Fatalf("build: warn %v, err %v", warn, err)
+	}
+	for _, qs := range append(queries, "sort=-tokens", "sort=key") {
+		var res Result
+		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {
+			t.Fatalf("%s once built: %d %s", qs, code, body)
+		}
+		q, _ := parseQuery(httptest.NewRequest("GET", "/api/records?"+qs, nil))
+		exp, err := ref.Find(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Indexing != nil || res.Order != "" || res.Total != exp.Total || res.Complete != exp.Complete {
+			t.Errorf("%s once built: %+v, want the index's total %d", qs, res, exp.Total)
+		}
+		if err := sameRows(res.Rows, exp.Rows); err != nil {
+			t.Errorf("%s once built: %v", qs, err)
+		}
+	}
+	if files := cacheFiles(t, cache); len(files) != 1 || !strings.HasSuffix(files[0], ".idx") {
+		t.Errorf("cache holds %v, want one index", files)
+	}
+	again, err := Open([]string{dir}, cache, dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if again.Built() || again.Records() != 30 {
+		t.Errorf("second open: built %v, %d records; want the cached index of 30", again.Built(), again.Records())
+	}
+}
+
+// A folder that is not an output folder fails before anything is served.
+func TestOpenRefusesWhatIsNotAnOutputFolder(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open([]string{dir}, t.TempDir(), dir, ""); err == nil || !strings.Contains(err.Error(), "not an output folder") {
+		t.Errorf("open of an empty folder: %v", err)
+	}
+}
