@@ -297,3 +297,25 @@ func TestOpenRefusesWhatIsNotAnOutputFolder(t *testing.T) {
 		t.Errorf("open of an empty folder: %v", err)
 	}
 }
+
+// The plan's table of each key's last row, grown from its smallest size,
+// returns the row each put replaces.
+func TestLastRowsTracksTheLastRowOfEachKey(t *testing.T) {
+	tab := newLastRows(1)
+	last := map[string]int{}
+	for r := range 20000 {
+		key := fmt.Sprintf("key-%d", (r*7919)%6000)
+		got := tab.put(key, uint32(r))
+		want, ok := last[key]
+		if !ok {
+			want = -1
+		}
+		if got != want {
+			t.Fatalf("row %d (%s): replaced %d, want %d", r, key, got, want)
+		}
+		last[key] = r
+	}
+	if tab.used != len(last) || len(tab.a) < len(last) {
+		t.Errorf("%d keys in %d slots, want %d", tab.used, len(tab.a), len(last))
+	}
+}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"bufio"
-	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -22,9 +21,9 @@ import (
 
 // A plan is what one pass over the ledgers of a run tells: where each
 // ledger line is, and which rows are live records (the latest row of their
-// key, with a line in a shard). It holds no key: 16 bytes a ledger line and
+// key, with a line in a shard). It holds no key: 48 bytes a ledger line and
 // one bit a row, so 1,000,000 records cost about 130 KB once planned (about
-// 24 MB while the pass runs, for the keys' hashes).
+// 32 MB while the pass runs, for the keys' hashes: lastRows).
 //
 // The index lists the live records in ledger order (folder by folder, then
 // the ledger's lines and rows), so a record's position is the same whether
@@ -121,16 +120,63 @@ func makePlan(dirs []string, states []ledgerState) (*plan, error) {
 
 var hashSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
-// keyHash is a row's key as two independent 64-bit hashes: two keys of a
-// folder agree on both with a chance of about 2^-128 per pair.
-type keyHash struct {
-	a, b uint64
-	row  uint32
+// lastRows is an open-addressing table from a key to the last ledger row
+// naming it. A key is known by 96 bits of two independent hashes (two keys
+// agree on them with a chance of about 2^-96 per pair): a slot is the first
+// 64 and the second's high 32 beside the row, 16 bytes, at most three
+// quarters full: about 32 MB for a million keys while the plan is made.
+type lastRows struct {
+	a    []uint64
+	brow []uint64 // high 32 bits of b | row+1; 0 = empty
+	used int
+}
+
+func newLastRows(hint int) *lastRows {
+	size := 1024
+	for size*3 < hint*4 {
+		size <<= 1
+	}
+	return &lastRows{a: make([]uint64, size), brow: make([]uint64, size)}
+}
+
+// put makes row the last of its key and returns the row it replaces (-1:
+// none).
+func (t *lastRows) put(key string, row uint32) int {
+	if 4*(t.used+1) > 3*len(t.a) {
+		t.grow()
+	}
+	return t.set(maphash.String(hashSeeds[0], key), maphash.String(hashSeeds[1], key)&^0xffffffff|uint64(row+1))
+}
+
+func (t *lastRows) set(a, brow uint64) int {
+	mask := uint64(len(t.a) - 1)
+	for s := a & mask; ; s = (s + 1) & mask {
+		if t.brow[s] == 0 {
+			t.a[s], t.brow[s] = a, brow
+			t.used++
+			return -1
+		}
+		if t.a[s] == a && t.brow[s]>>32 == brow>>32 {
+			old := int(uint32(t.brow[s])) - 1
+			t.brow[s] = brow
+			return old
+		}
+	}
+}
+
+func (t *lastRows) grow() {
+	old := *t
+	*t = lastRows{a: make([]uint64, 2*len(old.a)), brow: make([]uint64, 2*len(old.a))}
+	for s, v := range old.brow {
+		if v != 0 {
+			t.set(old.a[s], v)
+		}
+	}
 }
 
 // scan is the plan's pass over one ledger: it reads it line by line,
-// keeping each line's place and a hash of each row's key, then marks every
-// row but the last of each key dead, and marker rows too.
+// keeping each line's place, and marks the rows that are not live: marker
+// rows, and every row of a key but its last.
 func (d *dirPlan) scan(p *plan) error {
 	f, err := os.Open(d.ledger)
 	if errors.Is(err, os.ErrNotExist) {
@@ -140,27 +186,33 @@ func (d *dirPlan) scan(p *plan) error {
 		return err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(io.LimitReader(f, d.size), 256<<10)
+	// Most ledger lines fit the reader's buffer and are parsed in place.
+	br := bufio.NewReaderSize(io.LimitReader(f, d.size), int(min(max(d.size, 4096), 8<<20)))
 	var (
-		hashes   []keyHash
-		notRec   []bool
+		last     = newLastRows(int(min(d.size/48, 1<<26)))
 		outcomes []uint16 // per row, into names, until the live ones are known
 		names    []string
 		nameID   = map[string]uint16{}
-		buf      []byte
+		long     []byte
 		l        outdir.Line
 		off      int64
+		rows     int
 	)
+	dead := func(r int) {
+		for r/64 >= len(d.dead) {
+			d.dead = append(d.dead, 0)
+		}
+		d.dead[r/64] |= 1 << (r % 64)
+	}
 	for n := 1; ; n++ {
-		buf = buf[:0]
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			buf = append(buf, chunk...)
-			if err != bufio.ErrBufferFull {
-				break
+		buf, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], buf...)
+			for err == bufio.ErrBufferFull {
+				buf, err = br.ReadSlice('\n')
+				long = append(long, buf...)
 			}
+			buf = long
 		}
 		if err == io.EOF {
 			break // nothing, or a torn last line
@@ -175,13 +227,17 @@ func (d *dirPlan) scan(p *plan) error {
 			}
 			return fmt.Errorf("%s line %d: %w", pipeline.LedgerFile, n, perr)
 		}
-		pl := planLine{off: off, n: len(line), row: len(hashes), rows: len(l.Rows)}
+		pl := planLine{off: off, n: len(line), row: rows, rows: len(l.Rows)}
 		for _, r := range l.Rows {
-			if len(hashes) == 1<<32-1 {
-				return fmt.Errorf("%s line %d: more than %d rows", pipeline.LedgerFile, n, 1<<32-1)
+			if rows == 1<<32-2 { // row+1 must fit 32 bits
+				return fmt.Errorf("%s line %d: more than %d rows", pipeline.LedgerFile, n, rows)
 			}
-			hashes = append(hashes, keyHash{maphash.String(hashSeeds[0], r.Key), maphash.String(hashSeeds[1], r.Key), uint32(len(hashes))})
-			notRec = append(notRec, r.Len <= 0 || l.Shard == "")
+			if old := last.put(r.Key, uint32(rows)); old >= 0 {
+				dead(old)
+			}
+			if r.Len <= 0 || l.Shard == "" {
+				dead(rows)
+			}
 			id, ok := nameID[string(r.Outcome)]
 			if !ok {
 				if len(names) > 1<<16-1 {
@@ -192,28 +248,15 @@ func (d *dirPlan) scan(p *plan) error {
 				nameID[names[id]] = id
 			}
 			outcomes = append(outcomes, id)
+			rows++
 		}
 		d.lines = append(d.lines, pl)
 		off += int64(len(buf))
 	}
-	rows := len(hashes)
-	d.dead = make([]uint64, (rows+63)/64)
-	for r, no := range notRec {
-		if no {
-			d.dead[r/64] |= 1 << (r % 64)
-		}
+	last = nil
+	for len(d.dead) < (rows+63)/64 {
+		d.dead = append(d.dead, 0)
 	}
-	notRec = nil
-	slices.SortFunc(hashes, func(x, y keyHash) int {
-		return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b), cmp.Compare(x.row, y.row))
-	})
-	for i := 0; i+1 < len(hashes); i++ {
-		if hashes[i].a == hashes[i+1].a && hashes[i].b == hashes[i+1].b {
-			r := hashes[i].row // a later row of the same key follows
-			d.dead[r/64] |= 1 << (r % 64)
-		}
-	}
-	hashes = nil
 	live := p.live
 	for i := range d.lines {
 		pl := &d.lines[i]
