@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -102,15 +101,15 @@ func (s *Server) Ready() <-chan struct{} {
 // the cache).
 func (s *Server) Built() bool { return s.bld != nil }
 
-// BuildResult is, once Ready is closed, why the build failed (err: the list
-// stays served from the folders), a warning about the cache folder, and how
-// long the build took.
-func (s *Server) BuildResult() (warn, err error, took time.Duration) {
+// BuildResult waits until Ready is closed and returns how long the build
+// took, a warning about the cache folder, and why the build failed (err:
+// the list stays served from the folders).
+func (s *Server) BuildResult() (took time.Duration, warn, err error) {
 	if s.bld == nil {
-		return nil, nil, 0
+		return 0, nil, nil
 	}
 	<-s.bld.ready
-	return s.bld.warn, s.bld.err, s.bld.took
+	return s.bld.took, s.bld.warn, s.bld.err
 }
 
 // Records is the number of records (-1 while it is not known yet).
@@ -450,8 +449,6 @@ func (b *builder) publish(prog *progress) {
 	}
 	prog.seen.Store(&seenNames{slices.Clone(h.Outcomes), slices.Clone(h.Compresses), slices.Clone(h.ToolsetBits), slices.Clone(h.ToolBits)})
 }
-
-var _ = atomic.Int64{}
 
 // httpError writes err with its status: a bad query 400, one that needs the
 // index 503 (with the progress and Retry-After), others 500.

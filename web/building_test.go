@@ -257,7 +257,7 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 
 	close(release)
 	<-s.Ready()
-	if warn, err, _ := s.BuildResult(); warn != nil || err != nil {
+	if _, warn, err := s.BuildResult(); warn != nil || err != nil {
 		t.Fatalf("build: warn %v, err %v", warn, err)
 	}
 	for _, qs := range append(queries, "sort=-tokens", "sort=key") {

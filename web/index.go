@@ -404,6 +404,29 @@ func bit(names *[]string, name string) uint64 {
 func sat16[T int | int32 | int64](v T) uint16 { return uint16(min(max(v, 0), math.MaxUint16)) }
 func sat32(v int64) uint32                    { return uint32(min(max(v, 0), math.MaxUint32)) }
 
+// lowGC runs the collector at buildGC percent of the live heap and under a
+// soft limit of buildMemLimit (unless lower settings are in force) until
+// the function it returns is called: making the plan and building the
+// index allocate mostly short-lived garbage (ledger lines, decoded
+// records) over a small live heap.
+func lowGC() (restore func()) {
+	var undo []func()
+	if old := debug.SetGCPercent(buildGC); old > buildGC {
+		undo = append(undo, func() { debug.SetGCPercent(old) })
+	} else {
+		debug.SetGCPercent(old) // GOGC already lower, or off
+	}
+	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
+		debug.SetMemoryLimit(buildMemLimit)
+		undo = append(undo, func() { debug.SetMemoryLimit(old) })
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+}
+
 // progress is how far a build is: live records indexed, of all.
 type progress struct {
 	done atomic.Int64
@@ -422,15 +445,7 @@ type progress struct {
 // decoders' short-lived garbage, for which the collector runs at buildGC
 // percent of the live heap rather than 100 and under a soft limit.
 func buildFile(p *plan, tmp string, prog *progress) (string, error) {
-	if old := debug.SetGCPercent(buildGC); old > buildGC {
-		defer debug.SetGCPercent(old)
-	} else {
-		debug.SetGCPercent(old) // GOGC already lower, or off
-	}
-	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
-		debug.SetMemoryLimit(buildMemLimit)
-		defer debug.SetMemoryLimit(old)
-	}
+	defer lowGC()()
 	if prog == nil {
 		prog = &progress{}
 	}
@@ -749,8 +764,16 @@ func (b *builder) writeOrder(tmp string) error {
 		for i := range order {
 			order[i] = int32(i)
 		}
+		// Keys are compared (and their pages read) only between records
+		// of the same prompt_index and sample.
 		slices.SortStableFunc(order, func(x, y int32) int {
-			return cmp.Or(cmp.Compare(pi[x], pi[y]), cmp.Compare(sample[x], sample[y]), bytes.Compare(key(x), key(y)))
+			if c := cmp.Compare(pi[x], pi[y]); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(sample[x], sample[y]); c != 0 {
+				return c
+			}
+			return bytes.Compare(key(x), key(y))
 		})
 	}
 	c := b.cols[18]

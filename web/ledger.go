@@ -102,6 +102,7 @@ func makePlan(dirs []string, states []ledgerState) (*plan, error) {
 	if err := checkFolders(dirs); err != nil {
 		return nil, err
 	}
+	defer lowGC()()
 	p := &plan{outcomes: map[string]int{}}
 	for d, dir := range dirs {
 		man, _, err := outdir.ReadManifest(dir)

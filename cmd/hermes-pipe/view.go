@@ -85,7 +85,7 @@ needs --allow-remote; a random token is then printed and required.`,
 			if srv.Built() {
 				fmt.Fprintf(c.App.ErrWriter, "view: first view of this folder state: served at once from the folder while its index is built (kept in %s)\n", cacheDir)
 				go func() {
-					warn, err, took := srv.BuildResult()
+					took, warn, err := srv.BuildResult()
 					if warn != nil {
 						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
 					}
