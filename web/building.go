@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -29,12 +30,13 @@ type building struct {
 	planErr error
 	lines   *lineCache
 
-	prog    progress
-	ready   chan struct{} // closed once the build ended (ix set, or err)
-	err     error
-	warn    error
-	started time.Time
-	took    time.Duration
+	prog     progress
+	stopOnce sync.Once
+	ready    chan struct{} // closed once the build ended (ix set, or err)
+	err      error
+	warn     error
+	started  time.Time
+	took     time.Duration
 }
 
 // Indexing is how far the index build is, in answers given meanwhile.
@@ -64,7 +66,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 	}
 	s := newServer(root, token)
 	b := &building{planned: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
-	b.prog.hold = hold
+	b.prog.hold, b.prog.stop = hold, make(chan struct{})
 	s.bld = b
 	go func() {
 		defer close(b.ready)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -317,5 +318,44 @@ func TestLastRowsTracksTheLastRowOfEachKey(t *testing.T) {
 	}
 	if tab.used != len(last) || len(tab.a) < len(last) {
 		t.Errorf("%d keys in %d slots, want %d", tab.used, len(tab.a), len(last))
+	}
+}
+
+// A build that fails (a shard changed since it was committed) is said in
+// the answers, which stay served from the folder; nothing is cached.
+func TestBuildFailureIsShownAndTheListStaysServed(t *testing.T) {
+	dir := retriedFolder(t)
+	shards, err := filepath.Glob(filepath.Join(dir, "data", "*.jsonl"))
+	if err != nil || len(shards) == 0 {
+		t.Fatalf("no data shards: %v", err)
+	}
+	f, err := os.OpenFile(shards[len(shards)-1], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\n")
+	f.Close()
+	cache := t.TempDir()
+	s, err := Open([]string{dir}, cache, dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	<-s.Ready()
+	_, _, berr := s.BuildResult()
+	if berr == nil || !strings.Contains(berr.Error(), "the ledger says") {
+		t.Fatalf("build of a folder with a longer shard: %v", berr)
+	}
+	var res Result
+	if code, body := getJSON(t, srv, "/api/records?outcome=api_error", &res); code != 200 || res.Indexing == nil || !strings.Contains(res.Indexing.Error, "the ledger says") || res.Total != 5 || !res.Complete {
+		t.Errorf("list after a failed build: %d %s %+v", code, body, res)
+	}
+	if code, body := getJSON(t, srv, "/api/records?sort=tokens", &res); code != http.StatusServiceUnavailable || !strings.Contains(body, "build failed") {
+		t.Errorf("sort after a failed build: %d %s", code, body)
+	}
+	if files := cacheFiles(t, cache); len(files) != 0 {
+		t.Errorf("cache holds %v after a failed build", files)
 	}
 }

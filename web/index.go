@@ -433,7 +433,20 @@ type progress struct {
 	// hold, when set (tests), is called before each ledger line is
 	// indexed, with the records indexed so far: it holds the build back.
 	hold func(done int)
+	stop chan struct{}             // closed: end the build (errStopped); nil = never
 	seen atomic.Pointer[seenNames] // the build's dictionaries so far
+}
+
+var errStopped = errors.New("the viewer was closed before the index was built")
+
+// stopped reports whether the build was asked to end.
+func (p *progress) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // buildFile reads every live record of p once, in ledger order, summarises
@@ -528,7 +541,10 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 				return err
 			}
 		}
-		for _, r := range pl.rows {
+		for k, r := range pl.rows {
+			if k%1024 == 0 && prog.stopped() {
+				return errStopped
+			}
 			var line []byte
 			if jsonl {
 				line, err = win.line(r.ref)

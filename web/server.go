@@ -70,8 +70,13 @@ func newServer(root, token string) *Server {
 	return s
 }
 
-// Close releases the shard files.
+// Close stops a build still running (its index is not kept) and releases
+// the shard files.
 func (s *Server) Close() {
+	if s.bld != nil {
+		s.bld.stopOnce.Do(func() { close(s.bld.prog.stop) })
+		<-s.bld.ready
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rd {
