@@ -35,7 +35,8 @@ const (
 // rebuilt (the version is part of the cache file's name and its header).
 const indexVersion = 4
 
-// Index is what the viewer knows of every live record: where it is and the
+// Index is what the viewer knows of every live record, in ledger order (the
+// plan's numbering; Order holds cat's): where it is and the
 // fields its filters and sort read, column by column. The columns are views
 // of the cache file mapped into memory (read-only), so opening an index
 // reads only its header, and a filter touches only the pages of the columns
