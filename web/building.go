@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -32,11 +33,14 @@ type building struct {
 
 	prog     progress
 	stopOnce sync.Once
-	ready    chan struct{} // closed once the build ended (ix set, or err)
-	err      error
-	warn     error
-	started  time.Time
-	took     time.Duration
+	// scanBudget, when not 0, replaces searchBudget for the reads while
+	// building (tests: 0 reads nothing past the first record).
+	scanBudget atomic.Int64
+	ready      chan struct{} // closed once the build ended (ix set, or err)
+	err        error
+	warn       error
+	started    time.Time
+	took       time.Duration
 }
 
 // Indexing is how far the index build is, in answers given meanwhile.
@@ -127,6 +131,13 @@ func (s *Server) Records() int {
 	default:
 	}
 	return -1
+}
+
+func (b *building) budget() time.Duration {
+	if d := b.scanBudget.Load(); d != 0 {
+		return time.Duration(max(d, 0))
+	}
+	return searchBudget
 }
 
 // waitPlan waits for the plan (a pass over the ledgers).
@@ -322,9 +333,9 @@ func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
 	}
 	needle := []byte(strings.ToLower(q.Text))
 	var low lineScanner
-	deadline := time.Now().Add(searchBudget)
+	deadline := time.Now().Add(s.bld.budget())
 	for k := 0; k < p.live; k++ {
-		if res.Total >= first+q.Size || ctx.Err() != nil || k%64 == 0 && time.Now().After(deadline) {
+		if res.Total >= first+q.Size || ctx.Err() != nil || k%64 == 0 && !time.Now().Before(deadline) {
 			res.Complete = false
 			break
 		}
@@ -341,6 +352,9 @@ func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
 			res.Rows = append(res.Rows, f.row(at(k), st.row.ref.Key))
 		}
 		res.Total++
+	}
+	if !res.Complete && len(res.Rows) == 0 {
+		res.Note = fmt.Sprintf("page %d of this list is past the matches among the %d records read so far; it is available once the index is built (indexing %d %%)", q.Page+1, res.Scanned, in.Percent)
 	}
 	return res, nil
 }
@@ -366,9 +380,9 @@ func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error)
 	needle := []byte(strings.ToLower(q.Text))
 	var low lineScanner
 	walk := func(dir int) (int, bool, error) {
-		deadline := time.Now().Add(searchBudget)
+		deadline := time.Now().Add(s.bld.budget())
 		for j, n := i+dir, 0; j >= 0 && j < p.live; j, n = j+dir, n+1 {
-			if ctx.Err() != nil || n%64 == 63 && time.Now().After(deadline) {
+			if ctx.Err() != nil || n%64 == 63 && !time.Now().Before(deadline) {
 				return -1, true, nil
 			}
 			if !q.filtered() {

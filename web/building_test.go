@@ -199,6 +199,15 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 		t.Errorf("a full first page: total %d complete %v rows %d, want 3, a lower bound", res.Total, res.Complete, len(res.Rows))
 	}
 
+	// A page past what a filtered read reaches in its budget says so (a
+	// budget spent at once here).
+	s.bld.scanBudget.Store(-1)
+	getJSON(t, srv, "/api/records?outcome=completed&size=3&page=2", &res)
+	if res.Complete || len(res.Rows) != 0 || !strings.Contains(res.Note, "page 3 of this list is past the matches among the 0 records read so far") {
+		t.Errorf("a page past the matches while building: %+v", res)
+	}
+	s.bld.scanBudget.Store(0)
+
 	// Sorts need the index: 503, with the build's progress.
 	for _, qs := range []string{"sort=tokens", "sort=-cost", "sort=key"} {
 		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("indexing %d %%", done*100/30)) {

@@ -413,6 +413,7 @@ type Result struct {
 	// folder (findBuilding).
 	Indexing *Indexing `json:"indexing,omitempty"`
 	Order    string    `json:"order,omitempty"` // "ledger": the default order was not available yet
+	Note     string    `json:"note,omitempty"`  // why the page is empty though the list may not be
 }
 
 // list is the walk a query gives over the index: n positions, the record

@@ -52,6 +52,7 @@ async function showList() {
       (res.order === "ledger" ? " · in ledger order until the index is ready" : "");
   } else if (p.get("q")) text += ` (text searched in ${res.scanned} records${res.complete ? "" : ", stopped early"})`;
   status.replaceChildren(text);
+  if (res.note) status.append(h("br"), h("span", { class: "warn", id: "note" }, res.note));
   const sort = p.get("sort") || "";
   const th = (label, key, num) => h("th", { class: num ? "n" : "", "data-sort": key, onclick: () => { const q = params(); q.set("sort", sort === key ? "-" + key : key); setParams(q); } },
     label + (sort === key ? " ▲" : sort === "-" + key ? " ▼" : ""));
