@@ -34,7 +34,7 @@ type building struct {
 	prog     progress
 	stopOnce sync.Once
 	// scanBudget, when not 0, replaces searchBudget for the reads while
-	// building (tests: 0 reads nothing past the first record).
+	// building (tests: a negative one stops them at once).
 	scanBudget atomic.Int64
 	ready      chan struct{} // closed once the build ended (ix set, or err)
 	err        error

@@ -434,11 +434,12 @@ type progress struct {
 	// hold, when set (tests), is called before each ledger line is
 	// indexed, with the records indexed so far: it holds the build back.
 	hold func(done int)
-	stop chan struct{}             // closed: end the build (errStopped); nil = never
+	stop chan struct{}             // closed: end the build (ErrClosed); nil = never
 	seen atomic.Pointer[seenNames] // the build's dictionaries so far
 }
 
-var errStopped = errors.New("the viewer was closed before the index was built")
+// ErrClosed is why a build ended when its server was closed first.
+var ErrClosed = errors.New("the viewer was closed before the index was built")
 
 // stopped reports whether the build was asked to end.
 func (p *progress) stopped() bool {
@@ -544,7 +545,7 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 		}
 		for k, r := range pl.rows {
 			if k%1024 == 0 && prog.stopped() {
-				return errStopped
+				return ErrClosed
 			}
 			var line []byte
 			if jsonl {

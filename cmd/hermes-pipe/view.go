@@ -89,6 +89,9 @@ needs --allow-remote; a random token is then printed and required.`,
 					if warn != nil {
 						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
 					}
+					if errors.Is(err, web.ErrClosed) {
+						return
+					}
 					if err != nil {
 						fmt.Fprintf(c.App.ErrWriter, "view: %v; the list stays served from the folder, in ledger order\n", err)
 						return
