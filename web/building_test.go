@@ -368,3 +368,62 @@ func TestBuildFailureIsShownAndTheListStaysServed(t *testing.T) {
 		t.Errorf("cache holds %v after a failed build", files)
 	}
 }
+
+// A sharded run's folders are numbered one after the other while the index
+// is built, as in the index.
+func TestServedWhileBuildingAcrossFolders(t *testing.T) {
+	dirs := []string{folder(t), retriedFolder(t)}
+	want, err := BuildIndex(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	ref := NewServer(want, dirs[0], "")
+	defer ref.Close()
+	held, release := make(chan struct{}), make(chan struct{})
+	s, err := open(dirs, t.TempDir(), dirs[0], "", func(int) {
+		select {
+		case <-held:
+		default:
+			close(held)
+			<-release
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer close(release)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	<-held
+	for _, qs := range []string{"size=500", "outcome=api_error&size=500", "sort=-ledger&size=7&page=1"} {
+		var res Result
+		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {
+			t.Fatalf("%s: %d %s", qs, code, body)
+		}
+		v, _ := url.ParseQuery(qs)
+		if v.Get("sort") == "" {
+			v.Set("sort", "ledger")
+		}
+		q, _ := parseQuery(httptest.NewRequest("GET", "/?"+v.Encode(), nil))
+		exp, err := ref.Find(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Indexing == nil || res.Total != exp.Total || !res.Complete {
+			t.Errorf("%s while building: %+v, want the index's total %d", qs, res, exp.Total)
+		}
+		if err := sameRows(res.Rows, exp.Rows); err != nil {
+			t.Errorf("%s while building: %v", qs, err)
+		}
+	}
+	var rec struct {
+		Key string `json:"key"`
+		Dir string `json:"dir"`
+	}
+	getJSON(t, srv, "/api/record/45", &rec)
+	if d, _ := want.Ref(45); rec.Key != want.Key(45) || rec.Dir != d || d != dirs[1] {
+		t.Errorf("record 45 while building: %+v, want %s in %s", rec, want.Key(45), dirs[1])
+	}
+}
