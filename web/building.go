@@ -18,7 +18,7 @@ import (
 
 // While a folder's index is first built, the server already answers: the
 // list, records, neighbours and originals are read from the folder itself
-// through the plan (one pass over the ledgers, about a second for a million
+// through the plan (one pass over the ledgers, about half a second for a million
 // rows), in ledger order, which is also the index's order, so a record's
 // number does not change when the index is ready. What needs the whole
 // index (a sort other than ledger order, exact totals under a filter) says

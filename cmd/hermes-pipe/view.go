@@ -81,10 +81,17 @@ needs --allow-remote; a random token is then printed and required.`,
 			if err != nil {
 				return err
 			}
-			defer srv.Close()
+			// The build's report is written before the command returns
+			// (Close ends a build still running).
+			reported := make(chan struct{})
+			defer func() {
+				srv.Close()
+				<-reported
+			}()
 			if srv.Built() {
 				fmt.Fprintf(c.App.ErrWriter, "view: first view of this folder state: served at once from the folder while its index is built (kept in %s)\n", cacheDir)
 				go func() {
+					defer close(reported)
 					took, warn, err := srv.BuildResult()
 					if warn != nil {
 						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
@@ -99,6 +106,7 @@ needs --allow-remote; a random token is then printed and required.`,
 					fmt.Fprintf(c.App.ErrWriter, "view: index ready: %d records read once in %s\n", srv.Records(), took.Round(time.Millisecond))
 				}()
 			} else {
+				close(reported)
 				fmt.Fprintf(c.App.ErrWriter, "view: %d records (from the index in %s) in %s\n", srv.Records(), cacheDir, time.Since(start).Round(time.Millisecond))
 			}
 			if orig := c.StringSlice("original"); len(orig) > 0 {
