@@ -87,6 +87,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 		b.warn, b.err = warn, err
 		if err == nil {
 			s.ixp.Store(ix)
+			b.lines.close() // its ledger lines are not read again
 		}
 	}()
 	return s, nil

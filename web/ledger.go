@@ -352,6 +352,7 @@ func newLineCache(p *plan) *lineCache {
 	return &lineCache{p: p, files: make([]*os.File, len(p.dirs))}
 }
 
+// close releases its files and lines; a later row opens them again.
 func (c *lineCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
