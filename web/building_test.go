@@ -427,3 +427,87 @@ func TestServedWhileBuildingAcrossFolders(t *testing.T) {
 		t.Errorf("record 45 while building: %+v, want %s in %s", rec, want.Key(45), dirs[1])
 	}
 }
+
+// A Parquet folder: its records are read by row number, during the build
+// and in the index alike.
+func TestServedWhileBuildingParquet(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	var recs []*schemas.Record
+	for i := range 12 {
+		r := &schemas.Record{Key: fmt.Sprintf("p%02d", i), PromptIndex: i, Outcome: schemas.OutcomeCompleted, Completed: true,
+			Conversations: []schemas.Turn{{From: "human", Value: fmt.Sprintf("question %d", i)}}, Usage: schemas.Usage{TotalTokens: int64(i)}}
+		if i%4 == 0 {
+			r.Outcome, r.Completed = schemas.OutcomeAPIError, false
+		}
+		recs = append(recs, r)
+	}
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "generate", Format: pipeline.FormatParquet, MaxShardRows: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := BuildIndex([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	ref := NewServer(want, dir, "")
+	defer ref.Close()
+	held, release := make(chan struct{}), make(chan struct{})
+	s, err := open([]string{dir}, t.TempDir(), dir, "", func(int) {
+		select {
+		case <-held:
+		default:
+			close(held)
+			<-release
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer close(release)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	<-held
+	for _, qs := range []string{"", "outcome=api_error", "q=question%207"} {
+		var res Result
+		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {
+			t.Fatalf("%s: %d %s", qs, code, body)
+		}
+		v, _ := url.ParseQuery(qs)
+		v.Set("sort", "ledger")
+		q, _ := parseQuery(httptest.NewRequest("GET", "/?"+v.Encode(), nil))
+		exp, err := ref.Find(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Indexing == nil || res.Total != exp.Total || exp.Total == 0 {
+			t.Errorf("%s while building: total %d, the index's %d", qs, res.Total, exp.Total)
+		}
+		if err := sameRows(res.Rows, exp.Rows); err != nil {
+			t.Errorf("%s while building: %v", qs, err)
+		}
+	}
+	for i := range want.Len() {
+		resp, err := http.Get(fmt.Sprintf("%s/raw/%d", srv.URL, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		line, err := ref.Line(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || string(got) != string(line) {
+			t.Errorf("raw %d while building: %d %s, want %s", i, resp.StatusCode, got, line)
+		}
+	}
+}
