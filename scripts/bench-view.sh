@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark of `hermes-pipe view` on a finished R-row generate folder (default
 # 1,000,000 rows, built by scripts/mkrun as the resume benchmark does).
-#   first open:  view reads every record once and keeps its index in a cache
-#                folder: seconds from start to the first page served.
-#   later opens: from the cached index: seconds from start to the first page,
+#   cold open:   an empty index cache: view answers at once from the folder
+#                while it builds the index in the background. Seconds from
+#                start to the first page, to a page filtered by outcome (and
+#                to one whose filter matches nothing: it reads for its budget
+#                and answers a lower bound), whether those were answered
+#                during the build, seconds until the index is ready, and the
+#                peak RSS of the view process over the whole run.
+#   warm open:   from the cached index: seconds from start to the first page,
 #                then a filter by outcome, a filter by tool, a sort by tokens;
 #                peak RSS of the view process after them.
 # Usage: scripts/bench-view.sh   (R=1000000 by default)
@@ -25,28 +30,46 @@ fi
 now() { date +%s.%N; }
 get() { curl -sf -o /dev/null -w '%{time_total}' "http://$addr$1"; }
 
-open_view() { # $1 = label; starts view, waits for the first page, prints the time
+secs() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+rss_mb() { echo $(( $(awk '/VmHWM/ { print $2 }' "/proc/$view_pid/status") / 1024 )); }
+# during URL: "during the build" when the answer carried the build's progress
+during() { curl -sf "http://$addr$1" | grep -q '"indexing":{' && echo "during the build" || echo "from the index"; }
+
+start_view() {
   # A free port picked beforehand, not --addr-file: that file is written
   # with fsyncs, whose time on a busy disk is not the viewer's.
   local port; port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   addr=127.0.0.1:$port
-  local t0; t0=$(now)
+  t0=$(now)
   bin/hermes-pipe view --addr "$addr" --cache-dir "$work/cache" "$out" >/dev/null 2>"$work/view.err" &
   view_pid=$!
   pids+=("$view_pid")
   until curl -sf -o /dev/null "http://$addr/api/meta"; do kill -0 "$view_pid" 2>/dev/null || { cat "$work/view.err"; exit 1; }; sleep 0.01; done
-  curl -sf -o /dev/null "http://$addr/api/records?page=0"
-  printf '%s: %d rows, first page served %.2fs after start (%s); CPU %d ms\n' "$1" "$R" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')" "$(head -1 "$work/view.err")" "$(cpu_ms "$view_pid")"
 }
 stop_view() { kill "$view_pid"; wait "$view_pid" 2>/dev/null || true; }
 
-open_view "first open (index built)"
-printf '  peak RSS while building: %d MB\n' $(( $(awk '/VmHWM/ { print $2 }' "/proc/$view_pid/status") / 1024 ))
+rm -rf "$work/cache"
+start_view
+curl -sf -o /dev/null "http://$addr/api/records?page=0"
+first=$(secs "$t0")
+filt=$(get '/api/records?outcome=completed'); filt_at=$(secs "$t0"); filt_how=$(during '/api/records?outcome=completed&size=1')
+none=$(get '/api/records?outcome=no_such_outcome'); none_how=$(during '/api/records?outcome=no_such_outcome&size=1')
+sort_code=$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/api/records?sort=-tokens")
+until curl -sf "http://$addr/api/meta" | grep -qv '"indexing":{'; do kill -0 "$view_pid" 2>/dev/null || { cat "$work/view.err"; exit 1; }; sleep 0.1; done
+ready=$(secs "$t0")
+printf 'cold open (empty cache): %d rows; first page served %ss after start; filter outcome=completed %ss (answered %s, %ss after start)\n' "$R" "$first" "$filt" "$filt_how" "$filt_at"
+printf '  filter matching nothing: %ss (%s; a lower bound); sort by -tokens meanwhile: HTTP %s; index ready %ss after start\n' "$none" "$none_how" "$sort_code" "$ready"
+curl -sf -o /dev/null "http://$addr/api/records?sort=-tokens"
+printf '  after it: filter outcome=completed %ss; sort by -tokens %ss\n' "$(get '/api/records?outcome=completed')" "$(get '/api/records?sort=-tokens')"
+printf '  peak RSS of view over the whole cold run: %d MB; CPU %d ms; %s\n' "$(rss_mb)" "$(cpu_ms "$view_pid")" "$(grep 'index ready' "$work/view.err")"
 stop_view
-open_view "later open (cached index)"
+
+start_view
+curl -sf -o /dev/null "http://$addr/api/records?page=0"
+printf 'warm open (cached index): %d rows, first page served %ss after start (%s); CPU %d ms\n' "$R" "$(secs "$t0")" "$(head -1 "$work/view.err")" "$(cpu_ms "$view_pid")"
 printf '  filter outcome=completed: %ss; filter tool=terminal (no match): %ss; sort by -tokens: %ss; page 500: %ss\n' \
   "$(get '/api/records?outcome=completed')" "$(get '/api/records?tool=terminal')" "$(get '/api/records?sort=-tokens')" "$(get '/api/records?page=500')"
 printf '  search "answer 999999" (the last record): %ss; search "Bench Answer 12345" (mixed case, 11 matches): %ss\n' \
   "$(get '/api/records?q=answer%20999999&size=1')" "$(get '/api/records?q=Bench%20Answer%2012345')"
-printf '  peak RSS: %d MB; index file %d MB; CPU %d ms in all\n' $(( $(awk '/VmHWM/ { print $2 }' "/proc/$view_pid/status") / 1024 )) $(( $(du -sk "$work/cache" | cut -f1) / 1024 )) "$(cpu_ms "$view_pid")"
+printf '  peak RSS: %d MB; index file %d MB; CPU %d ms in all\n' "$(rss_mb)" $(( $(du -sk "$work/cache" | cut -f1) / 1024 )) "$(cpu_ms "$view_pid")"
 stop_view

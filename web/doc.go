@@ -1,13 +1,16 @@
 // Package web is `hermes-pipe view`: a local, read-only web UI over an output
-// folder (one folder or the shards of a sharded run). It reads records only
-// through pipeline.EachRecord (once, to build its index) and
-// pipeline.RecordReader (one record at a time; a text search reads the
-// lines of JSONL shards by the index's offsets through one window), and
-// summarises them with report.Summarize, so it decodes nothing of its own.
-// The index is a columnar file in a cache folder (by default under the user
+// folder (one folder or the shards of a sharded run). It reads the folder's
+// ledgers once, streamed, into a plan (which rows are live records, and
+// where each ledger line is), then every live record once, in ledger order,
+// to build its index in the background; records are read again one at a
+// time through pipeline.RecordReader (a text search reads the lines of
+// JSONL shards by the index's offsets through one window). It summarises
+// records with report.Summarize, so it decodes nothing of its own. The
+// index is a columnar file in a cache folder (by default under the user
 // cache dir), never in the output folder, mapped into memory rather than
-// read: opening a million-record index costs its header. All assets are
-// embedded; the pages load nothing from elsewhere.
+// read: opening a million-record index costs its header. Until it is
+// built, the server answers from the folder through the plan. All assets
+// are embedded; the pages load nothing from elsewhere.
 //
 // For a compressed record it also reads the record's original row again,
 // from the inputs compress listed in compress_inputs.json (or --original):

@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/gob"
@@ -14,10 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
 
@@ -30,9 +33,10 @@ const (
 
 // indexVersion changes when the index layout does; older cache files are
 // rebuilt (the version is part of the cache file's name and its header).
-const indexVersion = 3
+const indexVersion = 4
 
-// Index is what the viewer knows of every live record: where it is and the
+// Index is what the viewer knows of every live record, in ledger order (the
+// plan's numbering; Order holds cat's): where it is and the
 // fields its filters and sort read, column by column. The columns are views
 // of the cache file mapped into memory (read-only), so opening an index
 // reads only its header, and a filter touches only the pages of the columns
@@ -65,6 +69,9 @@ type Index struct {
 	DurationMS []uint32
 	Cost       []float32 // NaN = unpriced
 	Ratio      []float32
+	// Order is the list's default order, cat's: by prompt_index, sample
+	// and key (the records themselves are in ledger order).
+	Order []int32
 
 	keys, ids strs
 	n         int
@@ -138,26 +145,43 @@ var columns = []struct {
 	{"dir", 2}, {"shard", 4}, {"off", 8}, {"n", 4}, {"outcome", 2}, {"compress", 2},
 	{"toolsets", 8}, {"tools", 8}, {"failures", 2}, {"turns", 2}, {"tokens", 4}, {"duration", 4},
 	{"cost", 4}, {"ratio", 4}, {"key_ends", 8}, {"keys", 0}, {"id_ends", 8}, {"ids", 0},
+	{"order", 4},
 }
 
-// cacheName names the index of dirs in their current state: the folders'
-// absolute paths and each ledger's size and modification time (the ledger
-// is append-only, so any commit changes it).
-func cacheName(dirs []string) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "v%d\n", indexVersion)
-	for _, dir := range dirs {
+// The columns written while building that the file does not keep: what
+// finish sorts the order column by.
+var sortColumns = []string{"pi", "sample"}
+
+// cacheName names the index of dirs in the ledger states given: prefix
+// hashes the folders' absolute paths, so every index of the same folders
+// starts with it; the rest hashes each ledger's size and modification time
+// (the ledger is append-only, so any commit changes them).
+func cacheName(dirs []string, states []ledgerState) (prefix, name string, err error) {
+	hp, hs := sha256.New(), sha256.New()
+	fmt.Fprintf(hp, "v%d\n", indexVersion)
+	for d, dir := range dirs {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		fi, err := os.Stat(filepath.Join(dir, pipeline.LedgerFile))
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s\n%d\n%d\n", abs, fi.Size(), fi.ModTime().UnixNano())
+		fmt.Fprintf(hp, "%s\n", abs)
+		fmt.Fprintf(hs, "%d\n%d\n", states[d].size, states[d].mod.UnixNano())
 	}
-	return hex.EncodeToString(h.Sum(nil))[:32] + ".idx", nil
+	prefix = hex.EncodeToString(hp.Sum(nil))[:24]
+	return prefix, prefix + "-" + hex.EncodeToString(hs.Sum(nil))[:16] + ".idx", nil
+}
+
+// ledgerStates stats the ledgers of dirs.
+func ledgerStates(dirs []string) ([]ledgerState, error) {
+	states := make([]ledgerState, len(dirs))
+	for d, dir := range dirs {
+		st, err := statLedger(dir)
+		if err != nil {
+			return nil, err
+		}
+		states[d] = st
+	}
+	return states, nil
 }
 
 // DefaultCacheDir is where view keeps its indexes: hermes-pipe/view under the
@@ -170,49 +194,108 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "hermes-pipe", "view"), nil
 }
 
-// OpenIndex maps the index of dirs from cacheDir, or builds it there first.
-// A cache folder that cannot be written is only a warning (returned as
-// built=true with warn set): the index is then built in the temp dir and
-// its file removed once mapped. Stale indexes of the same folders are not
-// removed: their names differ only by ledger state.
+// OpenIndex maps the index of dirs from cacheDir, or builds it there first
+// (what Open does in the background, done here before it returns). A cache
+// folder that cannot be written is only a warning (returned as built=true
+// with warn set): the index is then built in the temp dir and its file
+// removed once mapped.
 func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn error, err error) {
-	name, err := cacheName(dirs)
+	c, err := newCached(dirs, cacheDir)
 	if err != nil {
-		return nil, false, nil, fmt.Errorf("view: %w", err)
+		return nil, false, nil, err
 	}
-	path := filepath.Join(cacheDir, name)
-	if ix, err := mapIndex(path); err == nil {
-		if len(ix.Dirs) == len(dirs) {
-			ix.Dirs = dirs
-			return ix, false, nil, nil
-		}
+	if ix := c.mapped(); ix != nil {
+		return ix, false, nil, nil
+	}
+	p, err := makePlan(dirs, c.states)
+	if err != nil {
+		return nil, true, nil, fmt.Errorf("view: %w", err)
+	}
+	ix, warn, err = c.build(p, nil)
+	return ix, true, warn, err
+}
+
+// cached is where the index of dirs in their current state is kept.
+type cached struct {
+	dirs         []string
+	states       []ledgerState
+	dir          string // the cache folder
+	prefix, name string
+}
+
+func newCached(dirs []string, cacheDir string) (*cached, error) {
+	if err := checkFolders(dirs); err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
+	states, err := ledgerStates(dirs)
+	if err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
+	prefix, name, err := cacheName(dirs, states)
+	if err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
+	return &cached{dirs: dirs, states: states, dir: cacheDir, prefix: prefix, name: name}, nil
+}
+
+// mapped is the cached index, or nil when there is none (or it is damaged).
+func (c *cached) mapped() *Index {
+	ix, err := mapIndex(filepath.Join(c.dir, c.name))
+	if err != nil {
+		return nil
+	}
+	if len(ix.Dirs) != len(c.dirs) {
 		ix.Close()
+		return nil
 	}
-	tmp, werr := makeTemp(cacheDir)
+	ix.Dirs = c.dirs
+	return ix
+}
+
+// build builds p's index into the cache folder and maps it; once it is
+// there, the older indexes of the same folders are removed (a viewer that
+// has one mapped keeps reading it: unlinking leaves a mapping whole).
+func (c *cached) build(p *plan, prog *progress) (ix *Index, warn error, err error) {
+	tmp, werr := makeTemp(c.dir)
 	if werr != nil {
-		warn = fmt.Errorf("view: index cache %s: %w", cacheDir, werr)
+		warn = fmt.Errorf("view: index cache %s: %w", c.dir, werr)
 		if tmp, err = makeTemp(""); err != nil {
-			return nil, true, warn, fmt.Errorf("view: build index: %w", err)
+			return nil, warn, fmt.Errorf("view: build index: %w", err)
 		}
 	}
 	defer os.RemoveAll(tmp)
-	file, err := buildFile(dirs, tmp)
+	file, err := buildFile(p, tmp, prog)
 	if err != nil {
-		return nil, true, warn, fmt.Errorf("view: build index: %w", err)
+		return nil, warn, fmt.Errorf("view: build index: %w", err)
 	}
+	path := filepath.Join(c.dir, c.name)
 	if warn == nil {
 		if err := os.Rename(file, path); err != nil {
-			warn = fmt.Errorf("view: index cache %s: %w", cacheDir, err)
+			warn = fmt.Errorf("view: index cache %s: %w", c.dir, err)
 		} else {
 			file = path
 		}
 	}
 	ix, err = mapIndex(file)
 	if err != nil {
-		return nil, true, warn, fmt.Errorf("view: index %s: %w", file, err)
+		return nil, warn, fmt.Errorf("view: index %s: %w", file, err)
 	}
-	ix.Dirs = dirs
-	return ix, true, warn, nil
+	ix.Dirs = c.dirs
+	if file == path {
+		c.removeOlder()
+	}
+	return ix, warn, nil
+}
+
+// removeOlder removes the other indexes of the same folders: their names
+// differ only by ledger state, and the ledger only grows.
+func (c *cached) removeOlder() {
+	old, _ := filepath.Glob(filepath.Join(c.dir, c.prefix+"-*.idx"))
+	for _, f := range old {
+		if filepath.Base(f) != c.name {
+			os.Remove(f) // best effort: another viewer may have removed it
+		}
+	}
 }
 
 func makeTemp(dir string) (string, error) {
@@ -227,12 +310,20 @@ func makeTemp(dir string) (string, error) {
 // BuildIndex reads every live record of dirs once and returns their index,
 // kept in a temp file that is removed once mapped.
 func BuildIndex(dirs []string) (*Index, error) {
+	states, err := ledgerStates(dirs)
+	if err != nil {
+		return nil, err
+	}
+	p, err := makePlan(dirs, states)
+	if err != nil {
+		return nil, err
+	}
 	tmp, err := makeTemp("")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	file, err := buildFile(dirs, tmp)
+	file, err := buildFile(p, tmp, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +362,7 @@ func (c *colFile) u64(v uint64) { c.put(binary.NativeEndian.AppendUint64(c.buf[:
 type builder struct {
 	h        indexHeader
 	cols     []*colFile
+	sortCols []*colFile // pi, sample
 	outcomes map[string]uint16
 	compress map[string]uint16
 	shards   map[string]uint32
@@ -313,31 +405,71 @@ func bit(names *[]string, name string) uint64 {
 func sat16[T int | int32 | int64](v T) uint16 { return uint16(min(max(v, 0), math.MaxUint16)) }
 func sat32(v int64) uint32                    { return uint32(min(max(v, 0), math.MaxUint32)) }
 
-// buildFile reads every live record of dirs once (pipeline.EachRecord),
-// summarises it (report.Summarize) and writes the index file into tmp,
-// returning its path.
-//
-// Its own memory is a few buffers; the live heap while it runs is
-// pipeline.EachRecord's ledger index (about 200 bytes a record) and most
-// allocation is the decoders' short-lived garbage, so the collector runs at
-// buildGC percent of the live heap rather than 100 for the build: on 1M
-// records that lowers the peak RSS by a quarter at no measurable CPU.
-func buildFile(dirs []string, tmp string) (string, error) {
+// lowGC runs the collector at buildGC percent of the live heap and under a
+// soft limit of buildMemLimit (unless lower settings are in force) until
+// the function it returns is called: making the plan and building the
+// index allocate mostly short-lived garbage (ledger lines, decoded
+// records) over a small live heap.
+func lowGC() (restore func()) {
+	var undo []func()
 	if old := debug.SetGCPercent(buildGC); old > buildGC {
-		defer debug.SetGCPercent(old)
+		undo = append(undo, func() { debug.SetGCPercent(old) })
 	} else {
 		debug.SetGCPercent(old) // GOGC already lower, or off
 	}
-	// A soft memory limit too, unless one is set: the folder's ledger index
-	// (pipeline, about 200 bytes a record) is most of the live heap, and the
-	// collector then runs as often as staying under the limit needs (Go
-	// caps its CPU share) instead of letting garbage double the heap.
 	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
 		debug.SetMemoryLimit(buildMemLimit)
-		defer debug.SetMemoryLimit(old)
+		undo = append(undo, func() { debug.SetMemoryLimit(old) })
 	}
-	if len(dirs) > math.MaxUint16+1 {
-		return "", fmt.Errorf("%d folders: the index holds at most %d", len(dirs), math.MaxUint16+1)
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+}
+
+// progress is how far a build is: live records indexed, of all.
+type progress struct {
+	done atomic.Int64
+	// hold, when set (tests), is called before each ledger line is
+	// indexed, with the records indexed so far: it holds the build back.
+	hold func(done int)
+	stop chan struct{}             // closed: end the build (ErrClosed); nil = never
+	seen atomic.Pointer[seenNames] // the build's dictionaries so far
+}
+
+// ErrClosed is why a build ended when its server was closed first.
+var ErrClosed = errors.New("the viewer was closed before the index was built")
+
+// stopped reports whether the build was asked to end.
+func (p *progress) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// buildFile reads every live record of p once, in ledger order, summarises
+// it (report.Summarize) and writes the index file into tmp, returning its
+// path. prog (may be nil) follows it.
+//
+// It streams the ledger: its memory is the plan (a bit a row), one ledger
+// line read again at a time, a window of the shard it reads, and the
+// decoders' short-lived garbage, for which the collector runs at buildGC
+// percent of the live heap rather than 100 and under a soft limit.
+func buildFile(p *plan, tmp string, prog *progress) (string, error) {
+	defer lowGC()()
+	if prog == nil {
+		prog = &progress{}
+	}
+	if len(p.dirs) > math.MaxUint16+1 {
+		return "", fmt.Errorf("%d folders: the index holds at most %d", len(p.dirs), math.MaxUint16+1)
+	}
+	dirs := make([]string, len(p.dirs))
+	for d := range p.dirs {
+		dirs[d] = p.dirs[d].dir
 	}
 	b := &builder{outcomes: map[string]uint16{}, compress: map[string]uint16{"": 0}, shards: map[string]uint32{}}
 	b.h = indexHeader{Version: indexVersion, Check: checkWord, Dirs: dirs, Compresses: []string{""}, CompressCount: []int{0}}
@@ -353,34 +485,187 @@ func buildFile(dirs []string, tmp string) (string, error) {
 		}
 		b.cols = append(b.cols, &colFile{f: f, w: bufio.NewWriterSize(f, 64<<10)})
 	}
-	for d, dir := range dirs {
-		man, _, err := outdir.ReadManifest(dir)
+	for _, name := range sortColumns {
+		f, err := os.Create(filepath.Join(tmp, name))
 		if err != nil {
 			return "", err
 		}
-		b.h.Kind = man.Kind
-		err = pipeline.EachRecord(dir, func(ref pipeline.RecordRef, line []byte) error {
-			if err := b.add(uint16(d), ref, report.Summarize(line, &man)); err != nil {
-				return fmt.Errorf("%s byte %d (record %s): index: %w", ref.Shard, ref.Off, ref.Key, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return "", err
+		b.sortCols = append(b.sortCols, &colFile{f: f, w: bufio.NewWriterSize(f, 64<<10)})
+	}
+	defer func() {
+		for _, c := range b.sortCols {
+			c.f.Close()
+		}
+	}()
+	var buf []byte
+	for d := range p.dirs {
+		dp := &p.dirs[d]
+		b.h.Kind = dp.man.Kind
+		if err := b.addDir(p, d, prog, &buf); err != nil {
+			return "", fmt.Errorf("read %s: %w", dp.dir, err)
 		}
 	}
-	return b.finish(filepath.Join(tmp, "index"))
+	return b.finish(tmp, filepath.Join(tmp, "index"))
 }
 
-func (b *builder) add(dir uint16, ref pipeline.RecordRef, s report.Summary) error {
-	if s.Outcome == "" {
-		s.Outcome = string(ref.Outcome)
+// addDir indexes the live records of folder d, shard by shard, with cat's
+// checks: each shard's size against its ledger line, and the SHA-256 of a
+// shard not older than the ledger (written, copied or pulled since it was
+// committed).
+func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
+	dp := &p.dirs[d]
+	lf, err := os.Open(dp.ledger)
+	if err != nil {
+		return err
 	}
-	oc, err := dictPos(b.outcomes, &b.h.Outcomes, &b.h.OutcomeCount, s.Outcome)
+	defer lf.Close()
+	rd := pipeline.NewRecordReader(dp.dir)
+	defer rd.Close()
+	var win shardWindow
+	defer win.close()
+	for li := range dp.lines {
+		if prog.hold != nil {
+			prog.hold(int(prog.done.Load()))
+		}
+		if dp.lines[li].live == 0 {
+			continue
+		}
+		pl, err := p.readLine(lf, d, li, buf)
+		if err != nil {
+			return err
+		}
+		if err := checkShard(dp, pl); err != nil {
+			return err
+		}
+		jsonl := strings.HasSuffix(pl.shard, ".jsonl")
+		if jsonl {
+			if err := win.open(filepath.Join(dp.dir, filepath.FromSlash(pl.shard))); err != nil {
+				return err
+			}
+		}
+		for k, r := range pl.rows {
+			if k%1024 == 0 && prog.stopped() {
+				return ErrClosed
+			}
+			var line []byte
+			if jsonl {
+				line, err = win.line(r.ref)
+			} else {
+				line, err = rd.Read(r.ref)
+			}
+			if err != nil {
+				return err
+			}
+			if err := b.add(uint16(d), r, fieldsOf(r.ref, report.Summarize(line, &dp.man))); err != nil {
+				return fmt.Errorf("%s byte %d (record %s): index: %w", r.ref.Shard, r.ref.Off, r.ref.Key, err)
+			}
+			b.publish(prog)
+			prog.done.Add(1)
+		}
+	}
+	return nil
+}
+
+// checkShard holds a shard to its ledger line as cat does: its size always,
+// its SHA-256 when it is not older than the ledger.
+func checkShard(dp *dirPlan, pl *parsedLine) error {
+	path := filepath.Join(dp.dir, filepath.FromSlash(pl.shard))
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("shard %s is missing; %s", pl.shard, healHint)
+	}
+	if err != nil {
+		return fmt.Errorf("open shard: %w", err)
+	}
+	if fi.Size() != pl.bytes {
+		return fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", pl.shard, fi.Size(), pl.bytes, healHint)
+	}
+	if fi.ModTime().Before(dp.mod) {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open shard: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read shard %s: %w", pl.shard, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != pl.sha {
+		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", pl.shard, healHint)
+	}
+	return nil
+}
+
+// healHint is pipeline's advice about a damaged shard.
+const healHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
+
+// shardWindow reads the lines of one JSONL shard in file order through a
+// window of searchWindow bytes.
+type shardWindow struct {
+	path   string
+	f      *os.File
+	win    []byte
+	winOff int64
+}
+
+func (w *shardWindow) open(path string) error {
+	if w.path == path && w.f != nil {
+		return nil
+	}
+	w.close()
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open shard: %w", err)
+	}
+	w.f, w.path, w.win, w.winOff = f, path, w.win[:0], 0
+	return nil
+}
+
+func (w *shardWindow) close() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+}
+
+// line returns the line ref points at, valid until the next call.
+func (w *shardWindow) line(ref pipeline.RecordRef) ([]byte, error) {
+	off, n := ref.Off, int64(ref.N)
+	if n <= 0 {
+		return nil, fmt.Errorf("%s: record %s has no line", ref.Shard, ref.Key)
+	}
+	if off < w.winOff || off+n > w.winOff+int64(len(w.win)) {
+		size := max(n, searchWindow)
+		if int64(cap(w.win)) < size {
+			w.win = make([]byte, size)
+		}
+		got, err := w.f.ReadAt(w.win[:size], off)
+		if err != nil && !errors.Is(err, io.EOF) || int64(got) < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s up to byte %d: the shard was cut short; %s", ref.Shard, off+int64(got), ref.Key, off+n, healHint)
+			}
+			return nil, fmt.Errorf("read %s at byte %d: %w", ref.Shard, off, err)
+		}
+		w.win, w.winOff = w.win[:got], off
+	}
+	line := w.win[off-w.winOff : off-w.winOff+n]
+	if line[n-1] != '\n' {
+		return nil, fmt.Errorf("%s: record %s at byte %d does not end a line: the ledger and the shard disagree (run verify)", ref.Shard, ref.Key, off)
+	}
+	return line, nil
+}
+
+func (b *builder) add(dir uint16, r liveRow, f recFields) error {
+	ref := r.ref
+	b.sortCols[0].u64(uint64(r.pi))
+	b.sortCols[1].u64(uint64(r.sample))
+	oc, err := dictPos(b.outcomes, &b.h.Outcomes, &b.h.OutcomeCount, f.Outcome)
 	if err != nil {
 		return fmt.Errorf("outcome: %w", err)
 	}
-	co, err := dictPos(b.compress, &b.h.Compresses, &b.h.CompressCount, s.CompressOutcome)
+	co, err := dictPos(b.compress, &b.h.Compresses, &b.h.CompressCount, f.Compress)
 	if err != nil {
 		return fmt.Errorf("compress outcome: %w", err)
 	}
@@ -389,15 +674,11 @@ func (b *builder) add(dir uint16, ref pipeline.RecordRef, s report.Summary) erro
 		return fmt.Errorf("shard: %w", err)
 	}
 	var ts, tl uint64
-	for _, t := range s.Toolsets {
+	for _, t := range f.Toolsets {
 		ts |= bit(&b.h.ToolsetBits, t)
 	}
-	for _, t := range s.Tools {
+	for _, t := range f.Tools {
 		tl |= bit(&b.h.ToolBits, t)
-	}
-	cost := float32(math.NaN())
-	if s.Priced {
-		cost = float32(s.CostUSD)
 	}
 	c := b.cols
 	c[0].u16(dir)
@@ -408,25 +689,28 @@ func (b *builder) add(dir uint16, ref pipeline.RecordRef, s report.Summary) erro
 	c[5].u16(co)
 	c[6].u64(ts)
 	c[7].u64(tl)
-	c[8].u16(sat16(s.ToolFailures))
-	c[9].u16(sat16(s.Turns))
-	c[10].u32(sat32(s.Tokens))
-	c[11].u32(sat32(s.DurationMS))
-	c[12].u32(math.Float32bits(cost))
-	c[13].u32(math.Float32bits(float32(s.Ratio)))
+	c[8].u16(f.Failures)
+	c[9].u16(f.Turns)
+	c[10].u32(f.Tokens)
+	c[11].u32(f.Duration)
+	c[12].u32(math.Float32bits(f.Cost))
+	c[13].u32(math.Float32bits(f.Ratio))
 	b.keyEnd += uint64(len(ref.Key))
 	c[14].u64(b.keyEnd)
 	c[15].str(ref.Key)
-	b.idEnd += uint64(len(s.ID))
+	b.idEnd += uint64(len(f.ID))
 	c[16].u64(b.idEnd)
-	c[17].str(s.ID)
+	c[17].str(f.ID)
 	b.h.Records++
 	return nil
 }
 
 // finish writes the index file at path: the header, then the columns each
 // copied from its build file.
-func (b *builder) finish(path string) (string, error) {
+func (b *builder) finish(tmp, path string) (string, error) {
+	if err := b.writeOrder(tmp); err != nil {
+		return "", err
+	}
 	var off int64
 	for i, c := range b.cols {
 		if err := c.w.Flush(); err != nil {
@@ -464,6 +748,57 @@ func (b *builder) finish(path string) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
+}
+
+// writeOrder writes the order column: the records sorted by prompt_index,
+// sample and key (ledger order among equals), read from the build files
+// mapped (4 bytes a record in memory, the permutation).
+func (b *builder) writeOrder(tmp string) error {
+	n := b.h.Records
+	var order []int32
+	if n > 0 {
+		maps := map[string][]byte{}
+		for _, c := range append(append([]*colFile{}, b.sortCols...), b.cols[14], b.cols[15]) {
+			if err := c.w.Flush(); err != nil {
+				return err
+			}
+			data, release, err := mapFile(c.f.Name())
+			if err != nil {
+				return err
+			}
+			defer release()
+			maps[filepath.Base(c.f.Name())] = data
+		}
+		pi, sample := view[int64](maps["pi"], n), view[int64](maps["sample"], n)
+		keys := strs{ends: view[uint64](maps["key_ends"], n), blob: maps["keys"]}
+		key := func(i int32) []byte {
+			var start uint64
+			if i > 0 {
+				start = keys.ends[i-1]
+			}
+			return keys.blob[start:keys.ends[i]]
+		}
+		order = make([]int32, n)
+		for i := range order {
+			order[i] = int32(i)
+		}
+		// Keys are compared (and their pages read) only between records
+		// of the same prompt_index and sample.
+		slices.SortStableFunc(order, func(x, y int32) int {
+			if c := cmp.Compare(pi[x], pi[y]); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(sample[x], sample[y]); c != 0 {
+				return c
+			}
+			return bytes.Compare(key(x), key(y))
+		})
+	}
+	c := b.cols[18]
+	for _, i := range order {
+		c.u32(uint32(i))
+	}
+	return nil
 }
 
 func align8(n int64) int64 { return (n + 7) &^ 7 }
@@ -556,6 +891,7 @@ func viewIndex(data []byte) (*Index, error) {
 	ix.Ratio = view[float32](raw[13], n)
 	ix.keys = strs{ends: view[uint64](raw[14], n), blob: raw[15]}
 	ix.ids = strs{ends: view[uint64](raw[16], n), blob: raw[17]}
+	ix.Order = view[int32](raw[18], n)
 	return ix, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,7 +60,15 @@ func TestIndexRebuiltWhenTheFolderOrTheCacheFileChanges(t *testing.T) {
 		t.Fatal("the rebuilt index differs from the first one")
 	}
 
-	// The ledger changing (every commit appends to it) names another index.
+	// The ledger changing (every commit appends to it) names another index,
+	// and writing it removes the older one of the same folder, while a
+	// viewer that has the older one mapped still reads it.
+	other := folder(t)
+	oix, _, _, err := OpenIndex([]string{other}, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oix.Close()
 	later := time.Now().Add(time.Hour)
 	if err := os.Chtimes(filepath.Join(dir, pipeline.LedgerFile), later, later); err != nil {
 		t.Fatal(err)
@@ -68,9 +77,15 @@ func TestIndexRebuiltWhenTheFolderOrTheCacheFileChanges(t *testing.T) {
 	if err != nil || !built {
 		t.Fatalf("open after the ledger changed: built %v, err %v", built, err)
 	}
-	again.Close()
-	if files := cacheFiles(t, cache); len(files) != 2 {
-		t.Fatalf("cache holds %v, want the old and the new index", files)
+	defer again.Close()
+	now := cacheFiles(t, cache)
+	if len(now) != 2 || slices.Contains(now, files[0]) {
+		t.Fatalf("cache holds %v, want the new index of the folder (not %s) and the other folder's", now, files[0])
+	}
+	for i := range ix.Len() {
+		if ix.Key(i) != again.Key(i) || ix.OutcomeName(i) != again.OutcomeName(i) {
+			t.Fatalf("record %d: the removed index, still mapped, reads %s %s; the new one %s %s", i, ix.Key(i), ix.OutcomeName(i), again.Key(i), again.OutcomeName(i))
+		}
 	}
 }
 

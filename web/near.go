@@ -24,6 +24,9 @@ type Near struct {
 // search reads records outward from i until a match, at most searchBudget
 // per side.
 func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
+	if s.idx() == nil {
+		return s.nearBuilding(ctx, q, i)
+	}
 	res := Near{Prev: -1, Next: -1}
 	l, err := s.list(q)
 	if err != nil {

@@ -398,6 +398,10 @@ func (s *Server) original(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dir, _ := s.ix.Ref(i)
-	writeJSON(w, s.orig.find(dir, s.ix.Key(i)))
+	dir, key, err := s.keyOf(r.Context(), i)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, s.orig.find(dir, key))
 }

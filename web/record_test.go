@@ -45,8 +45,8 @@ func nan() float64 { return math.NaN() }
 // pos is the index position of the record with key.
 func pos(t *testing.T, s *Server, key string) int {
 	t.Helper()
-	for i := range s.ix.Len() {
-		if s.ix.Key(i) == key {
+	for i := range s.idx().Len() {
+		if s.idx().Key(i) == key {
 			return i
 		}
 	}
@@ -61,7 +61,7 @@ func TestNearWalksTheFilteredList(t *testing.T) {
 		if i < 0 {
 			return "none"
 		}
-		return s.ix.Key(i)
+		return s.idx().Key(i)
 	}
 	for _, tc := range []struct {
 		name       string
@@ -136,7 +136,7 @@ func TestOriginalOfACompressedRecord(t *testing.T) {
 	dir := compressedFolder(t, inputs, fk, "kH", "nowhere")
 	s := serve(t, dir)
 	get := func(key string) Original {
-		d, _ := s.ix.Ref(pos(t, s, key))
+		d, _ := s.idx().Ref(pos(t, s, key))
 		return s.orig.find(d, key)
 	}
 
@@ -179,7 +179,7 @@ func TestOriginalOfACompressedRecord(t *testing.T) {
 
 	// A folder compressed before compress_inputs.json existed.
 	old := serve(t, compressedFolder(t, nil, "kH"))
-	d, _ := old.ix.Ref(0)
+	d, _ := old.idx().Ref(0)
 	if o = old.orig.find(d, "kH"); o.Found || !strings.Contains(o.Why, "--original") {
 		t.Errorf("no inputs file: %+v", o)
 	}

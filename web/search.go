@@ -44,7 +44,7 @@ func (ls *lineScanner) close() {
 
 // line returns record i's line, valid until the next call.
 func (ls *lineScanner) line(i int) ([]byte, error) {
-	ix := ls.s.ix
+	ix := ls.s.idx()
 	shard := name(ix.Shards, int(ix.Shard[i]))
 	if !strings.HasSuffix(shard, ".jsonl") {
 		return ls.s.Line(i)

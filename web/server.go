@@ -9,7 +9,6 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -22,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -34,7 +34,8 @@ var assets embed.FS
 // Server serves the viewer of one run. It is read-only: it opens shard files
 // for reading and never writes into the run's folders.
 type Server struct {
-	ix    *Index
+	ixp   atomic.Pointer[Index] // nil while it is being built (bld)
+	bld   *building             // nil: opened with its index
 	root  string
 	token string // "" = no token (loopback)
 	mu    sync.Mutex
@@ -48,7 +49,16 @@ type Server struct {
 // is); token, when not empty, must be given by every request (?token= or the
 // cookie set on first use).
 func NewServer(ix *Index, root, token string) *Server {
-	s := &Server{ix: ix, root: root, token: token, rd: map[string]*pipeline.RecordReader{}, order: map[string][]int32{}}
+	s := newServer(root, token)
+	s.ixp.Store(ix)
+	return s
+}
+
+// idx is the index, nil while it is being built.
+func (s *Server) idx() *Index { return s.ixp.Load() }
+
+func newServer(root, token string) *Server {
+	s := &Server{root: root, token: token, rd: map[string]*pipeline.RecordReader{}, order: map[string][]int32{}}
 	if b, err := os.ReadFile(filepath.Join(root, "report.json")); err == nil {
 		var r report.SWEReport
 		if json.Unmarshal(b, &r) == nil {
@@ -60,8 +70,13 @@ func NewServer(ix *Index, root, token string) *Server {
 	return s
 }
 
-// Close releases the shard files.
+// Close stops a build still running (its index is not kept) and releases
+// the shard files.
 func (s *Server) Close() {
+	if s.bld != nil {
+		s.bld.stopOnce.Do(func() { close(s.bld.prog.stop) })
+		<-s.bld.ready
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rd {
@@ -69,6 +84,15 @@ func (s *Server) Close() {
 	}
 	s.rd = map[string]*pipeline.RecordReader{}
 	s.orig.close()
+	if s.bld != nil {
+		select {
+		case <-s.bld.planned:
+			if s.bld.lines != nil {
+				s.bld.lines.close()
+			}
+		default:
+		}
+	}
 }
 
 // Handler returns the HTTP handler.
@@ -123,8 +147,12 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
-	ix := s.ix
+func (s *Server) meta(w http.ResponseWriter, r *http.Request) {
+	ix := s.idx()
+	if ix == nil {
+		s.metaBuilding(w, r)
+		return
+	}
 	outcomes := map[string]int{}
 	compress := map[string]int{}
 	for i, n := range ix.OutcomeCount {
@@ -156,7 +184,7 @@ type Query struct {
 	TokensMin, TokensMax             int64
 	CostMin, CostMax                 float64
 	Text                             string
-	Sort                             string // key, turns, tokens, cost, duration, failures, ratio; "-" prefix = descending
+	Sort                             string // key (prompt_index, sample, key), ledger, turns, tokens, cost, duration, failures, ratio; "-" prefix = descending
 	Page, Size                       int
 }
 
@@ -206,7 +234,7 @@ func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T,
 
 // match reports whether record i passes q's index filters (not the text).
 func (s *Server) matcher(q Query) (func(i int) bool, error) {
-	ix := s.ix
+	ix := s.idx()
 	oc, co := -1, -1 // -1 = no such value: nothing matches
 	if q.Outcome != "" {
 		oc = slices.Index(ix.Outcomes, q.Outcome)
@@ -284,10 +312,12 @@ func (s *Server) sorted(key string) ([]int32, error) {
 	if o, ok := s.order[field]; ok {
 		return orderView(o, desc), nil
 	}
-	ix := s.ix
+	ix := s.idx()
 	var c func(a, b int32) int
 	switch field {
 	case "":
+		return orderView(ix.Order, desc), nil
+	case "ledger":
 		return orderView(nil, desc), nil
 	case "turns":
 		c = func(a, b int32) int { return cmp.Compare(ix.Turns[a], ix.Turns[b]) }
@@ -302,7 +332,7 @@ func (s *Server) sorted(key string) ([]int32, error) {
 	case "ratio":
 		c = func(a, b int32) int { return cmp.Compare(ix.Ratio[a], ix.Ratio[b]) }
 	default:
-		return nil, fmt.Errorf("%w: sort=%q (key, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
+		return nil, fmt.Errorf("%w: sort=%q (key, ledger, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
 	}
 	o := make([]int32, ix.Len())
 	for i := range o {
@@ -345,7 +375,7 @@ func bitsNames(b uint64, names []string) []string {
 }
 
 func (s *Server) row(i int) Row {
-	ix := s.ix
+	ix := s.idx()
 	r := Row{I: i, Key: ix.Key(i), ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
 		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Ratio: ix.Ratio[i]}
@@ -366,12 +396,8 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.Find(r.Context(), q)
-	if errors.Is(err, errBadQuery) {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		httpError(w, err)
 		return
 	}
 	writeJSON(w, res)
@@ -381,8 +407,13 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 type Result struct {
 	Total    int   `json:"total"`    // records matching (a lower bound when !Complete)
 	Complete bool  `json:"complete"` // false: a text search stopped before the end
-	Scanned  int   `json:"scanned"`  // records whose text was searched
+	Scanned  int   `json:"scanned"`  // records whose text was searched (while indexing: records read)
 	Rows     []Row `json:"rows"`
+	// Indexing: the index is being built, the page was read from the
+	// folder (findBuilding).
+	Indexing *Indexing `json:"indexing,omitempty"`
+	Order    string    `json:"order,omitempty"` // "ledger": the default order was not available yet
+	Note     string    `json:"note,omitempty"`  // why the page is empty though the list may not be
 }
 
 // list is the walk a query gives over the index: n positions, the record
@@ -404,7 +435,7 @@ func (s *Server) list(q Query) (list, error) {
 	if err != nil {
 		return list{}, err
 	}
-	l := list{n: s.ix.Len(), order: order, desc: strings.HasPrefix(q.Sort, "-"), match: match}
+	l := list{n: s.idx().Len(), order: order, desc: strings.HasPrefix(q.Sort, "-"), match: match}
 	l.at = func(k int) int {
 		if l.desc {
 			k = l.n - 1 - k
@@ -422,6 +453,9 @@ func (s *Server) list(q Query) (list, error) {
 // the page is full, the budget is spent or the end (lower-cased substring
 // match on the whole line).
 func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
+	if s.idx() == nil {
+		return s.findBuilding(ctx, q)
+	}
 	l, err := s.list(q)
 	if err != nil {
 		return Result{}, err
@@ -475,10 +509,20 @@ func stopSearch(now, deadline time.Time, full bool) bool {
 
 // Line reads record i from its shard.
 func (s *Server) Line(i int) ([]byte, error) {
-	if i < 0 || i >= s.ix.Len() {
+	ix := s.idx()
+	if ix == nil {
+		st, err := s.streamRecord(context.Background(), i)
+		return st.line, err
+	}
+	if i < 0 || i >= ix.Len() {
 		return nil, fmt.Errorf("%w: no record %d", errBadQuery, i)
 	}
-	dir, ref := s.ix.Ref(i)
+	dir, ref := ix.Ref(i)
+	return s.readRef(dir, ref)
+}
+
+// readRef reads the record ref points at in dir.
+func (s *Server) readRef(dir string, ref pipeline.RecordRef) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.rd[dir]
@@ -489,13 +533,63 @@ func (s *Server) Line(i int) ([]byte, error) {
 	return rd.Read(ref)
 }
 
+// index parses the record number of the request's path.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) (int, bool) {
 	i, err := strconv.Atoi(r.PathValue("i"))
-	if err != nil || i < 0 || i >= s.ix.Len() {
+	if n := s.Records(); n < 0 && s.bld != nil {
+		if _, perr := s.bld.waitPlan(r.Context()); perr != nil {
+			httpError(w, perr)
+			return 0, false
+		}
+	}
+	if err != nil || i < 0 || i >= s.Records() {
 		http.Error(w, "no such record", http.StatusNotFound)
 		return 0, false
 	}
 	return i, true
+}
+
+// keyOf is record i's folder and key.
+func (s *Server) keyOf(ctx context.Context, i int) (dir, key string, err error) {
+	if ix := s.idx(); ix != nil {
+		dir, ref := ix.Ref(i)
+		return dir, ref.Key, nil
+	}
+	p, err := s.bld.waitPlan(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	r, err := s.bld.lines.row(i)
+	if err != nil {
+		return "", "", err
+	}
+	return p.dirs[r.dir].dir, r.ref.Key, nil
+}
+
+// located is where record i is and what the record page shows of it
+// besides its line.
+type located struct {
+	dir, key, id, kind string
+	of                 int
+	line               []byte
+}
+
+func (s *Server) locate(ctx context.Context, i int) (located, error) {
+	if ix := s.idx(); ix != nil {
+		line, err := s.Line(i)
+		if err != nil {
+			return located{}, err
+		}
+		return located{dir: ix.Dirs[ix.Dir[i]], key: ix.Key(i), id: ix.ID(i), kind: ix.Kind, of: ix.Len(), line: line}, nil
+	}
+	st, err := s.streamRecord(ctx, i)
+	if err != nil {
+		return located{}, err
+	}
+	p := s.bld.plan
+	dp := &p.dirs[st.row.dir]
+	f := s.streamFields(st)
+	return located{dir: dp.dir, key: st.row.ref.Key, id: f.ID, kind: dp.man.Kind, of: p.live, line: st.line}, nil
 }
 
 func (s *Server) raw(w http.ResponseWriter, r *http.Request) {
@@ -505,7 +599,7 @@ func (s *Server) raw(w http.ResponseWriter, r *http.Request) {
 	}
 	line, err := s.Line(i)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		httpError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -517,16 +611,21 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	line, err := s.Line(i)
+	loc, err := s.locate(r.Context(), i)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		httpError(w, err)
 		return
 	}
-	out := map[string]any{"i": i, "key": s.ix.Key(i), "of": s.ix.Len(), "kind": s.ix.Kind, "dir": s.ix.Dirs[s.ix.Dir[i]], "record": json.RawMessage(bytes.TrimSpace(line))}
+	out := map[string]any{"i": i, "key": loc.key, "of": loc.of, "kind": loc.kind, "dir": loc.dir, "record": json.RawMessage(bytes.TrimSpace(loc.line))}
+	if s.bld != nil {
+		if in := s.bld.indexing(); s.idx() == nil || in.Error != "" {
+			out["indexing"] = in
+		}
+	}
 	if s.swe != nil {
-		id := s.ix.ID(i)
+		id := loc.id
 		if id == "" {
-			id = s.ix.Key(i)
+			id = loc.key
 		}
 		if in := s.swe.Instances[id]; in != nil {
 			inst := map[string]any{"id": id, "instance": in}

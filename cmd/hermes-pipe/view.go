@@ -35,7 +35,12 @@ Every asset is inside the binary: nothing is loaded from the network.
 
 The first view of a folder reads every record once and keeps an index under
 --cache-dir (default: hermes-pipe/view in the user cache dir); later views of
-the folder in the same state open from it. The output folder is only read.
+the folder in the same state open from it, and the index of an older state
+is then removed. While the index is built the page is served at once from
+the folder, in ledger order: filters read records until a page is full
+(totals are then lower bounds), sorts wait for the index; the page shows
+the build's progress and switches to the index when it is ready. The output
+folder is only read.
 
 It listens on loopback only unless --addr names another address, which also
 needs --allow-remote; a random token is then printed and required.`,
@@ -72,20 +77,38 @@ needs --allow-remote; a random token is then printed and required.`,
 				}
 			}
 			start := time.Now()
-			ix, built, warn, err := web.OpenIndex(dirs, cacheDir)
+			srv, err := web.Open(dirs, cacheDir, root, token)
 			if err != nil {
 				return err
 			}
-			if warn != nil {
-				fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
+			// The build's report is written before the command returns
+			// (Close ends a build still running).
+			reported := make(chan struct{})
+			defer func() {
+				srv.Close()
+				<-reported
+			}()
+			if srv.Built() {
+				fmt.Fprintf(c.App.ErrWriter, "view: first view of this folder state: served at once from the folder while its index is built (kept in %s)\n", cacheDir)
+				go func() {
+					defer close(reported)
+					took, warn, err := srv.BuildResult()
+					if warn != nil {
+						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
+					}
+					if errors.Is(err, web.ErrClosed) {
+						return
+					}
+					if err != nil {
+						fmt.Fprintf(c.App.ErrWriter, "view: %v; the list stays served from the folder, in ledger order\n", err)
+						return
+					}
+					fmt.Fprintf(c.App.ErrWriter, "view: index ready: %d records read once in %s\n", srv.Records(), took.Round(time.Millisecond))
+				}()
+			} else {
+				close(reported)
+				fmt.Fprintf(c.App.ErrWriter, "view: %d records (from the index in %s) in %s\n", srv.Records(), cacheDir, time.Since(start).Round(time.Millisecond))
 			}
-			how := "from the index in " + cacheDir
-			if built {
-				how = "read once, index kept in " + cacheDir
-			}
-			fmt.Fprintf(c.App.ErrWriter, "view: %d records (%s) in %s\n", ix.Len(), how, time.Since(start).Round(time.Millisecond))
-			srv := web.NewServer(ix, root, token)
-			defer srv.Close()
 			if orig := c.StringSlice("original"); len(orig) > 0 {
 				if err := srv.SetOriginals(orig); err != nil {
 					return usagef("%v", err)

@@ -30,17 +30,29 @@ function setParams(p) { p.delete("page"); location.hash = "#/?" + p.toString(); 
 async function showList() {
   const p = params();
   const qs = p.toString();
+  const old = $("#status");
+  if (old) old.textContent = "loading…";
+  // The page is fetched before the list is replaced, so a list shown again
+  // (the index became ready) never shows empty meanwhile.
+  let res, err;
+  try { res = await getJSON("/api/records?" + qs); } catch (e) { err = e; }
   const form = filterForm(p);
-  const status = h("p", { class: "mute", id: "status" }, "loading…");
+  const status = h("p", { class: "mute", id: "status" });
   const table = h("table", { id: "records" });
   app.replaceChildren(form, status, table);
-  let res;
-  try { res = await getJSON("/api/records?" + qs); } catch (e) { status.replaceChildren(h("span", { class: "err" }, e.message)); return; }
+  if (err) { status.replaceChildren(h("span", { class: "err" }, err.message)); return; }
   lastQuery = qs;
   list.rows = res.rows; list.sel = Math.min(list.sel, Math.max(0, res.rows.length - 1));
   const page = +(p.get("page") || 0), size = +(p.get("size") || 50);
-  const total = res.complete ? String(res.total) : "at least " + res.total;
-  status.replaceChildren(`${total} matching of ${meta.records} records` + (p.get("q") ? ` (text searched in ${res.scanned} records${res.complete ? "" : ", stopped early"})` : ""));
+  const ix = res.indexing;
+  const total = res.complete ? String(res.total) : (ix ? "≥ " : "at least ") + res.total;
+  let text = `${total} matching of ${meta.records} records`;
+  if (ix) {
+    text += ` · indexing ${ix.percent} %` + (res.complete ? "" : ` (the first ${res.scanned} records read)`) +
+      (res.order === "ledger" ? " · in ledger order until the index is ready" : "");
+  } else if (p.get("q")) text += ` (text searched in ${res.scanned} records${res.complete ? "" : ", stopped early"})`;
+  status.replaceChildren(text);
+  if (res.note) status.append(h("br"), h("span", { class: "warn", id: "note" }, res.note));
   const sort = p.get("sort") || "";
   const th = (label, key, num) => h("th", { class: num ? "n" : "", "data-sort": key, onclick: () => { const q = params(); q.set("sort", sort === key ? "-" + key : key); setParams(q); } },
     label + (sort === key ? " ▲" : sort === "-" + key ? " ▼" : ""));
@@ -266,10 +278,30 @@ function swePanel(s, patch) {
 }
 
 // ---- routing and keys ----
+function showMeta() {
+  const ix = meta.indexing;
+  $("#meta").textContent = `${meta.kind || "output"} · ${meta.records} records · ${meta.dirs.join(", ")}` +
+    (!ix ? "" : ix.error ? " · the index could not be built: " + ix.error : ` · indexing ${ix.percent} %`);
+}
+// While the index is built, the header follows its progress; once it is
+// ready the list is shown again from it.
+let watching = false;
+async function watchIndex() {
+  if (watching) return;
+  watching = true;
+  while (meta.indexing && !meta.indexing.error) {
+    await new Promise(r => setTimeout(r, 1000));
+    try { meta = await getJSON("/api/meta"); } catch { continue; }
+    showMeta();
+    if (!meta.indexing && !location.hash.startsWith("#/r/")) await route();
+  }
+  watching = false;
+}
 async function route() {
   if (!meta) {
     meta = await getJSON("/api/meta");
-    $("#meta").textContent = `${meta.kind || "output"} · ${meta.records} records · ${meta.dirs.join(", ")}`;
+    showMeta();
+    watchIndex();
   }
   const m = location.hash.match(/^#\/r\/(\d+)/);
   if (m) await showRecord(+m[1]); else await showList();

@@ -1,0 +1,401 @@
+package web
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
+)
+
+// A plan is what one pass over the ledgers of a run tells: where each
+// ledger line is, and which rows are live records (the latest row of their
+// key, with a line in a shard). It holds no key: 48 bytes a ledger line and
+// one bit a row, so 1,000,000 records cost about 130 KB once planned (about
+// 32 MB while the pass runs, for the keys' hashes: lastRows).
+//
+// The index lists the live records in ledger order (folder by folder, then
+// the ledger's lines and rows), so a record's position is the same whether
+// it was found through the plan (while the index is being built) or
+// through the index: record i is the i-th live row.
+type plan struct {
+	dirs     []dirPlan
+	live     int            // live records in all folders
+	outcomes map[string]int // live records per ledger outcome
+}
+
+type dirPlan struct {
+	dir    string
+	ledger string // path of ledger.jsonl
+	size   int64  // bytes of the ledger the plan covers (its size when named)
+	mod    time.Time
+	man    outdir.Manifest
+	lines  []planLine
+	dead   []uint64 // bit r set: row r is superseded, a marker, or has no shard
+	base   int      // live records of the folders before this one
+	live   int
+}
+
+type planLine struct {
+	off  int64 // ledger byte offset of the line
+	n    int   // its length without the newline
+	row  int   // number of its first row in the folder's ledger
+	rows int
+	base int // live records before the line, in all folders
+	live int
+}
+
+func (d *dirPlan) isDead(r int) bool { return d.dead[r/64]&(1<<(r%64)) != 0 }
+
+// ledgerState is a folder's ledger as the cache name records it.
+type ledgerState struct {
+	size int64
+	mod  time.Time
+}
+
+func statLedger(dir string) (ledgerState, error) {
+	fi, err := os.Stat(filepath.Join(dir, pipeline.LedgerFile))
+	if err != nil {
+		return ledgerState{}, err
+	}
+	return ledgerState{size: fi.Size(), mod: fi.ModTime()}, nil
+}
+
+// checkFolders fails early, before anything is served, on what would make
+// the whole view fail: a folder that is not an output folder, a missing
+// ledger beside shards.
+func checkFolders(dirs []string) error {
+	for _, dir := range dirs {
+		if _, ok, err := outdir.ReadManifest(dir); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		} else if !ok {
+			return fmt.Errorf("read %s: not an output folder: no %s", dir, pipeline.ManifestFile)
+		}
+		if st, err := statLedger(dir); err != nil || st.size == 0 {
+			// pipeline.EachRecord says what an empty folder is, or
+			// that its ledger is missing beside shards; it reads
+			// nothing more here.
+			if err := pipeline.EachRecord(dir, func(pipeline.RecordRef, []byte) error { return nil }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// makePlan reads the ledgers of dirs up to the sizes in states (a run may
+// append to them meanwhile; the index is named by those states). A torn or
+// unparsable last line is left out, as cat does; an unparsable line before
+// it is an error naming it.
+func makePlan(dirs []string, states []ledgerState) (*plan, error) {
+	if err := checkFolders(dirs); err != nil {
+		return nil, err
+	}
+	defer lowGC()()
+	p := &plan{outcomes: map[string]int{}}
+	for d, dir := range dirs {
+		man, _, err := outdir.ReadManifest(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		dp := dirPlan{dir: dir, ledger: filepath.Join(dir, pipeline.LedgerFile), size: states[d].size, mod: states[d].mod, man: man, base: p.live}
+		if err := dp.scan(p); err != nil {
+			return nil, fmt.Errorf("read %s: %w", dir, err)
+		}
+		p.live += dp.live
+		p.dirs = append(p.dirs, dp)
+	}
+	return p, nil
+}
+
+var hashSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// lastRows is an open-addressing table from a key to the last ledger row
+// naming it. A key is known by 96 bits of two independent hashes (two keys
+// agree on them with a chance of about 2^-96 per pair): a slot is the first
+// 64 and the second's high 32 beside the row, 16 bytes, at most three
+// quarters full: about 32 MB for a million keys while the plan is made.
+type lastRows struct {
+	a    []uint64
+	brow []uint64 // high 32 bits of b | row+1; 0 = empty
+	used int
+}
+
+func newLastRows(hint int) *lastRows {
+	size := 1024
+	for size*3 < hint*4 {
+		size <<= 1
+	}
+	return &lastRows{a: make([]uint64, size), brow: make([]uint64, size)}
+}
+
+// put makes row the last of its key and returns the row it replaces (-1:
+// none).
+func (t *lastRows) put(key string, row uint32) int {
+	if 4*(t.used+1) > 3*len(t.a) {
+		t.grow()
+	}
+	return t.set(maphash.String(hashSeeds[0], key), maphash.String(hashSeeds[1], key)&^0xffffffff|uint64(row+1))
+}
+
+func (t *lastRows) set(a, brow uint64) int {
+	mask := uint64(len(t.a) - 1)
+	for s := a & mask; ; s = (s + 1) & mask {
+		if t.brow[s] == 0 {
+			t.a[s], t.brow[s] = a, brow
+			t.used++
+			return -1
+		}
+		if t.a[s] == a && t.brow[s]>>32 == brow>>32 {
+			old := int(uint32(t.brow[s])) - 1
+			t.brow[s] = brow
+			return old
+		}
+	}
+}
+
+func (t *lastRows) grow() {
+	old := *t
+	*t = lastRows{a: make([]uint64, 2*len(old.a)), brow: make([]uint64, 2*len(old.a))}
+	for s, v := range old.brow {
+		if v != 0 {
+			t.set(old.a[s], v)
+		}
+	}
+}
+
+// scan is the plan's pass over one ledger: it reads it line by line,
+// keeping each line's place, and marks the rows that are not live: marker
+// rows, and every row of a key but its last.
+func (d *dirPlan) scan(p *plan) error {
+	f, err := os.Open(d.ledger)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// Most ledger lines fit the reader's buffer and are parsed in place.
+	br := bufio.NewReaderSize(io.LimitReader(f, d.size), int(min(max(d.size, 4096), 8<<20)))
+	var (
+		last     = newLastRows(int(min(d.size/48, 1<<26)))
+		outcomes []uint16 // per row, into names, until the live ones are known
+		names    []string
+		nameID   = map[string]uint16{}
+		long     []byte
+		l        outdir.Line
+		off      int64
+		rows     int
+	)
+	dead := func(r int) {
+		for r/64 >= len(d.dead) {
+			d.dead = append(d.dead, 0)
+		}
+		d.dead[r/64] |= 1 << (r % 64)
+	}
+	for n := 1; ; n++ {
+		buf, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], buf...)
+			for err == bufio.ErrBufferFull {
+				buf, err = br.ReadSlice('\n')
+				long = append(long, buf...)
+			}
+			buf = long
+		}
+		if err == io.EOF {
+			break // nothing, or a torn last line
+		}
+		if err != nil {
+			return err
+		}
+		line := buf[:len(buf)-1]
+		if perr := outdir.ParseLine(unsafe.String(unsafe.SliceData(line), len(line)), &l); perr != nil {
+			if off+int64(len(buf)) == d.size {
+				break // an unparsable last line: torn
+			}
+			return fmt.Errorf("%s line %d: %w", pipeline.LedgerFile, n, perr)
+		}
+		pl := planLine{off: off, n: len(line), row: rows, rows: len(l.Rows)}
+		for _, r := range l.Rows {
+			if rows == 1<<32-2 { // row+1 must fit 32 bits
+				return fmt.Errorf("%s line %d: more than %d rows", pipeline.LedgerFile, n, rows)
+			}
+			if old := last.put(r.Key, uint32(rows)); old >= 0 {
+				dead(old)
+			}
+			if r.Len <= 0 || l.Shard == "" {
+				dead(rows)
+			}
+			id, ok := nameID[string(r.Outcome)]
+			if !ok {
+				if len(names) > 1<<16-1 {
+					return fmt.Errorf("%s line %d: more than %d distinct outcomes", pipeline.LedgerFile, n, 1<<16)
+				}
+				id = uint16(len(names))
+				names = append(names, string([]byte(r.Outcome)))
+				nameID[names[id]] = id
+			}
+			outcomes = append(outcomes, id)
+			rows++
+		}
+		d.lines = append(d.lines, pl)
+		off += int64(len(buf))
+	}
+	last = nil
+	for len(d.dead) < (rows+63)/64 {
+		d.dead = append(d.dead, 0)
+	}
+	live := p.live
+	for i := range d.lines {
+		pl := &d.lines[i]
+		pl.base = live
+		for r := pl.row; r < pl.row+pl.rows; r++ {
+			if !d.isDead(r) {
+				pl.live++
+				p.outcomes[names[outcomes[r]]]++
+			}
+		}
+		live += pl.live
+	}
+	d.live = live - p.live
+	return nil
+}
+
+// liveRow is a live record found through the plan.
+type liveRow struct {
+	ref    pipeline.RecordRef // Outcome: the ledger's
+	dir    int
+	pi     int64 // the ledger's prompt_index and sample (cat's order)
+	sample int64
+}
+
+// parsedLine is one ledger line read again: its live rows, in order.
+type parsedLine struct {
+	dir, line  int
+	shard, sha string
+	bytes      int64
+	rows       []liveRow
+}
+
+// readLine reads ledger line li of folder d again and returns its live
+// rows (keys copied: they outlive buf). buf is reused.
+func (p *plan) readLine(f *os.File, d, li int, buf *[]byte) (*parsedLine, error) {
+	dp := &p.dirs[d]
+	pl := dp.lines[li]
+	if cap(*buf) < pl.n {
+		*buf = make([]byte, pl.n)
+	}
+	b := (*buf)[:pl.n]
+	if _, err := f.ReadAt(b, pl.off); err != nil {
+		return nil, fmt.Errorf("read %s at byte %d: %w", dp.ledger, pl.off, err)
+	}
+	var l outdir.Line
+	if err := outdir.ParseLine(unsafe.String(unsafe.SliceData(b), len(b)), &l); err != nil {
+		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read: %w", dp.ledger, pl.off, err)
+	}
+	if len(l.Rows) != pl.rows {
+		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read", dp.ledger, pl.off)
+	}
+	out := &parsedLine{dir: d, line: li, shard: string([]byte(l.Shard)), sha: string([]byte(l.SHA256)), bytes: l.Bytes, rows: make([]liveRow, 0, pl.live)}
+	var off int64
+	for k, r := range l.Rows {
+		if !dp.isDead(pl.row + k) {
+			out.rows = append(out.rows, liveRow{dir: d, pi: r.PromptIndex, sample: r.Sample,
+				ref: pipeline.RecordRef{Key: string([]byte(r.Key)), Outcome: schemas.Outcome([]byte(r.Outcome)), Shard: out.shard, Off: off, N: int32(r.Len)}})
+		}
+		if r.Len >= 0 {
+			off += r.Len
+		}
+	}
+	if len(out.rows) != pl.live {
+		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read", dp.ledger, pl.off)
+	}
+	out.rows = slices.Clip(out.rows)
+	return out, nil
+}
+
+// locate returns the folder and ledger line of live record i.
+func (p *plan) locate(i int) (d, li int) {
+	d = sort.Search(len(p.dirs), func(k int) bool { return p.dirs[k].base+p.dirs[k].live > i })
+	lines := p.dirs[d].lines
+	li = sort.Search(len(lines), func(k int) bool { return lines[k].base+lines[k].live > i })
+	return d, li
+}
+
+// lineCache keeps the last few ledger lines read again for the list served
+// while the index is built (a page is usually within one line), shared by
+// the requests. Safe for concurrent use.
+type lineCache struct {
+	p     *plan
+	mu    sync.Mutex
+	files []*os.File
+	buf   []byte
+	lines []*parsedLine // most recent last
+}
+
+const cachedLines = 2
+
+func newLineCache(p *plan) *lineCache {
+	return &lineCache{p: p, files: make([]*os.File, len(p.dirs))}
+}
+
+// close releases its files and lines; a later row opens them again.
+func (c *lineCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, f := range c.files {
+		if f != nil {
+			f.Close()
+			c.files[i] = nil
+		}
+	}
+	c.lines = nil
+}
+
+// row returns live record i (0 <= i < p.live).
+func (c *lineCache) row(i int) (liveRow, error) {
+	d, li := c.p.locate(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var pl *parsedLine
+	for _, l := range c.lines {
+		if l.dir == d && l.line == li {
+			pl = l
+		}
+	}
+	if pl == nil {
+		f := c.files[d]
+		if f == nil {
+			var err error
+			if f, err = os.Open(c.p.dirs[d].ledger); err != nil {
+				return liveRow{}, err
+			}
+			c.files[d] = f
+		}
+		var err error
+		if pl, err = c.p.readLine(f, d, li, &c.buf); err != nil {
+			return liveRow{}, err
+		}
+		if len(c.lines) == cachedLines {
+			c.lines = c.lines[1:]
+		}
+		c.lines = append(c.lines, pl)
+		if cap(c.buf) > 4<<20 {
+			c.buf = nil // one long line does not stay
+		}
+	}
+	return pl.rows[i-c.p.dirs[d].lines[li].base], nil
+}
