@@ -246,8 +246,11 @@ func (s *Session) reset(ctx context.Context) error {
 	s.box.mu.Unlock()
 	if !tainted && p.host != nil {
 		s.refreshed = false
-		err := s.sh.Refresh(ctx, func(token string) error {
-			return p.signal(token, syscall.SIGUSR2)
+		err := s.sh.Refresh(ctx, func(token string) (bool, error) {
+			if p.alone() {
+				return false, nil
+			}
+			return true, p.signal(token, syscall.SIGUSR2)
 		}, func() error {
 			return p.host.same(p)
 		}, func() error {
@@ -271,6 +274,26 @@ func (s *Session) reset(ctx context.Context) error {
 		}
 		return p.snap.restore()
 	})
+}
+
+// alone reports whether the session's cgroup holds no process but bwrap,
+// its init, the supervisor and the shell: then the supervisor has nothing
+// to kill before a refresh, and is not woken (its sweep of /proc costs more
+// than the refresh itself). Without a cgroup the supervisor always runs.
+// The System V IPC objects it would remove fail the state report's
+// comparison instead (sandbox.Shell.Refresh), so the session gets a new
+// shell, whose reset removes them.
+func (p *shellProc) alone() bool {
+	cg := p.s.cgroupIfAny()
+	if cg == nil || p.find() != nil {
+		return false
+	}
+	for _, pid := range cg.Procs() {
+		if pid != p.pid && pid != p.init && pid != p.sup && pid != p.shell {
+			return false
+		}
+	}
+	return true
 }
 
 // signal passes token to the supervisor and wakes it with sig.
