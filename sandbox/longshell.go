@@ -110,6 +110,8 @@ type Shell struct {
 	// gives a used shell that state again, and the quick script tried
 	// before it. All are made once.
 	pristine, script, quick string
+	// quickOnly: the last Refresh needed only the quick script (tests).
+	quickOnly bool
 }
 
 // liveShell is one started ShellProc and the goroutines reading it.

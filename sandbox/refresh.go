@@ -289,7 +289,8 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 		return err
 	}
 	fresh := false
-	for _, script := range []string{s.quick, s.script} {
+	for i, script := range []string{s.quick, s.script} {
+		s.quickOnly = i == 0
 		marker := newMarker()
 		if err := l.write(ctx, s.viaFile(".script", script, true)+s.reportText(marker)); err != nil {
 			s.drop()

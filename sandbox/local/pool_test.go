@@ -437,3 +437,37 @@ func hostProcs(s string) []int {
 	}
 	return out
 }
+
+// TestRefreshFindsIPCWithNoProcessLeft: a row that leaves System V IPC
+// objects but no process lets the refresh skip the supervisor (the cgroup
+// is empty but for the sandbox's own), so the state report must see the
+// objects: the session gets a new shell, whose reset removes them, and
+// the next row sees none.
+func TestRefreshFindsIPCWithNoProcessLeft(t *testing.T) {
+	const row = "ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 2 >/dev/null"
+	if !sandbox.RefreshSafe(row) {
+		t.Fatal("the row is not RefreshSafe: it would never be refreshed in place")
+	}
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	const count = "tail -q -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | wc -l"
+	exec1(t, a, row, 0)
+	if got := strings.TrimSpace(exec1(t, a, count, 0).Stdout); got != "3" {
+		t.Fatalf("%s objects after the row, want 3", got)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	b := openIn(t, d, sandbox.Spec{})
+	defer b.Close(context.Background())
+	if !b.Reused() {
+		t.Fatal("the session was not reused")
+	}
+	if got := strings.TrimSpace(exec1(t, b, count, 0).Stdout); got != "0" {
+		t.Errorf("%s System V IPC objects of the previous row in the reused session", got)
+	}
+	if b.Refreshed() {
+		t.Error("the shell was refreshed in place though the row left IPC objects (want a new shell)")
+	}
+}
