@@ -316,10 +316,12 @@ func (s *Session) reset(ctx context.Context) error {
 // shell, whose reset removes them.
 func (p *shellProc) alone() bool {
 	cg := p.s.cgroupIfAny()
-	if cg == nil || p.find() != nil {
+	if cg == nil || p.shell == 0 && p.find() != nil {
 		return false
 	}
-	for _, pid := range cg.Procs() {
+	// The group's folders (one per v1 controller) hold the same processes:
+	// the first is enough.
+	for _, pid := range (&confine.Cgroup{Dirs: cg.Dirs[:1]}).Procs() {
 		if pid != p.pid && pid != p.init && pid != p.sup && pid != p.shell {
 			return false
 		}
