@@ -32,7 +32,8 @@ import (
 //   - SIGUSR2 (the shell is refreshed in place, sandbox.Shell.Refresh): the
 //     supervisor kills every process of the namespace but init, itself and
 //     the shell, looking through /proc until none is left (zombies aside),
-//     and prints the last token line of fd 3 on stdout and stderr;
+//     and prints the last token line of fd 3 on stdout and stderr (not sent
+//     when the session's cgroup shows no such process: shellProc.alone);
 //   - SIGUSR1 (a new shell): it kills every other process of the namespace
 //     (kill -9 -1 spares only itself and init) until none is left, reads
 //     away what is left in the shell's input, prints the token the same way
