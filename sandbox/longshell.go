@@ -106,9 +106,12 @@ type Shell struct {
 	live    atomic.Pointer[liveShell]
 
 	// With ShellConfig.Refresh, from the first shell's state report when it
-	// was new (refresh.go): the report as compared, and the refresh script
-	// that gives a used shell that state again. Both are made once.
-	pristine, script string
+	// was new (refresh.go): the report as compared, the refresh script that
+	// gives a used shell that state again, and the quick script tried
+	// before it. All are made once.
+	pristine, script, quick string
+	// quickOnly: the last Refresh needed only the quick script (tests).
+	quickOnly bool
 }
 
 // liveShell is one started ShellProc and the goroutines reading it.
@@ -182,11 +185,13 @@ shopt -s expand_aliases 2>/dev/null
 // shellFuncs are the functions the engine defines in every shell: the state
 // saver and the end of a command.
 const shellFuncs = `__hs_save() { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env" 2>/dev/null; command pwd 1<>"$__hs_state/cwd" 2>/dev/null; }
-__hs_e() { __hs_r=$?; __hs_save; command printf '%s %d\n' "$1" "$__hs_r" >&8; command printf '%s\n' "$1" >&9; }`
+__hs_e() { __hs_save; command printf '%s %d\n' "$1" "$2" >&8; command printf '%s\n' "$1" >&9; }`
 
-// commandText is what the shell reads for one command.
+// commandText is what the shell reads for one command. The command's
+// status goes to __hs_e as an argument, so that no variable of the engine is
+// left in the shell between commands (Refresh compares them).
 func commandText(command, marker string) string {
-	return "eval " + ShellQuote(command) + " </dev/null 8>&- 9>&-;__hs_e " + marker + "\n"
+	return "eval " + ShellQuote(command) + " </dev/null 8>&- 9>&-;__hs_e " + marker + " $?\n"
 }
 
 // start starts a shell and waits for its ready marker.
@@ -526,7 +531,7 @@ func (s *Shell) Reset(ctx context.Context, replace func(token string) error, cle
 	if err := s.ensureIdle("reset"); err != nil {
 		return err
 	}
-	l, err := s.handOff(ctx, "reset", replace)
+	l, err := s.handOff(ctx, "reset", func(token string) (bool, error) { return true, replace(token) })
 	if err != nil {
 		return err
 	}
@@ -556,14 +561,19 @@ func (s *Shell) ensureIdle(op string) error {
 
 // handOff has the driver (send) print a fresh token on both streams of the
 // live shell, once what it must do for a new user of the session is done,
-// and drops what came before the token. The caller holds s.mu and checked
-// ensureIdle; a failure kills the shell.
-func (s *Shell) handOff(ctx context.Context, op string, send func(token string) error) (*liveShell, error) {
+// and drops what came before the token; when send reports that it printed
+// nothing (it had nothing to do), the live shell is returned as it is. The
+// caller holds s.mu and checked ensureIdle; a failure kills the shell.
+func (s *Shell) handOff(ctx context.Context, op string, send func(token string) (bool, error)) (*liveShell, error) {
 	l := s.cur
 	token := newMarker()
-	if err := send(token); err != nil {
+	sent, err := send(token)
+	if err != nil {
 		s.drop()
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if !sent {
+		return l, nil
 	}
 	if err := l.await(ctx, token); err != nil {
 		s.drop()

@@ -32,9 +32,10 @@ import (
 // traps (a DEBUG trap runs before each command), disabled or loaded builtins,
 // code read from elsewhere (source, ., eval), exec (file descriptors, a new
 // program), readonly and other attributes, shell options, limits, umask and
-// anything that names POSIX mode or bash's start-up files; `.` only where a
+// anything that names POSIX mode, bash's start-up files or BASH_LINENO
+// (whose value the comparison ignores, see dynamicVars); `.` only where a
 // command starts (`find . -name x` is safe).
-var refreshUnsafe = regexp.MustCompile(`(^|[^A-Za-z0-9_.-])(trap|enable|source|eval|exec|readonly|declare|typeset|local|shopt|set|ulimit|umask|builtin|bind|complete|compopt|history|fc|disown|coproc|caller|renice|taskset|ionice|prlimit|chrt|POSIXLY_CORRECT|BASH_ENV|BASH_ARGV0|BASH_COMPAT|BASH_XTRACEFD|SHELLOPTS|BASHOPTS|PROMPT_COMMAND|PS4|extdebug|functrace)($|[^A-Za-z0-9_-])|(^|[;&|(){}!\n` + "`" + `]|\b(then|do|else|elif)\b)\s*\.\s`)
+var refreshUnsafe = regexp.MustCompile(`(^|[^A-Za-z0-9_.-])(trap|enable|source|eval|exec|readonly|declare|typeset|local|shopt|set|ulimit|umask|builtin|bind|complete|compopt|history|fc|disown|coproc|caller|renice|taskset|ionice|prlimit|chrt|POSIXLY_CORRECT|BASH_ENV|BASH_ARGV0|BASH_COMPAT|BASH_XTRACEFD|SHELLOPTS|BASHOPTS|PROMPT_COMMAND|PS4|BASH_LINENO|extdebug|functrace)($|[^A-Za-z0-9_-])|(^|[;&|(){}!\n` + "`" + `]|\b(then|do|else|elif)\b)\s*\.\s`)
 
 // RefreshSafe reports whether a command leaves its shell in a state that
 // Refresh can undo. It errs on the safe side: a false only costs a new
@@ -51,23 +52,31 @@ var refreshKeep = []string{
 
 // stateReport is what a shell prints of its state: variables, functions,
 // aliases, options, traps, mask, folder, folder stack, jobs, disabled
-// builtins, hashed commands, $0, $- and the positional parameters. Only
-// builtins run, each through `builtin` (the refresh script runs it after
-// removing every function).
+// builtins, hashed commands, $0, $- and the positional parameters, and the
+// kinds of System V IPC objects its namespace holds (a refresh without the
+// supervisor leaves them: the comparison fails then). Only builtins run,
+// each through `builtin` (the refresh script runs it after removing every
+// function).
 const stateReport = `\builtin declare -p
 \builtin echo '@@functions'; \builtin declare -f
 \builtin echo '@@aliases'; \builtin alias -p
 \builtin echo '@@options'; \builtin set +o; \builtin shopt -p; \builtin echo "$-|$#|$0"
 \builtin echo '@@traps'; \builtin trap -p
 \builtin echo '@@rest'; \builtin umask; \builtin pwd; \builtin dirs -l; \builtin jobs -l; \builtin enable -n; \builtin hash -l 2>&1
+\builtin echo '@@ipc'; for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } 2>/dev/null </proc/sysvipc/$__hs_v; done; \unset -v __hs_v
 `
 
 // reportText is the state report followed by an end marker on both streams,
 // the one on stdout last and written without a redirection: once it is
 // there, the shell has nothing left to undo and reads its next line (the
-// driver looks at its descriptors then).
-func reportText(marker string) string {
-	return stateReport + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+// driver looks at its descriptors then). The report is sourced from a file
+// of the state folder when the driver can write one (ShellConfig.WriteFile):
+// the shell reads a file in blocks, its input one byte per system call. The
+// new shell's report was sourced from the same file, so bash's BASH_SOURCE
+// and FUNCNAME agree; BASH_LINENO, the caller's line in the input, is
+// compared by its attributes only.
+func (s *Shell) reportText(marker string) string {
+	return s.viaFile(".report", stateReport, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
 }
 
 // variables splits the `declare -p` part of a state report into its lines
@@ -93,7 +102,8 @@ func variables(report string) (names []string, lines map[string]string) {
 // file was sourced (the refresh script is).
 var dynamicVars = map[string]bool{"BASHPID": true, "BASH_ARGV0": true, "BASH_COMMAND": true, "BASH_SUBSHELL": true,
 	"BASH_ARGC": true, "BASH_ARGV": true,
-	"EPOCHREALTIME": true, "EPOCHSECONDS": true, "HISTCMD": true, "LINENO": true, "RANDOM": true, "SECONDS": true, "SRANDOM": true}
+	"EPOCHREALTIME": true, "EPOCHSECONDS": true, "HISTCMD": true, "LINENO": true, "RANDOM": true, "SECONDS": true, "SRANDOM": true,
+	"BASH_LINENO": true}
 
 // comparable drops from a state report what differs between two moments of
 // one pristine shell: the last argument, the pipeline's statuses and the
@@ -162,7 +172,7 @@ func (s *Shell) refreshScript(pristine, cwd string) string {
 	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_" {
 		b.WriteString(" ${!" + string(c) + "*}")
 	}
-	b.WriteString("; do case $__hs_v in " + keep.String() + ") ;; *) \\unset -v -- \"$__hs_v\" 2>/dev/null ;; esac; done\n")
+	b.WriteString("; do case $__hs_v in " + keep.String() + ") ;; *) \\unset -v -- \"$__hs_v\" ;; esac; done\n")
 	names, lines := variables(pristine)
 	kept := map[string]bool{}
 	for _, k := range refreshKeep {
@@ -188,24 +198,63 @@ func (s *Shell) refreshScript(pristine, cwd string) string {
 	return b.String()
 }
 
-// viaFile returns what the shell reads to run the refresh script: the script itself,
+// posixOptions are the options entering and leaving POSIX mode changes in
+// bash 5 (the quick script sets them back as they were in the new shell; a
+// bash that changes others fails the quick comparison and gets the whole
+// refresh script).
+var posixOptions = []string{"expand_aliases", "inherit_errexit"}
+
+// quickScript is the first step of Refresh: like the refresh script it runs
+// in POSIX mode (after the caller's prologue) and removes a function named
+// builtin and every alias, but it only undoes what ordinary commands change:
+// the hash table, finished jobs, the folder (and OLDPWD, as the new shell
+// had it), RANDOM's seed and SECONDS. A row that changed more fails the
+// comparison that follows and gets the refresh script; one that changed
+// nothing costs a few dozen builtins instead of some hundreds.
+func quickScript(pristine, cwd string) string {
+	var b strings.Builder
+	b.WriteString("\\unset -f builtin\n")
+	b.WriteString("\\builtin unalias -a\n")
+	b.WriteString("[[ -o posix ]] || __hs_v=${__hs_refresh_needs_posix_mode:?}\n")
+	b.WriteString("\\builtin hash -r; \\builtin wait; \\builtin jobs >/dev/null\n")
+	b.WriteString("\\builtin cd -- " + ShellQuote(cwd) + "\n\\unset -v OLDPWD\n")
+	if _, lines := variables(pristine); lines["OLDPWD"] != "" {
+		b.WriteString("\\builtin " + lines["OLDPWD"] + "\n")
+	}
+	b.WriteString("RANDOM=$SRANDOM; SECONDS=0\n")
+	b.WriteString("\\set +o posix\n")
+	for _, o := range options(pristine) {
+		for _, name := range posixOptions {
+			if strings.HasSuffix(o, " "+name) {
+				b.WriteString("\\builtin " + o + "\n")
+			}
+		}
+	}
+	b.WriteString("\\exec 2>&9\n")
+	return b.String()
+}
+
+// viaFile returns what the shell reads to run script: the script itself,
 // or, when the driver can put a file where the shell reads it
-// (ShellConfig.WriteFile), a line that sources that file. A shell reads
-// its input from a pipe one byte at a time, a system call each (it must
-// leave the rest to the commands), and a sourced file in blocks: for the
-// refresh script, some ten thousand calls fewer. POSIX mode goes first, so
-// that `.` is the special builtin whatever functions exist. The state
-// report stays outside the file (inside, bash's BASH_SOURCE and
-// BASH_LINENO name it).
-func (s *Shell) viaFile(script string) string {
+// (ShellConfig.WriteFile), a line that sources that file (name, in the state
+// folder). A shell reads its input from a pipe one byte at a time, a system
+// call each (it must leave the rest to the commands), and a sourced file in
+// blocks: for the refresh script, some ten thousand calls fewer. With posix,
+// POSIX mode goes first, so that `.` is the special builtin whatever
+// functions exist.
+func (s *Shell) viaFile(name, script string, posix bool) string {
+	pre := ""
+	if posix {
+		pre = "\\exec 2>/dev/null\nPOSIXLY_CORRECT=y\n"
+	}
 	if s.cfg.WriteFile == nil {
-		return script
+		return pre + script
 	}
-	path, err := s.cfg.WriteFile(".script", []byte(script))
+	path, err := s.cfg.WriteFile(name, []byte(script))
 	if err != nil {
-		return script
+		return pre + script
 	}
-	return "\\exec 2>/dev/null\nPOSIXLY_CORRECT=y\n\\. " + ShellQuote(path) + "\n"
+	return pre + "\\. " + ShellQuote(path) + "\n"
 }
 
 // ErrNotFresh is returned by Refresh when the shell's state after the
@@ -216,13 +265,17 @@ var ErrNotFresh = errors.New("the shell's state differs from a new shell's")
 // Refresh gives the live, idle shell a fresh start for a new user of the
 // session, in the same process (see RefreshSafe). others gets a fresh random
 // token: it must have every other process of the session killed and the
-// token printed, with a newline, on both streams (a driver's supervisor).
-// Then the refresh script runs and the shell's state is compared with its
-// state when it was new; check runs (the driver's look at the process from
-// outside: limits, mask, signals, descriptors) and clean (the session's
-// files). ErrNotFresh, or a failing check, leaves the shell running and
-// idle, so the caller may Reset it instead; any other error kills it.
-func (s *Shell) Refresh(ctx context.Context, others func(token string) error, check, clean func() error) error {
+// token printed, with a newline, on both streams (a driver's supervisor),
+// or report false when the session has no other process (nothing is
+// printed then). Then a short script (quickScript) undoes what ordinary
+// commands change and the shell's state is compared with its state when it
+// was new; where it differs, the refresh script runs and the state is
+// compared again. Once it matches, check runs (the driver's look at the
+// process from outside: limits, mask, signals, descriptors) and clean (the
+// session's files). ErrNotFresh, or a failing check, leaves the shell
+// running and idle, so the caller may Reset it instead; any other error
+// kills it.
+func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, error), check, clean func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ensureIdle("refresh"); err != nil {
@@ -235,17 +288,24 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) error, ch
 	if err != nil {
 		return err
 	}
-	marker := newMarker()
-	if err := l.write(ctx, s.viaFile(s.script)+reportText(marker)); err != nil {
-		s.drop()
-		return fmt.Errorf("refresh: %w", err)
+	fresh := false
+	for i, script := range []string{s.quick, s.script} {
+		s.quickOnly = i == 0
+		marker := newMarker()
+		if err := l.write(ctx, s.viaFile(".script", script, true)+s.reportText(marker)); err != nil {
+			s.drop()
+			return fmt.Errorf("refresh: %w", err)
+		}
+		out, errs, err := l.until(ctx, marker)
+		if err != nil {
+			s.drop()
+			return fmt.Errorf("refresh: %w", err)
+		}
+		if fresh = len(errs) == 0 && comparable(string(out)) == s.pristine; fresh {
+			break
+		}
 	}
-	out, errs, err := l.until(ctx, marker)
-	if err != nil {
-		s.drop()
-		return fmt.Errorf("refresh: %w", err)
-	}
-	if len(errs) > 0 || comparable(string(out)) != s.pristine {
+	if !fresh {
 		return fmt.Errorf("refresh: %w", ErrNotFresh)
 	}
 	if err := check(); err != nil {
@@ -262,7 +322,7 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) error, ch
 // folder, kept for Refresh.
 func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	marker := newMarker()
-	if err := l.write(ctx, reportText(marker)); err != nil {
+	if err := l.write(ctx, s.reportText(marker)); err != nil {
 		return err
 	}
 	out, errs, err := l.until(ctx, marker)
@@ -280,6 +340,6 @@ func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	if len(rest) < 2 {
 		return errors.New("no folder in the state report")
 	}
-	s.pristine, s.script = comparable(string(out)), s.refreshScript(string(out), rest[1])
+	s.pristine, s.script, s.quick = comparable(string(out)), s.refreshScript(string(out), rest[1]), quickScript(string(out), rest[1])
 	return nil
 }

@@ -1,6 +1,13 @@
 package sandbox
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
 
 func TestRefreshSafe(t *testing.T) {
 	safe := []string{
@@ -23,5 +30,62 @@ func TestRefreshSafe(t *testing.T) {
 		if RefreshSafe(c) {
 			t.Errorf("RefreshSafe(%q) = true, want false", c)
 		}
+	}
+}
+
+// refreshShell returns a Shell over a plain bash, set up for Refresh (its
+// scripts sourced from files in the state folder).
+func refreshShell(t *testing.T) *Shell {
+	t.Helper()
+	sh, _ := bashShell(t, "bash")
+	sh.cfg.Refresh = true
+	sh.cfg.WriteFile = func(name string, data []byte) (string, error) {
+		p := filepath.Join(sh.cfg.StateDir, name)
+		return p, os.WriteFile(p, data, 0o600)
+	}
+	return sh
+}
+
+// TestRefreshQuickThenWhole: a row of ordinary commands (a folder change,
+// hashed programs) needs only the quick script; a row that defined a
+// function and set variables gets the whole refresh script; a row that
+// unset RANDOM cannot be refreshed. The refreshed shells show what the new
+// one showed.
+func TestRefreshQuickThenWhole(t *testing.T) {
+	const probe = `declare -F; alias; echo "$PWD|${OLDPWD-unset}|${X-unset}|${RANDOM:+random}|$-"; hash -l 2>&1; shopt -p expand_aliases`
+	for _, c := range []struct {
+		name, row string
+		quick     bool
+		err       error
+	}{
+		{"ordinary commands", "cd / && ls >/dev/null && cat /dev/null; echo hi", true, nil},
+		{"function and variables", "f() { echo f; }; X=1; export Y=2; alias l=ls; cd /", false, nil},
+		{"RANDOM unset", "unset RANDOM", false, ErrNotFresh},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sh := refreshShell(t)
+			want := mustExec(t, sh, probe, 0).Stdout
+			mustExec(t, sh, c.row, 0)
+			if got := mustExec(t, sh, probe, 0).Stdout; got == want {
+				t.Fatalf("the row changed nothing the probe sees:\n%s", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			alone := func(string) (bool, error) { return false, nil }
+			ok := func() error { return nil }
+			err := sh.Refresh(ctx, alone, ok, ok)
+			if !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
+				t.Fatalf("Refresh: %v, want %v", err, c.err)
+			}
+			if err != nil {
+				return
+			}
+			if sh.quickOnly != c.quick {
+				t.Errorf("only the quick script = %v, want %v", sh.quickOnly, c.quick)
+			}
+			if got := mustExec(t, sh, probe, 0).Stdout; got != want {
+				t.Errorf("refreshed shell shows\n%s\nwant what the new one showed\n%s", got, want)
+			}
+		})
 	}
 }

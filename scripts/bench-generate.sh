@@ -4,7 +4,10 @@
 #               ideal 3 × 100 ms × N / 200. Two variants: tool calls answered
 #               without the sandbox (runtime + client only), and real
 #               `terminal` commands in the local sandbox.
-#   cpu/call:   user+sys CPU of hermes-pipe divided by its LLM calls.
+#   cpu/call:   user+sys CPU of hermes-pipe divided by its LLM calls; "tree"
+#               adds what GNU time cannot see, the sandboxes' shells (killed
+#               with their sandbox, never waited for), read from a cgroup v1
+#               cpuacct group where this machine has one we may create.
 #   memory:     1,000 rollouts in flight at 2 s per call; peak RSS.
 #   resume:     a finished 1,000,000-row run; `generate --resume` until
 #               "nothing to do".
@@ -26,21 +29,34 @@ prompts() { # $1 = count, $2 = prompt prefix
   awk -v n="$1" -v p="$2" 'BEGIN { for (i = 0; i < n; i++) printf "{\"prompt\": \"%s %d\"}\n", p, i }' >"$work/prompts.jsonl"
 }
 
+acct=/sys/fs/cgroup/cpuacct
+
 scheduling() {
   start_fake 100ms
   for variant in ${VARIANTS:-runtime terminal}; do
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
     fake_before=$(cpu_ms "$fake_pid")
-    read -r wall user sys rss < <(timed bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
+    acct_group= wrap=()
+    if [ -w "$acct/cgroup.procs" ]; then
+      # The command, under GNU time, first moves itself into a new group.
+      acct_group=$acct/hermes-bench-$$-$variant
+      wrap=(sh -c 'mkdir "$1" && echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$acct_group")
+    fi
+    read -r wall user sys rss < <(timed "${wrap[@]}" bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
       --prompts "$work/prompts.jsonl" --out "$work/out" \
       --base-url "$url" --model bench --workers 200 --toolsets terminal --progress none --max-retries 0 ${GEN_ARGS:-})
     fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))
+    tree=
+    if [ -n "$acct_group" ]; then
+      tree=$(awk -v c="$calls" '{ printf " (tree %.3f ms)", $1 / 1e6 / c }' "$acct_group/cpuacct.usage")
+      for _ in $(seq 100); do rmdir "$acct_group" 2>/dev/null && break; sleep 0.05; done
+    fi
     ideal=$(awk -v n="$N" 'BEGIN { printf "%.2f", 3 * 0.1 * n / 200 }')
-    printf 'scheduling[%s]: %d rollouts x 3 calls, workers 200: wall %.2fs, ideal %ss, ratio %.3f; cpu/call %.3f ms (fakellm %.3f ms); rss %d MB; load %s\n' \
+    printf 'scheduling[%s]: %d rollouts x 3 calls, workers 200: wall %.2fs, ideal %ss, ratio %.3f; cpu/call %.3f ms%s (fakellm %.3f ms); rss %d MB; load %s\n' \
       "$variant" "$N" "$wall" "$ideal" "$(awk -v w="$wall" -v i="$ideal" 'BEGIN { print w / i }')" \
-      "$(awk -v u="$user" -v s="$sys" -v c="$calls" 'BEGIN { print (u + s) * 1000 / c }')" \
+      "$(awk -v u="$user" -v s="$sys" -v c="$calls" 'BEGIN { print (u + s) * 1000 / c }')" "$tree" \
       "$(awk -v f="$fake_cpu" -v c="$calls" 'BEGIN { print f / c }')" $((rss / 1024)) "$(cut -d' ' -f1 /proc/loadavg)"
     bin/hermes-pipe verify "$work/out" >/dev/null
   done

@@ -113,6 +113,35 @@ while [ "$1" != -- ]; do shift; done; shift; exec "$@"`, "sh"}
 	return append(append(a, "--"), argv...)
 }
 
+// Join moves the processes pids (whole thread groups) into the group. A
+// caller that starts a process outside the group and joins it later must be
+// sure that nothing it does not control runs, or forks, in between (a
+// confined shell before its first command: see sandbox/local); Wrap and FD
+// are for the others.
+func (c *Cgroup) Join(pids ...int) error {
+	for _, d := range c.Dirs {
+		for _, pid := range pids {
+			if err := writeControl(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				return fmt.Errorf("confine: move %d into cgroup %s: %w", pid, d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// writeControl writes value to a cgroup control file in one write.
+func writeControl(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // FD opens the group's folder for SysProcAttr.UseCgroupFD, which starts a
 // process in the group (clone3 CLONE_INTO_CGROUP) without Wrap's shell;
 // only a v2 group has one folder to start in (ok false otherwise). The

@@ -202,8 +202,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
 			// The session folder is at the same path inside the sandbox.
 			WriteFile: func(name string, data []byte) (string, error) {
-				p := filepath.Join(s.state, name)
-				return p, os.WriteFile(p, data, 0o600)
+				return filepath.Join(s.state, name), writeInside(s.dir, filepath.Join("state", name), data)
 			},
 		})
 		if s.supervised() {
@@ -211,6 +210,31 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		}
 	}
 	return s, nil
+}
+
+// writeInside writes data to a new file at rel inside the session folder
+// dir, from the host, without following a link a command planted: what is at
+// rel is removed first (a link itself, not its target), and the file is
+// created exclusively through an os.Root of dir, so a folder on the way that
+// was replaced by a link out of dir fails the write instead.
+func writeInside(dir, rel string, data []byte) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // environ builds a command environment from the allowlist, the session's own

@@ -437,3 +437,80 @@ func hostProcs(s string) []int {
 	}
 	return out
 }
+
+// TestRefreshFindsIPCWithNoProcessLeft: a row that leaves System V IPC
+// objects but no process lets the refresh skip the supervisor (the cgroup
+// is empty but for the sandbox's own), so the state report must see the
+// objects: the session gets a new shell, whose reset removes them, and
+// the next row sees none.
+func TestRefreshFindsIPCWithNoProcessLeft(t *testing.T) {
+	const row = "ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 2 >/dev/null"
+	if !sandbox.RefreshSafe(row) {
+		t.Fatal("the row is not RefreshSafe: it would never be refreshed in place")
+	}
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	const count = "tail -q -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | wc -l"
+	exec1(t, a, row, 0)
+	if got := strings.TrimSpace(exec1(t, a, count, 0).Stdout); got != "3" {
+		t.Fatalf("%s objects after the row, want 3", got)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	b := openIn(t, d, sandbox.Spec{})
+	defer b.Close(context.Background())
+	if !b.Reused() {
+		t.Fatal("the session was not reused")
+	}
+	if got := strings.TrimSpace(exec1(t, b, count, 0).Stdout); got != "0" {
+		t.Errorf("%s System V IPC objects of the previous row in the reused session", got)
+	}
+	if b.Refreshed() {
+		t.Error("the shell was refreshed in place though the row left IPC objects (want a new shell)")
+	}
+}
+
+// TestRefreshWritesNoPlantedLink: the refresh writes its scripts into the
+// session's state folder from the host; a row that planted a link there,
+// or replaced the folder by one, must not make the host write through it.
+func TestRefreshWritesNoPlantedLink(t *testing.T) {
+	for _, c := range []struct{ name, row string }{
+		{"links to a file", `ln -sf VICTIM/file "$HOME/../state/.script" && ln -sf VICTIM/file "$HOME/../state/.report"`},
+		{"state folder replaced", `rm -rf "$HOME/../state" && ln -s VICTIM "$HOME/../state"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			victim := t.TempDir()
+			if err := os.WriteFile(filepath.Join(victim, "file"), []byte("kept"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			row := strings.ReplaceAll(c.row, "VICTIM", victim)
+			if !sandbox.RefreshSafe(row) {
+				t.Fatal("the row is not RefreshSafe: it would never be refreshed in place")
+			}
+			d := poolDriver(t, 0)
+			a := openIn(t, d, sandbox.Spec{})
+			if r := exec1(t, a, row, 0); r.ExitCode != 0 {
+				t.Fatalf("row: %+v", r)
+			}
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Whether the session comes back or is discarded, the reset is
+			// over once Release returns.
+			if err := d.Release(); err != nil {
+				t.Logf("Release: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(victim, "file")); err != nil || string(b) != "kept" {
+				t.Errorf("the file the link named holds %q (%v), want it untouched", b, err)
+			}
+			ents, _ := os.ReadDir(victim)
+			for _, e := range ents {
+				if e.Name() != "file" {
+					t.Errorf("the host wrote %s in the folder the link named", e.Name())
+				}
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // The persistent shell mode (the default) runs one shell per session and
@@ -28,15 +32,20 @@ import (
 //   - SIGUSR2 (the shell is refreshed in place, sandbox.Shell.Refresh): the
 //     supervisor kills every process of the namespace but init, itself and
 //     the shell, looking through /proc until none is left (zombies aside),
-//     and prints the last token line of fd 3 on stdout and stderr;
+//     and prints the last token line of fd 3 on stdout and stderr (not sent
+//     when the session's cgroup shows no such process: shellProc.alone);
 //   - SIGUSR1 (a new shell): it kills every other process of the namespace
 //     (kill -9 -1 spares only itself and init) until none is left, reads
 //     away what is left in the shell's input, prints the token the same way
 //     and starts a new shell with the initial environment and folder.
 //
 // Both remove System V IPC objects. Only builtins run, but for ipcrm when
-// there is an object to remove.
-const supervisor = `trap 'r=1' USR1
+// there is an object to remove. With a second argument (joinHello), the
+// supervisor first prints it and waits for a line on fd 3 before it starts
+// the shell: the driver moves bwrap, its init and the supervisor into the
+// session's cgroup meanwhile (joinLate).
+const supervisor = `if [ -n "$2" ]; then printf '%s\n' "$2"; IFS= read -r _ <&3 || exit 125; fi
+trap 'r=1' USR1
 trap 'q=1' USR2
 ipc() {
   for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
@@ -92,8 +101,20 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		argv = append(argv, "--noprofile", "--norc")
 	}
 	super := s.supervised()
+	// A cgroup v1 group has no descriptor to start a process in
+	// (confine.Cgroup.FD) and its wrapper costs a shell process per start:
+	// a supervised shell's sandbox joins it before the shell starts instead.
+	var join *confine.Cgroup
 	if super {
-		argv = append(argv, "-c", supervisor, "hermes-sandbox", s.shell)
+		cg, err := s.cgroup()
+		if err != nil {
+			return nil, err
+		}
+		hello := ""
+		if cg != nil && cg.Version == "v1" {
+			join, hello = cg, joinHello
+		}
+		argv = append(argv, "-c", supervisor, "hermes-sandbox", s.shell, hello)
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Dir = s.cwd
@@ -144,9 +165,15 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	}
 	c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.startIn(c); err != nil {
+	var err2 error
+	if join != nil {
+		err2 = c.Start()
+	} else {
+		err2 = s.startIn(c)
+	}
+	if err2 != nil {
 		closeAll()
-		return nil, err
+		return nil, err2
 	}
 	inR.Close()
 	outW.Close()
@@ -155,6 +182,16 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		ctlR.Close()
 	}
 	pid := c.Process.Pid
+	if join != nil {
+		if err := joinLate(join, pid, outR, ctlW); err != nil {
+			s.kill(pid)
+			_ = c.Wait()
+			for _, f := range []*os.File{inW, outR, errR, ctlW} {
+				f.Close()
+			}
+			return nil, fmt.Errorf("local sandbox: %w", err)
+		}
+	}
 	p := &shellProc{s: s, pid: pid, ctl: ctlW}
 	s.smu.Lock()
 	s.ran = true
@@ -192,6 +229,47 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 			})
 		},
 	}, nil
+}
+
+// joinHello is what a supervisor that waits to be moved into the session's
+// cgroup prints first.
+const joinHello = "__hs_join"
+
+// joinLate moves a supervised sandbox started outside its cgroup into it
+// before anything but bubblewrap and the supervisor runs there: the
+// supervisor prints joinHello on out and waits for a line on ctl (its fd 3)
+// before it starts the shell. bwrap, its init and the supervisor then join
+// the group, and the shell and every command start inside it. Nothing
+// forks in between: bwrap is waiting for its init, the init for the
+// supervisor, and the supervisor for the line.
+func joinLate(cg *confine.Cgroup, pid int, out, ctl *os.File) error {
+	_ = out.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer func() { _ = out.SetReadDeadline(time.Time{}) }()
+	var got []byte
+	buf := make([]byte, 64)
+	for !bytes.HasSuffix(got, []byte("\n")) {
+		n, err := out.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return fmt.Errorf("the sandbox did not start: %w (it printed %q)", err, got)
+		}
+	}
+	if string(got) != joinHello+"\n" {
+		return fmt.Errorf("the sandbox did not start: it printed %q", got)
+	}
+	init := childOf(pid)
+	sup := 0
+	if init > 0 {
+		sup = childOf(init)
+	}
+	if sup == 0 {
+		return errors.New("the sandbox did not start: no supervisor")
+	}
+	if err := cg.Join(pid, init, sup); err != nil {
+		return err
+	}
+	_, err := ctl.WriteString("go\n")
+	return err
 }
 
 // startIn starts c (a confined session's bwrap, or an unconfined shell) in
