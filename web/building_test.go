@@ -37,17 +37,7 @@ func retriedFolder(t *testing.T) string {
 		}
 		recs = append(recs, r)
 	}
-	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "generate", MaxShardRows: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
-	if cerr := o.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeRun(t, dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "generate", MaxShardRows: 4}, 2, recs)
 	return dir
 }
 
@@ -373,30 +363,7 @@ func TestBuildFailureIsShownAndTheListStaysServed(t *testing.T) {
 // is built, as in the index.
 func TestServedWhileBuildingAcrossFolders(t *testing.T) {
 	dirs := []string{folder(t), retriedFolder(t)}
-	want, err := BuildIndex(dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer want.Close()
-	ref := NewServer(want, dirs[0], "")
-	defer ref.Close()
-	held, release := make(chan struct{}), make(chan struct{})
-	s, err := open(dirs, t.TempDir(), dirs[0], "", func(int) {
-		select {
-		case <-held:
-		default:
-			close(held)
-			<-release
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	defer close(release)
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	<-held
+	srv, want, ref := servedWhileBuilding(t, dirs)
 	for _, qs := range []string{"size=500", "outcome=api_error&size=500", "sort=-ledger&size=7&page=1"} {
 		var res Result
 		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {
@@ -428,6 +395,38 @@ func TestServedWhileBuildingAcrossFolders(t *testing.T) {
 	}
 }
 
+// servedWhileBuilding serves dirs with the build held after its first shard
+// until the test ends, next to the finished index of the same folders and a
+// server over it, the reference of every answer.
+func servedWhileBuilding(t *testing.T, dirs []string) (*httptest.Server, *Index, *Server) {
+	t.Helper()
+	want, err := BuildIndex(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { want.Close() })
+	ref := NewServer(want, dirs[0], "")
+	t.Cleanup(func() { ref.Close() })
+	held, release := make(chan struct{}), make(chan struct{})
+	s, err := open(dirs, t.TempDir(), dirs[0], "", func(int) {
+		select {
+		case <-held:
+		default:
+			close(held)
+			<-release
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { close(release) })
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	<-held
+	return srv, want, ref
+}
+
 // A Parquet folder: its records are read by row number, during the build
 // and in the index alike.
 func TestServedWhileBuildingParquet(t *testing.T) {
@@ -441,41 +440,8 @@ func TestServedWhileBuildingParquet(t *testing.T) {
 		}
 		recs = append(recs, r)
 	}
-	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "generate", Format: pipeline.FormatParquet, MaxShardRows: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
-	if cerr := o.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := BuildIndex([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer want.Close()
-	ref := NewServer(want, dir, "")
-	defer ref.Close()
-	held, release := make(chan struct{}), make(chan struct{})
-	s, err := open([]string{dir}, t.TempDir(), dir, "", func(int) {
-		select {
-		case <-held:
-		default:
-			close(held)
-			<-release
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	defer close(release)
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	<-held
+	writeRun(t, dir, pipeline.OutputOptions{Kind: "generate", Format: pipeline.FormatParquet, MaxShardRows: 5}, 2, recs)
+	srv, want, ref := servedWhileBuilding(t, []string{dir})
 	for _, qs := range []string{"", "outcome=api_error", "q=question%207"} {
 		var res Result
 		if code, body := getJSON(t, srv, "/api/records?"+qs, &res); code != 200 {

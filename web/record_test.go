@@ -97,17 +97,7 @@ func compressedFolder(t *testing.T, inputs []origInput, keys ...string) string {
 		recs = append(recs, &schemas.Record{Key: k, PromptIndex: i, Outcome: schemas.OutcomeCompleted, Completed: true,
 			Conversations: []schemas.Turn{{From: "human", Value: "[CONTEXT SUMMARY]: short"}}})
 	}
-	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "compress"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 1}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
-	if cerr := o.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeRun(t, dir, pipeline.OutputOptions{Kind: "compress"}, 1, recs)
 	if inputs != nil {
 		b, _ := json.Marshal(map[string]any{"inputs": inputs})
 		if err := os.WriteFile(filepath.Join(dir, compressInputsFile), b, 0o644); err != nil {

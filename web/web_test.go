@@ -49,18 +49,25 @@ func folder(t *testing.T) string {
 		}
 		recs = append(recs, r)
 	}
-	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "generate", MaxShardRows: 7})
+	writeRun(t, dir, pipeline.OutputOptions{Kind: "generate", MaxShardRows: 7}, 3, recs)
+	return dir
+}
+
+// writeRun writes recs into dir through the runtime with workers workers, as
+// a mode would (opt.Mode ModeResume to add to a finished run).
+func writeRun(t *testing.T, dir string, opt pipeline.OutputOptions, workers int, recs []*schemas.Record) {
+	t.Helper()
+	o, err := pipeline.OpenOutput(dir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 3}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
+	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: workers}, pipeline.SliceSource(recs), []pipeline.Stage{keep{}}, o)
 	if cerr := o.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
 }
 
 func find(t *testing.T, s *Server, q Query) Result {
