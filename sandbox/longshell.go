@@ -69,9 +69,13 @@ type ShellConfig struct {
 	// Refresh has the first shell, once ready, report its state, so that
 	// Refresh can give a used shell that state again (bash only).
 	Refresh bool
-	// WriteFile, when set, writes a file of the given name in the state
-	// folder and returns its path as the shell sees it: Refresh's scripts
-	// are sourced from it rather than written to the shell's input.
+	// WriteFile, when set, writes a file of the given name (a short word)
+	// where the shell can read it and no command can change it (a folder
+	// mounted read-only in the sandbox), and returns its path as the shell
+	// sees it: Refresh's scripts are sourced from there rather than written
+	// to the shell's input. The Shell writes each name once per content and
+	// sources it again for later rows, so the path is best kept short: the
+	// shell reads it from its input a byte per system call.
 	WriteFile func(name string, data []byte) (string, error)
 	// Grace is how long a timed-out command's shell may take to come back
 	// once the command's processes are killed, before the shell is killed
@@ -110,6 +114,8 @@ type Shell struct {
 	// gives a used shell that state again, and the quick script tried
 	// before it. All are made once.
 	pristine, script, quick string
+	// files are the paths and contents WriteFile was given, by name.
+	files map[string]writtenFile
 	// quickOnly: the last Refresh needed only the quick script (tests).
 	quickOnly bool
 }
@@ -123,6 +129,8 @@ type liveShell struct {
 	waited   chan shellExit // receives once when the shell ends
 	exit     *shellExit     // set once received
 }
+
+type writtenFile struct{ path, data string }
 
 type shellExit struct {
 	code int
@@ -184,7 +192,7 @@ shopt -s expand_aliases 2>/dev/null
 
 // shellFuncs are the functions the engine defines in every shell: the state
 // saver and the end of a command.
-const shellFuncs = `__hs_save() { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env" 2>/dev/null; command pwd 1<>"$__hs_state/cwd" 2>/dev/null; }
+const shellFuncs = `__hs_save() { { { command export -p; command echo 'return 0'; } 1<>"$__hs_state/env"; command pwd 1<>"$__hs_state/cwd"; } 2>/dev/null; }
 __hs_e() { __hs_save; command printf '%s %d\n' "$1" "$2" >&8; command printf '%s\n' "$1" >&9; }`
 
 // commandText is what the shell reads for one command. The command's

@@ -76,7 +76,7 @@ const stateReport = `\builtin declare -p
 // and FUNCNAME agree; BASH_LINENO, the caller's line in the input, is
 // compared by its attributes only.
 func (s *Shell) reportText(marker string) string {
-	return s.viaFile(".report", stateReport, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+	return s.viaFile("r", stateReport, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
 }
 
 // variables splits the `declare -p` part of a state report into its lines
@@ -236,8 +236,8 @@ func quickScript(pristine, cwd string) string {
 
 // viaFile returns what the shell reads to run script: the script itself,
 // or, when the driver can put a file where the shell reads it
-// (ShellConfig.WriteFile), a line that sources that file (name, in the state
-// folder). A shell reads its input from a pipe one byte at a time, a system
+// (ShellConfig.WriteFile, called again only when name's script changed), a
+// line that sources that file. A shell reads its input from a pipe one byte at a time, a system
 // call each (it must leave the rest to the commands), and a sourced file in
 // blocks: for the refresh script, some ten thousand calls fewer. With posix,
 // POSIX mode goes first, so that `.` is the special builtin whatever
@@ -250,11 +250,19 @@ func (s *Shell) viaFile(name, script string, posix bool) string {
 	if s.cfg.WriteFile == nil {
 		return pre + script
 	}
-	path, err := s.cfg.WriteFile(name, []byte(script))
-	if err != nil {
-		return pre + script
+	f, ok := s.files[name]
+	if !ok || f.data != script {
+		path, err := s.cfg.WriteFile(name, []byte(script))
+		if err != nil {
+			return pre + script
+		}
+		if s.files == nil {
+			s.files = map[string]writtenFile{}
+		}
+		f = writtenFile{path: path, data: script}
+		s.files[name] = f
 	}
-	return pre + "\\. " + ShellQuote(path) + "\n"
+	return pre + "\\. " + ShellQuote(f.path) + "\n"
 }
 
 // ErrNotFresh is returned by Refresh when the shell's state after the
@@ -292,7 +300,7 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 	for i, script := range []string{s.quick, s.script} {
 		s.quickOnly = i == 0
 		marker := newMarker()
-		if err := l.write(ctx, s.viaFile(".script", script, true)+s.reportText(marker)); err != nil {
+		if err := l.write(ctx, s.viaFile([]string{"q", "s"}[i], script, true)+s.reportText(marker)); err != nil {
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}

@@ -59,3 +59,24 @@ func BenchmarkOpenExecClose(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkColdOpenExecClose measures the median life of a session with one
+// command when no pooled session can serve it: a new sandbox is started and
+// torn down each time (what each worker pays once per run).
+func BenchmarkColdOpenExecClose(b *testing.B) {
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Pool: -1,
+		Limits: sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sandboxtest.BenchMedian(b, func() error {
+		s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "cold"})
+		if err != nil {
+			return err
+		}
+		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+			return err
+		}
+		return s.Close(context.Background())
+	})
+}

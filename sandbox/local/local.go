@@ -30,6 +30,16 @@ var allowedEnv = []string{"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_
 // secretWords make a variable name refused even when allowlisted.
 var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
 
+// engineDir is the folder of a pooled session's folder where the driver
+// writes the scripts its shell sources between rows (sandbox.Shell's
+// WriteFile); it is mounted read-only over itself and at engineMount, a
+// short path (the shell reads that path a byte per system call), so no
+// command can change what a later row's refresh runs.
+const (
+	engineDir   = "engine"
+	engineMount = "/.hs"
+)
+
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Driver opens local sessions. It is safe for concurrent use.
@@ -141,13 +151,17 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		shell:  d.shell,
 		box:    &box{},
 	}
-	for _, p := range []string{s.home, s.state, filepath.Join(dir, "tmp")} {
-		if err := os.Mkdir(p, 0o700); err != nil {
+	kept := []string{"home", "tmp", "state"}
+	if key != "" {
+		kept = append(kept, engineDir)
+	}
+	for _, p := range kept {
+		if err := os.Mkdir(filepath.Join(dir, p), 0o700); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
 	}
-	if s.folder, err = newFolder(dir, "home", "tmp", "state"); err != nil {
+	if s.folder, err = newFolder(dir, kept...); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
@@ -168,7 +182,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.policy = confine.Policy{
 			SessionDir: dir,
 			TmpDir:     filepath.Join(dir, "tmp"),
-			Mounts:     append(slices.Clip(d.mounts), readOnly(spec.ReadOnly)...),
+			Mounts:     append(append(slices.Clip(d.mounts), readOnly(spec.ReadOnly)...), s.engineMounts(key != "")...),
 			Network:    d.cfg.Local.Network,
 			Env:        s.env,
 			Chdir:      s.cwd,
@@ -200,16 +214,34 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			Prelude:   s.policy.Limits.ShellLimits(),
 			MaxOutput: spec.MaxOutput,
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
-			// The session folder is at the same path inside the sandbox.
-			WriteFile: func(name string, data []byte) (string, error) {
-				return filepath.Join(s.state, name), writeInside(s.dir, filepath.Join("state", name), data)
-			},
+			WriteFile: s.engineWriter(key != ""),
 		})
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
 		}
 	}
 	return s, nil
+}
+
+// engineMounts are the read-only mounts of a pooled session's engine
+// folder (engineDir), none when the session is not pooled.
+func (s *Session) engineMounts(pooled bool) []confine.Mount {
+	if !pooled {
+		return nil
+	}
+	e := filepath.Join(s.dir, engineDir)
+	return []confine.Mount{{Src: e, Dst: e, ReadOnly: true}, {Src: e, Dst: engineMount, ReadOnly: true}}
+}
+
+// engineWriter is a pooled session's sandbox.ShellConfig.WriteFile: into
+// its engine folder, as the shell sees it at engineMount.
+func (s *Session) engineWriter(pooled bool) func(name string, data []byte) (string, error) {
+	if !pooled {
+		return nil
+	}
+	return func(name string, data []byte) (string, error) {
+		return engineMount + "/" + name, writeInside(filepath.Join(s.dir, engineDir), name, data)
+	}
 }
 
 // writeInside writes data to a new file at rel inside the session folder

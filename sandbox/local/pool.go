@@ -361,18 +361,19 @@ func (s *Session) teardown() error {
 
 // folder is a session folder's layout, to be emptied between rows: the
 // folder itself and its home, tmp (mounted at /tmp: it must stay the same
-// folder) and state folders stay, as do the mount points bwrap makes in it
+// folder) and state folders stay, the engine folder with its files, as do the mount points bwrap makes in it
 // (the session folder's own when it lies under /tmp, read-only mounts under
 // /tmp); everything else goes, and state is emptied.
 type folder struct {
 	dir    string
 	state  string
+	engine string            // the engine folder (engineDir): kept with what it holds
 	main   map[string]uint64 // dir, home, tmp, state → inode
 	mounts map[string]bool   // host paths of bwrap's mount points in the folder, and their parents
 }
 
 func newFolder(dir string, names ...string) (*folder, error) {
-	f := &folder{dir: dir, state: filepath.Join(dir, "state"), main: map[string]uint64{}, mounts: map[string]bool{}}
+	f := &folder{dir: dir, state: filepath.Join(dir, "state"), engine: filepath.Join(dir, engineDir), main: map[string]uint64{}, mounts: map[string]bool{}}
 	var st unix.Stat_t
 	for _, p := range append([]string{dir}, names...) {
 		if p != dir {
@@ -447,6 +448,9 @@ func (f *folder) cleanIn(dir string, seen *int) error {
 					return err
 				}
 				continue
+			}
+			if p == f.engine {
+				continue // read-only in the sandbox: only the driver writes there
 			}
 			if err := f.cleanIn(p, seen); err != nil {
 				return err

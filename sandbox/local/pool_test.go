@@ -472,13 +472,19 @@ func TestRefreshFindsIPCWithNoProcessLeft(t *testing.T) {
 	}
 }
 
-// TestRefreshWritesNoPlantedLink: the refresh writes its scripts into the
-// session's state folder from the host; a row that planted a link there,
-// or replaced the folder by one, must not make the host write through it.
-func TestRefreshWritesNoPlantedLink(t *testing.T) {
-	for _, c := range []struct{ name, row string }{
-		{"links to a file", `ln -sf VICTIM/file "$HOME/../state/.script" && ln -sf VICTIM/file "$HOME/../state/.report"`},
-		{"state folder replaced", `rm -rf "$HOME/../state" && ln -s VICTIM "$HOME/../state"`},
+// TestRefreshScriptsOutOfReach: the scripts a refresh sources are written
+// by the host into the session's engine folder, read-only in the sandbox at
+// its own path and at engineMount. A row can change none of them, by shell
+// or file tools, and a link it planted or a folder it replaced elsewhere
+// never makes the host write through it; the next row is still refreshed.
+func TestRefreshScriptsOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		name, row string
+		inPlace   bool
+	}{
+		{"engine files", `for f in /.hs/q /.hs/r /.hs/s "$HOME/../engine/q" "$HOME/../engine/r"; do ln -sf VICTIM/file "$f"; echo 'echo planted' >>"$f"; rm -f "$f"; done
+mv "$HOME/../engine" "$HOME/../moved"; rm -rf /.hs "$HOME/../engine"; ln -s VICTIM "$HOME/../engine/x"; true`, true},
+		{"state folder replaced", `rm -rf "$HOME/../state" && ln -s VICTIM "$HOME/../state"`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			victim := t.TempDir()
@@ -491,11 +497,41 @@ func TestRefreshWritesNoPlantedLink(t *testing.T) {
 			}
 			d := poolDriver(t, 0)
 			a := openIn(t, d, sandbox.Spec{})
-			if r := exec1(t, a, row, 0); r.ExitCode != 0 {
-				t.Fatalf("row: %+v", r)
+			engine := filepath.Join(a.Dir(), engineDir)
+			exec1(t, a, "true", 0) // the shell starts and reports its state through engine/r
+			before := map[string]string{}
+			if ents, err := os.ReadDir(engine); err != nil || len(ents) == 0 {
+				t.Fatalf("engine folder before the row: %v %v", ents, err)
+			} else {
+				for _, e := range ents {
+					b, _ := os.ReadFile(filepath.Join(engine, e.Name()))
+					before[e.Name()] = string(b)
+				}
+			}
+			exec1(t, a, row, 0)
+			for _, p := range []string{engineMount + "/q", engineMount + "/new", filepath.Join(engine, "r")} {
+				if err := a.WriteFile(context.Background(), p, []byte("echo planted"), 0o644); err == nil {
+					t.Errorf("file tools wrote %s", p)
+				}
+			}
+			for name, want := range before {
+				if b, err := os.ReadFile(filepath.Join(engine, name)); err != nil || string(b) != want {
+					t.Errorf("engine file %s changed by the row: %q %v", name, b, err)
+				}
 			}
 			if err := a.Close(context.Background()); err != nil {
 				t.Fatal(err)
+			}
+			if c.inPlace {
+				idle(t, d, 1)
+				b := openIn(t, d, sandbox.Spec{})
+				if !b.Reused() || !b.Refreshed() {
+					t.Errorf("next row: reused %v, refreshed in place %v; want both", b.Reused(), b.Refreshed())
+				}
+				if r := exec1(t, b, "echo ok", 0); r.Stdout != "ok\n" {
+					t.Errorf("next row printed %q", r.Stdout)
+				}
+				b.Close(context.Background())
 			}
 			// Whether the session comes back or is discarded, the reset is
 			// over once Release returns.
