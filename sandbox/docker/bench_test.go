@@ -34,16 +34,7 @@ func benchExec(b *testing.B, mode string) {
 // starts the long-lived shell) and close.
 func BenchmarkFirstCommand(b *testing.B) {
 	d := newDriver(b, sandbox.Config{})
-	sandboxtest.BenchMedian(b, func() error {
-		s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "first"})
-		if err != nil {
-			return err
-		}
-		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-			return err
-		}
-		return s.Close(context.Background())
-	})
+	sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "first"})
 }
 
 // BenchmarkLifecycle measures container create+start+remove per session.

@@ -46,16 +46,7 @@ func BenchmarkOpenExecClose(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
 			d := benchDriver(b, m.iso, m.mode)
-			sandboxtest.BenchMedian(b, func() error {
-				s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "life"})
-				if err != nil {
-					return err
-				}
-				if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-					return err
-				}
-				return s.Close(context.Background())
-			})
+			sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "life"})
 		})
 	}
 }
@@ -69,14 +60,5 @@ func BenchmarkColdOpenExecClose(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sandboxtest.BenchMedian(b, func() error {
-		s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "cold"})
-		if err != nil {
-			return err
-		}
-		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-			return err
-		}
-		return s.Close(context.Background())
-	})
+	sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "cold"})
 }

@@ -549,6 +549,21 @@ func BenchExec(b *testing.B, sess sandbox.Session) {
 	})
 }
 
+// BenchLife reports the median life of one session of d with spec: open,
+// one command (`true`, which starts a long-lived shell) and close.
+func BenchLife(b *testing.B, d sandbox.Driver, spec sandbox.Spec) {
+	BenchMedian(b, func() error {
+		s, err := d.Open(context.Background(), spec)
+		if err != nil {
+			return err
+		}
+		if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
+			return err
+		}
+		return s.Close(context.Background())
+	})
+}
+
 // BenchOpenClose reports the median cost of opening and closing one session
 // of d with spec (RolloutID is made unique per iteration).
 func BenchOpenClose(b *testing.B, d sandbox.Driver, spec sandbox.Spec) {

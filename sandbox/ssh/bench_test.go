@@ -58,16 +58,7 @@ func BenchmarkOpenExecClose(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
 			d := benchDriver(b, m.set)
-			sandboxtest.BenchMedian(b, func() error {
-				s, err := d.Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "life1"})
-				if err != nil {
-					return err
-				}
-				if _, err := s.Exec(context.Background(), sandbox.Cmd{Command: "true"}); err != nil {
-					return err
-				}
-				return s.Close(context.Background())
-			})
+			sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "life1"})
 		})
 	}
 }
