@@ -163,8 +163,9 @@ func newMarker() string {
 }
 
 // setup is the code a new shell runs first: it keeps its output pipes on
-// fds 8 and 9 for the markers, defines the state saver, restores the state
-// and enables aliases (bash; other shells expand them already).
+// fds 8 and 9 for the markers, defines the state saver, restores the state,
+// enables aliases (bash; other shells expand them already) and prints the
+// ready marker.
 func (s *Shell) setup(ready string) string {
 	var b bytes.Buffer
 	b.WriteString("exec 8>&1 9>&2\n")
@@ -186,8 +187,10 @@ shopt -s expand_aliases 2>/dev/null
 	if s.cfg.Prelude != "" {
 		b.WriteString(s.cfg.Prelude + "\n")
 	}
-	b.WriteString("printf '%s\\n' " + ready + " >&8; printf '%s\\n' " + ready + " >&9\n")
-	return b.String()
+	// Where the driver can write a file the shell sources (WriteFile), the
+	// set-up is read from it in blocks rather than from the input a byte per
+	// system call; a new shell has no function that `.` could name.
+	return s.viaFile("i", b.String(), false) + "printf '%s\\n' " + ready + " >&8; printf '%s\\n' " + ready + " >&9\n"
 }
 
 // shellFuncs are the functions the engine defines in every shell: the state
