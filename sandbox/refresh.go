@@ -66,7 +66,15 @@ const stateReport = `\builtin declare -p
 \builtin echo '@@ipc'; for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } 2>/dev/null </proc/sysvipc/$__hs_v; done; \unset -v __hs_v
 `
 
-// reportText is the state report followed by an end marker on both streams,
+// compactReport is stateReport without the options' lines, what Refresh
+// compares: SHELLOPTS and BASHOPTS, read-only variables that `declare -p`
+// prints, name every option that is on, and each line a shell prints costs a
+// write (bash line-buffers its output), some eighty fewer per row. The full
+// report, once per new shell, gives the options the refresh script restores.
+var compactReport = strings.Replace(stateReport, `\builtin set +o; \builtin shopt -p; `, "", 1)
+
+// reportText is a state report (name, the file it is sourced from, and
+// report) followed by an end marker on both streams,
 // the one on stdout last and written without a redirection: once it is
 // there, the shell has nothing left to undo and reads its next line (the
 // driver looks at its descriptors then). The report is sourced from a file
@@ -75,8 +83,8 @@ const stateReport = `\builtin declare -p
 // new shell's report was sourced from the same file, so bash's BASH_SOURCE
 // and FUNCNAME agree; BASH_LINENO, the caller's line in the input, is
 // compared by its attributes only.
-func (s *Shell) reportText(marker string) string {
-	return s.viaFile("r", stateReport, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+func (s *Shell) reportText(name, report, marker string) string {
+	return s.viaFile(name, report, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
 }
 
 // variables splits the `declare -p` part of a state report into its lines
@@ -300,7 +308,7 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 	for i, script := range []string{s.quick, s.script} {
 		s.quickOnly = i == 0
 		marker := newMarker()
-		if err := l.write(ctx, s.viaFile([]string{"q", "s"}[i], script, true)+s.reportText(marker)); err != nil {
+		if err := l.write(ctx, s.viaFile([]string{"q", "s"}[i], script, true)+s.reportText("c", compactReport, marker)); err != nil {
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}
@@ -326,19 +334,17 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 	return nil
 }
 
-// reportState has the Shell's first shell, new, print its state and
-// folder, kept for Refresh.
+// reportState has the Shell's new shell print its state and folder, kept
+// for Refresh: the full report, for the refresh scripts, then the compact
+// one that Refresh compares, sourced the same way as it will be then.
 func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
-	marker := newMarker()
-	if err := l.write(ctx, s.reportText(marker)); err != nil {
-		return err
-	}
-	out, errs, err := l.until(ctx, marker)
+	out, err := s.report(ctx, l, "r", stateReport)
 	if err != nil {
 		return err
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
+	compact, err := s.report(ctx, l, "c", compactReport)
+	if err != nil {
+		return err
 	}
 	i := bytes.Index(out, []byte("@@rest\n"))
 	if i < 0 {
@@ -348,6 +354,22 @@ func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	if len(rest) < 2 {
 		return errors.New("no folder in the state report")
 	}
-	s.pristine, s.script, s.quick = comparable(string(out)), s.refreshScript(string(out), rest[1]), quickScript(string(out), rest[1])
+	s.pristine, s.script, s.quick = comparable(string(compact)), s.refreshScript(string(out), rest[1]), quickScript(string(out), rest[1])
 	return nil
+}
+
+// report has the live shell print a state report (see reportText).
+func (s *Shell) report(ctx context.Context, l *liveShell, name, report string) ([]byte, error) {
+	marker := newMarker()
+	if err := l.write(ctx, s.reportText(name, report, marker)); err != nil {
+		return nil, err
+	}
+	out, errs, err := l.until(ctx, marker)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
+	}
+	return out, nil
 }

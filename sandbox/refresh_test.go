@@ -48,11 +48,11 @@ func refreshShell(t *testing.T) *Shell {
 
 // TestRefreshQuickThenWhole: a row of ordinary commands (a folder change,
 // hashed programs) needs only the quick script; a row that defined a
-// function and set variables gets the whole refresh script; a row that
-// unset RANDOM cannot be refreshed. The refreshed shells show what the new
-// one showed.
+// function and set variables, or changed options, gets the whole refresh
+// script; a row that unset RANDOM cannot be refreshed. The refreshed shells
+// show what the new one showed.
 func TestRefreshQuickThenWhole(t *testing.T) {
-	const probe = `declare -F; alias; echo "$PWD|${OLDPWD-unset}|${X-unset}|${RANDOM:+random}|$-"; hash -l 2>&1; shopt -p expand_aliases`
+	const probe = `declare -F; alias; echo "$PWD|${OLDPWD-unset}|${X-unset}|${RANDOM:+random}|$-"; hash -l 2>&1; shopt -p expand_aliases extglob`
 	for _, c := range []struct {
 		name, row string
 		quick     bool
@@ -61,6 +61,9 @@ func TestRefreshQuickThenWhole(t *testing.T) {
 		{"ordinary commands", "cd / && ls >/dev/null && cat /dev/null; echo hi", true, nil},
 		{"function and variables", "f() { echo f; }; X=1; export Y=2; alias l=ls; cd /", false, nil},
 		{"RANDOM unset", "unset RANDOM", false, ErrNotFresh},
+		// The compared report leaves out the option lines: SHELLOPTS and
+		// BASHOPTS must show the change.
+		{"options", "shopt -s extglob", false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sh := refreshShell(t)
