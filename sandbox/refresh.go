@@ -50,41 +50,47 @@ var refreshKeep = []string{
 	"GROUPS", "HISTCMD", "LINENO", "PIPESTATUS", "POSIXLY_CORRECT", "RANDOM", "SECONDS", "SRANDOM", "_", "__hs_v",
 }
 
-// stateReport is what a shell prints of its state: variables, functions,
-// aliases, options, traps, mask, folder, folder stack, jobs, disabled
-// builtins, hashed commands, $0, $- and the positional parameters, and the
-// kinds of System V IPC objects its namespace holds (a refresh without the
-// supervisor leaves them: the comparison fails then). Only builtins run,
-// each through `builtin` (the refresh script runs it after removing every
-// function).
+// stateReport is what a shell prints of its state, and what Refresh
+// compares: variables, functions, aliases, options, traps, mask, folder,
+// folder stack, jobs, disabled builtins, hashed commands, $0, $- and the
+// positional parameters, and the kinds of System V IPC objects its
+// namespace holds (a refresh without the supervisor leaves them: the
+// comparison fails then). The options are in SHELLOPTS and BASHOPTS,
+// read-only variables that `declare -p` prints: a line a shell prints costs
+// a write (bash line-buffers its output), so their eighty-odd `set +o` and
+// `shopt -p` lines are printed only by a new shell (optionsReport), for the
+// options the refresh script restores. Only builtins run, each through
+// `builtin` (the refresh script runs it after removing every function).
 const stateReport = `\builtin declare -p
 \builtin echo '@@functions'; \builtin declare -f
 \builtin echo '@@aliases'; \builtin alias -p
-\builtin echo '@@options'; \builtin set +o; \builtin shopt -p; \builtin echo "$-|$#|$0"
+\builtin echo '@@options'; \builtin echo "$-|$#|$0"
 \builtin echo '@@traps'; \builtin trap -p
 \builtin echo '@@rest'; \builtin umask; \builtin pwd; \builtin dirs -l; \builtin jobs -l; \builtin enable -n; \builtin hash -l 2>&1
 \builtin echo '@@ipc'; for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } 2>/dev/null </proc/sysvipc/$__hs_v; done; \unset -v __hs_v
 `
 
-// compactReport is stateReport without the options' lines, what Refresh
-// compares: SHELLOPTS and BASHOPTS, read-only variables that `declare -p`
-// prints, name every option that is on, and each line a shell prints costs a
-// write (bash line-buffers its output), some eighty fewer per row. The full
-// report, once per new shell, gives the options the refresh script restores.
-var compactReport = strings.Replace(stateReport, `\builtin set +o; \builtin shopt -p; `, "", 1)
+// optionsReport follows a new shell's stateReport: every option, as the
+// commands that set it.
+const optionsReport = `\builtin echo '@@setopts'; \builtin set +o; \builtin shopt -p
+`
 
-// reportText is a state report (name, the file it is sourced from, and
-// report) followed by an end marker on both streams,
-// the one on stdout last and written without a redirection: once it is
-// there, the shell has nothing left to undo and reads its next line (the
-// driver looks at its descriptors then). The report is sourced from a file
-// of the state folder when the driver can write one (ShellConfig.WriteFile):
-// the shell reads a file in blocks, its input one byte per system call. The
-// new shell's report was sourced from the same file, so bash's BASH_SOURCE
-// and FUNCNAME agree; BASH_LINENO, the caller's line in the input, is
-// compared by its attributes only.
-func (s *Shell) reportText(name, report, marker string) string {
-	return s.viaFile(name, report, false) + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+// reportText is the state report, with optionsReport after it when
+// options, followed by an end marker on both streams, the one on stdout
+// last and written without a redirection: once it is there, the shell has
+// nothing left to undo and reads its next line (the driver looks at its
+// descriptors then). The reports are sourced from files when the driver
+// can write them (ShellConfig.WriteFile): the shell reads a file in blocks,
+// its input one byte per system call. The new shell's report was sourced
+// from the same file, so bash's BASH_SOURCE and FUNCNAME agree;
+// BASH_LINENO, the caller's line in the input, is compared by its
+// attributes only.
+func (s *Shell) reportText(marker string, options bool) string {
+	t := s.viaFile("r", stateReport, false)
+	if options {
+		t += s.viaFile("o", optionsReport, false)
+	}
+	return t + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
 }
 
 // variables splits the `declare -p` part of a state report into its lines
@@ -134,10 +140,10 @@ func comparable(report string) string {
 	return b.String()
 }
 
-// options are the `set -o`/`set +o` and `shopt` lines of a state report.
+// options are the `set +o` and `shopt` lines of a new shell's report
+// (optionsReport).
 func options(report string) []string {
-	_, sec, _ := strings.Cut(report, "@@options\n")
-	sec, _, _ = strings.Cut(sec, "@@traps\n")
+	_, sec, _ := strings.Cut(report, "@@setopts\n")
 	var out []string
 	for _, l := range strings.Split(sec, "\n") {
 		// Setting a compat option sets BASH_COMPAT too; POSIX mode leaves
@@ -245,9 +251,10 @@ func quickScript(pristine, cwd string) string {
 // viaFile returns what the shell reads to run script: the script itself,
 // or, when the driver can put a file where the shell reads it
 // (ShellConfig.WriteFile, called again only when name's script changed), a
-// line that sources that file. A shell reads its input from a pipe one byte at a time, a system
-// call each (it must leave the rest to the commands), and a sourced file in
-// blocks: for the refresh script, some ten thousand calls fewer. With posix,
+// line that sources that file. A shell reads its input from a pipe one byte
+// at a time, a system call each (it must leave the rest to the commands),
+// and a sourced file in blocks: for the refresh script, some ten thousand
+// calls fewer. With posix,
 // POSIX mode goes first, so that `.` is the special builtin whatever
 // functions exist.
 func (s *Shell) viaFile(name, script string, posix bool) string {
@@ -305,10 +312,10 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 		return err
 	}
 	fresh := false
-	for i, script := range []string{s.quick, s.script} {
+	for i, step := range []struct{ file, script string }{{"q", s.quick}, {"s", s.script}} {
 		s.quickOnly = i == 0
 		marker := newMarker()
-		if err := l.write(ctx, s.viaFile([]string{"q", "s"}[i], script, true)+s.reportText("c", compactReport, marker)); err != nil {
+		if err := l.write(ctx, s.viaFile(step.file, step.script, true)+s.reportText(marker, false)); err != nil {
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}
@@ -335,41 +342,29 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 }
 
 // reportState has the Shell's new shell print its state and folder, kept
-// for Refresh: the full report, for the refresh scripts, then the compact
-// one that Refresh compares, sourced the same way as it will be then.
+// for Refresh: what Refresh compares, and the options for the refresh
+// script.
 func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
-	out, err := s.report(ctx, l, "r", stateReport)
-	if err != nil {
-		return err
-	}
-	compact, err := s.report(ctx, l, "c", compactReport)
-	if err != nil {
-		return err
-	}
-	i := bytes.Index(out, []byte("@@rest\n"))
-	if i < 0 {
-		return errors.New("no state report")
-	}
-	rest := strings.SplitN(string(out[i+len("@@rest\n"):]), "\n", 3)
-	if len(rest) < 2 {
-		return errors.New("no folder in the state report")
-	}
-	s.pristine, s.script, s.quick = comparable(string(compact)), s.refreshScript(string(out), rest[1]), quickScript(string(out), rest[1])
-	return nil
-}
-
-// report has the live shell print a state report (see reportText).
-func (s *Shell) report(ctx context.Context, l *liveShell, name, report string) ([]byte, error) {
 	marker := newMarker()
-	if err := l.write(ctx, s.reportText(name, report, marker)); err != nil {
-		return nil, err
+	if err := l.write(ctx, s.reportText(marker, true)); err != nil {
+		return err
 	}
 	out, errs, err := l.until(ctx, marker)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
+		return fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
 	}
-	return out, nil
+	state, _, ok := strings.Cut(string(out), "@@setopts\n")
+	i := strings.Index(state, "@@rest\n")
+	if !ok || i < 0 {
+		return errors.New("no state report")
+	}
+	rest := strings.SplitN(state[i+len("@@rest\n"):], "\n", 3)
+	if len(rest) < 2 {
+		return errors.New("no folder in the state report")
+	}
+	s.pristine, s.script, s.quick = comparable(state), s.refreshScript(string(out), rest[1]), quickScript(string(out), rest[1])
+	return nil
 }

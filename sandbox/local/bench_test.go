@@ -16,8 +16,10 @@ var benchModes = []struct{ name, iso, mode string }{
 	{"unconfined/fresh", "none", "fresh"},
 }
 
-func benchDriver(b *testing.B, iso, mode string) *Driver {
-	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Isolation: iso,
+// benchDriver is a driver of the given isolation, shell mode and pool
+// (sandbox.LocalConfig.Pool: negative = none).
+func benchDriver(b *testing.B, iso, mode string, pool int) *Driver {
+	d, err := New(sandbox.Config{ShellMode: mode, Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Isolation: iso, Pool: pool,
 		Limits: sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}}})
 	if err != nil {
 		b.Fatal(err)
@@ -30,7 +32,7 @@ func benchDriver(b *testing.B, iso, mode string) *Driver {
 func BenchmarkExec(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
-			s, err := benchDriver(b, m.iso, m.mode).Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
+			s, err := benchDriver(b, m.iso, m.mode, 0).Open(context.Background(), sandbox.Spec{RunID: "bench", RolloutID: "exec"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,7 +47,7 @@ func BenchmarkExec(b *testing.B) {
 func BenchmarkOpenExecClose(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
-			d := benchDriver(b, m.iso, m.mode)
+			d := benchDriver(b, m.iso, m.mode, 0)
 			sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "life"})
 		})
 	}
@@ -55,10 +57,5 @@ func BenchmarkOpenExecClose(b *testing.B) {
 // command when no pooled session can serve it: a new sandbox is started and
 // torn down each time (what each worker pays once per run).
 func BenchmarkColdOpenExecClose(b *testing.B) {
-	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: b.TempDir(), Pool: -1,
-		Limits: sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sandboxtest.BenchLife(b, d, sandbox.Spec{RunID: "bench", RolloutID: "cold"})
+	sandboxtest.BenchLife(b, benchDriver(b, "", "", -1), sandbox.Spec{RunID: "bench", RolloutID: "cold"})
 }

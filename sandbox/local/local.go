@@ -244,11 +244,12 @@ func (s *Session) engineWriter(pooled bool) func(name string, data []byte) (stri
 	}
 }
 
-// writeInside writes data to a new file at rel inside the session folder
-// dir, from the host, without following a link a command planted: what is at
-// rel is removed first (a link itself, not its target), and the file is
-// created exclusively through an os.Root of dir, so a folder on the way that
-// was replaced by a link out of dir fails the write instead.
+// writeInside writes data to a new file at rel inside dir (the engine
+// folder), from the host, without following a link: what is at rel is
+// removed first (a link itself, not its target), and the file is created
+// exclusively through an os.Root of dir. Commands cannot write the engine
+// folder (it is mounted read-only); this is the second wall, and it costs a
+// few system calls once per script and session.
 func writeInside(dir, rel string, data []byte) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {

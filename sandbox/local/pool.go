@@ -361,14 +361,15 @@ func (s *Session) teardown() error {
 
 // folder is a session folder's layout, to be emptied between rows: the
 // folder itself and its home, tmp (mounted at /tmp: it must stay the same
-// folder) and state folders stay, the engine folder with its files, as do the mount points bwrap makes in it
-// (the session folder's own when it lies under /tmp, read-only mounts under
-// /tmp); everything else goes, and state is emptied.
+// folder) and state folders stay, the engine folder with its files, as do
+// the mount points bwrap makes in it (the session folder's own when it lies
+// under /tmp, read-only mounts under /tmp); everything else goes, and state
+// is emptied.
 type folder struct {
 	dir    string
 	state  string
 	engine string            // the engine folder (engineDir): kept with what it holds
-	main   map[string]uint64 // dir, home, tmp, state → inode
+	main   map[string]uint64 // dir, home, tmp, state, engine → inode
 	mounts map[string]bool   // host paths of bwrap's mount points in the folder, and their parents
 }
 
