@@ -142,6 +142,9 @@ func TestPageWhileTheIndexIsBuilt(t *testing.T) {
 			i = k
 		}
 	}
+	if i < 0 {
+		t.Fatal("no record kH in the folder")
+	}
 	run("open a record", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = "#/r/%d"`, i)),
 		chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	if c := text("#conversation"); !strings.Contains(c, "Capybara") {

@@ -39,7 +39,6 @@ type building struct {
 	ready      chan struct{} // closed once the build ended (ix set, or err)
 	err        error
 	warn       error
-	started    time.Time
 	took       time.Duration
 }
 
@@ -69,21 +68,23 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 		return NewServer(ix, root, token), nil
 	}
 	s := newServer(root, token)
-	b := &building{planned: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
+	started := time.Now()
+	b := &building{planned: make(chan struct{}), ready: make(chan struct{})}
 	b.prog.hold, b.prog.stop = hold, make(chan struct{})
 	s.bld = b
 	go func() {
 		defer close(b.ready)
 		p, err := makePlan(dirs, c.states)
 		if err != nil {
-			b.planErr, b.err = fmt.Errorf("view: %w", err), fmt.Errorf("view: %w", err)
+			err = fmt.Errorf("view: %w", err)
+			b.planErr, b.err = err, err
 			close(b.planned)
 			return
 		}
 		b.plan, b.lines = p, newLineCache(p)
 		close(b.planned)
 		ix, warn, err := c.build(p, &b.prog)
-		b.took = time.Since(b.started)
+		b.took = time.Since(started)
 		b.warn, b.err = warn, err
 		if err == nil {
 			s.ixp.Store(ix)
@@ -345,8 +346,11 @@ func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
 			return res, err
 		}
 		res.Scanned++
+		if len(needle) > 0 && !low.contains(st.line, needle) {
+			continue
+		}
 		f := s.streamFields(st)
-		if !matchFields(q, &f) || len(needle) > 0 && !low.contains(st.line, needle) {
+		if !matchFields(q, &f) {
 			continue
 		}
 		if res.Total >= first {
@@ -393,8 +397,10 @@ func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error)
 			if err != nil {
 				return -1, false, err
 			}
-			f := s.streamFields(st)
-			if matchFields(q, &f) && (len(needle) == 0 || low.contains(st.line, needle)) {
+			if len(needle) > 0 && !low.contains(st.line, needle) {
+				continue
+			}
+			if f := s.streamFields(st); matchFields(q, &f) {
 				return j, false, nil
 			}
 		}
@@ -413,7 +419,7 @@ func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error)
 func (s *Server) metaBuilding(w http.ResponseWriter, r *http.Request) {
 	p, err := s.bld.waitPlan(r.Context())
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		httpError(w, err)
 		return
 	}
 	outcomes := map[string]int{}

@@ -154,13 +154,9 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 		if res.Indexing == nil || res.Indexing.Total != 30 || res.Indexing.Done != done {
 			t.Fatalf("%s while building: indexing %+v, want %d of 30", qs, res.Indexing, done)
 		}
-		sort := "ledger"
-		if strings.Contains(qs, "sort=") {
-			sort = ""
-		}
-		v, _ := url.ParseQuery(qs + "&sort=" + sort)
-		if sort == "" {
-			v, _ = url.ParseQuery(qs)
+		v, _ := url.ParseQuery(qs)
+		if !v.Has("sort") {
+			v.Set("sort", "ledger")
 		}
 		r := httptest.NewRequest("GET", "/api/records?"+v.Encode(), nil)
 		q, err := parseQuery(r)
@@ -234,7 +230,7 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Key != want.Key(i) || rec.Of != 30 || rec.Indexing == nil || !strings.Contains(string(line), string(rec.Record)) {
+		if rec.Key != want.Key(i) || rec.Of != 30 || rec.Indexing == nil || len(rec.Record) == 0 || !strings.Contains(string(line), string(rec.Record)) {
 			t.Errorf("record %d while building: key %s of %d, want %s of 30", i, rec.Key, rec.Of, want.Key(i))
 		}
 		for _, qs := range []string{"", "outcome=api_error", "q=retried"} {
@@ -253,6 +249,9 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 	}
 	if code, _ := getJSON(t, srv, "/api/record/30", &res); code != http.StatusNotFound {
 		t.Errorf("record past the end while building: %d", code)
+	}
+	if code, body := getJSON(t, srv, "/api/record/3/near?sort=tokens", &res); code != http.StatusServiceUnavailable || !strings.Contains(body, "index") {
+		t.Errorf("neighbours in another order while building: %d %s, want 503", code, body)
 	}
 
 	close(release)

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -100,12 +99,8 @@ func (s *Server) near(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.Near(r.Context(), q, i)
-	if errors.Is(err, errBadQuery) {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		httpError(w, err)
 		return
 	}
 	writeJSON(w, res)

@@ -84,14 +84,8 @@ func (s *Server) Close() {
 	}
 	s.rd = map[string]*pipeline.RecordReader{}
 	s.orig.close()
-	if s.bld != nil {
-		select {
-		case <-s.bld.planned:
-			if s.bld.lines != nil {
-				s.bld.lines.close()
-			}
-		default:
-		}
+	if s.bld != nil && s.bld.lines != nil { // the build ended: planned is closed
+		s.bld.lines.close()
 	}
 }
 
@@ -536,13 +530,16 @@ func (s *Server) readRef(dir string, ref pipeline.RecordRef) ([]byte, error) {
 // index parses the record number of the request's path.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) (int, bool) {
 	i, err := strconv.Atoi(r.PathValue("i"))
-	if n := s.Records(); n < 0 && s.bld != nil {
-		if _, perr := s.bld.waitPlan(r.Context()); perr != nil {
+	n := s.Records()
+	if n < 0 && s.bld != nil {
+		p, perr := s.bld.waitPlan(r.Context())
+		if perr != nil {
 			httpError(w, perr)
 			return 0, false
 		}
+		n = p.live
 	}
-	if err != nil || i < 0 || i >= s.Records() {
+	if err != nil || i < 0 || i >= n {
 		http.Error(w, "no such record", http.StatusNotFound)
 		return 0, false
 	}
@@ -618,8 +615,8 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{"i": i, "key": loc.key, "of": loc.of, "kind": loc.kind, "dir": loc.dir, "record": json.RawMessage(bytes.TrimSpace(loc.line))}
 	if s.bld != nil {
-		if in := s.bld.indexing(); s.idx() == nil || in.Error != "" {
-			out["indexing"] = in
+		if s.idx() == nil { // building, or the build failed
+			out["indexing"] = s.bld.indexing()
 		}
 	}
 	if s.swe != nil {
