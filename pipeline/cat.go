@@ -134,12 +134,12 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 		}
 		hashes[sid] = nil
 		name := ix.shards[sid]
-		fi, err := checkShardSize(dir, name, ix.shardSize[sid])
+		fi, err := CheckShardSize(dir, name, ix.shardSize[sid])
 		if err != nil || fi.ModTime().Before(ledgerMod) {
 			return err
 		}
 		if strings.HasSuffix(name, parquetExt) {
-			return checkShardHash(dir, name, ix.shardSHA[sid])
+			return CheckShardHash(dir, name, ix.shardSHA[sid])
 		}
 		hashes[sid] = &shardHash{h: sha256.New()}
 		return nil
@@ -189,7 +189,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 		if n, err := f.ReadAt(buf, refs[i].off); err != nil {
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s and the ones after it up to byte %d: the shard was cut short; %s",
-					name, refs[i].off+int64(n), refs[i].key, end, healHint)
+					name, refs[i].off+int64(n), refs[i].key, end, HealHint)
 			}
 			return fmt.Errorf("read %s at byte %d: %w", name, refs[i].off, err)
 		}
@@ -219,7 +219,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 		}
 		name := ix.shards[sid]
 		if sh.broken {
-			if err := checkShardHash(dir, name, ix.shardSHA[sid]); err != nil {
+			if err := CheckShardHash(dir, name, ix.shardSHA[sid]); err != nil {
 				return err
 			}
 			continue
@@ -232,7 +232,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 			return fmt.Errorf("read %s: %w", name, err)
 		}
 		if hex.EncodeToString(sh.h.Sum(nil)) != ix.shardSHA[sid] {
-			return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", name, healHint)
+			return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", name, HealHint)
 		}
 	}
 	return nil
@@ -265,35 +265,37 @@ func (sh *shardHash) add(f *os.File, off int64, b []byte) error {
 	return nil
 }
 
-// checkShardSize compares the size of the shard dir/rel with its ledger
-// line and returns what it found; it costs one stat.
-func checkShardSize(dir, rel string, size int64) (fs.FileInfo, error) {
+// CheckShardSize compares the size of the shard dir/rel with its ledger
+// line and returns what it found; it costs one stat. cat and view check
+// shards through it and CheckShardHash.
+func CheckShardSize(dir, rel string, size int64) (fs.FileInfo, error) {
 	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("shard %s is missing; %s", rel, healHint)
+		return nil, fmt.Errorf("shard %s is missing; %s", rel, HealHint)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open shard: %w", err)
 	}
 	if fi.Size() != size {
-		return nil, fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, healHint)
+		return nil, fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", rel, fi.Size(), size, HealHint)
 	}
 	return fi, nil
 }
 
-// healHint tells what to do about a damaged shard.
-const healHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
+// HealHint tells what to do about a damaged shard; readers of a folder end
+// their errors about one with it.
+const HealHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
 
-// checkShardHash compares the SHA-256 of the shard dir/rel with its ledger
-// line; callers have checked its size (checkShardSize). It reads the whole
+// CheckShardHash compares the SHA-256 of the shard dir/rel with its ledger
+// line; callers have checked its size (CheckShardSize). It reads the whole
 // file.
-func checkShardHash(dir, rel, sum string) error {
+func CheckShardHash(dir, rel, sum string) error {
 	got, err := fileSHA256(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
 		return fmt.Errorf("read shard %s: %w", rel, err)
 	}
 	if got != sum {
-		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", rel, healHint)
+		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", rel, HealHint)
 	}
 	return nil
 }

@@ -190,7 +190,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 			// ("completed": "yes"): it counts, without that field.
 			var typeErr *json.UnmarshalTypeError
 			if !errors.As(err, &typeErr) {
-				return fmt.Errorf("%s: record %s is not valid JSON (%w): the shard is damaged; %s", ix.shards[ref.shard], ref.key, err, healHint)
+				return fmt.Errorf("%s: record %s is not valid JSON (%w): the shard is damaged; %s", ix.shards[ref.shard], ref.key, err, HealHint)
 			}
 		}
 		st.Records++

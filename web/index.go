@@ -154,11 +154,13 @@ var sortColumns = []string{"pi", "sample"}
 
 // cacheName names the index of dirs in the ledger states given: prefix
 // hashes the folders' absolute paths, so every index of the same folders
-// starts with it; the rest hashes each ledger's size and modification time
-// (the ledger is append-only, so any commit changes them).
+// starts with it (and writing one removes the others, of older index
+// versions too); the rest hashes the index version and each ledger's size
+// and modification time (the ledger is append-only, so any commit changes
+// them).
 func cacheName(dirs []string, states []ledgerState) (prefix, name string, err error) {
 	hp, hs := sha256.New(), sha256.New()
-	fmt.Fprintf(hp, "v%d\n", indexVersion)
+	fmt.Fprintf(hs, "v%d\n", indexVersion)
 	for d, dir := range dirs {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
@@ -569,37 +571,12 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 // checkShard holds a shard to its ledger line as cat does: its size always,
 // its SHA-256 when it is not older than the ledger.
 func checkShard(dp *dirPlan, pl *parsedLine) error {
-	path := filepath.Join(dp.dir, filepath.FromSlash(pl.shard))
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("shard %s is missing; %s", pl.shard, healHint)
+	fi, err := pipeline.CheckShardSize(dp.dir, pl.shard, pl.bytes)
+	if err != nil || fi.ModTime().Before(dp.mod) {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("open shard: %w", err)
-	}
-	if fi.Size() != pl.bytes {
-		return fmt.Errorf("shard %s is %d bytes, the ledger says %d: it was cut short or changed; %s", pl.shard, fi.Size(), pl.bytes, healHint)
-	}
-	if fi.ModTime().Before(dp.mod) {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open shard: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("read shard %s: %w", pl.shard, err)
-	}
-	if hex.EncodeToString(h.Sum(nil)) != pl.sha {
-		return fmt.Errorf("shard %s does not match its ledger SHA-256: its content changed; %s", pl.shard, healHint)
-	}
-	return nil
+	return pipeline.CheckShardHash(dp.dir, pl.shard, pl.sha)
 }
-
-// healHint is pipeline's advice about a damaged shard.
-const healHint = "run `hermes-pipe verify` for details, then --resume (with --verify-shards when only the content changed) redoes its records"
 
 // shardWindow reads the lines of one JSONL shard in file order through a
 // window of searchWindow bytes.
@@ -644,7 +621,7 @@ func (w *shardWindow) line(ref pipeline.RecordRef) ([]byte, error) {
 		got, err := w.f.ReadAt(w.win[:size], off)
 		if err != nil && !errors.Is(err, io.EOF) || int64(got) < n {
 			if err == nil || errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s up to byte %d: the shard was cut short; %s", ref.Shard, off+int64(got), ref.Key, off+n, healHint)
+				return nil, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s up to byte %d: the shard was cut short; %s", ref.Shard, off+int64(got), ref.Key, off+n, pipeline.HealHint)
 			}
 			return nil, fmt.Errorf("read %s at byte %d: %w", ref.Shard, off, err)
 		}

@@ -174,3 +174,33 @@ func TestSearchScannerReadsEveryLineInAnyOrder(t *testing.T) {
 		t.Errorf("capybara among completed: %+v", r)
 	}
 }
+
+// TestBuildRefusesAShardWhoseContentChanged: a shard of its ledger size but
+// other bytes, newer than the ledger, fails the build as cat fails.
+func TestBuildRefusesAShardWhoseContentChanged(t *testing.T) {
+	dir := folder(t)
+	shards, err := filepath.Glob(filepath.Join(dir, "data", "*.jsonl"))
+	if err != nil || len(shards) == 0 {
+		t.Fatalf("no data shards: %v", err)
+	}
+	b, err := os.ReadFile(shards[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(`"human"`))
+	if i < 0 {
+		t.Fatalf("no human turn in %s", shards[0])
+	}
+	copy(b[i:], `"HUMAN"`)
+	if err := os.WriteFile(shards[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(shards[0], later, later); err != nil {
+		t.Fatal(err)
+	}
+	_, err = BuildIndex([]string{dir})
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("does not match its ledger SHA-256")) {
+		t.Fatalf("build over a changed shard: %v", err)
+	}
+}
