@@ -74,7 +74,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 	s.bld = b
 	go func() {
 		defer close(b.ready)
-		p, err := makePlan(dirs, c.states)
+		p, err := makePlan(dirs, c.states, c.mans)
 		if err != nil {
 			err = fmt.Errorf("view: %w", err)
 			b.planErr, b.err = err, err

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -294,6 +295,20 @@ func TestOpenRefusesWhatIsNotAnOutputFolder(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := Open([]string{dir}, t.TempDir(), dir, ""); err == nil || !strings.Contains(err.Error(), "not an output folder") {
 		t.Errorf("open of an empty folder: %v", err)
+	}
+	// An output folder whose ledger is not written yet holds no record.
+	run := filepath.Join(t.TempDir(), "out")
+	writeRun(t, run, pipeline.OutputOptions{Kind: "generate"}, 1, nil)
+	if err := os.Remove(filepath.Join(run, pipeline.LedgerFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	s, err := Open([]string{run}, t.TempDir(), run, "")
+	if err != nil {
+		t.Fatalf("open of a folder with no ledger yet: %v", err)
+	}
+	defer s.Close()
+	if _, _, err := s.BuildResult(); err != nil || s.Records() != 0 {
+		t.Errorf("folder with no ledger yet: build %v, %d records", err, s.Records())
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
 
@@ -173,19 +174,6 @@ func cacheName(dirs []string, states []ledgerState) (prefix, name string, err er
 	return prefix, prefix + "-" + hex.EncodeToString(hs.Sum(nil))[:16] + ".idx", nil
 }
 
-// ledgerStates stats the ledgers of dirs.
-func ledgerStates(dirs []string) ([]ledgerState, error) {
-	states := make([]ledgerState, len(dirs))
-	for d, dir := range dirs {
-		st, err := statLedger(dir)
-		if err != nil {
-			return nil, err
-		}
-		states[d] = st
-	}
-	return states, nil
-}
-
 // DefaultCacheDir is where view keeps its indexes: hermes-pipe/view under the
 // user cache dir (XDG_CACHE_HOME or ~/.cache on Linux).
 func DefaultCacheDir() (string, error) {
@@ -209,7 +197,7 @@ func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn erro
 	if ix := c.mapped(); ix != nil {
 		return ix, false, nil, nil
 	}
-	p, err := makePlan(dirs, c.states)
+	p, err := makePlan(dirs, c.states, c.mans)
 	if err != nil {
 		return nil, true, nil, fmt.Errorf("view: %w", err)
 	}
@@ -221,15 +209,13 @@ func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn erro
 type cached struct {
 	dirs         []string
 	states       []ledgerState
+	mans         []outdir.Manifest
 	dir          string // the cache folder
 	prefix, name string
 }
 
 func newCached(dirs []string, cacheDir string) (*cached, error) {
-	if err := checkFolders(dirs); err != nil {
-		return nil, fmt.Errorf("view: %w", err)
-	}
-	states, err := ledgerStates(dirs)
+	states, mans, err := checkFolders(dirs)
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
@@ -237,7 +223,7 @@ func newCached(dirs []string, cacheDir string) (*cached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
-	return &cached{dirs: dirs, states: states, dir: cacheDir, prefix: prefix, name: name}, nil
+	return &cached{dirs: dirs, states: states, mans: mans, dir: cacheDir, prefix: prefix, name: name}, nil
 }
 
 // mapped is the cached index, or nil when there is none (or it is damaged).
@@ -312,11 +298,11 @@ func makeTemp(dir string) (string, error) {
 // BuildIndex reads every live record of dirs once and returns their index,
 // kept in a temp file that is removed once mapped.
 func BuildIndex(dirs []string) (*Index, error) {
-	states, err := ledgerStates(dirs)
+	states, mans, err := checkFolders(dirs)
 	if err != nil {
 		return nil, err
 	}
-	p, err := makePlan(dirs, states)
+	p, err := makePlan(dirs, states, mans)
 	if err != nil {
 		return nil, err
 	}
@@ -516,6 +502,9 @@ func buildFile(p *plan, tmp string, prog *progress) (string, error) {
 // committed).
 func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 	dp := &p.dirs[d]
+	if dp.live == 0 {
+		return nil // its ledger may not exist yet
+	}
 	lf, err := os.Open(dp.ledger)
 	if err != nil {
 		return err

@@ -64,52 +64,48 @@ type ledgerState struct {
 	mod  time.Time
 }
 
-func statLedger(dir string) (ledgerState, error) {
-	fi, err := os.Stat(filepath.Join(dir, pipeline.LedgerFile))
-	if err != nil {
-		return ledgerState{}, err
-	}
-	return ledgerState{size: fi.Size(), mod: fi.ModTime()}, nil
-}
-
 // checkFolders fails early, before anything is served, on what would make
 // the whole view fail: a folder that is not an output folder, a missing
-// ledger beside shards.
-func checkFolders(dirs []string) error {
-	for _, dir := range dirs {
-		if _, ok, err := outdir.ReadManifest(dir); err != nil {
-			return fmt.Errorf("%s: %w", dir, err)
+// ledger beside shards. It returns each folder's ledger state (size 0 when
+// the folder has no ledger yet) and manifest, read once for the open.
+func checkFolders(dirs []string) ([]ledgerState, []outdir.Manifest, error) {
+	states, mans := make([]ledgerState, len(dirs)), make([]outdir.Manifest, len(dirs))
+	for d, dir := range dirs {
+		man, ok, err := outdir.ReadManifest(dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", dir, err)
 		} else if !ok {
-			return fmt.Errorf("read %s: not an output folder: no %s", dir, pipeline.ManifestFile)
+			return nil, nil, fmt.Errorf("read %s: not an output folder: no %s", dir, pipeline.ManifestFile)
 		}
-		if st, err := statLedger(dir); err != nil || st.size == 0 {
+		mans[d] = man
+		fi, err := os.Stat(filepath.Join(dir, pipeline.LedgerFile))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, err
+		}
+		if err == nil {
+			states[d] = ledgerState{size: fi.Size(), mod: fi.ModTime()}
+		}
+		if states[d].size == 0 {
 			// pipeline.EachRecord says what an empty folder is, or
 			// that its ledger is missing beside shards; it reads
 			// nothing more here.
 			if err := pipeline.EachRecord(dir, func(pipeline.RecordRef, []byte) error { return nil }); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 	}
-	return nil
+	return states, mans, nil
 }
 
 // makePlan reads the ledgers of dirs up to the sizes in states (a run may
 // append to them meanwhile; the index is named by those states). A torn or
 // unparsable last line is left out, as cat does; an unparsable line before
-// it is an error naming it.
-func makePlan(dirs []string, states []ledgerState) (*plan, error) {
-	if err := checkFolders(dirs); err != nil {
-		return nil, err
-	}
+// it is an error naming it. states and mans are checkFolders'.
+func makePlan(dirs []string, states []ledgerState, mans []outdir.Manifest) (*plan, error) {
 	defer lowGC()()
 	p := &plan{outcomes: map[string]int{}}
 	for d, dir := range dirs {
-		man, _, err := outdir.ReadManifest(dir)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, err)
-		}
-		dp := dirPlan{dir: dir, ledger: filepath.Join(dir, pipeline.LedgerFile), size: states[d].size, mod: states[d].mod, man: man, base: p.live}
+		dp := dirPlan{dir: dir, ledger: filepath.Join(dir, pipeline.LedgerFile), size: states[d].size, mod: states[d].mod, man: mans[d], base: p.live}
 		if err := dp.scan(p); err != nil {
 			return nil, fmt.Errorf("read %s: %w", dir, err)
 		}
@@ -179,10 +175,10 @@ func (t *lastRows) grow() {
 // keeping each line's place, and marks the rows that are not live: marker
 // rows, and every row of a key but its last.
 func (d *dirPlan) scan(p *plan) error {
-	f, err := os.Open(d.ledger)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	if d.size == 0 {
+		return nil // no ledger yet, or an empty one
 	}
+	f, err := os.Open(d.ledger)
 	if err != nil {
 		return err
 	}
