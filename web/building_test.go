@@ -254,6 +254,9 @@ func TestServedWhileTheIndexIsBuilt(t *testing.T) {
 	if code, body := getJSON(t, srv, "/api/record/3/near?sort=tokens", &res); code != http.StatusServiceUnavailable || !strings.Contains(body, "index") {
 		t.Errorf("neighbours in another order while building: %d %s, want 503", code, body)
 	}
+	if code, body := getJSON(t, srv, "/api/records?sort=-bogus", &res); code != http.StatusBadRequest || !strings.Contains(body, `sort="-bogus"`) {
+		t.Errorf("an unknown sort while building: %d %s, want 400", code, body)
+	}
 
 	close(release)
 	<-s.Ready()

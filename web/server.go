@@ -208,7 +208,23 @@ func parseQuery(r *http.Request) (Query, error) {
 	}
 	q.Page, q.Size = int(min(page, math.MaxInt32)), int(min(size, math.MaxInt32))
 	q.Size = min(max(q.Size, 1), 500)
+	if err := checkSort(q.Sort); err != nil {
+		return q, err
+	}
 	return q, nil
+}
+
+// sortFields are what a list can be sorted by ("" and "key": the default,
+// cat's order).
+var sortFields = []string{"", "key", "ledger", "turns", "tokens", "cost", "duration", "failures", "ratio"}
+
+// checkSort refuses a sort key that is none of sortFields (with or without
+// "-" for descending), while the index is built as after.
+func checkSort(key string) error {
+	if slices.Contains(sortFields, strings.TrimPrefix(key, "-")) {
+		return nil
+	}
+	return fmt.Errorf("%w: sort=%q (key, ledger, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
 }
 
 // queryParam sets *dst from the query parameter name when it is given, or
@@ -326,7 +342,7 @@ func (s *Server) sorted(key string) ([]int32, error) {
 	case "ratio":
 		c = func(a, b int32) int { return cmp.Compare(ix.Ratio[a], ix.Ratio[b]) }
 	default:
-		return nil, fmt.Errorf("%w: sort=%q (key, ledger, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
+		return nil, checkSort(key)
 	}
 	o := make([]int32, ix.Len())
 	for i := range o {
