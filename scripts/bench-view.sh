@@ -32,8 +32,12 @@ get() { curl -sf -o /dev/null -w '%{time_total}' "http://$addr$1"; }
 
 secs() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 rss_mb() { echo $(( $(awk '/VmHWM/ { print $2 }' "/proc/$view_pid/status") / 1024 )); }
-# during URL: "during the build" when the answer carried the build's progress
-during() { curl -sf "http://$addr$1" | grep -q '"indexing":{' && echo "during the build" || echo "from the index"; }
+# timed URL: the answer's seconds, then "during the build" when that same
+# answer carried the build's progress ("from the index" otherwise).
+timed() {
+  local t; t=$(curl -sf -o "$work/answer" -w '%{time_total}' "http://$addr$1")
+  if grep -q '"indexing":{' "$work/answer"; then echo "$t during the build"; else echo "$t from the index"; fi
+}
 
 start_view() {
   # A free port picked beforehand, not --addr-file: that file is written
@@ -52,8 +56,8 @@ rm -rf "$work/cache"
 start_view
 curl -sf -o /dev/null "http://$addr/api/records?page=0"
 first=$(secs "$t0")
-filt=$(get '/api/records?outcome=completed'); filt_at=$(secs "$t0"); filt_how=$(during '/api/records?outcome=completed&size=1')
-none=$(get '/api/records?outcome=no_such_outcome'); none_how=$(during '/api/records?outcome=no_such_outcome&size=1')
+read -r filt filt_how < <(timed '/api/records?outcome=completed'); filt_at=$(secs "$t0")
+read -r none none_how < <(timed '/api/records?outcome=no_such_outcome')
 sort_code=$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/api/records?sort=-tokens")
 until curl -sf "http://$addr/api/meta" | grep -qv '"indexing":{'; do kill -0 "$view_pid" 2>/dev/null || { cat "$work/view.err"; exit 1; }; sleep 0.1; done
 ready=$(secs "$t0")
