@@ -494,3 +494,34 @@ func TestServedWhileBuildingParquet(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldMatcherIsTheIndexMatcher: the filter applied to records read
+// while the index builds (matchFields) and the index's own (matcher) agree
+// on every record of the folder for every kind of filter.
+func TestFieldMatcherIsTheIndexMatcher(t *testing.T) {
+	s := serve(t, retriedFolder(t))
+	ix := s.idx()
+	for _, qs := range []string{"", "outcome=api_error", "outcome=completed", "outcome=nope", "failures=yes", "failures=no",
+		"tool=terminal", "toolset=terminal", "turns_min=2", "turns_max=1", "tokens_min=1010", "tokens_max=1010",
+		"cost_min=0.1", "cost_max=0.1", "outcome=completed&failures=yes"} {
+		q, err := parseQuery(httptest.NewRequest("GET", "/?"+qs, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.matcher(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range ix.Len() {
+			f := ix.fields(i)
+			if got, want := matchFields(q, &f), m(i); got != want {
+				t.Errorf("%s: record %s: fields say %v, the index %v", qs, ix.Key(i), got, want)
+			}
+			if m(i) {
+				n++
+			}
+		}
+		t.Logf("%s: %d of %d", qs, n, ix.Len())
+	}
+}

@@ -386,13 +386,16 @@ func bitsNames(b uint64, names []string) []string {
 
 func (s *Server) row(i int) Row {
 	ix := s.idx()
-	r := Row{I: i, Key: ix.Key(i), ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
+	f := ix.fields(i)
+	return f.row(i, ix.Key(i))
+}
+
+// fields are record i's columns as the list knows a record (what the build
+// wrote from fieldsOf).
+func (ix *Index) fields(i int) recFields {
+	return recFields{ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
-		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Ratio: ix.Ratio[i]}
-	if c := float64(ix.Cost[i]); !math.IsNaN(c) {
-		r.Cost = &c
-	}
-	return r
+		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Cost: ix.Cost[i], Ratio: ix.Ratio[i]}
 }
 
 // searchBudget bounds one text search: it stops reading records after this
