@@ -384,33 +384,20 @@ func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error)
 	}
 	needle := []byte(strings.ToLower(q.Text))
 	var low lineScanner
-	walk := func(dir int) (int, bool, error) {
-		deadline := time.Now().Add(s.bld.budget())
-		for j, n := i+dir, 0; j >= 0 && j < p.live; j, n = j+dir, n+1 {
-			if ctx.Err() != nil || n%64 == 63 && !time.Now().Before(deadline) {
-				return -1, true, nil
-			}
-			if !q.filtered() {
-				return j, false, nil
-			}
-			st, err := s.streamRecord(ctx, j)
-			if err != nil {
-				return -1, false, err
-			}
-			if len(needle) > 0 && !low.contains(st.line, needle) {
-				continue
-			}
-			if f := s.streamFields(st); matchFields(q, &f) {
-				return j, false, nil
-			}
+	return walkOut(ctx, i, p.live, step, s.bld.budget(), func(k int) int { return k }, func(j int) (bool, bool, error) {
+		if !q.filtered() {
+			return true, false, nil
 		}
-		return -1, false, nil
-	}
-	if res.Prev, res.PrevStopped, err = walk(-step); err != nil {
-		return res, err
-	}
-	res.Next, res.NextStopped, err = walk(step)
-	return res, err
+		st, err := s.streamRecord(ctx, j)
+		if err != nil {
+			return false, false, err
+		}
+		if len(needle) > 0 && !low.contains(st.line, needle) {
+			return false, true, nil
+		}
+		f := s.streamFields(st)
+		return matchFields(q, &f), true, nil
+	})
 }
 
 // metaBuilding is meta while the index is built: the outcomes the ledgers

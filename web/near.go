@@ -56,35 +56,54 @@ func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
 	needle := []byte(strings.ToLower(q.Text))
 	sc := newLineScanner(s)
 	defer sc.close()
+	return walkOut(ctx, k0, n, 1, searchBudget, at, func(j int) (bool, bool, error) {
+		if !match(j) {
+			return false, false, nil
+		}
+		if len(needle) == 0 {
+			return true, false, nil
+		}
+		line, err := sc.line(j)
+		if err != nil {
+			return false, false, err
+		}
+		return sc.contains(line, needle), true, nil
+	})
+}
+
+// walkOut finds the neighbours of position k0 in a list of n: from k0
+// outward, -step then +step, the first position k whose record at(k) ok
+// accepts. ok also says whether it read the record (the costly part): after
+// every 64 reads on a side, that side stops (Near's Stopped) once budget
+// is spent, and at once when ctx ends.
+func walkOut(ctx context.Context, k0, n, step int, budget time.Duration, at func(k int) int, ok func(j int) (match, read bool, err error)) (Near, error) {
+	res := Near{Prev: -1, Next: -1}
 	walk := func(step int) (int, bool, error) {
-		deadline := time.Now().Add(searchBudget)
-		read := 0
+		deadline := time.Now().Add(budget)
+		reads := 0
 		for k := k0 + step; k >= 0 && k < n; k += step {
-			j := at(k)
-			if !match(j) {
-				continue
-			}
-			if len(needle) == 0 {
-				return j, false, nil
-			}
-			if ctx.Err() != nil || read%64 == 0 && read > 0 && time.Now().After(deadline) {
+			if ctx.Err() != nil || reads > 0 && reads%64 == 0 && time.Now().After(deadline) {
 				return -1, true, nil
 			}
-			line, err := sc.line(j)
+			j := at(k)
+			m, read, err := ok(j)
 			if err != nil {
 				return -1, false, err
 			}
-			read++
-			if sc.contains(line, needle) {
+			if read {
+				reads++
+			}
+			if m {
 				return j, false, nil
 			}
 		}
 		return -1, false, nil
 	}
-	if res.Prev, res.PrevStopped, err = walk(-1); err != nil {
+	var err error
+	if res.Prev, res.PrevStopped, err = walk(-step); err != nil {
 		return res, err
 	}
-	res.Next, res.NextStopped, err = walk(1)
+	res.Next, res.NextStopped, err = walk(step)
 	return res, err
 }
 
