@@ -567,13 +567,14 @@ func checkShard(dp *dirPlan, pl *parsedLine) error {
 	return pipeline.CheckShardHash(dp.dir, pl.shard, pl.sha)
 }
 
-// shardWindow reads the lines of one JSONL shard in file order through a
-// window of searchWindow bytes.
+// shardWindow reads the lines of one JSONL shard through a window: of
+// searchWindow bytes when reading on in file order, else of the line.
 type shardWindow struct {
 	path   string
 	f      *os.File
 	win    []byte
 	winOff int64
+	next   int64 // where the previous line ended
 }
 
 func (w *shardWindow) open(path string) error {
@@ -585,7 +586,7 @@ func (w *shardWindow) open(path string) error {
 	if err != nil {
 		return fmt.Errorf("open shard: %w", err)
 	}
-	w.f, w.path, w.win, w.winOff = f, path, w.win[:0], 0
+	w.f, w.path, w.win, w.winOff, w.next = f, path, w.win[:0], 0, 0
 	return nil
 }
 
@@ -596,31 +597,62 @@ func (w *shardWindow) close() {
 	}
 }
 
+// errNotALine: the bytes a record is said to take do not end with a
+// newline.
+var errNotALine = errors.New("does not end a line")
+
+// shortShard: the shard ends, at byte end, before the bytes asked for.
+type shortShard struct{ end int64 }
+
+func (e shortShard) Error() string { return fmt.Sprintf("the shard ends at byte %d", e.end) }
+
+// at returns the line of n bytes (n > 0) at off, valid until the next call:
+// errNotALine, shortShard or a read error otherwise.
+func (w *shardWindow) at(off, n int64) ([]byte, error) {
+	if off < w.winOff || off+n > w.winOff+int64(len(w.win)) {
+		size := n
+		if off == w.next {
+			size = max(n, searchWindow)
+		}
+		if int64(cap(w.win)) < size {
+			w.win = make([]byte, size)
+		}
+		got, err := w.f.ReadAt(w.win[:size], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if int64(got) < n {
+			return nil, shortShard{end: off + int64(got)}
+		}
+		w.win, w.winOff = w.win[:got], off
+	}
+	line := w.win[off-w.winOff : off-w.winOff+n]
+	if line[n-1] != '\n' {
+		return nil, errNotALine
+	}
+	w.next = off + n
+	return line, nil
+}
+
 // line returns the line ref points at, valid until the next call.
 func (w *shardWindow) line(ref pipeline.RecordRef) ([]byte, error) {
 	off, n := ref.Off, int64(ref.N)
 	if n <= 0 {
 		return nil, fmt.Errorf("%s: record %s has no line", ref.Shard, ref.Key)
 	}
-	if off < w.winOff || off+n > w.winOff+int64(len(w.win)) {
-		size := max(n, searchWindow)
-		if int64(cap(w.win)) < size {
-			w.win = make([]byte, size)
-		}
-		got, err := w.f.ReadAt(w.win[:size], off)
-		if err != nil && !errors.Is(err, io.EOF) || int64(got) < n {
-			if err == nil || errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s up to byte %d: the shard was cut short; %s", ref.Shard, off+int64(got), ref.Key, off+n, pipeline.HealHint)
-			}
-			return nil, fmt.Errorf("read %s at byte %d: %w", ref.Shard, off, err)
-		}
-		w.win, w.winOff = w.win[:got], off
+	line, err := w.at(off, n)
+	if err == nil {
+		return line, nil
 	}
-	line := w.win[off-w.winOff : off-w.winOff+n]
-	if line[n-1] != '\n' {
+	var short shortShard
+	switch {
+	case errors.As(err, &short):
+		return nil, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s up to byte %d: the shard was cut short; %s", ref.Shard, short.end, ref.Key, off+n, pipeline.HealHint)
+	case errors.Is(err, errNotALine):
 		return nil, fmt.Errorf("%s: record %s at byte %d does not end a line: the ledger and the shard disagree (run verify)", ref.Shard, ref.Key, off)
+	default:
+		return nil, fmt.Errorf("read %s at byte %d: %w", ref.Shard, off, err)
 	}
-	return line, nil
 }
 
 func (b *builder) add(dir uint16, r liveRow, f recFields) error {
