@@ -281,6 +281,7 @@ func (b *BatchClient) ParseResult(line []byte) (BatchResult, error) {
 		resp.Attempts, resp.Batch = 1, true
 		r.Response = resp
 	}
+	r.Err = b.c.red.Error(r.Err)
 	return r, nil
 }
 
@@ -314,14 +315,14 @@ func (b *BatchClient) do(ctx context.Context, op string, mk func() (*http.Reques
 		}
 		retryable := status == 0 || retryableStatus(status)
 		if !retryable || attempt > b.c.opts.MaxRetries {
-			return &Error{Op: op, Status: status, Attempts: attempt, Retryable: retryable, Err: err}
+			return &Error{Op: op, Status: status, Attempts: attempt, Retryable: retryable, Err: b.c.red.Error(err)}
 		}
 		wait := b.c.backoff(attempt)
 		if retryAfter >= 0 {
 			wait = min(retryAfter, b.c.opts.RetryAfterMax)
 		}
 		if err := b.c.opts.Sleep(ctx, wait); err != nil {
-			return &Error{Op: op, Status: status, Attempts: attempt, Err: err}
+			return &Error{Op: op, Status: status, Attempts: attempt, Err: b.c.red.Error(err)}
 		}
 	}
 }

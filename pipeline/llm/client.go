@@ -74,6 +74,10 @@ type client struct {
 	opts   Options
 	svc    openai.ChatCompletionService
 	jitter atomic.Uint64
+	// red takes the API key and the base URL's userinfo out of every error
+	// and reply this client returns, so an endpoint that echoes its request
+	// headers cannot put them into a record or a log.
+	red *Redactor
 }
 
 // New checks opts, fills defaults and returns a Client. It does no I/O.
@@ -83,7 +87,7 @@ func New(opts Options) (Client, error) {
 	}
 	u, err := url.Parse(opts.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("llm client: base URL %q: want http(s)://host[:port]/path", opts.BaseURL)
+		return nil, fmt.Errorf("llm client: base URL %q: want http(s)://host[:port]/path", RedactURL(opts.BaseURL))
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 10 * time.Minute
@@ -125,7 +129,7 @@ func New(opts Options) (Client, error) {
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
-	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...)}, nil
+	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
 }
 
 // Chat sends req and blocks until a reply arrives, retrying retryable
@@ -136,7 +140,7 @@ func New(opts Options) (Client, error) {
 func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	params, err := c.params(req)
 	if err != nil {
-		return Response{}, &Error{Op: "chat completions", Err: err}
+		return Response{}, &Error{Op: "chat completions", Err: c.red.Error(err)}
 	}
 	for attempt := 1; ; attempt++ {
 		resp, status, retryAfter, err := c.attempt(ctx, &params)
@@ -149,14 +153,14 @@ func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 		}
 		retryable := status == 0 || retryableStatus(status)
 		if !retryable || attempt > c.opts.MaxRetries {
-			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Retryable: retryable, Err: err}
+			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Retryable: retryable, Err: c.red.Error(err)}
 		}
 		wait := c.backoff(attempt)
 		if retryAfter >= 0 {
 			wait = min(retryAfter, c.opts.RetryAfterMax)
 		}
 		if err := c.opts.Sleep(ctx, wait); err != nil {
-			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: err}
+			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: c.red.Error(err)}
 		}
 	}
 }
@@ -274,8 +278,14 @@ func usageOf(u openai.CompletionUsage) schemas.Usage {
 	}
 }
 
-// finishMessage applies ThinkToReasoning.
+// finishMessage takes the endpoint's secrets out of the reply (a server
+// that echoes its request into the content must not put the API key into a
+// record) and applies ThinkToReasoning.
 func (c *client) finishMessage(m *schemas.Message) {
+	m.Content, m.Reasoning = c.red.String(m.Content), c.red.String(m.Reasoning)
+	for i := range m.ToolCalls {
+		m.ToolCalls[i].Function.Arguments = c.red.String(m.ToolCalls[i].Function.Arguments)
+	}
 	if !c.opts.ThinkToReasoning || m.Reasoning != "" {
 		return
 	}
