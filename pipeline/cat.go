@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -268,8 +270,11 @@ func (sh *shardHash) add(f *os.File, off int64, b []byte) error {
 // CheckShardSize compares the size of the shard dir/rel with its ledger
 // line and returns what it found; it costs one stat. cat and view check
 // shards through it and CheckShardHash.
+//
+// The shard is looked at through outdir.LstatShard: a symbolic link, or a
+// path leading out of dir, is an error and is never followed.
 func CheckShardSize(dir, rel string, size int64) (fs.FileInfo, error) {
-	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
+	fi, err := outdir.LstatShard(dir, rel)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("shard %s is missing; %s", rel, HealHint)
 	}
@@ -290,7 +295,7 @@ const HealHint = "run `hermes-pipe verify` for details, then --resume (with --ve
 // line; callers have checked its size (CheckShardSize). It reads the whole
 // file.
 func CheckShardHash(dir, rel, sum string) error {
-	got, err := fileSHA256(filepath.Join(dir, filepath.FromSlash(rel)))
+	got, err := shardSHA256(dir, rel)
 	if err != nil {
 		return fmt.Errorf("read shard %s: %w", rel, err)
 	}
@@ -300,10 +305,11 @@ func CheckShardHash(dir, rel, sum string) error {
 	return nil
 }
 
-// fileSHA256 returns the hex SHA-256 of the file at path; it reads the whole
-// file. Opening a folder (--verify-shards) and cat share it.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+// shardSHA256 returns the hex SHA-256 of the shard rel of dir, opened
+// through outdir.OpenShard; it reads the whole file. Opening a folder
+// (--verify-shards) and cat share it.
+func shardSHA256(dir, rel string) (string, error) {
+	f, err := outdir.OpenShard(dir, rel)
 	if err != nil {
 		return "", err
 	}
@@ -313,6 +319,26 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// readShard reads the whole shard rel of dir, opened through
+// outdir.OpenShard (never a link, never outside dir).
+func readShard(dir, rel string) ([]byte, error) {
+	f, err := outdir.OpenShard(dir, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(int(fi.Size()) + 1)
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // fileCache keeps a bounded number of shard files open.
@@ -337,7 +363,7 @@ func (c *fileCache) get(name string) (*os.File, error) {
 		c.open[old].Close()
 		delete(c.open, old)
 	}
-	f, err := os.Open(filepath.Join(c.dir, filepath.FromSlash(name)))
+	f, err := outdir.OpenShard(c.dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("open shard: %w", err)
 	}

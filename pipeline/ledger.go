@@ -1,7 +1,10 @@
 package pipeline
 
 import (
+	"errors"
+	"fmt"
 	"hash/maphash"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
@@ -220,7 +223,8 @@ type ledgerLoad struct {
 
 // loadLedger reads path into an index by outdir.Scan: a torn or unparsable
 // last line is reported (torn) and left out; an unparsable line before the
-// last one is an error naming its line. A missing file yields an empty index.
+// last one is an error naming its line, and so is a line naming a shard
+// outside the folder, wherever it is (its error tells how repair drops it). A missing file yields an empty index.
 // Keys share the file's memory instead of allocating one string each.
 func loadLedger(path string) (*ledgerLoad, error) {
 	data, _, err := outdir.ReadLedger(path)
@@ -233,9 +237,18 @@ func loadLedger(path string) (*ledgerLoad, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, shardPathHint(filepath.Dir(path), err)
 	}
 	ld.good, ld.torn, ld.tornLine = t.Good, t.Torn, t.TornLine
 	ld.ix.next.Store(0)
 	return ld, nil
+}
+
+// shardPathHint adds to err, when a ledger line of dir names a shard outside
+// the folder, that the line is not followed and how to drop it.
+func shardPathHint(dir string, err error) error {
+	if !errors.Is(err, outdir.ErrShardPath) {
+		return err
+	}
+	return fmt.Errorf("%w: the line is not followed (the folder may come from someone else); run `hermes-pipe verify %s` to see it and `hermes-pipe repair %s` to drop it", err, dir, dir)
 }

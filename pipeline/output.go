@@ -290,6 +290,9 @@ func (o *Output) open() error {
 			return fmt.Errorf("create %s folder: %w", sub, err)
 		}
 	}
+	if err := o.noLinks(); err != nil {
+		return err
+	}
 	for _, sub := range []string{".", DataDir, FailedDir} {
 		if err := o.removeTemps(filepath.Join(o.dir, sub)); err != nil {
 			return err
@@ -311,6 +314,25 @@ func (o *Output) open() error {
 		return err
 	}
 	return atomicfile.SyncDir(o.dir)
+}
+
+// noLinks refuses a folder whose ledger, data/ or failed/ is a symbolic
+// link: the runtime never makes one, and writing through it would write
+// outside the folder (a folder may come from someone else).
+func (o *Output) noLinks() error {
+	for _, name := range []string{LedgerFile, DataDir, FailedDir} {
+		fi, err := os.Lstat(filepath.Join(o.dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("open output folder %s: %w", o.dir, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return refusedf("output folder %s: %s is a symbolic link; hermes-pipe never makes one and does not write through it (replace it with the real file or folder)", o.dir, name)
+		}
+	}
+	return nil
 }
 
 // removeRun deletes the files of a previous run, data first and run.json
@@ -406,7 +428,7 @@ func (o *Output) adoptOrphans() error {
 		}
 		if err != nil {
 			o.opts.Logger.Warn(msg, "shard", or.rel, "reason", err)
-			if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(or.rel))); err != nil {
+			if err := outdir.RemoveShard(o.dir, or.rel); err != nil {
 				return fmt.Errorf("remove unadoptable shard: %w", err)
 			}
 			continue
@@ -449,7 +471,7 @@ func (o *Output) checkShards() error {
 			continue
 		}
 		o.opts.Logger.Warn("a shard of the output folder is damaged; its records will be redone", "shard", rel, "problem", why, "records", len(entries))
-		if err := os.Remove(filepath.Join(o.dir, filepath.FromSlash(rel))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := outdir.RemoveShard(o.dir, rel); err != nil {
 			return fmt.Errorf("remove damaged shard %s: %w", rel, err)
 		}
 		line := &ledgerLine{Rows: make([]ledgerRow, 0, len(entries))}
@@ -470,10 +492,12 @@ func (o *Output) checkShards() error {
 // record, "" when nothing is. The error is for a shard that cannot be read
 // for another reason than being absent.
 func (o *Output) shardDamage(rel string, size int64, sum string) (string, error) {
-	path := filepath.Join(o.dir, filepath.FromSlash(rel))
-	fi, err := os.Stat(path)
+	fi, err := outdir.LstatShard(o.dir, rel)
 	if errors.Is(err, os.ErrNotExist) {
 		return "missing", nil
+	}
+	if errors.Is(err, outdir.ErrShardLink) {
+		return "a symbolic link (not followed)", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("check shard %s: %w", rel, err)
@@ -484,7 +508,7 @@ func (o *Output) shardDamage(rel string, size int64, sum string) (string, error)
 	if !o.opts.VerifyShards {
 		return "", nil
 	}
-	got, err := fileSHA256(path)
+	got, err := shardSHA256(o.dir, rel)
 	if err != nil {
 		return "", fmt.Errorf("check shard %s: %w", rel, err)
 	}
@@ -518,7 +542,7 @@ func scanShard(dir string, format shardFormat, rel string) (*ledgerLine, error) 
 	if format.name == FormatParquet {
 		return scanParquetOrphan(dir, rel)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	data, err := readShard(dir, rel)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -570,10 +570,12 @@ func jsonInt(raw string) (int64, bool) {
 	return int64(f), true
 }
 
-// openParquet opens the Parquet shard at path and checks its schema. The
-// caller closes the returned file.
-func openParquet(path string) (*os.File, *parquet.File, error) {
-	f, err := os.Open(path)
+// openParquet opens the Parquet shard rel of the folder dir (through
+// outdir.OpenShard) and checks its schema. The caller closes the returned
+// file.
+func openParquet(dir, rel string) (*os.File, *parquet.File, error) {
+	path := rel
+	f, err := outdir.OpenShard(dir, rel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open shard: %w", err)
 	}
@@ -630,7 +632,7 @@ func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error)
 // scanParquetOrphan validates the Parquet shard at dir/rel and builds its
 // ledger line from its key, outcome and position columns; see scanOrphan.
 func scanParquetOrphan(dir, rel string) (*ledgerLine, error) {
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	data, err := readShard(dir, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -789,7 +791,7 @@ func (p *parquetLines) shard(name string) (*parquetShard, error) {
 			break
 		}
 	}
-	f, pf, err := openParquet(filepath.Join(p.dir, filepath.FromSlash(name)))
+	f, pf, err := openParquet(p.dir, name)
 	if err != nil {
 		return nil, err
 	}

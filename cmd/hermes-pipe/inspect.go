@@ -147,13 +147,15 @@ ledger, no stray temporary file. Each problem is printed with its file and line.
 func repairCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "repair",
-		Usage:     "rebuild the missing or empty ledger of an output folder from its shards",
+		Usage:     "rebuild the missing or empty ledger of an output folder from its shards (or drop ledger lines naming a path outside it)",
 		UsageText: "hermes-pipe repair DIR",
 		Description: `Each valid shard in data/ and failed/ becomes one ledger line, in shard-number
 order, written atomically; nothing is deleted. A shard that is not valid is left
 out and listed (exit 1). Inputs that were filtered out have no shard: --resume
 runs them again. A ledger that still has lines is refused; run verify to see
-what is wrong with it.`,
+what is wrong with it. The one exception: ledger lines naming a shard path
+outside the folder (a folder from someone else) are rewritten without it,
+their records marked lost so --resume redoes them; that path is never read.`,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("repair takes exactly one output folder, got %d arguments", c.NArg())
@@ -162,6 +164,13 @@ what is wrong with it.`,
 			rep, err := pipeline.Repair(dir)
 			if err != nil {
 				return err
+			}
+			if len(rep.Dropped) > 0 {
+				for _, p := range rep.Dropped {
+					fmt.Fprintln(c.App.Writer, p.String())
+				}
+				fmt.Fprintf(c.App.Writer, "rewrote %d lines of %s that named a shard outside the folder\n", len(rep.Dropped), filepath.Join(dir, pipeline.LedgerFile))
+				return nil
 			}
 			for _, p := range rep.Skipped {
 				fmt.Fprintf(c.App.Writer, "%s: left out: %s\n", p.File, p.Msg)

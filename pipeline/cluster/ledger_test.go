@@ -14,13 +14,13 @@ import (
 // order, and a torn or unparsable last line is left out while an unparsable
 // line before it is an error.
 func TestReadLedger(t *testing.T) {
-	good := `{"shard": "shard-00001.jsonl", "bytes": 20, "sha256": "x", "rows": [["b", "ok", 1, 0, 10], ["a", "error", 0, 0, 10]]}` + "\n" +
+	good := `{"shard": "data/shard-00001.jsonl", "bytes": 20, "sha256": "x", "rows": [["b", "ok", 1, 0, 10], ["a", "error", 0, 0, 10]]}` + "\n" +
 		`{"rows": [["c", "filtered", 2, 0, -1]]}` + "\n" +
-		`{"shard": "shard-00002.jsonl", "bytes": 10, "sha256": "y", "rows": [["a", "ok", 0, 0, 10]]}` + "\n"
+		`{"shard": "data/shard-00002.jsonl", "bytes": 10, "sha256": "y", "rows": [["a", "ok", 0, 0, 10]]}` + "\n"
 	for name, tail := range map[string]string{
 		"clean":      "",
-		"torn":       `{"shard": "shard-00003.jsonl", "rows": [["d", "ok"`,
-		"unparsable": "{\"shard\": \"shard-00003.jsonl\", \"rows\": [[\"d\"]]}\n",
+		"torn":       `{"shard": "data/shard-00003.jsonl", "rows": [["d", "ok"`,
+		"unparsable": "{\"shard\": \"data/shard-00003.jsonl\", \"rows\": [[\"d\"]]}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -38,7 +38,7 @@ func TestReadLedger(t *testing.T) {
 			if want := "a:ok+rec b:ok+rec c:filtered"; strings.Join(got, " ") != want {
 				t.Errorf("units %q, want %q", strings.Join(got, " "), want)
 			}
-			if len(lv.files) != 2 || lv.files["shard-00001.jsonl"] != 2 || lv.files["shard-00002.jsonl"] != 1 {
+			if len(lv.files) != 2 || lv.files["data/shard-00001.jsonl"] != 2 || lv.files["data/shard-00002.jsonl"] != 1 {
 				t.Errorf("files %v", lv.files)
 			}
 		})

@@ -28,7 +28,7 @@ type Journal struct {
 // removes a file left by a previous run (--overwrite); otherwise it cuts a
 // torn last line (a crash mid-write), so the next line appended starts on a
 // line of its own instead of being glued to the fragment. It reads only the
-// file's tail.
+// file's tail. A journal that is a symbolic link is refused.
 func OpenJournal(path string, fresh bool) (*Journal, error) {
 	j := &Journal{path: path}
 	name := filepath.Base(path)
@@ -37,6 +37,9 @@ func OpenJournal(path string, fresh bool) (*Journal, error) {
 			return nil, fmt.Errorf("remove old %s: %w", name, err)
 		}
 		return j, nil
+	}
+	if err := notLink(path); err != nil {
+		return nil, err
 	}
 	end, err := completeEnd(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -51,6 +54,18 @@ func OpenJournal(path string, fresh bool) (*Journal, error) {
 		}
 	}
 	return j, nil
+}
+
+// notLink refuses a journal that is a symbolic link: the runtime never makes
+// one, and reading or appending through it would reach a file outside the
+// output folder (a folder may come from someone else). A missing file is
+// fine.
+func notLink(path string) error {
+	fi, err := os.Lstat(path)
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link; hermes-pipe never makes one and does not follow it (replace it with the real file)", path)
+	}
+	return nil
 }
 
 // Path returns the journal's file path.
@@ -139,6 +154,9 @@ func (j *Journal) Close() error {
 // crash mid-write) and left out, as OpenJournal cuts it. A missing file has
 // no lines. It reads the file whole.
 func ScanJournal(path string, fn func(line []byte) error) error {
+	if err := notLink(path); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

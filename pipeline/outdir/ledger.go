@@ -117,7 +117,9 @@ type Tail struct {
 // share data's memory). This is the one rule for a torn end: a last line
 // without a newline, or an unparsable last line (a crash mid-append), is
 // reported in Tail and left out; an unparsable line before the last one is an
-// error naming its line. An error from fn stops the scan and is returned.
+// error naming its line. A whole line naming a shard outside the folder
+// (ErrShardPath) is never torn, wherever it is: a crash cannot write it, so
+// it is an error (see Torn). An error from fn stops the scan and is returned.
 // It costs one pass over data and no allocation per line beyond the rows.
 func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 	t := Tail{Size: int64(len(data))}
@@ -132,7 +134,7 @@ func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 		}
 		end := pos + i
 		if err := ParseLine(data[pos:end], &l); err != nil {
-			if end+1 == len(data) {
+			if end+1 == len(data) && Torn(err) {
 				t.Torn, t.TornLine = true, n
 				break
 			}
@@ -147,6 +149,12 @@ func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 	}
 	return t, nil
 }
+
+// Torn reports whether err, from ParseLine on a complete last line, makes
+// that line a torn end (left out) rather than corruption: every parse error
+// does but ErrShardPath. Readers that scan a ledger their own way (view)
+// apply Scan's rule through it.
+func Torn(err error) bool { return !errors.Is(err, ErrShardPath) }
 
 // ReadLedger reads the ledger file at path for Scan. Its strings share one
 // buffer that is never written afterwards, so keys kept from Scan cost no
@@ -163,7 +171,9 @@ func ReadLedger(path string) (data string, ok bool, err error) {
 }
 
 // ParseLine parses one ledger line (without its newline) into l, reusing
-// l.Rows. It is a small hand-written JSON reader: encoding/json costs several
+// l.Rows. A line whose shard fails ValidShard is an error wrapping
+// ErrShardPath; l then holds the whole line as read, so repair can keep its
+// rows without the shard. It is a small hand-written JSON reader: encoding/json costs several
 // times more, and the ledger is read on every resume. Keys and strings
 // without escapes share the line's memory.
 func ParseLine(line string, l *Line) error {
@@ -174,6 +184,7 @@ func ParseLine(line string, l *Line) error {
 	}
 	first := true
 	sawRows := false
+	var shardErr error // reported once the rest of the line parsed
 	for {
 		p.ws()
 		if p.peek() == '}' {
@@ -195,7 +206,9 @@ func ParseLine(line string, l *Line) error {
 		}
 		switch name {
 		case "shard":
-			l.Shard, err = p.str()
+			if l.Shard, err = p.str(); err == nil && l.Shard != "" {
+				shardErr = ValidShard(l.Shard)
+			}
 		case "bytes":
 			l.Bytes, err = p.int()
 		case "sha256":
@@ -219,7 +232,7 @@ func ParseLine(line string, l *Line) error {
 	if !sawRows {
 		return errors.New(`missing "rows"`)
 	}
-	return nil
+	return shardErr
 }
 
 type jscan struct {
