@@ -530,7 +530,7 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 		}
 		jsonl := strings.HasSuffix(pl.shard, ".jsonl")
 		if jsonl {
-			if err := win.open(filepath.Join(dp.dir, filepath.FromSlash(pl.shard))); err != nil {
+			if err := win.open(dp.dir, pl.shard); err != nil {
 				return err
 			}
 		}
@@ -577,12 +577,15 @@ type shardWindow struct {
 	next   int64 // where the previous line ended
 }
 
-func (w *shardWindow) open(path string) error {
+// open opens the shard rel of the folder dir through outdir.OpenShard (a
+// path out of the folder or a link is refused, never followed).
+func (w *shardWindow) open(dir, rel string) error {
+	path := filepath.Join(dir, filepath.FromSlash(rel))
 	if w.path == path && w.f != nil {
 		return nil
 	}
 	w.close()
-	f, err := os.Open(path)
+	f, err := outdir.OpenShard(dir, rel)
 	if err != nil {
 		return fmt.Errorf("open shard: %w", err)
 	}

@@ -117,7 +117,9 @@ func TestMetaCountsOutcomes(t *testing.T) {
 	s := NewServer(ix, dir, "")
 	defer s.Close()
 	w := httptest.NewRecorder()
-	s.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/api/meta", nil))
+	req := httptest.NewRequest("GET", "/api/meta", nil)
+	req.Host = "127.0.0.1" // httptest's example.com is not a loopback name
+	s.Handler().ServeHTTP(w, req)
 	var meta struct {
 		Records  int            `json:"records"`
 		Outcomes map[string]int `json:"outcomes"`

@@ -219,7 +219,7 @@ func (d *dirPlan) scan(p *plan) error {
 		}
 		line := buf[:len(buf)-1]
 		if perr := outdir.ParseLine(unsafe.String(unsafe.SliceData(line), len(line)), &l); perr != nil {
-			if off+int64(len(buf)) == d.size {
+			if off+int64(len(buf)) == d.size && outdir.Torn(perr) {
 				break // an unparsable last line: torn
 			}
 			return fmt.Errorf("%s line %d: %w", pipeline.LedgerFile, n, perr)

@@ -162,7 +162,9 @@ func fileKind(p string) string {
 	return ""
 }
 
-// inputsOf returns where the originals of dir's records may be.
+// inputsOf returns where the originals of dir's records may be: the
+// --original paths, or the entries of dir's compress_inputs.json that pass
+// plausibleInput.
 func (o *originals) inputsOf(dir string) ([]origInput, error) {
 	o.mu.Lock()
 	ov := o.override
@@ -180,7 +182,53 @@ func (o *originals) inputsOf(dir string) ([]origInput, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, compressInputsFile), err)
 	}
-	return doc.Inputs, nil
+	var ok []origInput
+	var bad []string
+	for _, in := range doc.Inputs {
+		if err := plausibleInput(in); err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		ok = append(ok, in)
+	}
+	if len(ok) == 0 && len(bad) > 0 {
+		return nil, fmt.Errorf("%s: no input view follows (%s); start view with --original PATH", filepath.Join(dir, compressInputsFile), strings.Join(bad, "; "))
+	}
+	return ok, nil
+}
+
+// plausibleInput checks an entry of compress_inputs.json before view reads
+// the path it names. Those paths are absolute by design (a compress run's
+// inputs live outside its folder), so they cannot be confined to the folder;
+// but a folder may come from someone else, so view follows only an entry
+// compress could have written: an absolute, clean path; a known kind; for a
+// file, a regular file (never a device, a pipe or /proc, which could block
+// or never end) whose path ends with the entry's name; for "run", a folder
+// holding run.json. Anything else is not read; --original replaces the
+// file's entries. What view then shows of such a file is only a line whose
+// "key" or hash the record names, to the local user (see hostAllowed).
+func plausibleInput(in origInput) error {
+	p := in.Path
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("input path %q is not absolute and clean", p)
+	}
+	switch in.Kind {
+	case "run":
+		if st, err := os.Stat(filepath.Join(p, pipeline.ManifestFile)); err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("input %q: not an output folder", p)
+		}
+		return nil
+	case "jsonl", "gzip", "zstd", "parquet":
+	default:
+		return fmt.Errorf("input %q: unknown kind %q", p, in.Kind)
+	}
+	if in.Name == "" || !(p == in.Name || strings.HasSuffix(filepath.ToSlash(p), "/"+in.Name)) {
+		return fmt.Errorf("input %q: its name %q does not end its path", p, in.Name)
+	}
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("input %q: not a regular file", p)
+	}
+	return nil
 }
 
 // find returns the original of the record key written into dir. It blocks

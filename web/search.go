@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -40,7 +39,7 @@ func (ls *lineScanner) line(i int) ([]byte, error) {
 	}
 	if code := int64(ix.Dir[i])<<32 | int64(ix.Shard[i]); code != ls.code {
 		ls.code = -1
-		if err := ls.w.open(filepath.Join(name(ix.Dirs, int(ix.Dir[i])), shard)); err != nil {
+		if err := ls.w.open(name(ix.Dirs, int(ix.Dir[i])), shard); err != nil {
 			return nil, err
 		}
 		ls.code = code

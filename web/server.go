@@ -108,12 +108,22 @@ func (s *Server) Handler() http.Handler {
 	return s.guard(mux)
 }
 
-// guard adds the security headers, refuses non-GET and checks the token.
+// guard adds the security headers, checks the Host (loopback names only,
+// unless a token is required: see hostAllowed) and the Origin (see
+// sameOrigin), refuses non-GET and checks the token.
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
+		if s.token == "" && !hostAllowed(r) {
+			http.Error(w, fmt.Sprintf("misdirected request: this viewer answers to 127.0.0.1, localhost and [::1] on its own port, not to Host %q (for other names start view with a non-loopback --addr and --allow-remote)", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		if !sameOrigin(r) {
+			http.Error(w, "forbidden: a request from another origin", http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "read-only", http.StatusMethodNotAllowed)
 			return
@@ -133,6 +143,46 @@ func (s *Server) guard(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// hostAllowed reports whether r's Host header names this viewer on
+// loopback: 127.0.0.1, localhost or [::1], with the port the request came in
+// on when it gives one. A web page whose name an attacker rebinds to
+// 127.0.0.1 sends its own name as Host, so it is refused (DNS rebinding).
+func hostAllowed(r *http.Request) bool {
+	host, port := r.Host, ""
+	if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		host, port = h, p
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	switch strings.ToLower(host) {
+	case "127.0.0.1", "localhost", "::1":
+	default:
+		return false
+	}
+	if port == "" {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return true // not served from a listener (a test calling the handler)
+	}
+	_, lport, err := net.SplitHostPort(local.String())
+	return err == nil && lport == port
+}
+
+// sameOrigin reports whether r carries no Origin header (a plain navigation
+// or a same-origin GET) or one naming the host r was sent to. A request from
+// a page of another origin, or from an opaque one ("null"), is refused
+// whatever its method.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, r.Host)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
