@@ -36,11 +36,17 @@ func TestArgs(t *testing.T) {
 	p := Policy{SessionDir: dir, TmpDir: filepath.Join(dir, "tmp"), WorkDir: "/srv/w",
 		Mounts: []Mount{{Src: "/data", Dst: "/mnt/data", ReadOnly: true}},
 		Env:    []string{"PATH=/usr/bin", "A=b=c"}}
-	a, err := p.Args("/usr/bin/bwrap", []string{"bash", "-c", "x"})
+	c, err := p.Args("/usr/bin/bwrap", []string{"bash", "-c", "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
+	a := c.Args
 	s := strings.Join(a, " ")
+	// The filter is the last descriptor: 3 without extra files.
+	if !strings.HasPrefix(s, "/usr/bin/bwrap --seccomp 3 ") || len(c.Files) != 1 {
+		t.Errorf("no seccomp filter on descriptor 3: %s (%d files)", s, len(c.Files))
+	}
 	for _, w := range []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
 		"--proc /proc", "--dev /dev", "--bind " + dir + " " + dir, "--bind " + dir + "/tmp /tmp",
 		"--bind /srv/w /srv/w", "--ro-bind /data /mnt/data", "--setenv A b=c", "--chdir /srv/w -- bash -c x"} {
@@ -60,7 +66,7 @@ func TestArgs(t *testing.T) {
 		t.Errorf("/etc/shadow not masked: %s", s)
 	}
 	p.Network = NetworkHost
-	if a, _ := p.Args("bwrap", []string{"true"}); !slices.Contains(a, "--share-net") {
+	if c, _ := p.Args("bwrap", []string{"true"}); !slices.Contains(c.Args, "--share-net") {
 		t.Errorf("network host without --share-net")
 	}
 	p.Network = "bridge"
@@ -90,7 +96,7 @@ func TestConfinedView(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Policy{SessionDir: dir, TmpDir: filepath.Join(dir, "tmp"), Env: []string{"PATH=/usr/bin:/bin"}}
-	a, err := p.Args(r.Bwrap, []string{"/bin/sh", "-c", `
+	c, err := p.Args(r.Bwrap, []string{"/bin/sh", "-c", `
 echo tmp > /tmp/x
 test -e /root/. && echo ROOT
 test -e /var/run/docker.sock && echo DOCKER
@@ -101,7 +107,10 @@ env | grep -c . `})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(a[0], a[1:]...).CombinedOutput()
+	cmd := exec.Command(r.Bwrap)
+	c.Apply(cmd)
+	out, err := cmd.CombinedOutput()
+	c.Close()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -203,12 +212,19 @@ func TestArgsWithLayout(t *testing.T) {
 		Links:  map[string]string{"/bin": "usr/bin"},
 		Masked: []MaskedPath{{Path: "/etc/remote-secret"}, {Path: "/etc/remote-keys", Dir: true}},
 	}
-	a, err := Policy{SessionDir: "/s", Layout: l}.Args("/opt/bwrap", []string{"sh"})
+	if _, err := (Policy{SessionDir: "/s", Layout: l}).Args("/opt/bwrap", []string{"sh"}); err == nil {
+		t.Errorf("a remote command line without the filter's path was accepted")
+	}
+	c, err := Policy{SessionDir: "/s", Layout: l, SeccompFile: "/s/seccomp.bpf"}.Args("/opt/bwrap", []string{"sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := c.Args
 	s := strings.Join(a, " ")
-	for _, w := range []string{"/opt/bwrap ", "--ro-bind /usr /usr", "--ro-bind /etc /etc", "--symlink usr/bin /bin",
+	if len(c.Files) != 0 || !strings.HasPrefix(s, `/bin/sh -c exec "$@" 3<"$0" /s/seccomp.bpf /opt/bwrap --seccomp 3 `) {
+		t.Errorf("remote filter not read from its file: %s", s)
+	}
+	for _, w := range []string{"/opt/bwrap ", "--ro-bind /s/seccomp.bpf /s/seccomp.bpf", "--ro-bind /usr /usr", "--ro-bind /etc /etc", "--symlink usr/bin /bin",
 		"--ro-bind /dev/null /etc/remote-secret", "--tmpfs /etc/remote-keys --remount-ro /etc/remote-keys"} {
 		if !strings.Contains(s, w) {
 			t.Errorf("argv lacks %q: %s", w, s)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -110,6 +111,15 @@ type Policy struct {
 	// Layout describes the machine bwrap runs on when that is not this one
 	// (a remote host); nil = this machine, read by Args.
 	Layout *Layout
+	// SeccompFile is, with a Layout, where the seccomp filter (Seccomp)
+	// lies on that machine: the command line then opens it itself. A file
+	// inside a folder the command may write is mounted read-only over
+	// itself.
+	SeccompFile string
+	// AsInit makes the command the PID namespace's init (pid 1, bwrap's
+	// --as-pid-1) instead of bwrap's own: it then reaps what it adopts,
+	// and no process of bwrap's stays in the sandbox.
+	AsInit bool
 }
 
 // Layout is what Args must know of the machine bwrap runs on: which of
@@ -195,19 +205,67 @@ func checkWorkDir(w string, privateTmp bool) error {
 	return nil
 }
 
+// Cmd is a bubblewrap command line and the descriptors it reads.
+type Cmd struct {
+	Args  []string   // the command line, bwrap's path first
+	Files []*os.File // bwrap's descriptors 3, 4, ... (exec.Cmd.ExtraFiles): the caller's, then the seccomp filter's
+	own   *os.File   // the filter's descriptor, closed by Close
+}
+
+// Apply makes c the command c runs: its Path, Args and ExtraFiles.
+func (c *Cmd) Apply(cmd *exec.Cmd) {
+	cmd.Path, cmd.Args, cmd.ExtraFiles = c.Args[0], c.Args, c.Files
+	cmd.Err = nil
+}
+
+// Close closes the descriptor Args opened for the filter, once bwrap
+// started (it has its own copy) or will not start. A Cmd not closed leaks
+// that descriptor until the garbage collector finds it.
+func (c *Cmd) Close() {
+	if c != nil && c.own != nil {
+		c.own.Close()
+	}
+}
+
 // Args returns the bubblewrap command line (bwrap is its path) that runs
-// argv under the policy. Without a Layout it reads this machine (which
-// HostDirs exist, which MaskedPaths exist) to build it.
-func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
+// argv under the policy, with the seccomp filter (Seccomp): bwrap reads it
+// from a descriptor after the caller's extra files (which become 3, 4,
+// ... as in exec.Cmd.ExtraFiles), so the caller must start it with
+// Cmd.Files (Cmd.Apply does) and Close it after the start. With a Layout
+// (a remote machine) the filter is read from SeccompFile there by a
+// /bin/sh that execs bwrap, and no descriptor is passed; extra must then
+// be empty. Without a Layout it reads this machine (which HostDirs exist,
+// which MaskedPaths exist) to build the command line.
+func (p Policy) Args(bwrap string, argv []string, extra ...*os.File) (*Cmd, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if len(argv) == 0 {
 		return nil, errors.New("confine: empty command")
 	}
-	a := []string{bwrap,
-		"--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+	c := &Cmd{Files: append([]*os.File(nil), extra...)}
+	var a []string
+	if p.Layout != nil {
+		if !filepath.IsAbs(p.SeccompFile) || len(extra) > 0 {
+			return nil, errors.New("confine: a remote command line needs the seccomp filter's path there and takes no descriptors")
+		}
+		// The descriptor is opened by the shell that becomes bwrap (exec
+		// keeps the process, so its pid is bwrap's).
+		a = []string{"/bin/sh", "-c", `exec "$@" 3<"$0"`, p.SeccompFile, bwrap, "--seccomp", "3"}
+	} else {
+		f, err := seccompFile()
+		if err != nil {
+			return nil, err
+		}
+		c.own = f
+		c.Files = append(c.Files, f)
+		a = []string{bwrap, "--seccomp", strconv.Itoa(2 + len(c.Files))}
+	}
+	a = append(a, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
 		"--cap-drop", "ALL",
+	)
+	if p.AsInit {
+		a = append(a, "--as-pid-1")
 	}
 	if p.Network == NetworkHost {
 		a = append(a, "--share-net")
@@ -233,6 +291,11 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 	// The session's own POSIX message queues (its IPC namespace's) are
 	// mounted, so that they can be seen and removed like files.
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue")
+	// The namespace's init (bwrap's own, or the command with AsInit) is
+	// dumpable: its memory is masked (a device node on a nodev mount:
+	// opening it fails), so no command can rewrite the process every other
+	// one descends from.
+	a = append(a, "--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
 	if p.TmpDir != "" {
 		a = append(a, "--bind", p.TmpDir, "/tmp")
 	} else {
@@ -249,11 +312,15 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 		}
 		a = append(a, op, m.Src, m.Dst)
 	}
+	if f := p.SeccompFile; p.Layout != nil && (within(f, p.SessionDir) || p.WorkDir != "" && within(f, p.WorkDir)) {
+		a = append(a, "--ro-bind", f, f)
+	}
 	env := append([]string(nil), p.Env...)
 	sort.Strings(env)
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
+			c.Close()
 			return nil, fmt.Errorf("confine: environment entry %q is not KEY=VALUE", kv)
 		}
 		a = append(a, "--setenv", k, v)
@@ -266,7 +333,8 @@ func (p Policy) Args(bwrap string, argv []string) ([]string, error) {
 		chdir = p.SessionDir
 	}
 	a = append(a, "--chdir", chdir, "--")
-	return append(a, argv...), nil
+	c.Args = append(a, argv...)
+	return c, nil
 }
 
 // maskedExisting expands MaskedPaths to the entries present on this host.

@@ -19,6 +19,7 @@ type Report struct {
 	Cgroup       string   // "v2" (delegated, writable), "v1" (pids/memory writable), "" (none usable)
 	Controllers  []string // the usable cgroup controllers among pids, memory, cpu
 	Rlimits      bool     // rlimits (ulimit) can be set: always on Linux
+	Seccomp      bool     // the test command ran under the seccomp filter (Seccomp)
 }
 
 // Usable reports whether confinement can start, and the reason when not.
@@ -51,6 +52,9 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "cgroups: %s, controllers %s\n", r.Cgroup, strings.Join(r.Controllers, ", "))
 	}
 	fmt.Fprintf(&b, "rlimits: %v\n", r.Rlimits)
+	if r.Seccomp {
+		fmt.Fprintf(&b, "seccomp: filter applied (%d system calls denied: ptrace, process_vm_readv, mount, bpf, ...)\n", len(SeccompDenied))
+	}
 	if err := r.Usable(); err != nil {
 		fmt.Fprintf(&b, "confinement: unavailable: %v\n", err)
 	} else {
@@ -81,20 +85,28 @@ func Probe(ctx context.Context) Report {
 		return r
 	}
 	defer os.RemoveAll(dir)
-	args, err := Policy{SessionDir: dir, Env: []string{"PATH=/usr/bin:/bin"}}.Args(path, []string{"/bin/sh", "-c", "echo ok"})
+	// The test command prints the seccomp mode it runs under (2: a filter).
+	bw, err := Policy{SessionDir: dir, Env: []string{"PATH=/usr/bin:/bin"}}.Args(path, []string{"/bin/sh", "-c",
+		`while read -r k v; do [ "$k" = Seccomp: ] && echo "seccomp $v"; done </proc/self/status; echo ok`})
 	if err != nil {
 		r.Namespaces = err
 		return r
 	}
-	c := exec.CommandContext(ctx, args[0], args[1:]...)
+	c := exec.CommandContext(ctx, path)
+	bw.Apply(c)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()
+	bw.Close()
 	switch {
 	case err != nil:
 		r.Namespaces = fmt.Errorf("%s: %v: %s", path, err, strings.TrimSpace(stderr.String()))
-	case strings.TrimSpace(string(out)) != "ok":
+	case !strings.HasSuffix(strings.TrimSpace(string(out)), "ok"):
 		r.Namespaces = fmt.Errorf("%s: test command printed %q", path, out)
+	case !strings.Contains(string(out), "seccomp 2\n"):
+		r.Namespaces = fmt.Errorf("%s: the test command did not run under the seccomp filter: %q", path, out)
+	default:
+		r.Seccomp = true
 	}
 	return r
 }

@@ -482,7 +482,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	c.Dir = s.cwd
 	c.Env = s.env
 	if s.bwrap != "" {
-		args, err := s.policy.Args(s.bwrap, c.Args)
+		bw, err := s.policy.Args(s.bwrap, c.Args)
 		if err != nil {
 			rOut.Close()
 			wOut.Close()
@@ -490,6 +490,8 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 			wErr.Close()
 			return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
 		}
+		defer bw.Close() // the seccomp filter's descriptor
+		args := bw.Args
 		cg, err := s.cgroup()
 		if err != nil {
 			rOut.Close()
@@ -502,6 +504,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 			args = cg.Wrap(args)
 		}
 		c = exec.Command(args[0], args[1:]...)
+		c.ExtraFiles = bw.Files
 		c.Env = s.hostEnv
 		c.Dir = s.dir
 	}

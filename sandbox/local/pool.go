@@ -268,7 +268,7 @@ func (s *Session) reset(ctx context.Context) error {
 		}
 		return s.folder.clean()
 	}
-	if p == nil || p.snap == nil || p.ctl == nil {
+	if p == nil || p.snap == nil || p.ctl == nil || p.supv == nil {
 		return errors.New("local sandbox reset: the shell's supervisor is unknown")
 	}
 	s.box.mu.Lock()
@@ -292,11 +292,14 @@ func (s *Session) reset(ctx context.Context) error {
 		})
 		if !errors.Is(err, sandbox.ErrNotFresh) {
 			s.refreshed = err == nil
+			if err == nil {
+				err = p.checkSandbox() // guard.go: nothing else left, the supervisor unchanged
+			}
 			return err
 		}
 		// What the refresh could not undo: a new shell instead.
 	}
-	return s.sh.Reset(ctx, func(token string) error {
+	err := s.sh.Reset(ctx, func(token string) error {
 		return p.signal(token, syscall.SIGUSR1)
 	}, func() error {
 		p.shell = 0 // a new shell runs under the supervisor
@@ -305,6 +308,10 @@ func (s *Session) reset(ctx context.Context) error {
 		}
 		return p.snap.restore()
 	})
+	if err == nil {
+		err = p.checkSandbox()
+	}
+	return err
 }
 
 // alone reports whether the session's cgroup holds no process but bwrap,

@@ -23,7 +23,10 @@ type procState struct {
 var statusFields = []string{"Umask:", "SigBlk:", "SigIgn:", "SigCgt:", "Cpus_allowed_list:", "Mems_allowed_list:",
 	"NoNewPrivs:", "Seccomp:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"}
 
-func readProcState(pid int) (*procState, error) {
+func readProcState(pid int) (*procState, error) { return readProcStateFDs(pid, true) }
+
+// readProcStateFDs is readProcState, with the descriptors only when fds.
+func readProcStateFDs(pid int, fds bool) (*procState, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	read := func(name string) (string, error) {
 		b, err := os.ReadFile(dir + name)
@@ -61,6 +64,10 @@ func readProcState(pid int) (*procState, error) {
 			st.nice = f[16]
 		}
 	}
+	if !fds {
+		st.fds = nil
+		return &st, nil
+	}
 	ents, err := os.ReadDir(dir + "fd")
 	if err != nil {
 		return nil, err
@@ -86,15 +93,20 @@ func (h *procState) same(p *shellProc) error {
 	if err != nil {
 		return err
 	}
+	return h.differs(now, "shell")
+}
+
+// differs reports how now differs from h, naming the process who.
+func (h *procState) differs(now *procState, who string) error {
 	switch {
 	case now.status != h.status:
-		return fmt.Errorf("the shell's status changed: %s", now.status)
+		return fmt.Errorf("the %s's status changed: %s", who, now.status)
 	case now.limits != h.limits:
-		return fmt.Errorf("the shell's limits changed")
+		return fmt.Errorf("the %s's limits changed", who)
 	case now.oom != h.oom, now.comm != h.comm, now.nice != h.nice:
-		return fmt.Errorf("the shell's OOM score, name or niceness changed")
+		return fmt.Errorf("the %s's OOM score, name or niceness changed", who)
 	case !slices.Equal(now.fds, h.fds):
-		return fmt.Errorf("the shell's file descriptors changed: %v", now.fds)
+		return fmt.Errorf("the %s's file descriptors changed: %v", who, now.fds)
 	}
 	return nil
 }

@@ -21,29 +21,40 @@ import (
 // The persistent shell mode (the default) runs one shell per session and
 // writes every command to it (sandbox.Shell). Confined, the shell runs in
 // one bubblewrap: host pid P (bwrap) → P1 (bwrap's init, pid 1 of the
-// session's PID namespace) → P2 (the supervisor, pid 2, for bash) → P3
-// (the shell). Unconfined, the shell leads its own process group and
-// session.
+// session's PID namespace) → P2 (the shell); for bash, P1 is the
+// supervisor itself (bwrap's --as-pid-1: no process of bwrap's stays in
+// the sandbox, where a row could write its memory) and P2 the shell.
+// Unconfined, the shell leads its own process group and session.
+//
+// A row must not reach the supervisor or the shell a later row gets: the
+// seccomp filter (confine.Seccomp) refuses ptrace and process_vm_readv/
+// writev, and both are run from an execute-only copy of bash
+// (guardedShell), which makes the kernel mark them not dumpable: another
+// process of the sandbox (no capability left) cannot open their
+// /proc/<pid>/mem, environ or fds. The driver checks, before a sandbox
+// serves another row, that no process but the two is left and that the
+// supervisor is as it was (checkSandbox).
 
-// supervisor is the confined bash shell's parent. It passes its exit code
+// supervisor is the confined bash shell's parent and the namespace's init
+// (it reaps the processes it adopts while it waits). It passes its exit code
 // on (bwrap's is then the shell's), except when the driver resets the
 // session for another row (pool.go). The driver writes a token line on
 // fd 3 and sends a signal:
 //   - SIGUSR2 (the shell is refreshed in place, sandbox.Shell.Refresh): the
-//     supervisor kills every process of the namespace but init, itself and
-//     the shell, looking through /proc until none is left (zombies aside),
+//     supervisor kills every process of the namespace but itself and the
+//     shell, looking through /proc until none is left (zombies aside),
 //     and prints the last token line of fd 3 on stdout and stderr (not sent
 //     when the session's cgroup shows no such process: shellProc.alone);
 //   - SIGUSR1 (a new shell): it kills every other process of the namespace
-//     (kill -9 -1 spares only itself and init) until none is left, reads
+//     (kill -9 -1 spares only itself) until none is left, reads
 //     away what is left in the shell's input, prints the token the same way
 //     and starts a new shell with the initial environment and folder.
 //
 // Both remove System V IPC objects. Only builtins run, but for ipcrm when
 // there is an object to remove. With a second argument (joinHello), the
 // supervisor first prints it and waits for a line on fd 3 before it starts
-// the shell: the driver moves bwrap, its init and the supervisor into the
-// session's cgroup meanwhile (joinLate).
+// the shell: the driver moves bwrap and the supervisor into the session's
+// cgroup meanwhile (joinLate).
 const supervisor = `if [ -n "$2" ]; then printf '%s\n' "$2"; IFS= read -r _ <&3 || exit 125; fi
 trap 'r=1' USR1
 trap 'q=1' USR2
@@ -114,20 +125,16 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 		if cg != nil && cg.Version == "v1" {
 			join, hello = cg, joinHello
 		}
-		argv = append(argv, "-c", supervisor, "hermes-sandbox", s.shell, hello)
+		sh, err := s.guardedShell()
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, "-c", supervisor, "hermes-sandbox", sh, hello)
+		argv[0] = sh
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Dir = s.cwd
 	c.Env = s.env
-	if s.bwrap != "" {
-		args, err := s.policy.Args(s.bwrap, argv)
-		if err != nil {
-			return nil, err
-		}
-		c = exec.Command(args[0], args[1:]...)
-		c.Env = s.hostEnv
-		c.Dir = s.dir
-	}
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -161,7 +168,26 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 			closeAll()
 			return nil, err
 		}
-		c.ExtraFiles = []*os.File{ctlR} // fd 3
+	}
+	if s.bwrap != "" {
+		// The supervisor is the namespace's init (see supervisor); its
+		// control pipe is fd 3, the seccomp filter's comes after it.
+		pol := s.policy
+		pol.AsInit = super
+		var extra []*os.File
+		if ctlR != nil {
+			extra = append(extra, ctlR) // fd 3
+		}
+		bw, err := pol.Args(s.bwrap, argv, extra...)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		files = append(files, bw.Files[len(extra):]...) // closed with the others after the start
+		c = exec.Command(s.bwrap)
+		bw.Apply(c)
+		c.Env = s.hostEnv
+		c.Dir = s.dir
 	}
 	c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -178,8 +204,8 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	if ctlR != nil {
-		ctlR.Close()
+	for _, f := range c.ExtraFiles {
+		f.Close() // the control pipe's read end and the filter's: the sandbox has them
 	}
 	pid := c.Process.Pid
 	if join != nil {
@@ -257,15 +283,11 @@ func joinLate(cg *confine.Cgroup, pid int, out, ctl *os.File) error {
 	if string(got) != joinHello+"\n" {
 		return fmt.Errorf("the sandbox did not start: it printed %q", got)
 	}
-	init := childOf(pid)
-	sup := 0
-	if init > 0 {
-		sup = childOf(init)
-	}
+	sup := childOf(pid) // the namespace's init
 	if sup == 0 {
 		return errors.New("the sandbox did not start: no supervisor")
 	}
-	if err := cg.Join(pid, init, sup); err != nil {
+	if err := cg.Join(pid, sup); err != nil {
 		return err
 	}
 	_, err := ctl.WriteString("go\n")
@@ -311,12 +333,13 @@ type shellProc struct {
 	s   *Session // the handle that started it; what it reads is shared by every handle of the session
 	pid int      // the shell (unconfined) or bwrap (confined) on the host
 
-	init, sup, shell int // confined: host pids of the namespace's init, supervisor (0 if none) and shell; 0 until found
+	init, sup, shell int // confined: host pids of the namespace's init, supervisor (0 if none; else init itself) and shell; 0 until found
 
 	// Supervised shells only:
 	ctl  *os.File   // the supervisor's fd 3
 	snap *fsSnap    // the sandbox's own file systems when it started
 	host *procState // the shell's process when new; nil = no refresh in place
+	supv *procState // the supervisor's process when it started; nil = the sandbox is not reused
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -327,6 +350,11 @@ type shellProc struct {
 func (p *shellProc) ready() error {
 	if p.find() != nil {
 		return nil
+	}
+	if sv, err := readSupervisorState(p.sup); err == nil {
+		p.supv = sv
+	} else {
+		return nil // not pooled: its reset fails without the supervisor's state
 	}
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
@@ -345,14 +373,10 @@ func (p *shellProc) find() error {
 	}
 	super := p.s.supervised()
 	if p.init > 0 && super && p.sup == 0 {
-		p.sup = childOf(p.init)
+		p.sup = p.init // the supervisor is the namespace's init
 	}
-	parent := p.init
-	if super {
-		parent = p.sup
-	}
-	if parent > 0 {
-		p.shell = childOf(parent)
+	if p.init > 0 {
+		p.shell = liveChildOf(p.init)
 	}
 	if p.shell == 0 {
 		return fmt.Errorf("local sandbox: the session's shell is not running")

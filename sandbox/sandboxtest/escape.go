@@ -40,6 +40,7 @@ func (s *suite) runEscape(t *testing.T) {
 	t.Run("ConnectHostLoopback", e.connectLoopback)
 	t.Run("SignalTestProcess", e.signalTest)
 	t.Run("LeaveProcessAfterClose", e.leaveProcess)
+	t.Run("TraceSupervisor", e.traceSupervisor)
 	if s.caps.MaxProcs > 0 {
 		t.Run("ForkBomb", e.forkBomb)
 	}

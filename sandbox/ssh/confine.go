@@ -21,6 +21,7 @@ type remoteHost struct {
 	path   string          // the login's PATH, given to confined commands
 	lang   string          // the login's LANG, "" when unset
 	layout *confine.Layout // which system folders exist there, which secrets to mask
+	arch   string          // `uname -m` there: the seccomp filter's must match
 }
 
 // remote returns what the driver knows of the remote host for confinement,
@@ -67,6 +68,8 @@ func (d *Driver) probeHost(ctx context.Context) (h *remoteHost, reason string, e
 			h.bwrap = v
 		case "bash":
 			h.shell = v
+		case "arch":
+			h.arch = v
 		case "dir":
 			h.layout.Dirs[v] = true
 		case "link":
@@ -80,6 +83,9 @@ func (d *Driver) probeHost(ctx context.Context) (h *remoteHost, reason string, e
 	if h.path == "" {
 		h.path = "/usr/local/bin:/usr/bin:/bin"
 	}
+	if want := confine.SeccompArch(); h.arch != want {
+		return nil, fmt.Sprintf("the host's architecture is %q and the seccomp filter is built for %s (where hermes-pipe runs)", h.arch, want), nil
+	}
 	if !path.IsAbs(h.bwrap) {
 		return nil, fmt.Sprintf("bubblewrap (bwrap) is not on the remote PATH %s: install the bubblewrap package there", h.path), nil
 	}
@@ -92,23 +98,53 @@ func (d *Driver) probeHost(ctx context.Context) (h *remoteHost, reason string, e
 	// One command under the real policy, in a throwaway folder.
 	dir := path.Join(d.opts.RemoteTmp, folderPrefix+"probe-"+randomHex(8))
 	sh := h.sh()
-	argv, err := confine.Policy{SessionDir: dir, TmpDir: dir + "/tmp", Network: d.opts.Network,
-		Env: []string{"PATH=" + h.path}, Layout: h.layout}.Args(h.bwrap, []string{sh, "-c", "echo ok"})
+	bw, err := confine.Policy{SessionDir: dir, TmpDir: dir + "/tmp", Network: d.opts.Network,
+		Env: []string{"PATH=" + h.path}, Layout: h.layout, SeccompFile: seccompPath(dir)}.Args(h.bwrap, []string{sh, "-c",
+		`while read -r k v; do [ "$k" = Seccomp: ] && echo "seccomp $v"; done </proc/self/status; echo ok`})
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	filter, err := seccompScript(dir)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
 	q := sandbox.ShellQuote
-	test := "umask 077\nmkdir -p " + q(d.opts.RemoteTmp) + " && mkdir " + q(dir) + " " + q(dir+"/tmp") + " || exit 1\n" +
-		"out=$(" + shellWords(argv) + " 2>&1 </dev/null); rc=$?\n" + removeDir(q(dir)) + "\n" +
+	test := "umask 077\nmkdir -p " + q(d.opts.RemoteTmp) + " && mkdir " + q(dir) + " " + q(dir+"/tmp") + " || exit 1\n" + filter +
+		"out=$(" + shellWords(bw.Args) + " 2>&1 </dev/null); rc=$?\n" + removeDir(q(dir)) + "\n" +
 		`printf '%s\n' "$out"; [ $rc = 0 ] || echo "(exit $rc)"`
 	out, err = d.run(ctx, test, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	if strings.TrimSpace(out) != "ok" {
-		return nil, fmt.Sprintf("%s cannot run a command in fresh namespaces there: %s", h.bwrap, strings.TrimSpace(out)), nil
+	if got := strings.TrimSpace(out); got != "seccomp 2\nok" {
+		if strings.HasSuffix(got, "ok") {
+			return nil, fmt.Sprintf("%s ran a command there but not under the seccomp filter: %s", h.bwrap, got), nil
+		}
+		return nil, fmt.Sprintf("%s cannot run a command in fresh namespaces there: %s", h.bwrap, got), nil
 	}
 	return h, "", nil
+}
+
+// seccompPath is where a confined session's seccomp filter lies on the
+// remote host: in its folder, which bwrap mounts read-only over itself
+// (confine.Policy.SeccompFile), so commands cannot change it for the
+// session's later sandboxes.
+func seccompPath(dir string) string { return dir + "/seccomp.bpf" }
+
+// seccompScript is shell code writing the seccomp filter (confine.Seccomp)
+// to seccompPath(dir) on the remote host, byte for byte through printf's
+// octal escapes, read-only.
+func seccompScript(dir string) (string, error) {
+	b, err := confine.Seccomp()
+	if err != nil {
+		return "", err
+	}
+	var esc strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&esc, "\\%03o", c)
+	}
+	f := sandbox.ShellQuote(seccompPath(dir))
+	return "printf '" + esc.String() + "' >" + f + " && chmod 0400 " + f + " || exit 1\n", nil
 }
 
 // sh is the confined shell: bash when the host has it, else /bin/sh.
@@ -129,6 +165,7 @@ func probeScript(bwrap string) string {
 echo "lang=${LANG-}"
 echo "bwrap=$(command -v ` + sandbox.ShellQuote(bwrap) + ` 2>/dev/null)"
 echo "bash=$(command -v bash 2>/dev/null)"
+echo "arch=$(uname -m 2>/dev/null)"
 `)
 	for _, d := range confine.HostDirs {
 		fmt.Fprintf(&b, "if [ -L %[1]s ]; then printf 'link=%%s\\t%%s\\n' %[1]s \"$(readlink %[1]s)\"; elif [ -d %[1]s ]; then printf 'dir=%%s\\n' %[1]s; fi\n",
@@ -181,10 +218,11 @@ func shellWords(argv []string) string {
 // init, whose /proc/1/environ commands can read) but the session marker,
 // so gc and tests find it by /proc/<pid>/environ.
 func boxPrefix(h *remoteHost, p confine.Policy, marker string) (string, error) {
-	argv, err := p.Args(h.bwrap, []string{"X"})
+	p.SeccompFile = seccompPath(p.SessionDir)
+	bw, err := p.Args(h.bwrap, []string{"X"})
 	if err != nil {
 		return "", err
 	}
-	argv = argv[:len(argv)-1]
+	argv := bw.Args[:len(bw.Args)-1]
 	return "env -i " + sandbox.ShellQuote(sandbox.MarkerVar+"="+marker) + " " + shellWords(argv), nil
 }

@@ -160,6 +160,11 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			fmt.Fprintf(&check, "[ -e %[1]s ] || { printf 'read-only folder %%s does not exist\n' %[1]s >&2; rm -rf %[2]s; exit 3; }\n", q(r), q(dir))
 		}
 		check.WriteString("mkdir " + q(dir+"/home") + "\n")
+		filter, err := seccompScript(dir)
+		if err != nil {
+			return nil, fmt.Errorf("ssh open: %w", err)
+		}
+		check.WriteString(filter)
 	} else {
 		eof := "HERMES_EOF_" + randomHex(8)
 		fmt.Fprintf(&check, "cat >%[1]s/state/exec.sh <<'%[2]s'\n%[3]s%[2]s\n", q(dir), eof, s.launcher)

@@ -137,8 +137,10 @@ func runScript(ctx context.Context, r scriptRun) ScriptResult {
 	stderr := &limitedBuffer{limit: 64 << 10, last: &last}
 
 	env, dir := scriptEnv(r.EnvAllow, r.Env), r.Workdir
+	var box *scriptBox
 	if r.Isolation != IsolationNone {
-		box, err := newScriptBox(r, args, env)
+		var err error
+		box, err = newScriptBox(r, args, env)
 		if err != nil {
 			return ScriptResult{ExitCode: -1, Err: err}
 		}
@@ -148,6 +150,9 @@ func runScript(ctx context.Context, r scriptRun) ScriptResult {
 		args, env, dir = box.argv, box.env, ""
 	}
 	cmd := exec.CommandContext(runCtx, args[0], args[1:]...)
+	if box != nil {
+		cmd.ExtraFiles = box.bw.Files // the seccomp filter bwrap reads
+	}
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = env

@@ -65,7 +65,8 @@ var probeConfinement = sync.OnceValue(func() confine.Report { return confine.Pro
 type scriptBox struct {
 	dir  string
 	argv []string
-	env  []string // bwrap's own environment (the script's is in argv)
+	env  []string     // bwrap's own environment (the script's is in argv)
+	bw   *confine.Cmd // argv and the descriptors bwrap reads (its seccomp filter)
 }
 
 // newScriptBox prepares the confined run of argv. The script sees the host
@@ -116,11 +117,12 @@ func newScriptBox(r scriptRun, argv, env []string) (*scriptBox, error) {
 	for _, m := range r.ReadWrite {
 		p.Mounts = append(p.Mounts, confine.Mount{Src: m, Dst: m})
 	}
-	b.argv, err = p.Args(rep.Bwrap, argv)
+	b.bw, err = p.Args(rep.Bwrap, argv)
 	if err != nil {
 		b.remove()
 		return nil, fmt.Errorf("cannot confine the script: %w", err)
 	}
+	b.argv = b.bw.Args
 	b.env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	return b, nil
 }
@@ -128,6 +130,7 @@ func newScriptBox(r scriptRun, argv, env []string) (*scriptBox, error) {
 // remove deletes the private folder, making folders writable again first
 // in case the script removed their permissions.
 func (b *scriptBox) remove() {
+	b.bw.Close()
 	if err := os.RemoveAll(b.dir); err == nil {
 		return
 	}

@@ -234,13 +234,15 @@ echo made > made.txt && echo wrote-own-folder
 echo t > /tmp/t && cat /tmp/t >/dev/null && echo wrote-tmp
 test -d "$HOME" && test -w "$HOME" && echo has-home
 echo "job $HERMES_PIPE_JOB_ID"
+grep '^Seccomp:' /proc/self/status
 `)
 	j := addJob(t, s, JobSpec{Schedule: "@daily", Script: "report/run.sh", NoAgent: true})
 	r, err := s.RunNow(context.Background(), j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"from-data-file", "wrote-own-folder", "wrote-tmp", "has-home", "job " + j.ID} {
+	// "Seccomp: 2": the script runs under the sandbox's seccomp filter.
+	for _, w := range []string{"from-data-file", "wrote-own-folder", "wrote-tmp", "has-home", "job " + j.ID, "Seccomp:\t2"} {
 		if !strings.Contains(r.Output, w) {
 			t.Errorf("output lacks %q: %+v", w, r)
 		}

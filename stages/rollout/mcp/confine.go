@@ -143,11 +143,13 @@ func (k *Confinement) wrap(cmd *exec.Cmd, s *Server, workdir string) error {
 		pol.Chdir = d
 	}
 	pol.Mounts = append(pol.Mounts, s.Mounts...)
-	argv, err := pol.Args(k.Bwrap, code)
+	bw, err := pol.Args(k.Bwrap, code)
 	if err != nil {
 		return err
 	}
-	cmd.Path, cmd.Args = argv[0], argv
+	// bwrap reads the seccomp filter from cmd.ExtraFiles; the descriptor is
+	// closed here once the server started (guardedTransport.Connect).
+	bw.Apply(cmd)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Dir = ""
 	return nil

@@ -184,6 +184,13 @@ func TestConfinedServerArgv(t *testing.T) {
 		if cmd.Path != k.Bwrap || !slices.Contains(cmd.Args, "--unshare-all") {
 			t.Fatalf("not run by bwrap: %s %s", cmd.Path, a)
 		}
+		// The seccomp filter is bwrap's descriptor 3.
+		if !strings.Contains(a, " --seccomp 3 ") || len(cmd.ExtraFiles) != 1 {
+			t.Errorf("no seccomp filter: %s (%d extra files)", a, len(cmd.ExtraFiles))
+		}
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
 		for _, w := range tc.want {
 			if !strings.Contains(a, w) {
 				t.Errorf("argv lacks %q: %s", w, a)

@@ -70,6 +70,9 @@ type guardedTransport struct {
 
 func (t *guardedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	cn, err := t.Transport.Connect(ctx)
+	for _, f := range t.c.cmd.ExtraFiles {
+		f.Close() // a confined server's seccomp filter: bwrap has its own copy
+	}
 	if err != nil {
 		return nil, err
 	}

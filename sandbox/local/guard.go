@@ -1,0 +1,171 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+)
+
+// A pooled sandbox serves row after row, so its supervisor (and the shell,
+// when it is refreshed in place) must be out of the rows' reach: see the
+// comment at the top of shell.go. This file holds the two host-side parts:
+// the execute-only shell the supervisor runs from, and the check that the
+// sandbox holds nothing a row left before it serves another.
+
+// guardedName is the execute-only copy of bash in a pooled session's
+// engine folder.
+const guardedName = "bash"
+
+// guardedShell returns the path inside the sandbox of the bash the
+// supervisor and its shells run from: for a pooled session, an
+// execute-only copy of the session's shell in its engine folder (read-only
+// in the sandbox), written once per session. Running a program it cannot
+// read makes a process not dumpable (the kernel's rule for execute-only
+// programs), so that no other process of the sandbox, whose capabilities
+// are all dropped, can open its /proc/<pid>/mem, trace it or read its
+// environment. A session that is not pooled (no later row) runs the shell
+// itself. It costs one copy of bash (about a megabyte) per sandbox.
+func (s *Session) guardedShell() (string, error) {
+	engine := filepath.Join(s.dir, engineDir)
+	if fi, err := os.Stat(engine); err != nil || !fi.IsDir() {
+		return s.shell, nil
+	}
+	if err := writeExecOnly(engine, guardedName, s.shell); err != nil {
+		return "", fmt.Errorf("local sandbox: execute-only shell: %w", err)
+	}
+	return engineMount + "/" + guardedName, nil
+}
+
+// writeExecOnly copies the program src to name in dir with mode 0111,
+// through an os.Root of dir; an existing copy (a shell restarted in the
+// same session) is kept.
+func writeExecOnly(dir, name, src string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(name); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == 0o111 {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_ = root.Remove(name)
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o111)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The mask may have taken bits away, never added any: set it exactly.
+		err = root.Chmod(name, 0o111)
+	}
+	if err != nil {
+		_ = root.Remove(name)
+	}
+	return err
+}
+
+// liveChildOf returns the first child of pid that is not a zombie, 0 if
+// none: the supervisor, the namespace's init, may hold zombies it adopted
+// beside the shell for a moment.
+func liveChildOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err != nil {
+		return childOf(pid)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		c, _ := strconv.Atoi(f)
+		if st, ok := readStat(c); ok && !st.zombie {
+			return c
+		}
+	}
+	return 0
+}
+
+// readSupervisorState reads the supervisor's procState; its descriptors are
+// left out where this process may not list them (a driver that is not
+// root: the supervisor is not dumpable). Only builtins run in it and no
+// process of the sandbox can write its memory, so its descriptors change
+// only with its code.
+func readSupervisorState(pid int) (*procState, error) {
+	st, err := readProcState(pid)
+	if errors.Is(err, fs.ErrPermission) {
+		st, err = readProcStateFDs(pid, false)
+	}
+	return st, err
+}
+
+// checkSandbox checks, before the sandbox serves another row, what a row
+// could have left beside the shell: a process in the sandbox other than
+// the supervisor and the shell (zombies aside), or a supervisor that is not
+// as it was when it started (mask, signal dispositions, limits, name,
+// descriptors: see procState). Any of these means the sandbox is closed
+// instead of reused. It reads a few /proc files of each process of the
+// session's cgroup, or of every process of the machine when the session
+// has none.
+func (p *shellProc) checkSandbox() error {
+	if p.supv == nil {
+		return errors.New("local sandbox reset: the supervisor's state is unknown")
+	}
+	if p.shell == 0 {
+		if err := p.find(); err != nil {
+			return err
+		}
+	}
+	now, err := readSupervisorState(p.sup)
+	if err != nil {
+		return fmt.Errorf("local sandbox reset: the supervisor: %w", err)
+	}
+	if err := p.supv.differs(now, "supervisor"); err != nil {
+		return fmt.Errorf("local sandbox reset: %w", err)
+	}
+	if extra := p.others(); len(extra) > 0 {
+		return fmt.Errorf("local sandbox reset: processes left in the sandbox: %v", extra)
+	}
+	return nil
+}
+
+// others lists the live processes of the sandbox other than bwrap, the
+// supervisor and the shell, by host pid.
+func (p *shellProc) others() []int {
+	var cand []int
+	if cg := p.s.cgroupIfAny(); cg != nil {
+		cand = (&confine.Cgroup{Dirs: cg.Dirs[:1]}).Procs()
+	} else {
+		ns, err := os.Readlink("/proc/" + strconv.Itoa(p.sup) + "/ns/pid")
+		if err != nil {
+			return []int{p.sup} // gone: the caller fails either way
+		}
+		for _, pid := range pids() {
+			if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && l == ns {
+				cand = append(cand, pid)
+			}
+		}
+	}
+	var out []int
+	for _, pid := range cand {
+		if pid == p.pid || pid == p.init || pid == p.sup || pid == p.shell {
+			continue
+		}
+		if st, ok := readStat(pid); ok && !st.zombie {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
