@@ -179,6 +179,10 @@ type runner struct {
 	fatalErr  error
 	processed atomic.Int64
 	dropped   atomic.Int64
+	// capped counts the dropped records the budget stopped (a stage's
+	// ErrDeferred wrapping cost.ErrBudget, or cancelled with that cause):
+	// work left by the cap even when the input was read to its end.
+	capped atomic.Int64
 
 	// Written by the writer goroutine only, read after it ends.
 	written, ok, failed, filtered, paused int
@@ -234,7 +238,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 
 	for _, s := range stages {
 		if p, ok := s.(Preflighter); ok {
-			if err := p.Preflight(runCtx); err != nil {
+			// The budget rides along: a stage may hold what it knows was
+			// spent outside the ledger (compress's batch journal).
+			if err := p.Preflight(cost.WithBudget(runCtx, opts.Budget)); err != nil {
 				closeStages()
 				return sum, errors.Join(fmt.Errorf("preflight %s: %w", s.Name(), err), closeErr)
 			}
@@ -350,8 +356,9 @@ produce:
 	sum.Rejected = out.rejectCount()
 	sum.Interrupted = !eof && r.fatalErr == nil || ctx.Err() != nil
 	if opts.Budget != nil {
-		// Reached with work left: rows not dispatched, or paused in flight.
-		sum.BudgetReached = opts.Budget.Reached() && (!eof || r.paused > 0)
+		// Reached with work left: rows not dispatched, paused in flight,
+		// or left pending by the cap.
+		sum.BudgetReached = opts.Budget.Reached() && (!eof || r.paused > 0 || r.capped.Load() > 0)
 		sum.Spent, sum.MaxCost = opts.Budget.Spent(), opts.Budget.Max()
 	}
 	sum.Duration = time.Since(start)
@@ -424,6 +431,10 @@ func (r *runner) process(ctx context.Context, in *schemas.Record) (recs []*schem
 				continue
 			}
 			res, err := r.call(ctx, i, s, rec)
+			if err != nil && (errors.Is(err, ErrDeferred) && errors.Is(err, cost.ErrBudget) ||
+				ctx.Err() != nil && errors.Is(context.Cause(ctx), cost.ErrBudget)) {
+				r.capped.Add(1)
+			}
 			if err != nil {
 				if errors.Is(err, ErrDeferred) {
 					return nil, true

@@ -15,11 +15,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -77,6 +79,37 @@ type BatchOptions struct {
 	// Status, when set, gets a line each time a batch changes state or
 	// counts.
 	Status io.Writer
+
+	// meter holds the run's --max-cost in batch modes (set by Run from
+	// the summary price and the tokenizer); the zero value meters nothing.
+	meter batchMeter
+}
+
+// batchMeter is how the batcher charges the run budget (cost.From of each
+// call's context). A request is reserved at project(req, batch) before it
+// joins a batch, so a batch only ever holds requests the cap can pay for;
+// the reservation is replaced by the reply's real cost at price when the
+// row takes the reply, and released when the request failed (a failed
+// batch request is not billed).
+type batchMeter struct {
+	price   *cost.Price
+	project func(req llm.Request, batch bool) float64
+}
+
+// projected is what req may cost at most (0 without a price).
+func (m batchMeter) projected(req llm.Request, batch bool) float64 {
+	if m.price == nil || m.project == nil {
+		return 0
+	}
+	return m.project(req, batch)
+}
+
+// cost is what a reply cost (0 without a price).
+func (m batchMeter) cost(resp llm.Response) float64 {
+	if m.price == nil {
+		return 0
+	}
+	return m.price.Cost(resp.Usage, resp.Batch)
 }
 
 func (o *BatchOptions) enabled() bool { return o.API || o.Export != "" || o.Import != "" }
@@ -120,6 +153,7 @@ type batchEntry struct {
 	T      string         `json:"t"`             // "group", "file", "batch", "res", "end"
 	Group  string         `json:"g,omitempty"`   // group id (group, file, batch, end)
 	IDs    []string       `json:"ids,omitempty"` // custom_ids (group)
+	USD    []float64      `json:"usd,omitempty"` // projected cost of each of IDs (group; with a price)
 	File   string         `json:"f,omitempty"`   // input file id (file)
 	Batch  string         `json:"b,omitempty"`   // batch id (batch)
 	ID     string         `json:"id,omitempty"`  // custom_id (res)
@@ -143,6 +177,13 @@ type request struct {
 	resp  llm.Response
 	err   error
 	local bool // err was seen by this run (counts toward Attempts)
+	// projected is what the request may cost at most, reserved in the
+	// run budget when it was queued (or, on --resume, held for a request
+	// a killed run submitted); reserved is what is still reserved for it
+	// under the row key: replaced by the real cost when a row takes the
+	// reply, released when it failed.
+	projected float64
+	reserved  float64
 }
 
 // group is one batch of requests.
@@ -160,9 +201,10 @@ type group struct {
 // n-th call gets the custom_id KEY/n/HASH/ATTEMPT, so a rerun of the same
 // row after a crash asks for the same ids and finds them in the journal.
 type batcher struct {
-	o   BatchOptions
-	j   *outdir.Journal
-	ctx context.Context // the batcher's life; ended by close
+	o    BatchOptions
+	j    *outdir.Journal
+	ctx  context.Context // the batcher's life; ended by close
+	hard context.Context // the run's own context: a hard stop ends every wait
 
 	mu      sync.Mutex
 	reqs    map[string]*request
@@ -198,6 +240,7 @@ func openBatcher(ctx context.Context, dir string, fresh bool, o BatchOptions) (*
 	b := &batcher{o: o, j: j, reqs: map[string]*request{}, groups: map[string]*group{},
 		wake: make(chan struct{}, 1), poke: make(chan struct{}, 1), export: map[string]bool{}}
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.hard = ctx
 	if err := b.load(path); err != nil {
 		_ = j.Close()
 		return nil, err
@@ -234,6 +277,11 @@ func (b *batcher) load(path string) error {
 		switch e.T {
 		case "group":
 			b.groups[e.Group] = &group{id: e.Group, ids: e.IDs}
+			if len(e.USD) == len(e.IDs) {
+				for i, id := range e.IDs {
+					b.req(id).projected = e.USD[i]
+				}
+			}
 		case "file":
 			if g := b.groups[e.Group]; g != nil {
 				g.file = e.File
@@ -284,6 +332,52 @@ func (r *journalResult) response() llm.Response {
 		FinishReason: r.Finish, Usage: r.Usage, Attempts: 1, Batch: true}
 }
 
+// hold charges the run budget, at the start of a run (the compress
+// stage's Preflight), with what the journal says was spent or is being
+// spent but is not in the ledger: every request of a row not done that a
+// batch answered (its real cost) or that is in a batch not yet collected
+// (its projected cost, journalled with its group). A --resume thus counts
+// a killed or capped run's batches against --max-cost; each is replaced by
+// the real cost when its row takes the reply.
+func (b *batcher) hold(budget *cost.Budget, done func(key string) bool) {
+	if budget == nil || b.o.meter.price == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, r := range b.reqs {
+		key := rowOfID(id)
+		if key == "" || done(key) || r.reserved > 0 {
+			continue
+		}
+		var usd float64
+		switch {
+		case isClosed(r.done) && r.err == nil:
+			usd = b.o.meter.cost(r.resp)
+		case !isClosed(r.done) && r.group != nil:
+			usd = r.projected
+		}
+		if usd > 0 {
+			budget.Adjust(key, 0, usd)
+			r.reserved = usd
+		}
+	}
+}
+
+// rowOfID is the row key of a custom_id made by requestID ("" when id is
+// not one).
+func rowOfID(id string) string {
+	s := id
+	for range 3 {
+		i := strings.LastIndexByte(s, '/')
+		if i < 0 {
+			return ""
+		}
+		s = s[:i]
+	}
+	return s
+}
+
 // req returns the state of id, creating it; the caller holds mu (or is
 // loading).
 func (b *batcher) req(id string) *request {
@@ -327,6 +421,12 @@ func rowOf(ctx context.Context) string {
 // Chat answers req from the journal or a batch: it blocks until the
 // request's batch has ended (hours, with the real API), or returns
 // pipeline.ErrDeferred in the offline modes when no result is at hand.
+// With a run budget (cost.From(ctx)) a request joins a batch only once its
+// projected cost is reserved; one the cap cannot pay for is not queued and
+// Chat returns pipeline.ErrDeferred wrapping cost.ErrBudget (the row stays
+// pending for --resume --max-cost HIGHER). A row whose request is queued
+// keeps waiting for it when the budget ends the stages' context (the
+// request is paid for); a hard stop ends the wait.
 func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
 	rc, _ := ctx.Value(rowKey{}).(*rowCalls)
 	if rc == nil {
@@ -337,6 +437,7 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 	if err != nil {
 		return llm.Response{}, err
 	}
+	budget := cost.From(ctx)
 	fails := 0
 	for a := 1; ; {
 		id := requestID(rc.key, rc.n, body, a)
@@ -344,6 +445,13 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 		r := b.req(id)
 		switch {
 		case isClosed(r.done):
+			// The reply (or failure) replaces what was reserved for it.
+			used := 0.0
+			if r.err == nil {
+				used = b.o.meter.cost(r.resp)
+			}
+			budget.Adjust(rc.key, r.reserved, used)
+			r.reserved = 0
 			b.mu.Unlock()
 			if r.err == nil {
 				return r.resp, nil
@@ -352,7 +460,7 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 				fails++
 				if fails >= b.o.Attempts {
 					if b.o.Fallback == BatchFallbackDirect {
-						return b.o.Direct.Chat(ctx, req)
+						return b.direct(ctx, rc.key, req)
 					}
 					return llm.Response{Attempts: 1}, fmt.Errorf("batch request %s: %w", id, r.err)
 				}
@@ -372,12 +480,18 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 			return llm.Response{}, fmt.Errorf("batch request %s has no result yet: %w", id, pipeline.ErrDeferred)
 		default:
 			if r.line == nil {
+				usd := b.o.meter.projected(req, true)
+				if err := budget.Reserve(rc.key, usd); err != nil {
+					b.mu.Unlock()
+					return llm.Response{}, fmt.Errorf("batch request %s not submitted: %w: %w", id, pipeline.ErrDeferred, err)
+				}
 				line, err := llm.Line(id, body)
 				if err != nil {
+					budget.Adjust(rc.key, usd, 0)
 					b.mu.Unlock()
 					return llm.Response{}, err
 				}
-				r.line = line
+				r.line, r.projected, r.reserved = line, usd, usd
 				b.queue = append(b.queue, r)
 				b.qbytes += len(line)
 				b.lastAdd = time.Now()
@@ -389,14 +503,54 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 		}
 		done := r.done
 		b.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return llm.Response{}, ctx.Err()
-		case <-b.ctx.Done():
-			return llm.Response{}, fmt.Errorf("batch: closed while waiting for %s", id)
+		if err := b.wait(ctx, id, done); err != nil {
+			return llm.Response{}, err
 		}
 	}
+}
+
+// wait blocks until done is closed. The stages' context ending with cause
+// cost.ErrBudget (the run's --grace after the cap was reached) does not end
+// it: the request is in a batch already, paid for, and its reply is
+// committed rather than bought again by --resume. A hard stop (the run's
+// own context) or closing the batcher does.
+func (b *batcher) wait(ctx context.Context, id string, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), cost.ErrBudget) {
+			return ctx.Err()
+		}
+	case <-b.ctx.Done():
+		return fmt.Errorf("batch: closed while waiting for %s", id)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-b.hard.Done():
+		return ctx.Err()
+	case <-b.ctx.Done():
+		return fmt.Errorf("batch: closed while waiting for %s", id)
+	}
+}
+
+// direct answers req with a direct call (--batch-fallback direct), within
+// the run budget: its projected cost at direct prices is reserved first and
+// replaced by what it cost.
+func (b *batcher) direct(ctx context.Context, key string, req llm.Request) (llm.Response, error) {
+	budget := cost.From(ctx)
+	usd := b.o.meter.projected(req, false)
+	if err := budget.Reserve(key, usd); err != nil {
+		return llm.Response{}, fmt.Errorf("batch fallback: %w: %w", pipeline.ErrDeferred, err)
+	}
+	resp, err := b.o.Direct.Chat(ctx, req)
+	used := 0.0
+	if err == nil {
+		used = b.o.meter.cost(resp)
+	}
+	budget.Adjust(key, usd, used)
+	return resp, err
 }
 
 // requestID is the custom_id of attempt a of the n-th summary call of the
@@ -560,12 +714,23 @@ func (b *batcher) submitAll(reqs []*request) {
 // what lets a resumed run find a batch it created but could not note.
 func (b *batcher) submit(reqs []*request) error {
 	g := &group{id: newGroupID()}
-	var data []byte
+	var (
+		data  []byte
+		usd   []float64
+		spend bool
+	)
 	for _, r := range reqs {
 		g.ids = append(g.ids, r.id)
+		usd = append(usd, r.projected)
+		spend = spend || r.projected > 0
 		data = append(data, r.line...)
 	}
-	if err := b.appendEntry(batchEntry{T: "group", Group: g.id, IDs: g.ids}, true); err != nil {
+	if !spend {
+		usd = nil
+	}
+	// The projected costs go with the group, so a --resume holds them
+	// against the cap until the batch is collected.
+	if err := b.appendEntry(batchEntry{T: "group", Group: g.id, IDs: g.ids, USD: usd}, true); err != nil {
 		return err
 	}
 	file, err := b.o.Client.UploadFile(b.ctx, "hermes-pipe-"+g.id+".jsonl", data)

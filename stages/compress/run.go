@@ -96,6 +96,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// output folder (its journal lives there).
 		o.Summary.Client = lazy
 		o.RowTimeout = 0
+		// The batcher keeps --max-cost: each request is reserved at its
+		// projected cost before it joins a batch.
+		o.Summary.metered = true
+		if o.Summary.Price != nil {
+			o.Batch.meter = batchMeter{price: o.Summary.Price, project: projector(o.Tokenizer, comp.cfg.TurnOverhead, o.Summary.Price)}
+		}
 	}
 	summarize, err := newLLMSummarizer(o.Summary)
 	if err != nil {
@@ -156,7 +162,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			}
 			known := knownOutcomes()
 			stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-				quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }}
+				quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }, done: out.Done}
+			if bt != nil {
+				stage.batch = bt
+			}
 			src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
 			return src, []pipeline.Stage{stage}, nil
 		},
@@ -182,7 +191,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		},
 	})
 	res.Summary, res.NothingToDo, res.PreviouslyDone = mr.Summary, mr.NothingToDo, mr.PreviouslyDone
-	if o.Batch.enabled() && !res.Summary.Interrupted {
+	if o.Batch.enabled() && !res.Summary.Interrupted && !res.Summary.BudgetReached {
 		res.Pending = res.Summary.Dropped
 	}
 	return res, err

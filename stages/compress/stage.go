@@ -41,6 +41,10 @@ type Stage struct {
 	quarantine *quarantine
 	rows       *rowJournal
 	known      func(schemas.Outcome) bool
+	// batch answers the summary calls in batch modes (nil otherwise); done
+	// says which row keys the output folder holds as final (Preflight).
+	batch *batcher
+	done  func(key string) bool
 }
 
 // Name implements pipeline.Stage.

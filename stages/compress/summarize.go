@@ -41,6 +41,11 @@ type SummaryOptions struct {
 	// The overshoot is at most one call per row.
 	MaxCostPerRow   float64
 	MaxTokensPerRow int64
+
+	// metered says Client charges the run budget itself (the batcher,
+	// which reserves each request before it joins a batch), so the
+	// summariser only checks it.
+	metered bool
 }
 
 // errRowBudget marks a summary not asked because the row reached its own
@@ -124,7 +129,9 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 			m.Usage.Add(resp.Usage)
 			if o.Price != nil && err == nil {
 				call := o.Price.Cost(resp.Usage, resp.Batch)
-				budget.Charge(rowOf(ctx), call)
+				if !o.metered {
+					budget.Charge(rowOf(ctx), call)
+				}
 				if m.CostUSD != nil {
 					call += *m.CostUSD
 				}
