@@ -13,6 +13,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 )
 
 // clientInfo is how hermes-pipe introduces itself to servers.
@@ -177,7 +179,19 @@ func dial(ctx context.Context, s *Server, workdir string) (*conn, error) {
 	return c, nil
 }
 
-// describe adds the server's name and its stderr tail to err.
+// redactor takes the secrets of an HTTP or SSE server (its header values,
+// the userinfo of its URL) out of messages: a server that echoes its request
+// into an error must not put its token into a record or a log.
+func (s *Server) redactor() *llm.Redactor {
+	vals := make([]string, 0, len(s.Headers))
+	for _, v := range s.Headers {
+		vals = append(vals, v)
+	}
+	return llm.NewRedactor("", s.URL, vals...)
+}
+
+// describe adds the server's name and its stderr tail to err, with the
+// server's secrets redacted.
 func (c *conn) describe(err error) error {
 	msg := fmt.Sprintf("mcp server %q: %v", c.srv.Name, err)
 	if c.cmd != nil {
@@ -188,7 +202,7 @@ func (c *conn) describe(err error) error {
 			msg += "; stderr: " + tail
 		}
 	}
-	return errors.New(msg)
+	return errors.New(c.srv.redactor().String(msg))
 }
 
 // alive reports whether the session still runs (false once a stdio

@@ -385,7 +385,7 @@ func (ss *Session) Call(ctx context.Context, name string, args any) (string, err
 			}
 			return errorResult(fmt.Sprintf("MCP tool %s timed out after %s", name, s.Timeout)), nil
 		}
-		return errorResult(fmt.Sprintf("MCP call %s failed: %v", name, err)), nil
+		return errorResult(s.redactor().String(fmt.Sprintf("MCP call %s failed: %v", name, err))), nil
 	}
 	return mapResult(res), nil
 }
