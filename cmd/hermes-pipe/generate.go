@@ -138,7 +138,7 @@ final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
 func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) {
 	base := c.String("base-url")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, nil, usagef("--base-url: %q is not an http(s) URL", base)
+		return nil, nil, usagef("--base-url: %q is not an http(s) URL", llm.RedactURL(base))
 	}
 	max := c.Int("max-concurrent-requests")
 	if max <= 0 {
@@ -380,14 +380,35 @@ func budgetStop(s pipeline.Summary, out, what string) error {
 }
 
 // flagRecord captures the flags given, for run.json (secrets are never flags).
+// flagRecord is the flags set on the command line, for run.json; the
+// userinfo of a URL among them (--base-url http://user:pass@host) is
+// recorded as *** (llm.RedactURL).
 func flagRecord(c *cli.Context) map[string]any {
 	m := map[string]any{}
 	for _, name := range c.FlagNames() {
-		if c.IsSet(name) {
-			m[name] = c.Value(name)
+		if !c.IsSet(name) {
+			continue
+		}
+		switch v := c.Value(name).(type) {
+		case string:
+			m[name] = llm.RedactURL(v)
+		case cli.StringSlice:
+			m[name] = redactURLs(v.Value())
+		case []string:
+			m[name] = redactURLs(v)
+		default:
+			m[name] = v
 		}
 	}
 	return m
+}
+
+func redactURLs(vs []string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = llm.RedactURL(v)
+	}
+	return out
 }
 
 func withRunID(m map[string]any, id string) map[string]any {
@@ -442,7 +463,7 @@ func reachable(ctx context.Context, base string) error {
 		return usagef("--base-url: %v", err)
 	}
 	if err != nil {
-		return fmt.Errorf("cannot reach --base-url %s: %w", base, err)
+		return fmt.Errorf("cannot reach --base-url %s: %w", llm.RedactURL(base), err)
 	}
 	return nil
 }
