@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // Toolset names understood by the agent loop. A row's `toolsets` field and the
@@ -148,11 +146,11 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 }
 
 // cwdProblem says what is wrong with a row's cwd, or "" when it is an
-// absolute path every sandbox driver can be asked to start in. Whether the
-// folder exists is the driver's matter: the local sandbox checks it before
-// the row is run (see prompts.Options.CheckCwd); docker creates a missing
-// working folder in the container; over ssh a missing folder fails the
-// session open.
+// absolute path every sandbox driver can be asked to start in. Which
+// folders a row may name is the run's matter: with the local and ssh
+// sandboxes the cmd layer checks each cwd against --cwd-root before the row
+// becomes work (prompts.Options.CheckCwd, sandbox.CwdRule); docker creates a
+// missing working folder in the container.
 func cwdProblem(cwd string) string {
 	switch {
 	case cwd == "":
@@ -166,10 +164,13 @@ func cwdProblem(cwd string) string {
 }
 
 // MaxFieldDepth bounds how deeply arrays and objects may nest inside one
-// field of an input row (metadata, or a field hermes-pipe ignores). It is the
-// limit of schemas/pyjson, the strictest reader a row meets later, so a row
-// accepted here can always be written and read back.
-const MaxFieldDepth = pyjson.MaxDepth
+// field of an input row (metadata, or a field hermes-pipe ignores). A record
+// holds the row's metadata one level down, so a record nests at most
+// MaxFieldDepth+1 levels: far within what the readers of the shards accept
+// (schemas/pyjson: 1000; Python's json.loads at its default recursion limit:
+// 997, measured with Python 3.11; Rust's serde_json: 128), with room for a
+// reader that is itself called deep in a stack.
+const MaxFieldDepth = 100
 
 // tooDeep reports whether containers nest more than MaxFieldDepth levels
 // inside one member of the JSON object in line, and which member (its key,

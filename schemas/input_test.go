@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,11 +104,12 @@ func TestDeepFieldsAreRejectedAtTheLimit(t *testing.T) {
 	if _, fast := parseInputRowFast([]byte(ok)); !fast {
 		t.Errorf("metadata %d deep fell back to the slow path", MaxFieldDepth)
 	}
+	limit := fmt.Sprintf("nested deeper than %d levels", MaxFieldDepth)
 	for line, want := range map[string]string{
-		`{"prompt": "p", "metadata": ` + nested(MaxFieldDepth+1) + `}`:                         "metadata: nested deeper than 1000 levels",
-		`{"prompt": "p", "metadata": ` + nested(20000) + `}`:                                   "metadata: nested deeper than 1000 levels",
-		`{"prompt": "[[{{", "m\u0065ta": {"s": "}}]]"}, "x": ` + nested(1500) + `}`:            "x: nested deeper than 1000 levels",
-		`{"prompt": "p", "x": [` + strings.Repeat("[", 1000) + strings.Repeat("]", 1001) + `}`: "x: nested deeper than 1000 levels",
+		`{"prompt": "p", "metadata": ` + nested(MaxFieldDepth+1) + `}`:                                             "metadata: " + limit,
+		`{"prompt": "p", "metadata": ` + nested(20000) + `}`:                                                       "metadata: " + limit,
+		`{"prompt": "[[{{", "m\u0065ta": {"s": "}}]]"}, "x": ` + nested(MaxFieldDepth+500) + `}`:                   "x: " + limit,
+		`{"prompt": "p", "x": [` + strings.Repeat("[", MaxFieldDepth) + strings.Repeat("]", MaxFieldDepth+1) + `}`: "x: " + limit,
 	} {
 		_, err := ParseInputRow([]byte(line))
 		if err == nil || err.Error() != want {

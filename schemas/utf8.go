@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 	"github.com/tidwall/gjson"
 )
 
@@ -25,7 +26,7 @@ func InvalidUTF8Field(doc []byte) (string, bool) {
 }
 
 func invalidIn(v gjson.Result, path string, depth int) (string, bool) {
-	if depth > MaxFieldDepth {
+	if depth > pyjson.MaxDepth {
 		return path, true
 	}
 	var found string

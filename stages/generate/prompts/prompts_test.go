@@ -173,7 +173,7 @@ func TestDeepMetadataIsRejectedAsInput(t *testing.T) {
 		t.Fatalf("records = %+v", recs)
 	}
 	if len(rejects) != 1 || rejects[0].Line != 2 || rejects[0].Field != "metadata" ||
-		!strings.Contains(rejects[0].Reason, "nested deeper than 1000 levels") {
+		!strings.Contains(rejects[0].Reason, fmt.Sprintf("nested deeper than %d levels", schemas.MaxFieldDepth)) {
 		t.Fatalf("rejects = %.300v", rejects)
 	}
 }
