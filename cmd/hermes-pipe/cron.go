@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -582,14 +581,7 @@ func cronHome(c *cli.Context, deps cronDeps) string {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	if h := getenv("HERMES_PIPE_HOME"); h != "" {
-		return h
-	}
-	dir, err := os.UserHomeDir()
-	if err != nil {
-		return ".hermes-pipe"
-	}
-	return filepath.Join(dir, ".hermes-pipe")
+	return defaultHome(getenv)
 }
 
 // maxParallelFlag bounds the due jobs one tick or the daemon runs at once.

@@ -12,7 +12,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
-	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
 )
@@ -79,6 +78,7 @@ func sandboxFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ssh-network", Value: "none", Usage: "network of confined ssh commands: none (a loopback of their own) or host"},
 		&cli.IntFlag{Name: "ssh-max-procs", Value: defaultLocalLimits.Processes, Usage: "processes per confined ssh session (RLIMIT_NPROC); 0 = unlimited"},
 		&cli.Int64Flag{Name: "ssh-max-file-size", Value: defaultLocalLimits.FileSizeBytes, Usage: "largest file a confined ssh command may write, in bytes; 0 = unlimited"},
+		cwdRootFlag(),
 	}
 }
 
@@ -282,6 +282,10 @@ func runGenerate(c *cli.Context) error {
 	if err := checkInputFile("prompts", promptsFile); err != nil {
 		return err
 	}
+	cwds, err := cwdRule(c)
+	if err != nil {
+		return err
+	}
 	// The MCP pre-flight: a server that cannot start costs no token and
 	// leaves no output folder.
 	if err := tools.start(c); err != nil {
@@ -293,6 +297,9 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer r.close()
+	if err := protectRunDir(cwds, r.out.Dir); err != nil {
+		return err
+	}
 	ro := r.rolloutOptions(c, systemPrompt)
 	tools.apply(&ro)
 	opts := generate.Options{
@@ -306,10 +313,12 @@ func runGenerate(c *cli.Context) error {
 		RedoChanged:  c.Bool("redo-changed"),
 		Prune:        c.Bool("prune"),
 	}
-	if c.String("sandbox") == "local" {
-		// Only here can a row's folder be checked before it runs; docker
-		// creates a missing working folder, ssh reports it at session open.
-		opts.CheckCwd = prompts.LocalFolder
+	if cwds != nil {
+		// local and ssh bind a folder of a host: a row's cwd must be under a
+		// --cwd-root and clear of the output folder (local: an existing
+		// folder, through its links; ssh: the path's form only). Docker's
+		// cwd is a path inside the container, created when missing.
+		opts.CheckCwd = cwds.Check
 	}
 	res, err := generate.Run(r.ctx, opts)
 	if err = r.finish(c, err); err != nil {

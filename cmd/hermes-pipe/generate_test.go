@@ -537,8 +537,9 @@ func TestPromptsFolderIsAUsageErrorAndCreatesNoOutput(t *testing.T) {
 }
 
 // TestBadCwdIsARejectNotASandboxError: with the local sandbox a row whose
-// cwd is missing, relative or empty is rejected as input (naming line and
-// field) instead of failing every attempt as a retried sandbox_error.
+// cwd is missing (under --cwd-root), relative or empty is rejected as input
+// (naming line and field) instead of failing every attempt as a retried
+// sandbox_error.
 func TestBadCwdIsARejectNotASandboxError(t *testing.T) {
 	url := startFake(t, fakellm.Config{}, echoScript)
 	dir := t.TempDir()
@@ -548,7 +549,8 @@ func TestBadCwdIsARejectNotASandboxError(t *testing.T) {
 		`{"prompt": "echo c", "cwd": "relative/dir"}`,
 		`{"prompt": "echo d", "cwd": ""}`)
 	out := filepath.Join(t.TempDir(), "out")
-	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none",
+		"--cwd-root", dir)
 	if code != exitRowsFailed {
 		t.Fatalf("exit %d, want 3: %s", code, errs)
 	}

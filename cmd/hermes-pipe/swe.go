@@ -150,6 +150,15 @@ func runSWE(c *cli.Context) error {
 		}
 		src.File = tasksFile
 	}
+	// local and ssh clone each task's cwd from a folder of a host: it must
+	// be under a --cwd-root (docker: a path inside the task's image).
+	cwds, err := cwdRule(c)
+	if err != nil {
+		return err
+	}
+	if cwds != nil {
+		src.CheckCwd = cwds.Check
+	}
 	if _, err := swe.LoadTasks(src); err != nil { // bad tasks cost nothing, not even a connection
 		return usagef("--tasks: %v", err)
 	}
@@ -177,6 +186,9 @@ func runSWE(c *cli.Context) error {
 		return err
 	}
 	defer r.close()
+	if err := protectRunDir(cwds, r.out.Dir); err != nil {
+		return err
+	}
 	ro := r.rolloutOptions(c, systemPrompt)
 	tools.apply(&ro)
 	res, err := swe.Run(r.ctx, swe.Options{

@@ -38,7 +38,8 @@ type Options struct {
 	// always on with ModeResume).
 	RedoChanged, Prune bool
 	// CheckCwd, when set, rejects rows whose cwd it refuses (see
-	// prompts.Options.CheckCwd); the local sandbox uses prompts.LocalFolder.
+	// prompts.Options.CheckCwd); the local and ssh sandboxes use
+	// sandbox.CwdRule.Check.
 	CheckCwd func(dir string) error
 }
 

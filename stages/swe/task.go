@@ -83,11 +83,17 @@ type TaskSource struct {
 	// (NeedImage false).
 	DefaultImage string
 	NeedImage    bool
+	// CheckCwd, when set, is called with every task's cwd (when it has
+	// one); an error makes the task a bad line (field "cwd"). The cmd layer
+	// sets it for the drivers that clone the cwd from a folder of a host
+	// (local, ssh) to sandbox.CwdRule.Check: a tasks file is untrusted
+	// input and may not name any folder of the host.
+	CheckCwd func(dir string) error
 }
 
 // LoadTasks reads the tasks of src and gives every task without an image
-// src.DefaultImage. A task still without an image while src.NeedImage is an
-// error naming its line.
+// src.DefaultImage. A task still without an image while src.NeedImage, or
+// whose cwd src.CheckCwd refuses, is an error naming its line.
 func LoadTasks(src TaskSource) ([]Task, error) {
 	var (
 		tasks []Task
@@ -114,6 +120,11 @@ func LoadTasks(src TaskSource) ([]Task, error) {
 		}
 		if tasks[i].Image == "" && src.NeedImage {
 			errs = append(errs, &TaskError{Line: tasks[i].Line, Field: "image", Reason: "missing, and no default image (the container image the task runs in)"})
+		}
+		if tasks[i].Cwd != "" && src.CheckCwd != nil {
+			if err := src.CheckCwd(tasks[i].Cwd); err != nil {
+				errs = append(errs, &TaskError{Line: tasks[i].Line, Field: "cwd", Reason: err.Error()})
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -25,23 +25,11 @@ type Options struct {
 	Reject       func(schemas.Reject)           // called for every bad line; may be nil
 	Filter       func(rec *schemas.Record) bool // false = skip this unit (e.g. another shard's)
 	// CheckCwd, when set, is called with every row's cwd (when it has one)
-	// before the row becomes work; an error rejects the row (field "cwd").
-	// The local sandbox sets it to LocalFolder: a missing folder would
-	// otherwise fail every attempt as a sandbox_error.
+	// before the row becomes work; an error rejects the row (field "cwd",
+	// the error's text as the reason, so it should say what to do). The
+	// local and ssh sandboxes set it to sandbox.CwdRule.Check: a prompts
+	// file is untrusted input and may not bind any folder of the host.
 	CheckCwd func(dir string) error
-}
-
-// LocalFolder reports an error unless dir is an existing folder on this
-// machine. It costs one stat; it is Options.CheckCwd for the local sandbox.
-func LocalFolder(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
 }
 
 // Source streams records from a prompts file in file order. It is not safe for
@@ -149,7 +137,7 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		row.Index = index
 		if row.Cwd != "" && s.opts.CheckCwd != nil {
 			if err := s.opts.CheckCwd(row.Cwd); err != nil {
-				s.reject(line, "cwd", fmt.Sprintf("working folder unavailable: %v", err))
+				s.reject(line, "cwd", err.Error())
 				continue
 			}
 		}
