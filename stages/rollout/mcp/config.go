@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -105,9 +106,29 @@ func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
 
 // Parse is Load on bytes already read; path only names the file in errors.
 func Parse(path string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	// A file that starts with '{' is read as JSON (YAML refuses a key over
+	// 1,024 characters); when it is not JSON it may still be YAML's flow
+	// style, so YAML has the last word.
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: not valid JSON or YAML: %v", path, err)
+	var jerr *jsonError
+	if looksLikeJSON(data) {
+		n, err := jsonDoc(data)
+		if err == nil {
+			doc = *n
+		} else if !errors.As(err, &jerr) {
+			jerr = &jsonError{Line: 1, Msg: err.Error()}
+		}
+		if jerr != nil && jerr.Final {
+			return nil, fmt.Errorf("%s:%d: not valid JSON or YAML: %s", path, jerr.Line, jerr.Msg)
+		}
+	}
+	if doc.Kind == 0 {
+		if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+			if jerr != nil {
+				return nil, fmt.Errorf("%s:%d: not valid JSON or YAML: %s (as YAML: %v)", path, jerr.Line, jerr.Msg, err)
+			}
+			return nil, fmt.Errorf("%s: not valid JSON or YAML: %v", path, err)
+		}
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: want an object with an mcpServers (or mcp_servers) member", path)
