@@ -63,11 +63,34 @@ func newServer(root, token string) *Server {
 		var r report.SWEReport
 		if json.Unmarshal(b, &r) == nil {
 			// Without the baseline file only the gate's lists show.
-			_ = r.LoadBaseline(root)
+			if r.Gate == nil || baselineRegular(root, r.Gate.Baseline) {
+				_ = r.LoadBaseline(root)
+			}
 			s.swe = &r
 		}
 	}
 	return s
+}
+
+// baselineRegular reports whether every file report.json's gate baseline
+// may name (report.SWEReport.LoadBaseline: the path, and under root when it
+// is relative) is a regular file or absent. The path comes from the folder,
+// which may come from someone else: a device, a pipe or /proc could block
+// or never end, so then the baseline is not read.
+func baselineRegular(root, p string) bool {
+	if p == "" {
+		return true
+	}
+	try := []string{p}
+	if !filepath.IsAbs(p) {
+		try = append(try, filepath.Join(root, p))
+	}
+	for _, f := range try {
+		if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
 }
 
 // Close stops a build still running (its index is not kept) and releases

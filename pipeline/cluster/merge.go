@@ -355,12 +355,9 @@ func shardStats(dir string, records int) (pipeline.Statistics, error) {
 func checkInput(ctx context.Context, out string, checks []*shardCheck, n int, path string, eachInputKey KeyLister) (*InputCheck, []string, error) {
 	opts := recordedOptions(checks[0].man)
 	if path == "" {
-		p, _ := opts["prompts"].(string)
+		p := recordedPrompts(checks[0].man)
 		if p == "" {
-			return nil, nil, nil
-		}
-		if _, err := os.Stat(p); err != nil {
-			return nil, nil, nil // recorded on another machine: nothing to check against
+			return nil, nil, nil // none, recorded on another machine, or not followed
 		}
 		path = p
 	}
@@ -446,6 +443,23 @@ func recordedOptions(man pipeline.Manifest) map[string]any {
 	m := map[string]any{}
 	_ = json.Unmarshal(man.Options, &m)
 	return m
+}
+
+// recordedPrompts returns the prompts file a generate run recorded in
+// run.json (its --prompts as given) when it may be read here, else "". The
+// path comes from the folder, which may come from someone else, so it is
+// followed only to a regular file: never a device, a pipe or /proc, which
+// could block or never end. A path recorded on another machine is simply
+// not there; --prompts replaces it.
+func recordedPrompts(man pipeline.Manifest) string {
+	p, _ := recordedOptions(man)["prompts"].(string)
+	if p == "" {
+		return ""
+	}
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return p
 }
 
 func intOption(m map[string]any, name string, def int) int {

@@ -76,11 +76,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		st.Started = true
 		if path == "" {
 			if man, err := readManifestFile(dir); err == nil && man.Kind == "generate" {
-				if p, _ := recordedOptions(man)["prompts"].(string); p != "" {
-					if _, err := os.Stat(p); err == nil {
-						path = p
-					}
-				}
+				path = recordedPrompts(man)
 			}
 		}
 		lv, err := readLedger(dir)
