@@ -59,6 +59,7 @@ func compressCommand() *cli.Command {
 		&cli.BoolFlag{Name: "dry-run", Usage: "tokenise everything and report rows over budget, projected calls and tokens, and the length distribution; no API call, nothing written"},
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the report as JSON"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: compress.DefaultMaxLineBytes, Usage: "longest input row accepted"},
+		&cli.IntFlag{Name: "max-bytes-in-flight", Value: compress.DefaultMaxBytesInFlight, Usage: "input bytes of the rows compressed at once; a longer row is compressed alone (bounds memory whatever --workers is)"},
 		&cli.BoolFlag{Name: "batch", Usage: "send the summary requests through the OpenAI Batch API (about half price, results within 24h); --workers then defaults to 4096 rows waiting at once"},
 		&cli.StringFlag{Name: "batch-fallback", Usage: "requests that failed in --batch-attempts batches: \"\" fails the summary (summary_failed, --resume tries again), direct sends them as direct calls"},
 		&cli.IntFlag{Name: "batch-attempts", Value: 3, Usage: "batches one request may fail in before --batch-fallback applies"},
@@ -220,6 +221,8 @@ func runCompress(c *cli.Context) error {
 		OverLimit:    c.String("over-limit"),
 		MaxLineBytes: c.Int("max-line-bytes"),
 		Batch:        batch,
+
+		MaxBytesInFlight: c.Int("max-bytes-in-flight"),
 	})
 	if err = r.finish(c, err); err != nil {
 		return err

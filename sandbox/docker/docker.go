@@ -105,12 +105,17 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 }
 
-// hostConfig builds the container's limits from cfg with secure defaults.
-func (d *Driver) hostConfig() *container.HostConfig {
+// hostConfig builds the container's limits from cfg with secure defaults:
+// among them the seccomp profile (seccomp.go).
+func (d *Driver) hostConfig() (*container.HostConfig, error) {
 	c := d.cfg.Docker
 	hc := &container.HostConfig{
 		NetworkMode: container.NetworkMode(DefaultNetwork),
 		CapAdd:      slices.Clone(c.CapAdd),
+	}
+	sec, err := seccompOpt()
+	if err != nil {
+		return nil, err
 	}
 	if c.Network != "" {
 		hc.NetworkMode = container.NetworkMode(c.Network)
@@ -121,6 +126,7 @@ func (d *Driver) hostConfig() *container.HostConfig {
 	if !c.AllowNewPrivileges {
 		hc.SecurityOpt = []string{"no-new-privileges"}
 	}
+	hc.SecurityOpt = append(hc.SecurityOpt, sec)
 	pids := int64(DefaultPidsLimit)
 	if c.PidsLimit != 0 {
 		pids = c.PidsLimit // negative: unlimited
@@ -141,7 +147,7 @@ func (d *Driver) hostConfig() *container.HostConfig {
 	case c.CPUs > 0:
 		hc.NanoCPUs = int64(c.CPUs * 1e9)
 	}
-	return hc
+	return hc, nil
 }
 
 // Open creates and starts the session's container. It blocks for the create
@@ -164,6 +170,10 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
+	hc, err := d.hostConfig()
+	if err != nil {
+		return nil, err
+	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	// The name is for people reading `docker ps`; GC finds containers by label.
@@ -179,7 +189,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			User:       d.cfg.Docker.User,
 			Labels:     map[string]string{LabelRun: run, LabelRollout: spec.RolloutID},
 		},
-		HostConfig: d.hostConfig(),
+		HostConfig: hc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("docker sandbox open %s: create container: %w", image, unavailable(ctx, err))

@@ -134,9 +134,17 @@ func TestSecureDefaults(t *testing.T) {
 	if labels[LabelRun] != "defaults-run" || labels[LabelRollout] != s.spec.RolloutID {
 		t.Fatalf("labels %v", labels)
 	}
-	// Seen from inside: no capabilities, no network interface but lo.
-	res := exec1(t, s, "grep CapEff /proc/self/status; ls /sys/class/net")
-	if !strings.Contains(res.Stdout, "CapEff:\t0000000000000000") || strings.TrimSpace(strings.SplitN(res.Stdout, "\n", 2)[1]) != "lo" {
+	seccompOpt := slices.ContainsFunc(hc.SecurityOpt, func(o string) bool {
+		return strings.HasPrefix(o, "seccomp=") && !strings.Contains(o, `"ptrace"`) && strings.Contains(o, `"read"`)
+	})
+	if !seccompOpt {
+		t.Errorf("no seccomp profile without ptrace in %d security options", len(hc.SecurityOpt))
+	}
+	// Seen from inside: no capabilities, a seccomp filter, no network
+	// interface but lo.
+	res := exec1(t, s, "grep CapEff /proc/self/status; ls /sys/class/net; grep Seccomp: /proc/self/status")
+	if !strings.Contains(res.Stdout, "CapEff:\t0000000000000000") || strings.TrimSpace(strings.SplitN(res.Stdout, "\n", 3)[1]) != "lo" ||
+		!strings.Contains(res.Stdout, "Seccomp:\t2") {
 		t.Fatalf("inside view: %q", res.Stdout)
 	}
 }
@@ -152,7 +160,7 @@ func TestOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := in.Container.HostConfig
-	if *hc.PidsLimit != 64 || hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || len(hc.SecurityOpt) != 0 || !(slices.Equal(hc.CapAdd, []string{"CHOWN"}) || slices.Equal(hc.CapAdd, []string{"CAP_CHOWN"})) {
+	if *hc.PidsLimit != 64 || hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || slices.Contains(hc.SecurityOpt, "no-new-privileges") || !(slices.Equal(hc.CapAdd, []string{"CHOWN"}) || slices.Equal(hc.CapAdd, []string{"CAP_CHOWN"})) {
 		t.Fatalf("overrides not applied: pids %d secopt %v capadd %v %+v", *hc.PidsLimit, hc.SecurityOpt, hc.CapAdd, hc.Resources)
 	}
 }

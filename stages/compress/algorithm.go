@@ -430,11 +430,25 @@ func formatRegion(turns []turn) string {
 
 // elide keeps the first elideHead and last elideTail characters of a value
 // longer than elideOver characters, with a marker saying how many were cut.
+// It walks the value's bytes (no rune copy of a long value).
 func elide(v string) string {
-	if len(v) <= elideOver || utf8.RuneCountInString(v) <= elideOver {
+	if len(v) <= elideOver {
 		return v
 	}
-	r := []rune(v)
-	cut := len(r) - elideHead - elideTail
-	return string(r[:elideHead]) + "\n...[" + strconv.Itoa(cut) + " characters omitted]...\n" + string(r[len(r)-elideTail:])
+	n := utf8.RuneCountInString(v)
+	if n <= elideOver {
+		return v
+	}
+	head := 0
+	for range elideHead {
+		_, w := utf8.DecodeRuneInString(v[head:])
+		head += w
+	}
+	tail := len(v)
+	for range elideTail {
+		_, w := utf8.DecodeLastRuneInString(v[:tail])
+		tail -= w
+	}
+	cut := n - elideHead - elideTail
+	return v[:head] + "\n...[" + strconv.Itoa(cut) + " characters omitted]...\n" + v[tail:]
 }

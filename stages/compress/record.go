@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 	"github.com/tidwall/gjson"
@@ -22,9 +23,11 @@ type parsed struct {
 
 // parseRow reads the conversations of one JSON object line. Each turn must be
 // an object with string "from" and "value"; other members of a turn are kept.
+// The turns' raw text and unescaped values point into raw (no copy of the
+// row): raw must not change while the result is used.
 func parseRow(raw []byte) (parsed, error) {
 	var p parsed
-	conv := gjson.GetBytes(raw, "conversations")
+	conv := gjson.Get(view(raw), "conversations")
 	if !conv.IsArray() {
 		return p, errors.New("no conversations array")
 	}
@@ -128,7 +131,7 @@ func appendTurn(b []byte, from, value string, spaced bool) []byte {
 // other bytes are kept.
 func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
-	cur := gjson.GetBytes(raw, gjson.Escape(key))
+	cur := gjson.Get(view(raw), gjson.Escape(key)) // only its position is used
 	if cur.Exists() && cur.Index > 0 {
 		out := make([]byte, 0, len(raw)-len(cur.Raw)+len(val))
 		out = append(out, raw[:cur.Index]...)
@@ -156,6 +159,11 @@ func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) 
 	out = append(out, val...)
 	return append(out, '}'), nil
 }
+
+// view is raw as a string without a copy (gjson.GetBytes copies every
+// result, a whole conversations array included). The caller keeps raw
+// unchanged while the string or anything cut from it is in use.
+func view(raw []byte) string { return unsafe.String(unsafe.SliceData(raw), len(raw)) }
 
 // spaceJSON rewrites compact JSON with Python's separators ", " and ": ".
 func spaceJSON(compact []byte) []byte {

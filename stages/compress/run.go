@@ -34,6 +34,11 @@ type Options struct {
 	OverLimit string
 
 	MaxLineBytes int
+	// MaxBytesInFlight bounds the input bytes of the rows being compressed
+	// at once (default DefaultMaxBytesInFlight): a row waits to be read
+	// out while the rows in work hold more; one longer than the bound is
+	// compressed alone.
+	MaxBytesInFlight int
 	// Batch sends the summary requests through the Batch API, or exports
 	// and imports them as files (see BatchOptions); the zero value calls
 	// the model directly. In batch modes RowTimeout does not apply.
@@ -166,7 +171,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			if bt != nil {
 				stage.batch = bt
 			}
-			src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter})
+			if o.MaxBytesInFlight <= 0 {
+				o.MaxBytesInFlight = DefaultMaxBytesInFlight
+			}
+			stage.inflight = newRowBytes(int64(o.MaxBytesInFlight))
+			src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter,
+				inflight: stage.inflight, done: out.Done})
 			return src, []pipeline.Stage{stage}, nil
 		},
 		// The aggregate is built from the row journal, counting every row

@@ -140,6 +140,12 @@ type SourceOptions struct {
 	// Filter, when set, keeps only the records it accepts (a shard of a run
 	// split across machines); the others are skipped silently.
 	Filter func(rec *schemas.Record) bool
+
+	// inflight, when set, is taken for each row handed out (not for rows
+	// done says the output already holds: the runtime skips those); the
+	// stage gives it back.
+	inflight *rowBytes
+	done     func(key string) bool
 }
 
 // Source streams the rows of its inputs as records, in input order. Each
@@ -230,9 +236,15 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		pos := s.pos
 		s.pos++
-		if rec := s.record(in, n, pos, line); rec != nil {
+		o, _ := s.cur.(interface{ owned() bool })
+		if rec := s.record(in, n, pos, line, o != nil && o.owned()); rec != nil {
 			if s.opts.Filter != nil && !s.opts.Filter(rec) {
 				continue
+			}
+			if s.opts.inflight != nil && (s.opts.done == nil || !s.opts.done(rec.Key)) {
+				if err := s.opts.inflight.acquire(ctx, len(rec.Raw)); err != nil {
+					return nil, err
+				}
 			}
 			s.rows++
 			return rec, nil
@@ -241,7 +253,8 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 }
 
 // record checks one line and builds its record; nil when it was rejected.
-func (s *Source) record(in Input, lineNo, pos int, line []byte) *schemas.Record {
+// An owned line becomes the record's Raw as it is; another is copied.
+func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *schemas.Record {
 	line = bytes.TrimSpace(line)
 	if !gjson.ValidBytes(line) || line[0] != '{' {
 		s.reject(in, lineNo, "", "not a JSON object", line)
@@ -253,12 +266,16 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte) *schemas.Record 
 		s.reject(in, lineNo, field, "invalid UTF-8: rows are written as UTF-8 text and this one would change; fix its bytes (raw_base64 holds them)", line)
 		return nil
 	}
-	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "conversations", "outcome")
+	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "outcome")
 	if _, err := parseRow(line); err != nil {
 		s.reject(in, lineNo, "conversations", err.Error(), line)
 		return nil
 	}
-	rec := &schemas.Record{PromptIndex: pos, Raw: append([]byte(nil), line...)}
+	raw := line
+	if !owned {
+		raw = append([]byte(nil), line...)
+	}
+	rec := &schemas.Record{PromptIndex: pos, Raw: raw}
 	if f[0].Type == gjson.String && f[0].Str != "" {
 		rec.Key = f[0].Str
 		if f[1].Type == gjson.Number {
@@ -267,7 +284,7 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte) *schemas.Record 
 		if f[2].Type == gjson.Number {
 			rec.Sample = int(f[2].Int())
 		}
-		if oc := schemas.Outcome(f[4].Str); f[4].Type == gjson.String && oc.Retryable() {
+		if oc := schemas.Outcome(f[3].Str); f[3].Type == gjson.String && oc.Retryable() {
 			s.reject(in, lineNo, "outcome", fmt.Sprintf("record %s has outcome %s: it is waiting for a retry, not a finished trajectory", rec.Key, oc), line)
 			return nil
 		}
@@ -374,13 +391,36 @@ type zstdCloser struct{ d *zstd.Decoder }
 
 func (z zstdCloser) Close() error { z.d.Close(); return nil }
 
-// jsonlReader splits a stream into lines with one reusable buffer.
+// jsonlReader splits a stream into lines with one reusable buffer. A line
+// longer than the read buffer is gathered chunk by chunk and copied once
+// into a slice of its exact size, which the caller may keep (owned): a
+// long row is held once, not in a growing buffer and a copy of it.
 type jsonlReader struct {
 	r       *bufio.Reader
 	max     int
 	line    int
 	buf     []byte
+	chunks  [][]byte
+	own     bool // the last line returned is a fresh slice the caller may keep
 	closers []io.Closer
+}
+
+// owned reports whether the last line next returned may be kept as is.
+func (j *jsonlReader) owned() bool { return j.own }
+
+// gather returns the line made of j.chunks and last, in a slice of its own.
+func (j *jsonlReader) gather(last []byte) []byte {
+	n := len(last)
+	for _, c := range j.chunks {
+		n += len(c)
+	}
+	out := make([]byte, 0, n)
+	for _, c := range j.chunks {
+		out = append(out, c...)
+	}
+	out = append(out, last...)
+	j.chunks, j.own = nil, true
+	return out
 }
 
 func newJSONLReader(r io.Reader, max int, closers ...io.Closer) *jsonlReader {
@@ -388,16 +428,20 @@ func newJSONLReader(r io.Reader, max int, closers ...io.Closer) *jsonlReader {
 }
 
 func (j *jsonlReader) next() ([]byte, int, error) {
-	j.buf = j.buf[:0]
+	j.buf, j.chunks, j.own = j.buf[:0], nil, false
 	j.line++
+	size := 0
 	for {
 		chunk, err := j.r.ReadSlice('\n')
-		if len(j.buf)+len(chunk) > j.max {
-			head := append([]byte(nil), j.buf[:min(len(j.buf), 64<<10)]...)
-			if len(head) < 64<<10 {
-				head = append(head, chunk[:min(len(chunk), 64<<10-len(head))]...)
+		if size+len(chunk) > j.max {
+			var head []byte
+			for _, c := range append(j.chunks, chunk) {
+				head = append(head, c[:min(len(c), 64<<10-len(head))]...)
+				if len(head) >= 64<<10 {
+					break
+				}
 			}
-			j.buf = j.buf[:0]
+			j.chunks = nil
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = j.r.ReadSlice('\n')
 			}
@@ -406,18 +450,28 @@ func (j *jsonlReader) next() ([]byte, int, error) {
 			}
 			return nil, j.line, &lineTooLong{head: head}
 		}
-		j.buf = append(j.buf, chunk...)
+		size += len(chunk)
 		switch {
 		case err == nil:
+			if j.chunks != nil {
+				return bytes.TrimRight(j.gather(chunk), "\r\n"), j.line, nil
+			}
+			j.buf = append(j.buf, chunk...)
 			return bytes.TrimRight(j.buf, "\r\n"), j.line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
+			j.chunks = append(j.chunks, append([]byte(nil), chunk...))
 			continue
 		case errors.Is(err, io.EOF):
-			if len(j.buf) == 0 {
+			if size == 0 {
 				return nil, j.line, io.EOF
 			}
+			if j.chunks != nil {
+				return j.gather(chunk), j.line, nil
+			}
+			j.buf = append(j.buf, chunk...)
 			return j.buf, j.line, nil
 		default:
+			j.chunks = nil
 			return nil, j.line, err
 		}
 	}

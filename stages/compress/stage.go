@@ -45,6 +45,9 @@ type Stage struct {
 	// says which row keys the output folder holds as final (Preflight).
 	batch *batcher
 	done  func(key string) bool
+	// inflight bounds the bytes of the rows in work; the source took each
+	// row's share, Process gives it back.
+	inflight *rowBytes
 }
 
 // Name implements pipeline.Stage.
@@ -54,6 +57,9 @@ func (s *Stage) Name() string { return "compress" }
 // rowTimeout in all. It returns an error only when ctx ends (the record is
 // then redone by --resume) or the quarantine file cannot be written.
 func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	if s.inflight != nil {
+		defer s.inflight.release(len(rec.Raw))
+	}
 	p, err := parseRow(rec.Raw)
 	if err != nil {
 		// The source checks this; a record that still fails is a bug.
