@@ -51,7 +51,8 @@ func TestSWEUsageErrorsExit2(t *testing.T) {
 		{"neither", nil, "give --tasks FILE or --task TEXT"},
 		{"empty task", []string{"--task", " "}, "--task is empty"},
 		{"rate", []string{"--tasks", tasks, "--min-resolved", "1.5"}, "--min-resolved"},
-		{"baseline", []string{"--tasks", tasks, "--baseline", filepath.Join(t.TempDir(), "none.json")}, "--baseline"},
+		// --task: the suite's tasks name /testbed, refused as a local cwd first.
+		{"baseline", []string{"--task", "x", "--baseline", filepath.Join(t.TempDir(), "none.json")}, "--baseline"},
 		{"tasks file", []string{"--tasks", filepath.Join(t.TempDir(), "none.jsonl")}, "--tasks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
