@@ -57,7 +57,7 @@ target. An execution whose process died is recorded as unknown and never
 retried.
 
 Bad jobs: a job in jobs.json that cannot be scheduled (a schedule such as
-"61 * * * *", a non-string id, a field of the wrong type) is left untouched,
+"61 * * * *", a non-string id, an id two jobs share, a field of the wrong type) is left untouched,
 named by tick and list (exit 1) and alerted once; the other jobs run. A job
 with no next_run_at (null) gets one as import gives it. A job whose scheduling
 fails is paused with the reason and alerted; fix it, then cron resume.`
@@ -483,6 +483,11 @@ func cronNextCommand(deps cronDeps) *cli.Command {
 			}
 			s, err := cron.ParseSchedule(c.Args().First(), loc, from)
 			if err != nil {
+				return err
+			}
+			// What cron add refuses (never fires, a one-shot time past) is
+			// refused here too, rather than printing nothing.
+			if _, err := cron.FirstRun(s, c.Args().First(), loc, from); err != nil {
 				return err
 			}
 			at := from

@@ -125,21 +125,33 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 	if err := ValidateDeliver(j.Deliver); err != nil {
 		return nil, err
 	}
-	if sched.Kind == KindOnce {
-		at, _ := parseTimestamp(sched.RunAt, loc)
-		if now.Sub(at) > minGrace {
-			return nil, usagef("one-shot time %s is in the past", at.In(loc).Format(time.RFC3339))
-		}
-		j.NextRunAt = NullString(fmtTime(at))
-	} else if next, ok := sched.Next(now, loc); ok {
-		j.NextRunAt = NullString(fmtTime(next))
-	} else {
-		return nil, usagef("schedule %q never fires", spec.Schedule)
+	first, err := FirstRun(sched, spec.Schedule, loc, now)
+	if err != nil {
+		return nil, err
 	}
+	j.NextRunAt = NullString(fmtTime(first))
 	if spec.Paused {
 		pause(j, now, "created paused")
 	}
 	return j, nil
+}
+
+// FirstRun is the first occurrence of sched (parsed from text) after now,
+// or the usage error `cron add` refuses the schedule with: a one-shot time
+// in the past, a schedule that never fires ("0 0 31 2 *"). `cron next`
+// checks a schedule with it too, so both refuse the same schedules.
+func FirstRun(sched Schedule, text string, loc *time.Location, now time.Time) (time.Time, error) {
+	if sched.Kind == KindOnce {
+		at, _ := parseTimestamp(sched.RunAt, loc)
+		if now.Sub(at) > minGrace {
+			return time.Time{}, usagef("one-shot time %s is in the past", at.In(loc).Format(time.RFC3339))
+		}
+		return at, nil
+	}
+	if next, ok := sched.Next(now, loc); ok {
+		return next, nil
+	}
+	return time.Time{}, usagef("schedule %q never fires", text)
 }
 
 // defaultName is Hermes' default job name: the start of the prompt (else

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -221,6 +222,34 @@ func (s *Store) parse(data []byte, stamp string) (*Tx, error) {
 func (tx *Tx) checkAll() {
 	for _, e := range tx.entries {
 		e.invalid = e.check()
+	}
+	tx.checkDuplicates()
+}
+
+// checkDuplicates marks every job whose id another job of the file also
+// has (a hand edit): which of them is meant cannot be known, so none runs
+// and each is reported with the positions of all of them.
+func (tx *Tx) checkDuplicates() {
+	at := map[string][]int{}
+	for i, e := range tx.entries {
+		if id := e.getID(); id != "" {
+			at[id] = append(at[id], i)
+		}
+	}
+	for id, idx := range at {
+		if len(idx) < 2 {
+			continue
+		}
+		pos := make([]string, len(idx))
+		for k, i := range idx {
+			pos[k] = "#" + strconv.Itoa(i+1)
+		}
+		err := fmt.Errorf("id %q is given to jobs %s of the file; none of them runs until each has its own id", id, strings.Join(pos, ", "))
+		for _, i := range idx {
+			if tx.entries[i].invalid == nil {
+				tx.entries[i].invalid = err
+			}
+		}
 	}
 }
 
