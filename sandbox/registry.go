@@ -78,10 +78,24 @@ type LocalConfig struct {
 // LocalLimits are resource limits of a confined local session; zero means
 // unlimited.
 type LocalLimits struct {
-	Processes     int   // processes of the session (root is exempt where only rlimits apply)
-	MemoryBytes   int64 // address space per process
+	Processes int // processes of the session (root is exempt where only rlimits apply)
+	// MemoryBytes is the session's memory (its cgroup: processes, and the
+	// tmpfs pages it writes, DiskBytes included); where no cgroup memory
+	// controller is usable, the address space of each process (rlimit).
+	MemoryBytes   int64
 	FileSizeBytes int64 // largest file a command may write
 	CPUSeconds    int   // CPU time per process
+	// DiskBytes is the size of the session folder (home, /tmp, the shell's
+	// state): a tmpfs of that size mounted at the folder, so a command that
+	// fills it gets ENOSPC and nothing else runs short. Its pages count
+	// against MemoryBytes. Mounting needs root (CAP_SYS_ADMIN); elsewhere
+	// the folder stays on the base folder's disk (Driver.Ceilings says so).
+	DiskBytes int64
+	// CPUWeight is the session's cgroup CPU weight (cgroup v2 cpu.weight,
+	// 1..10000, 100 being a plain process's; cpu.shares = weight×1024/100
+	// on v1): under contention each busy session gets CPU in proportion to
+	// it, however many processes it runs.
+	CPUWeight int
 }
 
 // DockerConfig holds options of the docker driver. Zero values are the

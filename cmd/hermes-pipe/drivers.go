@@ -73,7 +73,7 @@ func cronAgent() cron.AgentRunner {
 		PricesFile:     os.Getenv("HERMES_PIPE_PRICES"),
 		OpenDriver: func(scheme string, cfg sandbox.Config) (sandbox.Driver, error) {
 			if scheme == "local" {
-				cfg.Local.Limits = defaultLocalLimits
+				cfg.Local.Limits = defaultCeilings(defaultLocalLimits)
 			}
 			return openSandbox(scheme, cfg)
 		},
@@ -81,7 +81,8 @@ func cronAgent() cron.AgentRunner {
 }
 
 // defaultLocalLimits are the per-session limits of a confined local
-// session unless --local-max-* flags say otherwise.
+// session unless --local-max-* flags say otherwise; the memory, disk and
+// CPU ceilings are added by localCeilings (flags) or defaultCeilings.
 var defaultLocalLimits = sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 << 30}
 
 // lazyDriver builds its driver on the first Open, so commands that never run
@@ -89,7 +90,7 @@ var defaultLocalLimits = sandbox.LocalLimits{Processes: 1024, FileSizeBytes: 4 <
 type lazyDriver struct{ scheme string }
 
 func (l lazyDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	d, err := registry().Open(l.scheme, sandbox.Config{Local: sandbox.LocalConfig{Limits: defaultLocalLimits}})
+	d, err := registry().Open(l.scheme, sandbox.Config{Local: sandbox.LocalConfig{Limits: defaultCeilings(defaultLocalLimits)}})
 	if err != nil {
 		return nil, err
 	}

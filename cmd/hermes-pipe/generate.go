@@ -60,7 +60,7 @@ func sandboxFlags() []cli.Flag {
 		&cli.StringFlag{Name: "local-network", Value: "none", Usage: "network of confined local commands: none (a loopback of their own) or host"},
 		&cli.IntFlag{Name: "local-max-procs", Value: defaultLocalLimits.Processes, Usage: "processes per confined local session (a cgroup where the machine allows it, else RLIMIT_NPROC, which root is exempt from); 0 = unlimited"},
 		&cli.Int64Flag{Name: "local-max-file-size", Value: defaultLocalLimits.FileSizeBytes, Usage: "largest file a confined local command may write, in bytes; 0 = unlimited"},
-		&cli.Int64Flag{Name: "local-max-memory", Usage: "memory per confined local session in bytes (cgroup where allowed, else address space per process); 0 = unlimited"},
+		memoryFlag(), diskFlag(), cpuWeightFlag(),
 		&cli.IntFlag{Name: "local-cpu-time", Usage: "CPU seconds per process of a confined local session; 0 = unlimited"},
 		&cli.StringFlag{Name: "docker-image", Usage: "image for rows that name none (docker)"},
 		&cli.StringFlag{Name: "docker-network", Value: "none", Usage: "container network (docker)"},
@@ -162,7 +162,7 @@ func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) 
 
 // sandboxConfig reads the sandbox flags.
 func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
-	return sandbox.Config{
+	cfg := sandbox.Config{
 		RunID:          runID,
 		DefaultTimeout: c.Duration("command-timeout"),
 		MaxOutput:      c.Int("max-output"),
@@ -174,7 +174,6 @@ func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
 			Limits: sandbox.LocalLimits{
 				Processes:     c.Int("local-max-procs"),
 				FileSizeBytes: c.Int64("local-max-file-size"),
-				MemoryBytes:   c.Int64("local-max-memory"),
 				CPUSeconds:    c.Int("local-cpu-time"),
 			},
 		},
@@ -201,6 +200,8 @@ func sandboxConfig(c *cli.Context, runID string) sandbox.Config {
 			},
 		},
 	}
+	localCeilings(c, c.Int("workers"), &cfg.Local.Limits)
+	return cfg
 }
 
 // outputMode reads --resume/--overwrite.

@@ -69,6 +69,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
 			return nil, err
 		}
+		ceilingWarnings(c, label, r.driver)
 		if c.String("sandbox") == "local" && c.String("local-isolation") == "none" {
 			fmt.Fprintf(c.App.ErrWriter, "%s: warning: --local-isolation none: commands run as this user with its files, network and processes in reach\n", label)
 		}

@@ -21,12 +21,19 @@ func sandboxCommand() *cli.Command {
 			Name:  "check",
 			Usage: "say whether this machine can confine local commands, and with which limits",
 			Description: `Finds bubblewrap, runs it once with the namespaces a confined local session
-uses (user, mount, pid, net, ipc, uts), and looks at which cgroup hierarchy
-can hold per-session limits. Exits 1 when confinement is unavailable: then
---sandbox local refuses to run unless --local-isolation none is given.`,
+uses (user, mount, pid, net, ipc, uts), looks at which cgroup hierarchy
+can hold per-session limits and whether a session folder can be a
+size-capped tmpfs, and prints the per-session ceilings (memory, disk, CPU
+weight) that the given flags and --workers make on this machine. Exits 1
+when confinement is unavailable: then --sandbox local refuses to run unless
+--local-isolation none is given.`,
+			Flags: append([]cli.Flag{
+				&cli.IntFlag{Name: "workers", Value: 8, Usage: "sessions at once, which the auto ceilings share the machine between"},
+			}, ceilingFlags()...),
 			Action: func(c *cli.Context) error {
 				r := confine.Probe(c.Context)
 				fmt.Fprint(c.App.Writer, r.String())
+				fmt.Fprint(c.App.Writer, describeCeilings(c, r))
 				if err := r.Usable(); err != nil {
 					return fmt.Errorf("local confinement unavailable: %w (--local-isolation none runs commands unconfined)", err)
 				}

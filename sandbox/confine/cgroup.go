@@ -16,7 +16,7 @@ import (
 const cgroupRoot = "/sys/fs/cgroup"
 
 // Cgroup is one session's control group: a folder in the v2 hierarchy, or
-// one per v1 controller (pids, memory). Its processes can be listed and
+// one per v1 controller (pids, memory, and cpu when a CPU weight is set). Its processes can be listed and
 // killed together, and its limits hold for the whole session, root
 // included.
 type Cgroup struct {
@@ -26,7 +26,10 @@ type Cgroup struct {
 
 // NewCgroup creates the group name under this process's own group, in the
 // hierarchy Probe found usable (version "v2" or "v1"), and sets l's process
-// and memory limits in it.
+// and memory limits and CPU weight in it (setCPUWeight). Its memory limit
+// holds for the group's processes and the tmpfs pages they write; when it
+// is reached the kernel kills the group's largest process (memory.oom.group
+// stays 0 on v2: the one process, not the whole group).
 func NewCgroup(version, name string, l Limits) (*Cgroup, error) {
 	c := &Cgroup{Version: version}
 	var ctls []string
@@ -35,6 +38,9 @@ func NewCgroup(version, name string, l Limits) (*Cgroup, error) {
 		ctls = []string{""}
 	case "v1":
 		ctls = []string{"pids", "memory"}
+		if l.CPUWeight > 0 {
+			ctls = append(ctls, "cpu")
+		}
 	default:
 		return nil, fmt.Errorf("confine: cgroup version %q: want v2 or v1", version)
 	}
@@ -62,6 +68,9 @@ func NewCgroup(version, name string, l Limits) (*Cgroup, error) {
 			case "":
 				err = os.WriteFile(filepath.Join(dir, "memory.max"), []byte(strconv.FormatInt(l.MemoryBytes, 10)), 0)
 			}
+		}
+		if err == nil && l.CPUWeight > 0 && (ctl == "" || ctl == "cpu") {
+			err = setCPUWeight(dir, ctl == "", l.CPUWeight)
 		}
 		if err != nil {
 			_ = c.Remove()
@@ -232,7 +241,7 @@ func (c *Cgroup) Remove() error {
 func RemoveStale(prefix string) int {
 	own := ownGroups()
 	n := 0
-	for _, ctl := range []string{"", "pids", "memory"} {
+	for _, ctl := range []string{"", "pids", "memory", "cpu"} {
 		matches, _ := filepath.Glob(filepath.Join(cgroupRoot, ctl, own[ctl], prefix+"*"))
 		for _, d := range matches {
 			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {

@@ -96,6 +96,7 @@ type Limits struct {
 	MemoryBytes   int64 // address space per process (rlimit) or the session's memory (cgroup)
 	FileSizeBytes int64 // largest file a command may write
 	CPUSeconds    int   // CPU time per process
+	CPUWeight     int   // the session's cgroup CPU weight (1..10000; 0 = the cgroup's default), see NewCgroup
 }
 
 // Policy says what a confined command sees and may use.

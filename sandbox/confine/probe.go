@@ -19,6 +19,7 @@ type Report struct {
 	Cgroup       string   // "v2" (delegated, writable), "v1" (pids/memory writable), "" (none usable)
 	Controllers  []string // the usable cgroup controllers among pids, memory, cpu
 	Rlimits      bool     // rlimits (ulimit) can be set: always on Linux
+	Disk         error    // nil when a session folder can get a size-capped tmpfs (MountDisk: needs root)
 	Seccomp      bool     // the test command ran under the seccomp filter (Seccomp)
 }
 
@@ -52,6 +53,11 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "cgroups: %s, controllers %s\n", r.Cgroup, strings.Join(r.Controllers, ", "))
 	}
 	fmt.Fprintf(&b, "rlimits: %v\n", r.Rlimits)
+	if r.Disk == nil {
+		b.WriteString("session folder tmpfs (disk ceiling): usable\n")
+	} else {
+		fmt.Fprintf(&b, "session folder tmpfs (disk ceiling): unavailable: %v\n", r.Disk)
+	}
 	if r.Seccomp {
 		fmt.Fprintf(&b, "seccomp: filter applied (%d system calls denied: ptrace, process_vm_readv, mount, bpf, ...)\n", len(SeccompDenied))
 	}
@@ -68,6 +74,7 @@ func (r Report) String() string {
 func Probe(ctx context.Context) Report {
 	r := Report{Rlimits: true}
 	r.Cgroup, r.Controllers = probeCgroup()
+	r.Disk = probeDisk()
 	path, err := exec.LookPath("bwrap")
 	if err != nil {
 		r.Namespaces = err

@@ -52,7 +52,8 @@ type Driver struct {
 	mounts []confine.Mount
 	cgroup string // cgroup version usable here ("v2", "v1"), "" = limits by rlimits only
 
-	pool *pool // closed confined sessions kept for reuse (pool.go)
+	pool *pool    // closed confined sessions kept for reuse (pool.go)
+	ceil ceilings // how the per-session ceilings are held here (ceilings.go)
 }
 
 // optOut names the flag that runs commands unconfined, for errors.
@@ -112,6 +113,8 @@ func New(cfg sandbox.Config) (*Driver, error) {
 	}
 	d.bwrap = r.Bwrap
 	d.cgroup = r.Cgroup
+	l := cfg.Local.Limits
+	d.setCeilings(r, confine.Limits{MemoryBytes: l.MemoryBytes, CPUWeight: l.CPUWeight}, l.DiskBytes)
 	return d, nil
 }
 
@@ -142,6 +145,10 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
+	if err := d.mountDisk(dir); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("local sandbox open: %w", err)
+	}
 	s := &Session{
 		spec:   spec,
 		dir:    dir,
@@ -157,19 +164,19 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	for _, p := range kept {
 		if err := os.Mkdir(filepath.Join(dir, p), 0o700); err != nil {
-			_ = os.RemoveAll(dir)
+			_ = removeSessionDir(dir)
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
 	}
 	if s.folder, err = newFolder(dir, kept...); err != nil {
-		_ = os.RemoveAll(dir)
+		_ = removeSessionDir(dir)
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
 	s.cwd = s.home
 	if spec.Cwd != "" {
 		fi, err := os.Stat(spec.Cwd)
 		if err != nil || !fi.IsDir() {
-			_ = os.RemoveAll(dir)
+			_ = removeSessionDir(dir)
 			return nil, fmt.Errorf("local sandbox open: working folder %q is not a folder", spec.Cwd)
 		}
 		s.cwd = spec.Cwd
@@ -187,21 +194,21 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			Env:        s.env,
 			Chdir:      s.cwd,
 			Limits: confine.Limits{Processes: l.Processes, MemoryBytes: l.MemoryBytes,
-				FileSizeBytes: l.FileSizeBytes, CPUSeconds: l.CPUSeconds},
+				FileSizeBytes: l.FileSizeBytes, CPUSeconds: l.CPUSeconds, CPUWeight: l.CPUWeight},
 		}
 		if spec.Cwd != "" {
 			s.policy.WorkDir = spec.Cwd
 		}
 		if err := s.policy.Validate(); err != nil {
-			_ = os.RemoveAll(dir)
+			_ = removeSessionDir(dir)
 			return nil, fmt.Errorf("local sandbox open: %w", err)
 		}
 		s.mapper = s.policy.Mapper()
 		s.folder.mountPoints(s.policy)
-		if d.cgroup != "" && (l.Processes > 0 || l.MemoryBytes > 0) {
+		if d.cgroup != "" && (l.Processes > 0 || l.MemoryBytes > 0 || l.CPUWeight > 0) {
 			s.box.cgVersion = d.cgroup // created with the first process (cgroup)
 		}
-		if lim := s.policy.Limits.ShellLimits(); lim != "" {
+		if lim := d.rlimits(s.policy.Limits).ShellLimits(); lim != "" {
 			s.script = lim + "\n" + s.script
 		}
 		// The bwrap process itself gets only the marker, so gc finds it.
@@ -211,7 +218,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.sh = sandbox.NewShell(sandbox.ShellConfig{
 			Start:     s.startShell,
 			StateDir:  s.state,
-			Prelude:   s.policy.Limits.ShellLimits(),
+			Prelude:   d.rlimits(s.policy.Limits).ShellLimits(),
 			MaxOutput: spec.MaxOutput,
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
 			WriteFile: s.engineWriter(key != ""),
@@ -339,7 +346,7 @@ func (d *Driver) GC(ctx context.Context, runID string) (int, error) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		if err := removeAll(filepath.Join(d.base, e.Name())); err != nil {
+		if err := removeSessionDir(filepath.Join(d.base, e.Name())); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -672,7 +679,7 @@ func (s *Session) Close(ctx context.Context) error {
 			return fmt.Errorf("local sandbox close: %w", err)
 		}
 	}
-	if err := removeAll(s.dir); err != nil {
+	if err := removeSessionDir(s.dir); err != nil {
 		return fmt.Errorf("local sandbox close: %w", err)
 	}
 	return nil

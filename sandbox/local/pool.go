@@ -360,7 +360,7 @@ func (s *Session) teardown() error {
 			return fmt.Errorf("local sandbox close: %w", err)
 		}
 	}
-	if err := removeAll(s.dir); err != nil {
+	if err := removeSessionDir(s.dir); err != nil {
 		return fmt.Errorf("local sandbox close: %w", err)
 	}
 	return nil
