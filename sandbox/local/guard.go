@@ -1,15 +1,18 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
@@ -168,4 +171,68 @@ func (p *shellProc) others() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// maskShellMem closes the shell's own /proc/<pid>/mem to the shell itself
+// where the kernel does not: a process may always open its own memory file
+// when it owns it, which a not-dumpable process does when the sandbox runs
+// as root (the sandbox's root is then the owner). A row could then have
+// the shell open it in a redirection ({ cmd; } 3<>/proc/$$/mem) and a
+// child rewrite the shell through that descriptor, and a shell refreshed
+// in place (sandbox.Shell.Refresh) would carry that to the next row. The
+// driver, root too, mounts a read-only, nodev /dev/null over the file (and
+// its task entry) in the sandbox's mount namespace with nsenter: opening
+// it then fails. Where the shell cannot open its memory anyway nothing is
+// done. An error means the shell must not be refreshed in place. It costs
+// a few processes (tens of milliseconds) per new shell, as root only.
+func (p *shellProc) maskShellMem() error {
+	if p.shell == 0 {
+		if err := p.find(); err != nil {
+			return err
+		}
+	}
+	pid := strconv.Itoa(p.shell)
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/"+pid+"/mem", &st); err != nil {
+		return err
+	}
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return err
+	}
+	var fsuid, nspid string
+	for _, l := range strings.Split(string(status), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 5 && f[0] == "Uid:":
+			fsuid = f[4]
+		case len(f) > 1 && f[0] == "NSpid:":
+			nspid = f[len(f)-1]
+		}
+	}
+	if fsuid != strconv.FormatUint(uint64(st.Uid), 10) {
+		return nil // the owner is another user: the kernel refuses the shell
+	}
+	if nspid == "" {
+		return errors.New("the shell's pid in its namespace is unknown")
+	}
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return err
+	}
+	var script strings.Builder
+	for i, f := range []string{"/proc/" + nspid + "/mem", "/proc/" + nspid + "/task/" + nspid + "/mem"} {
+		if i > 0 {
+			script.WriteString(" && ")
+		}
+		fmt.Fprintf(&script, "mount --bind /dev/null %[1]s && mount -o remount,bind,ro,nodev %[1]s", f)
+	}
+	c := exec.Command(nsenter, "-t", strconv.Itoa(p.sup), "-m", "--", "/bin/sh", "-c", script.String())
+	c.Env = []string{"PATH=" + defaultPath}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("mask the shell's memory: %v: %s", err, bytes.TrimSpace(out.Bytes()))
+	}
+	return nil
 }

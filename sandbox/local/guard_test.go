@@ -34,6 +34,12 @@ func TestPooledRowCannotReachSupervisor(t *testing.T) {
 			if !strings.Contains(st.Stdout, "Seccomp:\t2") {
 				t.Fatalf("no seccomp filter in the sandbox:\n%s%s", st.Stdout, st.Stderr)
 			}
+			// The shell itself cannot open its memory for a child to write
+			// through (a redirection of a group runs in the shell).
+			self := exec1(t, a, `{ :; } 3</proc/$$/mem && echo SELF-OPEN; { :; } 3<>/proc/self/mem && echo SELF-OPEN; { :; } 3</proc/thread-self/mem && echo SELF-OPEN; echo tried`, 0)
+			if !strings.Contains(self.Stdout, "tried") || strings.Contains(self.Stdout, "SELF-OPEN") {
+				t.Errorf("the shell opens its own memory:\n%s%s", self.Stdout, self.Stderr)
+			}
 			if err := a.WriteFile(context.Background(), "/tmp/tracer", bin, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -89,6 +95,9 @@ echo checked`, strings.TrimPrefix(tag, "hermes-guard-")), 0)
 			}
 			if p := hostProcs(tag); len(p) > 0 {
 				t.Errorf("the row's processes %v are alive in the pooled sandbox", p)
+			}
+			if self := exec1(t, b, `{ :; } 3</proc/$$/mem && echo SELF-OPEN; echo tried`, 0); !strings.Contains(self.Stdout, "tried") || strings.Contains(self.Stdout, "SELF-OPEN") {
+				t.Errorf("the next row's shell opens its own memory:\n%s%s", self.Stdout, self.Stderr)
 			}
 		})
 	}

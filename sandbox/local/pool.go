@@ -311,6 +311,9 @@ func (s *Session) reset(ctx context.Context) error {
 	if err == nil {
 		err = p.checkSandbox()
 	}
+	if err == nil && p.host != nil && p.maskShellMem() != nil {
+		p.host = nil // the new shell is not refreshed in place (guard.go)
+	}
 	return err
 }
 

@@ -359,8 +359,8 @@ func (p *shellProc) ready() error {
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
 	}
-	if h, err := readProcState(p.shell); err == nil {
-		p.host = h
+	if h, err := readProcState(p.shell); err == nil && p.maskShellMem() == nil {
+		p.host = h // refreshed in place only when its memory is out of reach (guard.go)
 	}
 	return nil
 }
