@@ -135,3 +135,33 @@ func TestRowBytesBoundsRowsInWork(t *testing.T) {
 		t.Fatalf("Next with the bound held: %v, want it to wait", err)
 	}
 }
+
+// TestCheckRowAgreesWithParseRow: the source's check, which unescapes
+// nothing, accepts and refuses exactly the rows the stage's parse does.
+func TestCheckRowAgreesWithParseRow(t *testing.T) {
+	rows := []string{
+		`{"conversations": [{"from": "human", "value": "hi\nthere \"q\""}]}`,
+		`{"conversations":[{"from":"human","value":"a"},{"from":"gpt","value":"b","extra":{"value":1}}]}`,
+		`{"conversations": [{"meta": {"value": "x", "from": "y"}, "from": "human", "value": 3}]}`,
+		`{"conversations": [{"from": "human"}]}`,
+		`{"conversations": [{"from": 1, "value": "a"}]}`,
+		`{"conversations": [{"value": "a", "from" : "gpt" }]}`,
+		`{"conversations": [{"\u0076alue": "a", "from": "gpt"}]}`,
+		`{"conversations": [{"\u0076alue": 5, "from": "gpt"}]}`,
+		`{"conversations": [{"from": "gpt", "value": "a", "value": 5}]}`,
+		`{"conversations": [{"from": "gpt", "value": 5, "value": "a"}]}`,
+		`{"conversations": [{"from": "gpt", "value": ["value", ":"]}]}`,
+		`{"conversations": ["x"]}`,
+		`{"conversations": {}}`,
+		`{"conversations": []}`,
+		`{"other": 1}`,
+		`{"conversations": [{"k": "\\", "from": "gpt", "value": "\\\""}]}`,
+	}
+	for _, r := range rows {
+		_, perr := parseRow([]byte(r))
+		cerr := checkRow([]byte(r))
+		if (perr == nil) != (cerr == nil) {
+			t.Errorf("%s: parse %v, check %v", r, perr, cerr)
+		}
+	}
+}

@@ -54,6 +54,75 @@ func parseRow(raw []byte) (parsed, error) {
 	return p, nil
 }
 
+// checkRow refuses what parseRow refuses, without building the turns: no
+// value is unescaped and nothing of the row is copied, so the source can
+// check a long row at no cost in memory.
+func checkRow(raw []byte) error {
+	conv := gjson.Get(view(raw), "conversations")
+	if !conv.IsArray() {
+		return errors.New("no conversations array")
+	}
+	var bad error
+	i := 0
+	conv.ForEach(func(_, v gjson.Result) bool {
+		if !v.IsObject() {
+			bad = fmt.Errorf("conversations[%d] is not an object", i)
+			return false
+		}
+		if !memberIsString(v.Raw, "from") || !memberIsString(v.Raw, "value") {
+			bad = fmt.Errorf("conversations[%d] needs string \"from\" and \"value\"", i)
+			return false
+		}
+		i++
+		return true
+	})
+	return bad
+}
+
+// memberIsString reports whether the first member named key of the JSON
+// object obj (valid JSON, as gjson reads it) holds a string. It scans the
+// bytes once and unescapes only a key that has escapes.
+func memberIsString(obj, key string) bool {
+	depth := 0
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			end := i + 1
+			for end < len(obj) && obj[end] != '"' {
+				if obj[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			next := end + 1
+			for next < len(obj) && isSpace(obj[next]) {
+				next++
+			}
+			if depth == 1 && next < len(obj) && obj[next] == ':' {
+				k := obj[i+1 : end]
+				if strings.IndexByte(k, '\\') >= 0 {
+					k = gjson.Parse(obj[i : end+1]).Str
+				}
+				if k == key {
+					next++
+					for next < len(obj) && isSpace(obj[next]) {
+						next++
+					}
+					return next < len(obj) && obj[next] == '"'
+				}
+			}
+			i = end
+		}
+	}
+	return false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // arrayStyle finds the separator between the first two elements of the
 // conversations array and whether members are written "key": value.
 func arrayStyle(arr string, turns []turn) (spaced bool, sep string) {

@@ -267,7 +267,7 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *sch
 		return nil
 	}
 	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "outcome")
-	if _, err := parseRow(line); err != nil {
+	if err := checkRow(line); err != nil {
 		s.reject(in, lineNo, "conversations", err.Error(), line)
 		return nil
 	}
