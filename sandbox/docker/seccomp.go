@@ -31,12 +31,12 @@ var seccompOnce = sync.OnceValues(func() (string, error) {
 		deny[n] = true
 	}
 	kept := p.Syscalls[:0]
+	// The default profile names its calls in Names only (the single Name
+	// is deprecated and unused there), so filtering Names covers it.
 	for _, sc := range p.Syscalls {
-		if sc.Name != "" && deny[sc.Name] {
-			continue
-		}
+		had := len(sc.Names)
 		sc.Names = slices.DeleteFunc(slices.Clone(sc.Names), func(n string) bool { return deny[n] })
-		if len(sc.Names) == 0 && sc.Name == "" {
+		if had > 0 && len(sc.Names) == 0 {
 			continue
 		}
 		kept = append(kept, sc)
