@@ -89,7 +89,7 @@ func openReadOnly(dir string) (*ledgerIndex, Manifest, error) {
 func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 	refs := make([]ledgerEntry, 0, ix.len())
 	for _, e := range ix.entries {
-		if e.n <= 0 || e.shard == 0 {
+		if !e.record() {
 			continue
 		}
 		if finalOnly && ix.outcomes[e.outcome].Retryable() {

@@ -41,7 +41,7 @@ type inputCheck struct {
 func newInputCheck(opts InputCheck, ix *ledgerIndex) *inputCheck {
 	c := &inputCheck{opts: opts, atPos: make(map[[2]int64]string, ix.len()), seen: make(map[string]bool, ix.len()), seenAt: make(map[[2]int64]string, ix.len())}
 	for _, e := range ix.entries {
-		if e.shard != 0 {
+		if e.record() {
 			c.atPos[[2]int64{e.pi, int64(e.sample)}] = e.key
 		}
 	}
@@ -86,7 +86,7 @@ func (c *inputCheck) finish(o *Output, eof bool, sum *Summary) error {
 	line := &ledgerLine{}
 	var gone []string
 	for _, e := range o.ix.entries {
-		if c.seen[e.key] || e.shard == 0 {
+		if c.seen[e.key] || !e.record() {
 			continue // yielded by the input, or no live record
 		}
 		gone = append(gone, e.key)

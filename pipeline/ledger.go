@@ -34,7 +34,7 @@ type ledgerEntry struct {
 	pi      int64 // prompt_index
 	sample  int32
 	n       int32  // row length; -1 marker
-	shard   uint32 // index into ledgerIndex.shards; 0 = none
+	shard   uint32 // index into ledgerIndex.shards; 0 = no record (see record)
 	outcome uint16 // index into ledgerIndex.outcomes
 }
 
@@ -201,16 +201,22 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 		}
 	}
 	var off int64
-	for _, r := range l.Rows {
+	for i := range l.Rows {
+		r := &l.Rows[i]
 		e := ledgerEntry{key: r.Key, off: off, pi: r.PromptIndex, sample: int32(r.Sample), n: int32(r.Len), shard: sid, outcome: ix.outcomeID(r.Outcome)}
-		if r.Len < 0 {
-			e.shard, e.off = 0, 0
-		} else {
+		if !l.Record(r) {
+			e.shard, e.off = 0, 0 // no record: outdir's live-row rule
+		}
+		if !r.Marker() {
 			off += r.Len
 		}
-		ix.set(e)
+		ix.set(e) // the latest row of a key wins
 	}
 }
+
+// record reports whether e, a key's latest row, is a live record (apply
+// left a shard only on the rows outdir.Line.Record accepts).
+func (e *ledgerEntry) record() bool { return e.shard != 0 }
 
 // ledgerLoad is the result of reading a ledger file.
 type ledgerLoad struct {

@@ -454,7 +454,7 @@ func (o *Output) adoptOrphans() error {
 func (o *Output) checkShards() error {
 	live := make([][]uint32, len(o.ix.shards))
 	for i, e := range o.ix.entries {
-		if e.shard != 0 {
+		if e.record() {
 			live[e.shard] = append(live[e.shard], uint32(i))
 		}
 	}

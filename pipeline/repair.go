@@ -174,7 +174,7 @@ func dropShardPaths(dir string) ([]Problem, error) {
 		}
 		fixed := ledgerLine{CostUSD: l.CostUSD, Rows: make([]ledgerRow, 0, len(l.Rows))}
 		for _, r := range l.Rows {
-			if r.Len >= 0 {
+			if !r.Marker() {
 				r.Outcome, r.Len = schemas.OutcomeLost, -1
 			}
 			fixed.Rows = append(fixed.Rows, r)

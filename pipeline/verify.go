@@ -145,23 +145,26 @@ func (v *verifier) ledger() error {
 		}
 		if outdir.ParseLine(s[pos:pos+end], &l) == nil {
 			for _, r := range l.Rows {
-				v.latest[r.Key] = n
+				v.latest[r.Key] = n // the latest row of a key wins
 			}
 		}
 		pos += end + 1
 	}
 	for n, pos := 1, 0; pos < len(s); n++ {
 		end := strings.IndexByte(s[pos:], '\n')
-		if end < 0 {
+		if end < 0 { // a remainder without newline: a torn end (outdir.TornEnd)
 			v.add(LedgerFile, n, "torn last line (no newline)")
 			break
 		}
 		line := s[pos : pos+end]
 		pos += end + 1
 		if err := outdir.ParseLine(line, &l); err != nil {
-			if errors.Is(err, outdir.ErrShardPath) {
+			switch {
+			case errors.Is(err, outdir.ErrShardPath):
 				v.add(LedgerFile, n, "%v: the line is not followed; `hermes-pipe repair` drops it", err)
-			} else {
+			case outdir.TornEnd(pos == len(s), err):
+				v.add(LedgerFile, n, "torn last line (unparsable: %v)", err)
+			default:
 				v.add(LedgerFile, n, "unparsable: %v", err)
 			}
 			continue
@@ -179,13 +182,14 @@ func (v *verifier) ledger() error {
 // entry checks one ledger line against its shard.
 func (v *verifier) entry(n int, l *ledgerLine) {
 	seen := map[string]bool{}
-	for _, r := range l.Rows {
+	for i := range l.Rows {
+		r := &l.Rows[i]
 		if seen[r.Key] {
 			v.add(LedgerFile, n, "key %s appears twice in one entry", r.Key)
 		}
 		seen[r.Key] = true
-		v.live[r.Key] = r.Len >= 0
-		if r.Len < 0 {
+		v.live[r.Key] = l.Record(r) // outdir's live-row rule; the latest row wins
+		if r.Marker() {
 			if !outdir.IsMarker(r.Outcome) && !r.Outcome.Retryable() {
 				v.add(LedgerFile, n, "marker row for %s has outcome %q", r.Key, r.Outcome)
 			}
@@ -196,7 +200,7 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 	}
 	if l.Shard == "" {
 		for _, r := range l.Rows {
-			if r.Len >= 0 {
+			if !r.Marker() {
 				v.add(LedgerFile, n, "row %s has a length but the entry names no shard", r.Key)
 			}
 		}
@@ -225,7 +229,7 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 		v.add(l.Shard, 0, "SHA-256 differs from ledger line %d: the content changed", n)
 	}
 	rows := l.Rows
-	for i := len(rows) - 1; i >= 0 && rows[i].Len < 0; i-- {
+	for i := len(rows) - 1; i >= 0 && rows[i].Marker(); i-- {
 		rows = rows[:i]
 	}
 	if strings.HasSuffix(l.Shard, parquetExt) {
@@ -250,7 +254,7 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 			continue
 		}
 		r := rows[lineNo-1]
-		if r.Len < 0 {
+		if r.Marker() {
 			v.add(LedgerFile, n, "marker row %s among record rows", r.Key)
 		} else if r.Len != int64(len(line))+1 && end >= 0 {
 			v.add(l.Shard, lineNo, "line is %d bytes, ledger line %d says %d", len(line)+1, n, r.Len)

@@ -212,27 +212,28 @@ func (d *dirPlan) scan(p *plan) error {
 			buf = long
 		}
 		if err == io.EOF {
-			break // nothing, or a torn last line
+			break // nothing, or a remainder without newline: a torn end (outdir.TornEnd)
 		}
 		if err != nil {
 			return err
 		}
 		line := buf[:len(buf)-1]
 		if perr := outdir.ParseLine(unsafe.String(unsafe.SliceData(line), len(line)), &l); perr != nil {
-			if off+int64(len(buf)) == d.size && outdir.Torn(perr) {
-				break // an unparsable last line: torn
+			if outdir.TornEnd(off+int64(len(buf)) == d.size, perr) {
+				break
 			}
 			return fmt.Errorf("%s line %d: %w", pipeline.LedgerFile, n, perr)
 		}
 		pl := planLine{off: off, n: len(line), row: rows, rows: len(l.Rows)}
-		for _, r := range l.Rows {
+		for k := range l.Rows {
+			r := &l.Rows[k]
 			if rows == 1<<32-2 { // row+1 must fit 32 bits
 				return fmt.Errorf("%s line %d: more than %d rows", pipeline.LedgerFile, n, rows)
 			}
 			if old := last.put(r.Key, uint32(rows)); old >= 0 {
-				dead(old)
+				dead(old) // the latest row of a key wins
 			}
-			if r.Len <= 0 || l.Shard == "" {
+			if !l.Record(r) {
 				dead(rows)
 			}
 			id, ok := nameID[string(r.Outcome)]
@@ -307,12 +308,13 @@ func (p *plan) readLine(f *os.File, d, li int, buf *[]byte) (*parsedLine, error)
 	}
 	out := &parsedLine{dir: d, line: li, shard: string([]byte(l.Shard)), sha: string([]byte(l.SHA256)), bytes: l.Bytes, rows: make([]liveRow, 0, pl.live)}
 	var off int64
-	for k, r := range l.Rows {
+	for k := range l.Rows {
+		r := &l.Rows[k]
 		if !dp.isDead(pl.row + k) {
 			out.rows = append(out.rows, liveRow{dir: d, pi: r.PromptIndex, sample: r.Sample,
 				ref: pipeline.RecordRef{Key: string([]byte(r.Key)), Outcome: schemas.Outcome([]byte(r.Outcome)), Shard: out.shard, Off: off, N: int32(r.Len)}})
 		}
-		if r.Len >= 0 {
+		if !r.Marker() {
 			off += r.Len
 		}
 	}

@@ -42,10 +42,11 @@ func readLedger(dir string) (*ledgerView, error) {
 		if l.Shard != "" {
 			v.files[l.Shard] = len(l.Rows)
 		}
-		for _, r := range l.Rows {
-			u := unit{key: r.Key, outcome: r.Outcome, pi: r.PromptIndex, sample: r.Sample, record: r.Len > 0 && l.Shard != ""}
+		for i := range l.Rows {
+			r := &l.Rows[i]
+			u := unit{key: r.Key, outcome: r.Outcome, pi: r.PromptIndex, sample: r.Sample, record: l.Record(r)}
 			if i, ok := pos[u.key]; ok {
-				v.units[i] = u
+				v.units[i] = u // the latest row of a key wins
 				continue
 			}
 			pos[u.key] = len(v.units)

@@ -1,6 +1,7 @@
 // Package outdir owns the on-disk format of an output folder: the names of
-// its files, the ledger line (its type, encoding, parsing and the one rule
-// for a torn last line), the manifest run.json, the append-only journal
+// its files, the ledger line (its type, encoding, parsing, the one rule for
+// a live record, Line.Record, and the one rule for a torn last line,
+// TornEnd), the manifest run.json, the append-only journal
 // every mode's side files use, and the outcome sets each mode declares.
 //
 // The runtime (package pipeline), sharded runs (pipeline/cluster), object

@@ -43,7 +43,9 @@ type Row struct {
 	Len         int64 // bytes in the shard; 1 for a Parquet row; -1 for a marker
 }
 
-// Marker reports whether r names a key without a record of its own.
+// Marker reports whether r names a key without a record of its own (its
+// length is -1). It says how the row is written, not whether it is live: see
+// Line.Record.
 func (r *Row) Marker() bool { return r.Len < 0 }
 
 // Line is one ledger line: a committed shard and its rows.
@@ -56,6 +58,15 @@ type Line struct {
 	CostUSD float64
 	Rows    []Row
 }
+
+// Record is the one live-row rule, with "the latest row of a key wins": a
+// ledger's live records are, for each key, its latest row (a later line, or
+// a later row of the same line, supersedes an earlier one) when Record says
+// that row is a record, a line of its own in l's shard. A marker row, a row
+// without length, and any row of a line that names no shard are no record.
+// Readers keep the latest row per key in their own table (the runtime's
+// ledger index, cluster's view, view's plan, verify) and ask Record of it.
+func (l *Line) Record(r *Row) bool { return l.Shard != "" && r.Len > 0 }
 
 // AppendLine encodes l as one ledger line ending in a newline.
 func AppendLine(b []byte, l *Line) []byte {
@@ -119,7 +130,7 @@ type Tail struct {
 // reported in Tail and left out; an unparsable line before the last one is an
 // error naming its line. A whole line naming a shard outside the folder
 // (ErrShardPath) is never torn, wherever it is: a crash cannot write it, so
-// it is an error (see Torn). An error from fn stops the scan and is returned.
+// it is an error (see TornEnd). An error from fn stops the scan and is returned.
 // It costs one pass over data and no allocation per line beyond the rows.
 func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 	t := Tail{Size: int64(len(data))}
@@ -134,7 +145,7 @@ func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 		}
 		end := pos + i
 		if err := ParseLine(data[pos:end], &l); err != nil {
-			if end+1 == len(data) && Torn(err) {
+			if TornEnd(end+1 == len(data), err) {
 				t.Torn, t.TornLine = true, n
 				break
 			}
@@ -150,11 +161,16 @@ func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 	return t, nil
 }
 
-// Torn reports whether err, from ParseLine on a complete last line, makes
-// that line a torn end (left out) rather than corruption: every parse error
-// does but ErrShardPath. Readers that scan a ledger their own way (view)
-// apply Scan's rule through it.
-func Torn(err error) bool { return !errors.Is(err, ErrShardPath) }
+// TornEnd is the one torn-end rule for a line the data holds whole (with its
+// newline): it reports whether err, from ParseLine on that line, makes it a
+// torn end (a crash mid-append: left out) rather than corruption (an error
+// naming the line). It is torn when it is the data's last line (last) and
+// err is any parse error but ErrShardPath. The data's remainder after its
+// last newline is always a torn end. Scan applies it; readers that split a
+// ledger their own way (view's plan, verify) call it.
+func TornEnd(last bool, err error) bool {
+	return last && err != nil && !errors.Is(err, ErrShardPath)
+}
 
 // ReadLedger reads the ledger file at path for Scan. Its strings share one
 // buffer that is never written afterwards, so keys kept from Scan cost no

@@ -1,6 +1,7 @@
 package outdir
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -109,6 +110,53 @@ func TestLineCost(t *testing.T) {
 		err := ParseLine(`{"cost_usd":`+bad+`,"rows":[]}`, &out)
 		if err == nil || !strings.Contains(err.Error(), `"cost_usd"`) {
 			t.Errorf("cost_usd %s: err %v, want one naming the field", bad, err)
+		}
+	}
+}
+
+// TestRecordRule: a row is a record only with a length and a shard; a
+// marker, a row of length 0 and any row of a line without a shard are not.
+func TestRecordRule(t *testing.T) {
+	for _, c := range []struct {
+		shard string
+		n     int64
+		want  bool
+	}{
+		{"data/shard-00001.jsonl", 12, true},
+		{"failed/shard-00002.parquet", 1, true},
+		{"data/shard-00001.jsonl", 0, false},
+		{"data/shard-00001.jsonl", -1, false},
+		{"", 12, false},
+		{"", -1, false},
+	} {
+		l := Line{Shard: c.shard, Rows: []Row{{Key: "k", Len: c.n}}}
+		if got := l.Record(&l.Rows[0]); got != c.want {
+			t.Errorf("shard %q len %d: Record %v, want %v", c.shard, c.n, got, c.want)
+		}
+	}
+}
+
+// TestTornEndRule: only the last line may be a torn end, and never for a
+// shard path outside the folder.
+func TestTornEndRule(t *testing.T) {
+	var l Line
+	bad := ParseLine(`{"shard":"data/shard-1.jsonl"`, &l)
+	outside := ParseLine(`{"shard":"../x.jsonl","rows":[]}`, &l)
+	if bad == nil || !errors.Is(outside, ErrShardPath) {
+		t.Fatalf("parse errors %v, %v", bad, outside)
+	}
+	for _, c := range []struct {
+		last bool
+		err  error
+		want bool
+	}{
+		{true, bad, true},
+		{false, bad, false},
+		{true, outside, false},
+		{true, nil, false},
+	} {
+		if got := TornEnd(c.last, c.err); got != c.want {
+			t.Errorf("TornEnd(%v, %v) = %v, want %v", c.last, c.err, got, c.want)
 		}
 	}
 }

@@ -42,10 +42,10 @@ func TestScanShardPathNotTorn(t *testing.T) {
 	}
 	var l Line
 	err := ParseLine(strings.TrimSuffix(string(bad), "\n"), &l)
-	if !errors.Is(err, ErrShardPath) || Torn(err) || l.Shard != "../x.jsonl" || l.CostUSD != 0.5 || len(l.Rows) != 1 {
+	if !errors.Is(err, ErrShardPath) || TornEnd(true, err) || l.Shard != "../x.jsonl" || l.CostUSD != 0.5 || len(l.Rows) != 1 {
 		t.Errorf("ParseLine: %v, %+v", err, l)
 	}
-	if !Torn(ParseLine(`{"shard":"data/shard-1.jsonl"`, &l)) {
+	if !TornEnd(true, ParseLine(`{"shard":"data/shard-1.jsonl"`, &l)) {
 		t.Error("a cut line is torn")
 	}
 }
