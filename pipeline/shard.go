@@ -131,7 +131,7 @@ func encodeRecord(rec *schemas.Record) ([]byte, error) {
 
 // shardName returns the file name of shard number n.
 func shardName(n int, ext string) string {
-	return fmt.Sprintf("shard-%05d%s", n, ext)
+	return fmt.Sprintf("%s%05d%s", outdir.ShardPrefix, n, ext)
 }
 
 // shardNumber parses the number out of a shard path such as
@@ -140,10 +140,10 @@ func shardNumber(p string) (int, bool) {
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		p = p[i+1:]
 	}
-	if !strings.HasPrefix(p, "shard-") {
+	p, ok := strings.CutPrefix(p, outdir.ShardPrefix)
+	if !ok {
 		return 0, false
 	}
-	p = p[len("shard-"):]
 	dot := strings.IndexByte(p, '.')
 	if dot < 1 {
 		return 0, false

@@ -378,7 +378,7 @@ func exitFor(s pipeline.Summary, out, note string) error {
 	case exitInterrupted:
 		return &exitStatus{code: code, msg: fmt.Sprintf("interrupted: finished rows are committed; run again with --resume to finish %s", out)}
 	default:
-		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows%s: see %s/rejects.jsonl and `hermes-pipe stats %s`", note, out, out)}
+		return &exitStatus{code: code, msg: fmt.Sprintf("finished with rejected or failed rows%s: see %s/%s and `hermes-pipe stats %s`", note, out, pipeline.RejectsFile, out)}
 	}
 }
 

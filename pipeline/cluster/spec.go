@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 )
 
 // Spec names one shard of an N-way run: Index in [0, Count).
@@ -265,7 +267,7 @@ func Prepare(out string, sp Spec) (string, error) {
 	unsharded := false
 	for _, e := range ents {
 		names = append(names, e.Name())
-		unsharded = unsharded || e.Name() == "run.json"
+		unsharded = unsharded || e.Name() == outdir.ManifestFile
 	}
 	if err := CheckCount(out, names, unsharded, sp); err != nil {
 		return "", err

@@ -20,6 +20,10 @@ const (
 	StatisticsFile = "statistics.json"
 	DataDir        = "data"   // shards of records with a final outcome
 	FailedDir      = "failed" // shards of records with a retryable outcome
+	// ShardPrefix starts a shard's file name: ShardPrefix, the shard's
+	// number (five digits at least), its format's extension
+	// (shard-00012.jsonl).
+	ShardPrefix = "shard-"
 )
 
 // FormatJSONL is the default shard format, assumed when run.json names none.

@@ -48,9 +48,10 @@ func cutShardDir(name string) (file string, ok bool) {
 	return "", false
 }
 
-// validShardFile reports whether file is "shard-" digits "." extension.
+// validShardFile reports whether file is ShardPrefix, digits, "." and an
+// extension.
 func validShardFile(file string) bool {
-	const prefix = "shard-"
+	const prefix = ShardPrefix
 	if len(file) <= len(prefix) || file[:len(prefix)] != prefix {
 		return false
 	}
