@@ -72,6 +72,10 @@ type fakeAgent struct {
 	reply string
 	delay time.Duration
 	hold  chan struct{} // when set, a run waits until it is closed
+	// started, when set, receives one value per run as the run begins (a
+	// send that would block is dropped), so a test waits for a run to be
+	// under way instead of polling for it.
+	started chan struct{}
 }
 
 func (f *fakeAgent) RunAgent(ctx context.Context, job AgentJob) (AgentResult, error) {
@@ -82,6 +86,12 @@ func (f *fakeAgent) RunAgent(ctx context.Context, job AgentJob) (AgentResult, er
 	f.runs[job.JobID+"@"+job.ScheduledAt.UTC().Format(time.RFC3339)]++
 	f.jobs = append(f.jobs, job)
 	f.mu.Unlock()
+	if f.started != nil {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
 	if f.hold != nil {
 		select {
 		case <-f.hold:

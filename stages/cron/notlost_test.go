@@ -116,7 +116,7 @@ func TestMissedAndSkippedRunsAreAlerted(t *testing.T) {
 
 	// Overlap: the 13:00 run is still going when 14:00 comes due.
 	hold := make(chan struct{})
-	slow := &fakeAgent{reply: "slow", hold: hold}
+	slow := &fakeAgent{reply: "slow", hold: hold, started: make(chan struct{}, 1)}
 	s.Agent = slow
 	clock.Set(utc("2026-05-01T12:00:05Z"))
 	done := make(chan struct{})
@@ -126,8 +126,13 @@ func TestMissedAndSkippedRunsAreAlerted(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	for slow.total() == 0 {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-slow.started:
+	case <-done:
+		t.Fatal("the 12:00 pass ended without starting the 12:00 run")
+	case <-time.After(time.Minute):
+		close(hold)
+		t.Fatal("the 12:00 run did not start within a minute")
 	}
 	clock.Set(utc("2026-05-01T13:00:05Z"))
 	rep, err := s.ClaimDue(context.Background())
