@@ -1,7 +1,9 @@
-// Package hermespipe_test holds the layering test: it reads the module's
-// import graph with `go list` and fails when a package imports what the
-// layout table forbids (its "must not import" column, restated in
-// DEVELOPERS.md), so the layers stay true without anyone remembering them.
+// Package hermespipe_test holds the layering tests: they read the module's
+// import graph with `go list` and fail when a package imports what
+// ARCHITECTURE.md's Layout table does not let it import (its "may import (of
+// ours)" column, layers_table_test.go), or what a folder rule below forbids
+// (its "Import rules" section), so the map stays true without anyone
+// remembering it.
 package hermespipe_test
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -195,13 +198,34 @@ type listedPackage struct {
 	Error        *struct{ Err string }
 }
 
-// modulePackages runs `go list` over the module and returns its packages
-// keyed by module-relative path, with imports outside the module dropped.
+// listed caches the module's packages, so TestLayers and TestLayoutTable
+// share one `go list` run.
+var listed struct {
+	once sync.Once
+	pkgs map[string]pkgImports
+	err  error
+}
+
+// modulePackages runs `go list` over the module (once per test binary) and
+// returns its packages keyed by module-relative path, with imports outside
+// the module dropped.
 func modulePackages(t *testing.T) map[string]pkgImports {
 	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the layering tests need the go command on PATH: %v", err)
+	}
+	listed.once.Do(func() { listed.pkgs, listed.err = listModule() })
+	if listed.err != nil {
+		t.Fatal(listed.err)
+	}
+	return listed.pkgs
+}
+
+// listModule is modulePackages' one `go list` run.
+func listModule() (map[string]pkgImports, error) {
 	modOut, err := exec.Command("go", "list", "-m").Output()
 	if err != nil {
-		t.Fatalf("go list -m: %v", exitDetail(err))
+		return nil, fmt.Errorf("go list -m: %w", exitDetail(err))
 	}
 	module := strings.TrimSpace(string(modOut))
 	// ./... names every package of the module, so the graph below is whole
@@ -209,7 +233,7 @@ func modulePackages(t *testing.T) map[string]pkgImports {
 	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports,Error", "./...")
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list ./...: %v", exitDetail(err))
+		return nil, fmt.Errorf("go list ./...: %w", exitDetail(err))
 	}
 	rel := func(path string) (string, bool) {
 		if path == module {
@@ -225,14 +249,14 @@ func modulePackages(t *testing.T) map[string]pkgImports {
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("decode go list output: %v", err)
+			return nil, fmt.Errorf("decode go list output: %w", err)
 		}
 		name, ok := rel(p.ImportPath)
 		if !ok {
 			continue
 		}
 		if p.Error != nil {
-			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+			return nil, fmt.Errorf("go list %s: %s", p.ImportPath, p.Error.Err)
 		}
 		var info pkgImports
 		for _, imp := range p.Imports {
@@ -247,7 +271,7 @@ func modulePackages(t *testing.T) map[string]pkgImports {
 		}
 		pkgs[name] = info
 	}
-	return pkgs
+	return pkgs, nil
 }
 
 // exitDetail adds the command's standard error to an exec error.
@@ -262,9 +286,6 @@ func exitDetail(err error) error {
 // TestLayers fails when a package of the module imports, directly or through
 // other packages, what the layout table forbids its folder to import.
 func TestLayers(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Fatalf("the layering test needs the go command on PATH: %v", err)
-	}
 	pkgs := modulePackages(t)
 	for _, layer := range []string{"schemas", "sandbox", "pipeline", "stages", "cmd"} {
 		found := false
