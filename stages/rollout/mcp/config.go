@@ -278,6 +278,11 @@ func (p *parser) seconds(n *yaml.Node, field string) (time.Duration, error) {
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
+// server reads one server's object. The steps run in a fixed order, so
+// that of several mistakes the same one is reported: the object and its
+// name, disabled servers, the transport, the scope (${workdir} is allowed
+// only in rollout-scoped servers), the transport's own settings, the
+// timeouts, the tool lists, and last any setting of no meaning.
 func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, p.errf(n, field, "must be an object")
@@ -286,34 +291,93 @@ func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 		return nil, p.errf(n, field, "server name %q: use letters, digits, '_', '-' or '.'", name)
 	}
 	s := &Server{Name: name, Toolset: "mcp-" + Sanitize(name), where: fmt.Sprintf("%s:%d: %s", p.file, n.Line, field)}
-	nodes := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		nodes[n.Content[i].Value] = n.Content[i+1]
+	o := p.object(n, field)
+	if err := o.refuseDisabled(); err != nil {
+		return nil, err
+	}
+	if err := o.transport(s); err != nil {
+		return nil, err
+	}
+	if err := o.scope(s); err != nil {
+		return nil, err
 	}
 	var err error
-	get := func(k string) *yaml.Node { return nodes[k] }
-	if v := get("disabled"); v != nil && v.Value == "true" {
-		return nil, p.errf(v, field+".disabled", "disabled servers are not supported; remove the server from the file given to --mcp-config")
+	if s.Transport == TransportStdio {
+		err = o.stdio(s)
+	} else {
+		err = o.remote(s)
 	}
-	if v := get("enabled"); v != nil && v.Value == "false" {
-		return nil, p.errf(v, field+".enabled", "disabled servers are not supported; remove the server from the file given to --mcp-config")
+	if err != nil {
+		return nil, err
 	}
-	// The scope first: ${workdir} is allowed only in rollout-scoped servers.
-	if v := get("type"); v != nil {
-		if s.Transport, err = p.str(v, field+".type"); err != nil {
-			return nil, err
-		}
+	if err := o.timeouts(s); err != nil {
+		return nil, err
 	}
-	if v := get("transport"); v != nil {
-		if s.Transport, err = p.str(v, field+".transport"); err != nil {
-			return nil, err
+	if err := o.tools(s); err != nil {
+		return nil, err
+	}
+	if err := o.refuseUnknown(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// serverObject is one server's object while it is read: its settings by
+// name (of a name written twice, the last), and the field path errors
+// name ("mcpServers.<name>").
+type serverObject struct {
+	p     *parser
+	n     *yaml.Node
+	field string
+	nodes map[string]*yaml.Node
+	wd    bool // ${workdir} may be used: the server is rollout-scoped (set by scope)
+}
+
+func (p *parser) object(n *yaml.Node, field string) *serverObject {
+	o := &serverObject{p: p, n: n, field: field, nodes: map[string]*yaml.Node{}}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		o.nodes[n.Content[i].Value] = n.Content[i+1]
+	}
+	return o
+}
+
+// get is the node of setting k, nil when the server does not set it.
+func (o *serverObject) get(k string) *yaml.Node { return o.nodes[k] }
+
+// errf is an error about setting k of the server, at node v.
+func (o *serverObject) errf(v *yaml.Node, k, format string, a ...any) error {
+	return o.p.errf(v, o.field+"."+k, format, a...)
+}
+
+// refuseDisabled refuses a server marked disabled: true or enabled: false.
+func (o *serverObject) refuseDisabled() error {
+	if v := o.get("disabled"); v != nil && v.Value == "true" {
+		return o.errf(v, "disabled", "disabled servers are not supported; remove the server from the file given to --mcp-config")
+	}
+	if v := o.get("enabled"); v != nil && v.Value == "false" {
+		return o.errf(v, "enabled", "disabled servers are not supported; remove the server from the file given to --mcp-config")
+	}
+	return nil
+}
+
+// transport sets s.Transport from type or transport (transport wins; the
+// other spellings clients use are accepted); with neither, a server with
+// a url and no command is HTTP, any other stdio.
+func (o *serverObject) transport(s *Server) error {
+	for _, k := range []string{"type", "transport"} {
+		if v := o.get(k); v != nil {
+			t, err := o.p.str(v, o.field+"."+k)
+			if err != nil {
+				return err
+			}
+			s.Transport = t
 		}
 	}
 	switch s.Transport {
 	case "", "stdio", "local":
-		if get("url") != nil && get("command") == nil {
+		if o.get("url") != nil && o.get("command") == nil {
 			s.Transport = TransportHTTP
-		} else if s.Transport != "" {
+		} else {
 			s.Transport = TransportStdio
 		}
 	case "http", "streamable-http", "streamable_http", "streamableHttp":
@@ -321,154 +385,202 @@ func (p *parser) server(name, field string, n *yaml.Node) (*Server, error) {
 	case "sse":
 		s.Transport = TransportSSE
 	default:
-		return nil, p.errf(n, field+".type", "unknown transport %q (known: stdio, http, sse)", s.Transport)
+		return o.errf(o.n, "type", "unknown transport %q (known: stdio, http, sse)", s.Transport)
 	}
-	if s.Transport == "" {
-		s.Transport = TransportStdio
-	}
+	return nil
+}
+
+// scope sets s.Scope: as written, else rollout for a stdio server and run
+// for an HTTP one.
+func (o *serverObject) scope(s *Server) error {
 	s.Scope = ScopeRollout
 	if s.Transport != TransportStdio {
 		s.Scope = ScopeRun
 	}
-	if v := get("scope"); v != nil {
-		if s.Scope, err = p.str(v, field+".scope"); err != nil {
-			return nil, err
+	if v := o.get("scope"); v != nil {
+		sc, err := o.p.str(v, o.field+".scope")
+		if err != nil {
+			return err
 		}
+		s.Scope = sc
 		if s.Scope != ScopeRollout && s.Scope != ScopeRun {
-			return nil, p.errf(v, field+".scope", "%q: want rollout or run", s.Scope)
+			return o.errf(v, "scope", "%q: want rollout or run", s.Scope)
 		}
 	}
-	wd := s.Scope == ScopeRollout
-	switch s.Transport {
-	case TransportStdio:
-		v := get("command")
-		if v == nil {
-			return nil, p.errf(n, field, "a stdio server needs command (or give url for an HTTP server)")
-		}
-		if get("url") != nil {
-			return nil, p.errf(get("url"), field+".url", "give either command (stdio) or url (HTTP), not both")
-		}
-		if s.Command, err = p.str(v, field+".command"); err != nil {
-			return nil, err
-		}
-		if s.Command, err = p.expand(v, field+".command", s.Command, wd); err != nil {
-			return nil, err
-		}
-		if strings.TrimSpace(s.Command) == "" {
-			return nil, p.errf(v, field+".command", "is empty")
-		}
-		if v := get("args"); v != nil {
-			if s.Args, err = p.strList(v, field+".args"); err != nil {
-				return nil, err
-			}
-			for i := range s.Args {
-				if s.Args[i], err = p.expand(v.Content[i], field+".args["+strconv.Itoa(i)+"]", s.Args[i], wd); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if v := get("env"); v != nil {
-			m, kv, err := p.strMap(v, field+".env")
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range kv {
-				k := e[0].Value
-				if m[k], err = p.expand(e[1], field+".env."+k, m[k], wd); err != nil {
-					return nil, err
-				}
-			}
-			s.Env = m
-		}
-		if v := get("cwd"); v != nil {
-			if s.Cwd, err = p.str(v, field+".cwd"); err != nil {
-				return nil, err
-			}
-			if s.Cwd, err = p.expand(v, field+".cwd", s.Cwd, wd); err != nil {
-				return nil, err
-			}
-		}
-		for _, k := range []string{"headers"} {
-			if v := get(k); v != nil {
-				return nil, p.errf(v, field+"."+k, "only HTTP servers take %s", k)
-			}
-		}
-		if err := p.confineSettings(s, get, field); err != nil {
-			return nil, err
-		}
-	default:
-		v := get("url")
-		if v == nil {
-			return nil, p.errf(n, field, "an %s server needs url", s.Transport)
-		}
-		if s.URL, err = p.str(v, field+".url"); err != nil {
-			return nil, err
-		}
-		if s.URL, err = p.expand(v, field+".url", s.URL, wd); err != nil {
-			return nil, err
-		}
-		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
-			return nil, p.errf(v, field+".url", "%q: want an http:// or https:// URL", s.URL)
-		}
-		if v := get("headers"); v != nil {
-			m, kv, err := p.strMap(v, field+".headers")
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range kv {
-				k := e[0].Value
-				if m[k], err = p.expand(e[1], field+".headers."+k, m[k], wd); err != nil {
-					return nil, err
-				}
-			}
-			s.Headers = m
-		}
-		for _, k := range []string{"command", "args", "env", "cwd", "network", "mounts"} {
-			if v := get(k); v != nil {
-				return nil, p.errf(v, field+"."+k, "only stdio servers take %s", k)
-			}
+	o.wd = s.Scope == ScopeRollout
+	return nil
+}
+
+// stdio reads a stdio server's command, args, env and cwd and its
+// confinement settings, and refuses HTTP's headers.
+func (o *serverObject) stdio(s *Server) error {
+	v := o.get("command")
+	if v == nil {
+		return o.p.errf(o.n, o.field, "a stdio server needs command (or give url for an HTTP server)")
+	}
+	if u := o.get("url"); u != nil {
+		return o.errf(u, "url", "give either command (stdio) or url (HTTP), not both")
+	}
+	var err error
+	if s.Command, err = o.expanded(v, "command"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(s.Command) == "" {
+		return o.errf(v, "command", "is empty")
+	}
+	if s.Args, err = o.expandedList("args"); err != nil {
+		return err
+	}
+	if s.Env, err = o.expandedMap("env"); err != nil {
+		return err
+	}
+	if v := o.get("cwd"); v != nil {
+		if s.Cwd, err = o.expanded(v, "cwd"); err != nil {
+			return err
 		}
 	}
+	if v := o.get("headers"); v != nil {
+		return o.errf(v, "headers", "only HTTP servers take headers")
+	}
+	return o.p.confineSettings(s, o.get, o.field)
+}
+
+// remote reads an HTTP or SSE server's url and headers, and refuses the
+// settings only stdio servers take.
+func (o *serverObject) remote(s *Server) error {
+	v := o.get("url")
+	if v == nil {
+		return o.p.errf(o.n, o.field, "an %s server needs url", s.Transport)
+	}
+	var err error
+	if s.URL, err = o.expanded(v, "url"); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+		return o.errf(v, "url", "%q: want an http:// or https:// URL", s.URL)
+	}
+	if s.Headers, err = o.expandedMap("headers"); err != nil {
+		return err
+	}
+	for _, k := range []string{"command", "args", "env", "cwd", "network", "mounts"} {
+		if v := o.get(k); v != nil {
+			return o.errf(v, k, "only stdio servers take %s", k)
+		}
+	}
+	return nil
+}
+
+// expanded reads setting k, the string v, with its placeholders expanded.
+func (o *serverObject) expanded(v *yaml.Node, k string) (string, error) {
+	f := o.field + "." + k
+	s, err := o.p.str(v, f)
+	if err != nil {
+		return "", err
+	}
+	return o.p.expand(v, f, s, o.wd)
+}
+
+// expandedList reads setting k, an array of strings, with their
+// placeholders expanded; nil when it is not set.
+func (o *serverObject) expandedList(k string) ([]string, error) {
+	v := o.get(k)
+	if v == nil {
+		return nil, nil
+	}
+	f := o.field + "." + k
+	list, err := o.p.strList(v, f)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i], err = o.p.expand(v.Content[i], f+"["+strconv.Itoa(i)+"]", list[i], o.wd); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+// expandedMap reads setting k, an object of strings, with their
+// placeholders expanded in the order written; nil when it is not set.
+func (o *serverObject) expandedMap(k string) (map[string]string, error) {
+	v := o.get(k)
+	if v == nil {
+		return nil, nil
+	}
+	f := o.field + "." + k
+	m, kv, err := o.p.strMap(v, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range kv {
+		name := e[0].Value
+		if m[name], err = o.p.expand(e[1], f+"."+name, m[name], o.wd); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// timeouts sets the per-call and connect timeouts, the defaults where the
+// server names none.
+func (o *serverObject) timeouts(s *Server) error {
 	s.Timeout, s.ConnectTimeout = DefaultTimeout, DefaultConnectTimeout
-	if v := get("timeout"); v != nil {
-		if s.Timeout, err = p.seconds(v, field+".timeout"); err != nil {
-			return nil, err
+	var err error
+	if v := o.get("timeout"); v != nil {
+		if s.Timeout, err = o.p.seconds(v, o.field+".timeout"); err != nil {
+			return err
 		}
 	}
-	if v := get("connect_timeout"); v != nil {
-		if s.ConnectTimeout, err = p.seconds(v, field+".connect_timeout"); err != nil {
-			return nil, err
+	if v := o.get("connect_timeout"); v != nil {
+		if s.ConnectTimeout, err = o.p.seconds(v, o.field+".connect_timeout"); err != nil {
+			return err
 		}
 	}
-	if v := get("tools"); v != nil {
-		if v.Kind != yaml.MappingNode {
-			return nil, p.errf(v, field+".tools", "must be an object with include and/or exclude")
+	return nil
+}
+
+// tools reads tools: {include: [...], exclude: [...]}.
+func (o *serverObject) tools(s *Server) error {
+	v := o.get("tools")
+	if v == nil {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return o.errf(v, "tools", "must be an object with include and/or exclude")
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, lv := v.Content[i].Value, v.Content[i+1]
+		list, err := o.p.strList(lv, o.field+".tools."+k)
+		if err != nil {
+			return err
 		}
-		for i := 0; i+1 < len(v.Content); i += 2 {
-			k, lv := v.Content[i].Value, v.Content[i+1]
-			var list []string
-			if list, err = p.strList(lv, field+".tools."+k); err != nil {
-				return nil, err
-			}
-			switch k {
-			case "include":
-				s.Include = list
-			case "exclude":
-				s.Exclude = list
-			default:
-				return nil, p.errf(v.Content[i], field+".tools."+k, "unknown member (known: include, exclude)")
-			}
+		switch k {
+		case "include":
+			s.Include = list
+		case "exclude":
+			s.Exclude = list
+		default:
+			return o.errf(v.Content[i], "tools."+k, "unknown member (known: include, exclude)")
 		}
 	}
-	known := map[string]bool{"type": true, "transport": true, "command": true, "args": true, "env": true, "cwd": true,
-		"url": true, "headers": true, "scope": true, "timeout": true, "connect_timeout": true, "tools": true,
-		"enabled": true, "disabled": true, "description": true, "network": true, "mounts": true}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; !known[k] {
-			return nil, p.errf(n.Content[i], field+"."+k, "unknown setting (known: command, args, env, cwd, network, mounts, url, headers, type, scope, timeout, connect_timeout, tools)")
+	return nil
+}
+
+// serverSettings are the settings a server's object may hold; the ones
+// not read (enabled: true, description) are accepted and ignored.
+var serverSettings = map[string]bool{"type": true, "transport": true, "command": true, "args": true, "env": true, "cwd": true,
+	"url": true, "headers": true, "scope": true, "timeout": true, "connect_timeout": true, "tools": true,
+	"enabled": true, "disabled": true, "description": true, "network": true, "mounts": true}
+
+// refuseUnknown refuses the first setting, in the order written, that
+// is not one of serverSettings.
+func (o *serverObject) refuseUnknown() error {
+	for i := 0; i+1 < len(o.n.Content); i += 2 {
+		if k := o.n.Content[i].Value; !serverSettings[k] {
+			return o.errf(o.n.Content[i], k, "unknown setting (known: command, args, env, cwd, network, mounts, url, headers, type, scope, timeout, connect_timeout, tools)")
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Sanitize maps s to the characters tool names may hold, [A-Za-z0-9_-],
