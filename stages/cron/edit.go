@@ -35,6 +35,26 @@ type JobEdit struct {
 // change; j may be partly changed when Apply fails, so callers apply it
 // inside ModifyJob, which discards a failed edit.
 func (e JobEdit) Apply(j *Job, now time.Time) error {
+	if err := e.applyWhen(j, now); err != nil {
+		return err
+	}
+	e.applyAgent(j)
+	if err := e.applyToolsets(j); err != nil {
+		return err
+	}
+	e.applyPolicy(j)
+	if e.Deliver != nil {
+		if err := ValidateDeliver(*e.Deliver); err != nil {
+			return err
+		}
+		j.Deliver = *e.Deliver
+	}
+	return nil
+}
+
+// applyWhen applies the time zone, then the schedule read in it; a new
+// one-shot must not be in the past and, without a repeat count, runs once.
+func (e JobEdit) applyWhen(j *Job, now time.Time) error {
 	if e.Timezone != nil {
 		tz := *e.Timezone
 		if tz == "" {
@@ -45,43 +65,34 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		}
 		j.Timezone = tz
 	}
-	if e.Schedule != nil {
-		s, err := ParseSchedule(*e.Schedule, j.Location(), now)
-		if err != nil {
-			return err
-		}
-		if s.Kind == KindOnce {
-			if at, err := parseTimestamp(s.RunAt, j.Location()); err == nil && now.Sub(at) > minGrace {
-				return usagef("one-shot time %s is in the past", at.In(j.Location()).Format(time.RFC3339))
-			}
-		}
-		j.Schedule = s
-		if s.Kind == KindOnce && j.Repeat.Times == nil {
-			one := 1
-			j.Repeat.Times = &one
+	if e.Schedule == nil {
+		return nil
+	}
+	s, err := ParseSchedule(*e.Schedule, j.Location(), now)
+	if err != nil {
+		return err
+	}
+	if s.Kind == KindOnce {
+		if at, err := parseTimestamp(s.RunAt, j.Location()); err == nil && now.Sub(at) > minGrace {
+			return usagef("one-shot time %s is in the past", at.In(j.Location()).Format(time.RFC3339))
 		}
 	}
-	setStr := func(dst *string, v *string) {
-		if v != nil {
-			*dst = *v
-		}
+	j.Schedule = s
+	if s.Kind == KindOnce && j.Repeat.Times == nil {
+		one := 1
+		j.Repeat.Times = &one
 	}
-	setNull := func(dst *NullString, v *string) {
-		if v != nil {
-			*dst = NullString(*v)
-		}
-	}
-	setList := func(dst *[]string, v *[]string) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	setStr(&j.Name, e.Name)
-	setStr(&j.Prompt, e.Prompt)
+	return nil
+}
+
+// applyAgent applies what the job runs and with which agent: name, prompt,
+// script, model and endpoint, skills, context jobs, sandbox, MCP
+// configuration and skills folder.
+func (e JobEdit) applyAgent(j *Job) {
+	setIf(&j.Name, e.Name)
+	setIf(&j.Prompt, e.Prompt)
 	setNull(&j.Script, e.Script)
-	if e.NoAgent != nil {
-		j.NoAgent = *e.NoAgent
-	}
+	setIf(&j.NoAgent, e.NoAgent)
 	setNull(&j.Model, e.Model)
 	setNull(&j.Provider, e.Provider)
 	if e.BaseURL != nil {
@@ -94,14 +105,20 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 			j.Skill = NullString(j.Skills[0])
 		}
 	}
-	setList((*[]string)(&j.ContextFrom), e.ContextFrom)
-	setStr(&j.Policy.Sandbox, e.Sandbox)
+	setIf((*[]string)(&j.ContextFrom), e.ContextFrom)
+	setIf(&j.Policy.Sandbox, e.Sandbox)
 	if e.MCPConfig != nil {
 		j.Policy.MCPConfig = absPath(*e.MCPConfig)
 	}
 	if e.SkillsDir != nil {
 		j.Policy.SkillsDir = absPath(*e.SkillsDir)
 	}
+}
+
+// applyToolsets applies new toolsets, checked against the job's MCP
+// configuration (already edited); a new configuration alone must still
+// serve the job's mcp-<server> toolsets.
+func (e JobEdit) applyToolsets(j *Job) error {
 	switch {
 	case e.Toolsets != nil:
 		if err := checkToolsets(*e.Toolsets, mustToolsets(jobMCP(j))); err != nil {
@@ -116,26 +133,25 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 			}
 		}
 	}
-	setList(&j.Policy.EnvAllow, e.EnvAllow)
+	return nil
+}
+
+// applyPolicy applies the run policy: environment, workdir, overlap, the
+// timeouts and caps (whole seconds), the API key variable and the repeat
+// count.
+func (e JobEdit) applyPolicy(j *Job) {
+	setIf(&j.Policy.EnvAllow, e.EnvAllow)
 	setNull(&j.Workdir, e.Workdir)
-	setStr(&j.Policy.Overlap, e.Overlap)
-	if e.StartingDeadline != nil {
-		j.Policy.StartingDeadlineSeconds = int(*e.StartingDeadline / time.Second)
-	}
+	setIf(&j.Policy.Overlap, e.Overlap)
+	setSeconds(&j.Policy.StartingDeadlineSeconds, e.StartingDeadline)
 	if e.Timeout != nil {
 		n := int(*e.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
 	}
-	if e.MaxRuntime != nil {
-		j.Policy.MaxRuntimeSeconds = int(*e.MaxRuntime / time.Second)
-	}
-	if e.MaxTurns != nil {
-		j.Policy.MaxTurns = *e.MaxTurns
-	}
-	if e.CommandTimeout != nil {
-		j.Policy.CommandTimeoutSeconds = int(*e.CommandTimeout / time.Second)
-	}
-	setStr(&j.Policy.APIKeyEnv, e.APIKeyEnv)
+	setSeconds(&j.Policy.MaxRuntimeSeconds, e.MaxRuntime)
+	setIf(&j.Policy.MaxTurns, e.MaxTurns)
+	setSeconds(&j.Policy.CommandTimeoutSeconds, e.CommandTimeout)
+	setIf(&j.Policy.APIKeyEnv, e.APIKeyEnv)
 	if e.Repeat != nil {
 		if n := *e.Repeat; n > 0 {
 			j.Repeat.Times = &n
@@ -143,13 +159,27 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 			j.Repeat.Times = nil
 		}
 	}
-	if e.Deliver != nil {
-		if err := ValidateDeliver(*e.Deliver); err != nil {
-			return err
-		}
-		j.Deliver = *e.Deliver
+}
+
+// setIf sets *dst to *v when v is given.
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
 	}
-	return nil
+}
+
+// setNull sets *dst to *v when v is given.
+func setNull(dst *NullString, v *string) {
+	if v != nil {
+		*dst = NullString(*v)
+	}
+}
+
+// setSeconds sets *dst to v in whole seconds when v is given.
+func setSeconds(dst *int, v *time.Duration) {
+	if v != nil {
+		*dst = int(*v / time.Second)
+	}
 }
 
 // EditJob applies e to the job id under the store lock (ModifyJob): the job

@@ -181,6 +181,20 @@ func defaultName(j *Job) string {
 // are a warning; values the user gives are checked by NewJob and
 // JobEdit.Apply (ValidateDeliver, checkToolsets). Errors wrap ErrUsage.
 func ValidateJob(home string, j *Job) error {
+	if err := checkJobWhen(j); err != nil {
+		return err
+	}
+	if err := checkJobBody(home, j); err != nil {
+		return err
+	}
+	if err := checkJobWorkdir(j); err != nil {
+		return err
+	}
+	return checkJobPolicy(j)
+}
+
+// checkJobWhen checks the job's id, its schedule and its time zone.
+func checkJobWhen(j *Job) error {
 	if !validJobID(j.ID) {
 		return usagef("job id %q: use letters, digits, '-', '_' or '.'", j.ID)
 	}
@@ -192,6 +206,13 @@ func ValidateJob(home string, j *Job) error {
 			return usagef("job %s: time zone %q: %v", j.ID, j.Timezone, err)
 		}
 	}
+	return nil
+}
+
+// checkJobBody checks what the job runs: there is something to run, its
+// script can be read, the guard accepts the prompt and the script, and its
+// toolsets are open to cron jobs.
+func checkJobBody(home string, j *Job) error {
 	if j.NoAgent && j.Script == "" {
 		return usagef("job %s: --no-agent needs --script: with no agent and no script there is nothing to run", j.ID)
 	}
@@ -216,14 +237,29 @@ func ValidateJob(home string, j *Job) error {
 	if _, refused := NarrowToolsets(j.EnabledToolsets); len(refused) > 0 {
 		return usagef("toolsets %s are not available to cron jobs (no scheduling, messaging or asking the user)", strings.Join(refused, ", "))
 	}
-	if w := string(j.Workdir); w != "" {
-		if !filepath.IsAbs(w) {
-			return usagef("workdir %q must be an absolute path", w)
-		}
-		if st, err := os.Stat(w); err != nil || !st.IsDir() {
-			return usagef("workdir %q is not an existing folder", w)
-		}
+	return nil
+}
+
+// checkJobWorkdir checks that the job's workdir, when it has one, is an
+// existing folder named by an absolute path.
+func checkJobWorkdir(j *Job) error {
+	w := string(j.Workdir)
+	if w == "" {
+		return nil
 	}
+	if !filepath.IsAbs(w) {
+		return usagef("workdir %q must be an absolute path", w)
+	}
+	if st, err := os.Stat(w); err != nil || !st.IsDir() {
+		return usagef("workdir %q is not an existing folder", w)
+	}
+	return nil
+}
+
+// checkJobPolicy checks the job's policy: overlap, sandbox, stored paths,
+// MCP configuration, skills folder, script isolation, API key variable and
+// durations.
+func checkJobPolicy(j *Job) error {
 	switch j.Policy.Overlap {
 	case "", OverlapForbid, OverlapAllow:
 	default:
@@ -249,10 +285,16 @@ func ValidateJob(home string, j *Job) error {
 	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
 		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)
 	}
-	if j.Policy.MaxTurns < 0 || j.Policy.CommandTimeoutSeconds < 0 || j.Policy.StartingDeadlineSeconds < 0 || j.Policy.MaxRuntimeSeconds < 0 || (j.Policy.TimeoutSeconds != nil && *j.Policy.TimeoutSeconds < 0) {
+	if negativeDurations(j.Policy) {
 		return usagef("job %s: durations must not be negative", j.ID)
 	}
 	return nil
+}
+
+// negativeDurations reports whether any of the policy's counts or durations
+// is negative.
+func negativeDurations(p Policy) bool {
+	return p.MaxTurns < 0 || p.CommandTimeoutSeconds < 0 || p.StartingDeadlineSeconds < 0 || p.MaxRuntimeSeconds < 0 || (p.TimeoutSeconds != nil && *p.TimeoutSeconds < 0)
 }
 
 var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

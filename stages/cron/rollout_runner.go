@@ -103,71 +103,22 @@ func (r *RolloutRunner) driverFor(job AgentJob) (sandbox.Driver, string, func(),
 // blocks until the rollout ends, the job's inactivity timeout passes with no
 // model reply and no tool result, or ctx (carrying MaxRuntime) ends.
 func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult, error) {
-	base, model := job.BaseURL, job.Model
-	if base == "" {
-		base = r.DefaultBaseURL
-	}
-	if model == "" {
-		model = r.DefaultModel
-	}
+	base, model := r.endpoint(job)
 	if base == "" || model == "" {
 		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: "agent job has no base_url or model (set them on the job, or pass --base-url/--model to the cron command)"}, nil
 	}
-	newClient := r.NewClient
-	if newClient == nil {
-		newClient = func(u, key string) (llm.Client, error) {
-			// Streamed, so that a long reply that keeps coming counts as
-			// activity (each event resets the inactivity timeout).
-			return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model, Stream: true})
-		}
+	key, ok := r.apiKey(job)
+	if !ok {
+		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: fmt.Sprintf("the job's API key variable %s is not set (--api-key-env, or the provider's PROVIDER_API_KEY)", job.APIKeyEnv)}, nil
 	}
-	key := r.APIKey
-	if job.APIKeyEnv != "" {
-		getenv := r.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		if key = getenv(job.APIKeyEnv); key == "" {
-			return AgentResult{Outcome: schemas.OutcomeAPIError, Error: fmt.Sprintf("the job's API key variable %s is not set (--api-key-env, or the provider's PROVIDER_API_KEY)", job.APIKeyEnv)}, nil
-		}
-	}
-	client, err := newClient(base, key)
+	client, err := r.clientMaker(model)(base, key)
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
-	maxTurns := job.MaxTurns
-	if maxTurns <= 0 {
-		maxTurns = r.MaxTurns
-	}
-	if maxTurns <= 0 {
-		maxTurns = 20
-	}
+	maxTurns := r.maxTurns(job)
 
-	// Inactivity: every LLM reply, streamed event and tool result counts as
-	// progress.
-	var last atomic.Int64
-	touch := func() { last.Store(time.Now().UnixNano()) }
-	touch()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	errInactive := fmt.Errorf("no model reply or tool result for %s (inactivity timeout)", job.InactivityTimeout)
-	if job.InactivityTimeout > 0 {
-		go func() {
-			t := time.NewTicker(minDur(job.InactivityTimeout/4, time.Second))
-			defer t.Stop()
-			for {
-				select {
-				case <-actx.Done():
-					return
-				case <-t.C:
-					if time.Since(time.Unix(0, last.Load())) > job.InactivityTimeout {
-						cancel(errInactive)
-						return
-					}
-				}
-			}
-		}()
-	}
+	act := watchActivity(ctx, job.InactivityTimeout)
+	defer act.stop()
 	driver, image, release, err := r.driverFor(job)
 	if err != nil {
 		return AgentResult{Outcome: schemas.OutcomeSandboxError, Error: err.Error()}, nil
@@ -181,31 +132,15 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	if price == nil {
 		capCost = 0 // unpriced: only the token cap can hold
 	}
-	// The MCP pre-flight of this execution: every server of the job's
-	// configuration started (or connected) and its tools listed before the
-	// first model call; one that fails ends the execution, naming it with
-	// its stderr. Run-scoped servers live as long as the execution,
-	// rollout-scoped ones are started in its folder on first use.
-	var servers *mcp.Manager
-	if job.MCP != nil {
-		// Beside a confined local sandbox the job's stdio servers are
-		// confined too, as generate's are.
-		if c, ok := driver.(interface{ Confined() bool }); ok && c.Confined() {
-			k, err := mcp.NewConfinement(actx, nil, "")
-			if err != nil {
-				return AgentResult{Outcome: schemas.OutcomeError, Error: fmt.Sprintf("cannot confine the job's MCP servers: %v", err)}, nil
-			}
-			job.MCP.Confine(k)
-		}
-		if servers, err = mcp.Start(actx, job.MCP); err != nil {
-			return AgentResult{Outcome: schemas.OutcomeError, Error: err.Error()}, nil
-		}
-		defer servers.Close()
+	servers, fail := startMCP(act.ctx, job, driver)
+	if fail != nil {
+		return *fail, nil
 	}
+	defer servers.Close() // a no-op when the job has no MCP servers (nil)
 	stage, err := rollout.New(rollout.Options{
-		Client:         activityClient{client, touch},
+		Client:         activityClient{client, act.touch},
 		Model:          model,
-		Driver:         activityDriver{driver, touch},
+		Driver:         activityDriver{driver, act.touch},
 		RunID:          "cron-" + job.JobID,
 		MaxTurns:       maxTurns,
 		CommandTimeout: job.CommandTimeout,
@@ -221,21 +156,151 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
-	toolsets := job.Toolsets
-	if len(toolsets) == 0 {
-		toolsets = []string{"terminal"}
+	out, err := runOne(act.ctx, job, executionRecord(job, image), stage)
+	return act.result(ctx, out, err)
+}
+
+// endpoint is the job's base URL and model, the runner's defaults standing
+// in for those it leaves empty.
+func (r *RolloutRunner) endpoint(job AgentJob) (base, model string) {
+	base, model = job.BaseURL, job.Model
+	if base == "" {
+		base = r.DefaultBaseURL
 	}
-	rec := &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets, Image: image}}
-	out, err := runOne(actx, job, rec, stage)
+	if model == "" {
+		model = r.DefaultModel
+	}
+	return base, model
+}
+
+// apiKey is the job's API key: the value of its own variable when it names
+// one (ok is false when that is unset or empty), else the runner's.
+func (r *RolloutRunner) apiKey(job AgentJob) (key string, ok bool) {
+	if job.APIKeyEnv == "" {
+		return r.APIKey, true
+	}
+	getenv := r.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	key = getenv(job.APIKeyEnv)
+	return key, key != ""
+}
+
+// clientMaker is NewClient, or llm.New streaming for model.
+func (r *RolloutRunner) clientMaker(model string) func(baseURL, apiKey string) (llm.Client, error) {
+	if r.NewClient != nil {
+		return r.NewClient
+	}
+	return func(u, key string) (llm.Client, error) {
+		// Streamed, so that a long reply that keeps coming counts as
+		// activity (each event resets the inactivity timeout).
+		return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model, Stream: true})
+	}
+}
+
+// maxTurns is the job's turn cap, else the runner's, else 20.
+func (r *RolloutRunner) maxTurns(job AgentJob) int {
+	maxTurns := job.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = r.MaxTurns
+	}
+	if maxTurns <= 0 {
+		maxTurns = 20
+	}
+	return maxTurns
+}
+
+// activity is an execution's inactivity watch: every LLM reply, streamed
+// event and tool result counts as progress (touch); with a timeout, ctx is
+// cancelled with errInactive once none came for that long.
+type activity struct {
+	ctx         context.Context
+	stop        func()
+	last        atomic.Int64
+	errInactive error
+}
+
+// watchActivity starts the watch of one execution under ctx; a timeout of
+// 0 means none. stop ends it.
+func watchActivity(ctx context.Context, timeout time.Duration) *activity {
+	a := &activity{}
+	a.touch()
+	actx, cancel := context.WithCancelCause(ctx)
+	a.ctx, a.stop = actx, func() { cancel(nil) }
+	a.errInactive = fmt.Errorf("no model reply or tool result for %s (inactivity timeout)", timeout)
+	if timeout > 0 {
+		go func() {
+			t := time.NewTicker(minDur(timeout/4, time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-actx.Done():
+					return
+				case <-t.C:
+					if time.Since(time.Unix(0, a.last.Load())) > timeout {
+						cancel(a.errInactive)
+						return
+					}
+				}
+			}
+		}()
+	}
+	return a
+}
+
+// touch records progress now.
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// result is the execution's result from the record the rollout made: an
+// error after the watch or ctx (the wall-clock cap) ended the run is a
+// timeout, any other error an infrastructure fault.
+func (a *activity) result(ctx context.Context, out *schemas.Record, err error) (AgentResult, error) {
 	switch {
-	case err != nil && errors.Is(context.Cause(actx), errInactive):
-		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: errInactive.Error()}, nil
+	case err != nil && errors.Is(context.Cause(a.ctx), a.errInactive):
+		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: a.errInactive.Error()}, nil
 	case err != nil && ctx.Err() != nil:
 		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: fmt.Sprintf("wall-clock cap reached: %v", ctx.Err())}, nil
 	case err != nil:
 		return AgentResult{}, err
 	}
 	return AgentResult{Output: finalAnswer(out.Conversations), Outcome: out.Outcome, Error: out.Error}, nil
+}
+
+// startMCP is the MCP pre-flight of an execution: every server of the job's
+// configuration started (or connected) and its tools listed before the
+// first model call; one that fails ends the execution (fail), naming it
+// with its stderr. Run-scoped servers live as long as the execution,
+// rollout-scoped ones are started in its folder on first use. servers is
+// nil when the job has no MCP configuration.
+func startMCP(ctx context.Context, job AgentJob, driver sandbox.Driver) (servers *mcp.Manager, fail *AgentResult) {
+	if job.MCP == nil {
+		return nil, nil
+	}
+	// Beside a confined local sandbox the job's stdio servers are
+	// confined too, as generate's are.
+	if c, ok := driver.(interface{ Confined() bool }); ok && c.Confined() {
+		k, err := mcp.NewConfinement(ctx, nil, "")
+		if err != nil {
+			return nil, &AgentResult{Outcome: schemas.OutcomeError, Error: fmt.Sprintf("cannot confine the job's MCP servers: %v", err)}
+		}
+		job.MCP.Confine(k)
+	}
+	servers, err := mcp.Start(ctx, job.MCP)
+	if err != nil {
+		return nil, &AgentResult{Outcome: schemas.OutcomeError, Error: err.Error()}
+	}
+	return servers, nil
+}
+
+// executionRecord is the one record of an execution: the job's prompt,
+// workdir and toolsets (terminal when it names none) and its sandbox image.
+func executionRecord(job AgentJob, image string) *schemas.Record {
+	toolsets := job.Toolsets
+	if len(toolsets) == 0 {
+		toolsets = []string{"terminal"}
+	}
+	return &schemas.Record{Key: job.ExecutionID, Input: &schemas.InputRow{Prompt: job.Prompt, Cwd: job.Workdir, Toolsets: toolsets, Image: image}}
 }
 
 // runOne runs the execution's record through the mode skeleton every mode

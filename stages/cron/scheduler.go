@@ -410,96 +410,154 @@ func (s *Scheduler) sendAlerts(ctx context.Context, alerts []pendingAlert) {
 // advance decides what happens to a due job at now, records it in the
 // ledger and moves the job's next_run_at past now. It returns the claim (if
 // an occurrence runs now) and the rows it recorded missed and skipped.
+//
+// The steps, in the order their rows are written: the occurrences at or
+// before now, oldest first; every one but the last recorded missed (the last
+// too when it is past its grace window); the last claimed, or skipped when
+// an earlier run is active and overlap is forbidden; then next_run_at.
 func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time.Time) (c *Claim, missed, skipped []Execution, err error) {
 	loc := job.Location()
 	first, ok := job.NextRun()
 	if !ok {
 		return nil, nil, nil, nil
 	}
-	grace := GraceFor(job.Schedule, first, loc, job.Policy.StartingDeadline())
+	grace := graceOf(job, first, loc)
+	occ := dueOccurrences(job, first, now, loc, s.maxMissedRows())
+	last := occ.at[len(occ.at)-1]
+	runIt := now.Sub(last) <= grace
+	if missed, err = recordMissed(ctx, b, job, occ, runIt, grace, now); err != nil {
+		return nil, nil, nil, err
+	}
+	if runIt {
+		if c, skipped, err = claimOrSkip(ctx, b, job, last, now); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	moveNextRun(job, occ.next, occ.hasNext)
+	if c != nil {
+		c.Job = *job
+	}
+	return c, missed, skipped, nil
+}
+
+// maxMissedRows is MaxMissedRows, 1000 when unset.
+func (s *Scheduler) maxMissedRows() int {
+	if s.MaxMissedRows <= 0 {
+		return 1000
+	}
+	return s.MaxMissedRows
+}
+
+// graceOf is how late the occurrence at may start and still run.
+func graceOf(job *Job, at time.Time, loc *time.Location) time.Duration {
 	if job.Schedule.Kind == KindOnce && job.Policy.StartingDeadline() <= 0 {
 		// As in Hermes, a one-shot found late still runs once: "in 30m
 		// check the deploy" must not vanish because the machine was off.
-		grace = MaxDuration
+		return MaxDuration
 	}
-	maxRows := s.MaxMissedRows
-	if maxRows <= 0 {
-		maxRows = 1000
-	}
+	return GraceFor(job.Schedule, at, loc, job.Policy.StartingDeadline())
+}
 
-	// Occurrences at or before now, oldest first; only the last may run.
-	var occ []time.Time
-	var next time.Time
-	hasNext := false
-	truncated := 0
+// occurrences are a job's occurrences at or before now, oldest first (only
+// the last may run), and the one after them.
+type occurrences struct {
+	at []time.Time
+	// truncated counts the earliest occurrences left out of at (at most
+	// maxRows+1 are listed).
+	truncated int
+	next      time.Time
+	hasNext   bool
+}
+
+// dueOccurrences lists the job's occurrences from first up to now.
+func dueOccurrences(job *Job, first, now time.Time, loc *time.Location, maxRows int) occurrences {
+	var o occurrences
 	switch job.Schedule.Kind {
 	case KindInterval:
 		p := job.Schedule.interval()
 		k := int(now.Sub(first) / p)
 		start := max(0, k-maxRows)
-		truncated = start
+		o.truncated = start
 		for i := start; i <= k; i++ {
-			occ = append(occ, first.Add(time.Duration(i)*p))
+			o.at = append(o.at, first.Add(time.Duration(i)*p))
 		}
-		next, hasNext = first.Add(time.Duration(k+1)*p), true
+		o.next, o.hasNext = first.Add(time.Duration(k+1)*p), true
 	case KindOnce:
-		occ = []time.Time{first}
+		o.at = []time.Time{first}
 	default:
-		at := first
+		at, ok := first, true
 		for !at.After(now) {
-			occ = append(occ, at)
-			if len(occ) > maxRows {
-				occ = occ[1:]
-				truncated++
+			o.at = append(o.at, at)
+			if len(o.at) > maxRows {
+				o.at = o.at[1:]
+				o.truncated++
 			}
 			if at, ok = job.Schedule.Next(at, loc); !ok {
 				break
 			}
 		}
-		next, hasNext = at, ok
+		o.next, o.hasNext = at, ok
 	}
-	last := occ[len(occ)-1]
-	runIt := now.Sub(last) <= grace
-	for i, at := range occ {
-		if i == len(occ)-1 && runIt {
+	return o
+}
+
+// recordMissed records every occurrence but the last missed, and the last
+// too when it does not run; it returns the rows it inserted.
+func recordMissed(ctx context.Context, b *LedgerTx, job *Job, occ occurrences, runIt bool, grace time.Duration, now time.Time) (missed []Execution, err error) {
+	last := occ.at[len(occ.at)-1]
+	for i, at := range occ.at {
+		if i == len(occ.at)-1 && runIt {
 			break
 		}
 		reason := fmt.Sprintf("not started within the grace window of %s (checked at %s)", grace, now.Format(time.RFC3339))
-		if i < len(occ)-1 {
+		if i < len(occ.at)-1 {
 			reason = fmt.Sprintf("superseded by the later occurrence %s (no catch-up bursts)", last.Format(time.RFC3339))
 		}
-		if i == 0 && truncated > 0 {
-			reason += fmt.Sprintf("; %d earlier occurrences were not listed", truncated)
+		if i == 0 && occ.truncated > 0 {
+			reason += fmt.Sprintf("; %d earlier occurrences were not listed", occ.truncated)
 		}
 		if id, ins, err := b.Insert(ctx, job.ID, at, TriggerSched, StateMissed, reason, now); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		} else if ins {
 			missed = append(missed, Execution{ID: id, JobID: job.ID, ScheduledAt: at, State: StateMissed, Error: reason})
 		}
 	}
-	if runIt {
-		active, err := b.ActiveFor(ctx, job.ID)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if len(active) > 0 && job.Policy.OverlapMode() == OverlapForbid {
-			reason := "previous run " + strings.Join(active, ", ") + " still running (overlap policy forbid)"
-			if id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateSkipped, reason, now); err != nil {
-				return nil, nil, nil, err
-			} else if ins {
-				skipped = append(skipped, Execution{ID: id, JobID: job.ID, ScheduledAt: last, State: StateSkipped, Error: reason})
-			}
-		} else {
-			id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateClaimed, "", now)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			if ins {
-				job.Repeat.Completed++
-				c = &Claim{ExecutionID: id, ScheduledAt: last, Trigger: TriggerSched, ClaimedAt: now}
-			}
-		}
+	return missed, nil
+}
+
+// claimOrSkip claims the occurrence at last (counting it towards the job's
+// repeat count), or records it skipped when an earlier run is still active
+// and the overlap policy forbids a second. A row the ledger already holds
+// is neither claimed nor skipped again.
+func claimOrSkip(ctx context.Context, b *LedgerTx, job *Job, last, now time.Time) (c *Claim, skipped []Execution, err error) {
+	active, err := b.ActiveFor(ctx, job.ID)
+	if err != nil {
+		return nil, nil, err
 	}
+	if len(active) > 0 && job.Policy.OverlapMode() == OverlapForbid {
+		reason := "previous run " + strings.Join(active, ", ") + " still running (overlap policy forbid)"
+		if id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateSkipped, reason, now); err != nil {
+			return nil, nil, err
+		} else if ins {
+			skipped = append(skipped, Execution{ID: id, JobID: job.ID, ScheduledAt: last, State: StateSkipped, Error: reason})
+		}
+		return nil, skipped, nil
+	}
+	id, ins, err := b.Insert(ctx, job.ID, last, TriggerSched, StateClaimed, "", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ins {
+		job.Repeat.Completed++
+		c = &Claim{ExecutionID: id, ScheduledAt: last, Trigger: TriggerSched, ClaimedAt: now}
+	}
+	return c, nil, nil
+}
+
+// moveNextRun moves the job's next_run_at to next, or completes and
+// disables the job when it has no next occurrence or has run its repeat
+// count.
+func moveNextRun(job *Job, next time.Time, hasNext bool) {
 	if job.Repeat.Times != nil && job.Repeat.Completed >= *job.Repeat.Times {
 		hasNext = false
 	}
@@ -510,10 +568,6 @@ func (s *Scheduler) advance(ctx context.Context, b *LedgerTx, job *Job, now time
 		job.State = StateCompleted
 		job.Enabled = false
 	}
-	if c != nil {
-		c.Job = *job
-	}
-	return c, missed, skipped, nil
 }
 
 // Result is how one execution ended.
@@ -600,90 +654,194 @@ func (s *Scheduler) runSafe(ctx context.Context, job *Job, c Claim) (out Outcome
 	return s.run(ctx, job, c)
 }
 
-// run executes the job body and classifies the outcome.
+// run executes the job body and classifies the outcome: the script (read,
+// guarded, run confined), then, unless the script ends the execution, the
+// agent with everything its prompt is built from guarded too.
 func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
-	fail := func(format string, args ...any) Outcome {
-		return Outcome{State: StateFailed, Error: fmt.Sprintf(format, args...)}
-	}
-	scriptText := ""
-	scriptPath := ""
-	if job.Script != "" {
-		p, err := ResolveScript(s.Home, string(job.Script))
-		if err != nil {
-			return fail("%v", err)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return fail("read script: %v", err)
-		}
-		scriptPath, scriptText = p, string(b)
+	scriptPath, scriptText, err := readJobScript(s.Home, job)
+	if err != nil {
+		return failed(err)
 	}
 	if fs := Scan(job.Prompt, scriptText); len(fs) > 0 {
-		return fail("blocked by guard: %s", describeFindings(fs))
+		return failf("blocked by guard: %s", describeFindings(fs))
 	}
 	maxRun := job.Policy.MaxRuntime()
-	rctx, cancel := context.WithCancel(ctx)
-	if maxRun > 0 {
-		rctx, cancel = context.WithTimeout(ctx, maxRun)
-	}
+	rctx, cancel := runContext(ctx, maxRun)
 	defer cancel()
-	inactivity := job.Policy.Inactivity()
-	if job.Policy.TimeoutSeconds == nil && s.DefaultInactivity != nil {
-		inactivity = *s.DefaultInactivity
-	}
+	inactivity := s.inactivity(job)
 
 	var scriptOut string
 	if scriptPath != "" {
-		workdir := string(job.Workdir)
-		iso := scriptIsolation(s.ScriptIsolation, job.Policy)
-		var ro, rw []string
-		var err error
-		if iso == IsolationNone {
-			if workdir == "" {
-				workdir = s.Home
-			}
-			if job.Policy.ScriptIsolation == IsolationNone {
-				s.log().Warn("script_isolation none: the script runs as this user with its files, network and processes in reach", "job", job.ID, "execution", c.ExecutionID)
-			}
-		} else if workdir, ro, rw, err = scriptFolders(s.Home, job.ID, scriptPath, workdir); err != nil {
-			return fail("script: cannot confine the script: %v", err)
+		out, end := s.runJobScript(rctx, job, c, scriptPath, maxRun, inactivity)
+		if end != nil {
+			return *end
 		}
-		r := runScript(rctx, scriptRun{
-			Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
-			MaxRuntime: maxRun, Inactivity: inactivity,
-			Isolation: iso, Network: job.Policy.ScriptNetwork, ReadOnly: ro, ReadWrite: rw,
-			Env: []string{
-				"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
-				"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),
-			},
-		})
-		code := r.ExitCode
-		switch {
-		case r.Err != nil:
-			return Outcome{State: StateFailed, Error: "script: " + r.Err.Error(), ExitCode: &code}
-		case r.TimedOut:
-			return Outcome{State: StateFailed, Error: "script stopped: " + r.Reason, Output: r.Stdout, ExitCode: &code}
-		case r.ExitCode != 0:
-			msg := fmt.Sprintf("script exited with status %d", r.ExitCode)
-			if tail := lastLines(r.Stderr, 20); tail != "" {
-				msg += "; stderr:\n" + tail
-			}
-			return Outcome{State: StateFailed, Error: msg, Output: r.Stdout, ExitCode: &code}
-		}
-		if job.NoAgent {
-			return Outcome{State: StateDone, Output: r.Stdout, ExitCode: &code}
-		}
-		if strings.TrimSpace(r.Stdout) == "" {
-			return Outcome{State: StateDone} // nothing to look at: silent, no agent call
-		}
-		scriptOut = r.Stdout
+		scriptOut = out
 	}
 	if job.NoAgent {
-		return fail("no_agent job has no script")
+		return failf("no_agent job has no script")
 	}
 	if s.Agent == nil {
-		return fail("no agent runner configured for agent jobs")
+		return failf("no agent runner configured for agent jobs")
 	}
+	aj, err := s.agentJob(ctx, job, c, scriptOut, maxRun, inactivity)
+	if err != nil {
+		return failed(err)
+	}
+	ar, err := s.Agent.RunAgent(rctx, aj)
+	return agentOutcome(ctx, rctx, maxRun, ar, err)
+}
+
+// failf is a failed outcome whose error is the formatted text.
+func failf(format string, args ...any) Outcome {
+	return Outcome{State: StateFailed, Error: fmt.Sprintf(format, args...)}
+}
+
+// failed is a failed outcome whose error is err's text.
+func failed(err error) Outcome {
+	return Outcome{State: StateFailed, Error: err.Error()}
+}
+
+// readJobScript resolves the job's script (if it has one) inside the home
+// folder and reads it; both are "" for a job without a script.
+func readJobScript(home string, job *Job) (path, text string, err error) {
+	if job.Script == "" {
+		return "", "", nil
+	}
+	p, err := ResolveScript(home, string(job.Script))
+	if err != nil {
+		return "", "", err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", "", fmt.Errorf("read script: %v", err)
+	}
+	return p, string(b), nil
+}
+
+// runContext is the context of the job's body: ctx bounded by the job's
+// wall-clock cap when it has one.
+func runContext(ctx context.Context, maxRun time.Duration) (context.Context, context.CancelFunc) {
+	if maxRun > 0 {
+		return context.WithTimeout(ctx, maxRun)
+	}
+	return context.WithCancel(ctx)
+}
+
+// inactivity is the job's inactivity timeout: its own, or the scheduler's
+// default (HERMES_CRON_TIMEOUT) when the job sets none.
+func (s *Scheduler) inactivity(job *Job) time.Duration {
+	if job.Policy.TimeoutSeconds == nil && s.DefaultInactivity != nil {
+		return *s.DefaultInactivity
+	}
+	return job.Policy.Inactivity()
+}
+
+// runJobScript runs the job's script, confined unless its isolation is
+// none, and returns its standard output for the agent. end is set when the
+// script decides the execution's outcome: it failed or timed out, the job
+// has no agent, or it printed nothing (silent, no agent call).
+func (s *Scheduler) runJobScript(rctx context.Context, job *Job, c Claim, scriptPath string, maxRun, inactivity time.Duration) (stdout string, end *Outcome) {
+	workdir := string(job.Workdir)
+	iso := scriptIsolation(s.ScriptIsolation, job.Policy)
+	var ro, rw []string
+	var err error
+	if iso == IsolationNone {
+		if workdir == "" {
+			workdir = s.Home
+		}
+		if job.Policy.ScriptIsolation == IsolationNone {
+			s.log().Warn("script_isolation none: the script runs as this user with its files, network and processes in reach", "job", job.ID, "execution", c.ExecutionID)
+		}
+	} else if workdir, ro, rw, err = scriptFolders(s.Home, job.ID, scriptPath, workdir); err != nil {
+		out := failf("script: cannot confine the script: %v", err)
+		return "", &out
+	}
+	r := runScript(rctx, scriptRun{
+		Path: scriptPath, Workdir: workdir, EnvAllow: job.Policy.EnvAllow,
+		MaxRuntime: maxRun, Inactivity: inactivity,
+		Isolation: iso, Network: job.Policy.ScriptNetwork, ReadOnly: ro, ReadWrite: rw,
+		Env: []string{
+			"HERMES_PIPE_HOME=" + s.Home, "HERMES_PIPE_JOB_ID=" + job.ID,
+			"HERMES_PIPE_EXECUTION_ID=" + c.ExecutionID, "HERMES_PIPE_SCHEDULED_AT=" + fmtTime(c.ScheduledAt),
+		},
+	})
+	return scriptOutcome(job, r)
+}
+
+// scriptOutcome classifies a finished script run: end is set when it
+// decides the execution's outcome, otherwise stdout goes to the agent.
+func scriptOutcome(job *Job, r ScriptResult) (stdout string, end *Outcome) {
+	code := r.ExitCode
+	switch {
+	case r.Err != nil:
+		return "", &Outcome{State: StateFailed, Error: "script: " + r.Err.Error(), ExitCode: &code}
+	case r.TimedOut:
+		return "", &Outcome{State: StateFailed, Error: "script stopped: " + r.Reason, Output: r.Stdout, ExitCode: &code}
+	case r.ExitCode != 0:
+		msg := fmt.Sprintf("script exited with status %d", r.ExitCode)
+		if tail := lastLines(r.Stderr, 20); tail != "" {
+			msg += "; stderr:\n" + tail
+		}
+		return "", &Outcome{State: StateFailed, Error: msg, Output: r.Stdout, ExitCode: &code}
+	case job.NoAgent:
+		return "", &Outcome{State: StateDone, Output: r.Stdout, ExitCode: &code}
+	case strings.TrimSpace(r.Stdout) == "":
+		return "", &Outcome{State: StateDone} // nothing to look at: silent, no agent call
+	}
+	return r.Stdout, nil
+}
+
+// agentJob builds the agent's request for one execution: the latest outputs
+// of the context_from jobs, the job's MCP configuration and toolsets, its
+// skills, SOUL.md and the workdir's project context, each read now and
+// guarded. An error is the execution's failure text.
+func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut string, maxRun, inactivity time.Duration) (AgentJob, error) {
+	contexts, err := s.contextOutputs(ctx, job)
+	if err != nil {
+		return AgentJob{}, err
+	}
+	if err := guardRuntimeInputs(job, contexts, scriptOut); err != nil {
+		return AgentJob{}, err
+	}
+	// The job's MCP configuration is read now, so a missing or broken file
+	// fails this execution alone, naming it; its servers are started by
+	// the runner before the first model call.
+	mcpCfg, err := jobMCP(job)
+	if err != nil {
+		return AgentJob{}, fmt.Errorf("%v; fix the file or `cron edit %s --mcp-config FILE`", err, job.ID)
+	}
+	if err := checkToolsets(job.EnabledToolsets, mcpCfg.Toolsets()); err != nil {
+		return AgentJob{}, fmt.Errorf("%v; edit the job's toolsets", err)
+	}
+	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	skillsDir := job.Policy.SkillsDir
+	if skillsDir == "" {
+		skillsDir = SkillsDir(s.Home)
+	}
+	skills := jobSkills(job)
+	workdir := string(job.Workdir)
+	prompt, err := s.withJobSkills(skills, buildPrompt(job, contexts, scriptOut))
+	if err != nil {
+		return AgentJob{}, err
+	}
+	soulText, files, err := s.contextFiles(workdir)
+	if err != nil {
+		return AgentJob{}, err
+	}
+	return AgentJob{
+		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
+		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
+		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir, MCP: mcpCfg, SkillsDir: skillsDir,
+		InactivityTimeout: inactivity, MaxRuntime: maxRun,
+		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
+		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
+	}, nil
+}
+
+// contextOutputs is the latest output of each context_from job that has
+// one, in the job's order.
+func (s *Scheduler) contextOutputs(ctx context.Context, job *Job) ([]contextOutput, error) {
 	var contexts []contextOutput
 	// jobs.json is read at most once, for the names of the context jobs; if
 	// it cannot be read the ids stand in for the names.
@@ -694,7 +852,7 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 	for _, id := range job.ContextFrom {
 		e, ok, err := s.Ledger.LatestOutput(ctx, id)
 		if err != nil {
-			return fail("context_from %s: %v", id, err)
+			return nil, fmt.Errorf("context_from %s: %v", id, err)
 		}
 		if !ok {
 			continue
@@ -707,74 +865,69 @@ func (s *Scheduler) run(ctx context.Context, job *Job, c Claim) Outcome {
 		}
 		contexts = append(contexts, contextOutput{id: id, name: name, text: e.Output, at: e.ScheduledAt})
 	}
-	// Text from other jobs and from the script reaches the model too: a hit
-	// stops the execution (an alert names the rule and the source).
+	return contexts, nil
+}
+
+// guardRuntimeInputs scans the text from other jobs and from the script,
+// which reaches the model too: a hit stops the execution (an alert names
+// the rule and the source).
+func guardRuntimeInputs(job *Job, contexts []contextOutput, scriptOut string) error {
 	for _, c := range contexts {
 		if fs := ScanRuntime(c.text); len(fs) > 0 {
-			return fail("blocked by guard: the latest output of context_from job %q (%s): %s", c.name, c.id, describeFindings(fs))
+			return fmt.Errorf("blocked by guard: the latest output of context_from job %q (%s): %s", c.name, c.id, describeFindings(fs))
 		}
 	}
 	if fs := ScanRuntime(scriptOut); len(fs) > 0 {
-		return fail("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
+		return fmt.Errorf("blocked by guard: the output of script %s: %s", job.Script, describeFindings(fs))
 	}
-	// The job's MCP configuration is read now, so a missing or broken file
-	// fails this execution alone, naming it; its servers are started by
-	// the runner before the first model call.
-	mcpCfg, err := jobMCP(job)
-	if err != nil {
-		return fail("%v; fix the file or `cron edit %s --mcp-config FILE`", err, job.ID)
+	return nil
+}
+
+// withJobSkills places the job's skills in the prompt as Hermes does; a
+// missing skill, or one the guard refuses, fails the execution naming it.
+func (s *Scheduler) withJobSkills(skills []string, prompt string) (string, error) {
+	if len(skills) == 0 {
+		return prompt, nil
 	}
-	if err := checkToolsets(job.EnabledToolsets, mcpCfg.Toolsets()); err != nil {
-		return fail("%v; edit the job's toolsets", err)
-	}
-	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
-	skillsDir := job.Policy.SkillsDir
-	if skillsDir == "" {
-		skillsDir = SkillsDir(s.Home)
-	}
-	skills := jobSkills(job)
-	workdir := string(job.Workdir)
-	prompt := buildPrompt(job, contexts, scriptOut)
-	// Skills, SOUL.md and the workdir's project context reach the model as
-	// Hermes places them; a missing skill fails the execution naming it.
-	if len(skills) > 0 {
-		texts := make([]string, len(skills))
-		for i, name := range skills {
-			text, err := LoadSkill(s.Home, name)
-			if err != nil {
-				return fail("%v", err)
-			}
-			if fs := ScanRuntime(text); len(fs) > 0 {
-				return fail("blocked by guard: skill %q: %s", name, describeFindings(fs))
-			}
-			texts[i] = text
+	texts := make([]string, len(skills))
+	for i, name := range skills {
+		text, err := LoadSkill(s.Home, name)
+		if err != nil {
+			return "", err
 		}
-		prompt = withSkills(skills, texts, prompt)
+		if fs := ScanRuntime(text); len(fs) > 0 {
+			return "", fmt.Errorf("blocked by guard: skill %q: %s", name, describeFindings(fs))
+		}
+		texts[i] = text
 	}
-	soulText, err := soul(s.Home)
+	return withSkills(skills, texts, prompt), nil
+}
+
+// contextFiles reads SOUL.md and the workdir's project context, which reach
+// the model as Hermes places them, and guards each.
+func (s *Scheduler) contextFiles(workdir string) (soulText string, files []contextFile, err error) {
+	soulText, err = soul(s.Home)
 	if err != nil {
-		return fail("%v", err)
+		return "", nil, err
 	}
-	files, err := projectContext(workdir)
+	files, err = projectContext(workdir)
 	if err != nil {
-		return fail("%v", err)
+		return "", nil, err
 	}
 	for _, f := range append([]contextFile{{"SOUL.md", soulText}}, files...) {
 		if fs := ScanRuntime(f.text); len(fs) > 0 {
-			return fail("blocked by guard: context file %s: %s", f.name, describeFindings(fs))
+			return "", nil, fmt.Errorf("blocked by guard: context file %s: %s", f.name, describeFindings(fs))
 		}
 	}
-	ar, err := s.Agent.RunAgent(rctx, AgentJob{
-		JobID: job.ID, ExecutionID: c.ExecutionID, Name: job.Name, ScheduledAt: c.ScheduledAt,
-		Prompt: prompt, SystemPrompt: systemPrompt(soulText, files), Model: string(job.Model), Provider: string(job.Provider),
-		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir, MCP: mcpCfg, SkillsDir: skillsDir,
-		InactivityTimeout: inactivity, MaxRuntime: maxRun,
-		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
-		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
-	})
+	return soulText, files, nil
+}
+
+// agentOutcome classifies how the agent's run ended: rctx ending while ctx
+// has not is the job's wall-clock cap.
+func agentOutcome(ctx, rctx context.Context, maxRun time.Duration, ar AgentResult, err error) Outcome {
 	switch {
 	case err != nil:
-		return fail("agent: %v", err)
+		return failf("agent: %v", err)
 	case rctx.Err() != nil && ctx.Err() == nil:
 		return Outcome{State: StateFailed, Error: fmt.Sprintf("wall-clock cap of %s reached", maxRun), Output: ar.Output}
 	case ar.Outcome != "" && ar.Outcome != schemas.OutcomeCompleted:

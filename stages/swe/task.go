@@ -226,32 +226,42 @@ func hasID(b []byte) bool {
 	return false
 }
 
+// parseTask reads the task on line n: its fields (each under any of its
+// accepted names), then the checks of its form (simple or SWE-bench) and of
+// its values. A task that fails is returned as far as it was read.
 func parseTask(line []byte, n int) (Task, error) {
 	t := Task{Line: n}
+	raw, err := taskObject(line, n)
+	if err != nil {
+		return t, err
+	}
+	if err := readTaskStrings(raw, n, &t); err != nil {
+		return t, err
+	}
+	if err := readTaskLists(raw, n, &t); err != nil {
+		return t, err
+	}
+	if err := checkTaskForm(raw, n, &t); err != nil {
+		return t, err
+	}
+	return t, checkTaskValues(n, &t)
+}
+
+// taskObject decodes line n as a JSON object in valid UTF-8.
+func taskObject(line []byte, n int) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(line) {
-		return t, &TaskError{Line: n, Reason: "invalid UTF-8"}
+		return nil, &TaskError{Line: n, Reason: "invalid UTF-8"}
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(line, &raw); err != nil || raw == nil {
-		return t, &TaskError{Line: n, Reason: "not a JSON object"}
+		return nil, &TaskError{Line: n, Reason: "not a JSON object"}
 	}
-	str := func(dst *string, names ...string) error {
-		for _, name := range names {
-			v, ok := raw[name]
-			if !ok || string(v) == "null" {
-				continue
-			}
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				return &TaskError{Line: n, Field: name, Reason: "must be a string"}
-			}
-			if s != "" {
-				*dst = s
-				return nil
-			}
-		}
-		return nil
-	}
+	return raw, nil
+}
+
+// readTaskStrings fills the task's string fields, each from the first of
+// its names that holds a non-empty string.
+func readTaskStrings(raw map[string]json.RawMessage, n int, t *Task) error {
 	for _, f := range []struct {
 		dst   *string
 		names []string
@@ -266,41 +276,74 @@ func parseTask(line []byte, n int) (Task, error) {
 		{&t.TestCmd, []string{"test_cmd", "test_command"}},
 		{&t.GoldPatch, []string{"patch"}},
 	} {
-		if err := str(f.dst, f.names...); err != nil {
-			return t, err
+		if err := taskString(raw, n, f.dst, f.names...); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// taskString sets *dst to the first non-empty string among names; a value
+// that is neither null nor a string is an error naming its field.
+func taskString(raw map[string]json.RawMessage, n int, dst *string, names ...string) error {
+	for _, name := range names {
+		v, ok := raw[name]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return &TaskError{Line: n, Field: name, Reason: "must be a string"}
+		}
+		if s != "" {
+			*dst = s
+			return nil
+		}
+	}
+	return nil
+}
+
+// readTaskLists fills the task's test lists and its environment, whose
+// names must be variable names.
+func readTaskLists(raw map[string]json.RawMessage, n int, t *Task) error {
 	var err error
 	if t.FailToPass, err = testList(raw, "FAIL_TO_PASS", n); err != nil {
-		return t, err
+		return err
 	}
 	if t.PassToPass, err = testList(raw, "PASS_TO_PASS", n); err != nil {
-		return t, err
+		return err
 	}
 	if v, ok := raw["env"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &t.Env); err != nil {
-			return t, &TaskError{Line: n, Field: "env", Reason: "must be an object of string values"}
+			return &TaskError{Line: n, Field: "env", Reason: "must be an object of string values"}
 		}
 		for k := range t.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return t, &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("%q is not a variable name", k)}
+				return &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("%q is not a variable name", k)}
 			}
 		}
 	}
+	return nil
+}
+
+// checkTaskForm tells the simple form (no "problem_statement") from the
+// SWE-bench form, checks the fields each needs and fills the defaults: the
+// SWE-bench form's cwd, and an instance id from the line number.
+func checkTaskForm(raw map[string]json.RawMessage, n int, t *Task) error {
 	_, hasPS := raw["problem_statement"]
 	t.Simple = !hasPS
 	switch {
 	case t.ProblemStatement == "" && t.Simple:
-		return t, &TaskError{Line: n, Field: "task", Reason: "missing (a task needs \"problem_statement\" or, in the simple form, \"task\")"}
+		return &TaskError{Line: n, Field: "task", Reason: "missing (a task needs \"problem_statement\" or, in the simple form, \"task\")"}
 	case t.ProblemStatement == "":
-		return t, &TaskError{Line: n, Field: "problem_statement", Reason: "empty"}
+		return &TaskError{Line: n, Field: "problem_statement", Reason: "empty"}
 	}
 	if !t.Simple {
 		if t.InstanceID == "" {
-			return t, &TaskError{Line: n, Field: "instance_id", Reason: "missing"}
+			return &TaskError{Line: n, Field: "instance_id", Reason: "missing"}
 		}
 		if t.TestCmd == "" {
-			return t, &TaskError{Line: n, Field: "test_cmd", Reason: "missing (the command that runs the task's tests)"}
+			return &TaskError{Line: n, Field: "test_cmd", Reason: "missing (the command that runs the task's tests)"}
 		}
 		if t.Cwd == "" {
 			t.Cwd = DefaultCwd
@@ -309,16 +352,21 @@ func parseTask(line []byte, n int) (Task, error) {
 	if t.InstanceID == "" {
 		t.InstanceID = "task-" + strconv.Itoa(n)
 	}
+	return nil
+}
+
+// checkTaskValues checks the instance id, base commit and cwd.
+func checkTaskValues(n int, t *Task) error {
 	if strings.ContainsAny(t.InstanceID, "\n\r\t") {
-		return t, &TaskError{Line: n, Field: "instance_id", Reason: "must not contain control characters"}
+		return &TaskError{Line: n, Field: "instance_id", Reason: "must not contain control characters"}
 	}
 	if t.BaseCommit != "" && !isHex(t.BaseCommit) {
-		return t, &TaskError{Line: n, Field: "base_commit", Reason: fmt.Sprintf("%q is not a commit hash", t.BaseCommit)}
+		return &TaskError{Line: n, Field: "base_commit", Reason: fmt.Sprintf("%q is not a commit hash", t.BaseCommit)}
 	}
 	if t.Cwd != "" && !strings.HasPrefix(t.Cwd, "/") {
-		return t, &TaskError{Line: n, Field: "cwd", Reason: "must be an absolute path"}
+		return &TaskError{Line: n, Field: "cwd", Reason: "must be an absolute path"}
 	}
-	return t, nil
+	return nil
 }
 
 // testList reads FAIL_TO_PASS / PASS_TO_PASS: a JSON list of strings, or a
