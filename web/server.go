@@ -315,71 +315,114 @@ func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T,
 	return nil
 }
 
-// match reports whether record i passes q's index filters (not the text).
+// matcher reports whether record i passes q's index filters (not the text).
+// A toolset or tool the index does not know matches nothing; so does an
+// unknown outcome or compression (its position is -1).
 func (s *Server) matcher(q Query) (func(i int) bool, error) {
-	ix := s.idx()
-	oc, co := -1, -1 // -1 = no such value: nothing matches
+	f, ok := newIndexFilter(s.idx(), q)
+	if !ok {
+		return func(int) bool { return false }, nil
+	}
+	// Each step is small enough to be inlined: one call per record, as
+	// when the filter was one closure.
+	return func(i int) bool {
+		return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i)
+	}, nil
+}
+
+// indexFilter is q's index filters resolved against ix once per query:
+// dictionary positions and bit masks in place of names, so that testing a
+// record compares its columns only.
+type indexFilter struct {
+	ix           *Index
+	q            *Query
+	oc, co       int    // q.Outcome's and q.Compress's positions; -1 = no such value
+	tsBit, tlBit uint64 // q.Toolset's and q.Tool's bits; 0 = not asked for
+}
+
+// newIndexFilter resolves q's names against ix's dictionaries; false: q
+// names a toolset or a tool ix has no bit for, so no record matches.
+func newIndexFilter(ix *Index, q Query) (*indexFilter, bool) {
+	f := &indexFilter{ix: ix, q: &q, oc: -1, co: -1}
 	if q.Outcome != "" {
-		oc = slices.Index(ix.Outcomes, q.Outcome)
+		f.oc = slices.Index(ix.Outcomes, q.Outcome)
 	}
 	if q.Compress != "" {
-		co = slices.Index(ix.Compresses, q.Compress)
+		f.co = slices.Index(ix.Compresses, q.Compress)
 	}
-	var tsBit, tlBit uint64
-	if q.Toolset != "" {
-		if i := slices.Index(ix.ToolsetBits, q.Toolset); i >= 0 {
-			tsBit = 1 << i
-		} else {
-			return func(int) bool { return false }, nil
-		}
+	var ok bool
+	if f.tsBit, ok = nameBit(ix.ToolsetBits, q.Toolset); !ok {
+		return nil, false
 	}
-	if q.Tool != "" {
-		if i := slices.Index(ix.ToolBits, q.Tool); i >= 0 {
-			tlBit = 1 << i
-		} else {
-			return func(int) bool { return false }, nil
-		}
+	if f.tlBit, ok = nameBit(ix.ToolBits, q.Tool); !ok {
+		return nil, false
 	}
-	return func(i int) bool {
-		if q.Outcome != "" && int(ix.Outcome[i]) != oc {
-			return false
-		}
-		if q.Compress != "" && int(ix.Compress[i]) != co {
-			return false
-		}
-		if tsBit != 0 && ix.Toolsets[i]&tsBit == 0 || tlBit != 0 && ix.Tools[i]&tlBit == 0 {
-			return false
-		}
-		switch q.Failures {
-		case "yes":
-			if ix.Failures[i] == 0 {
-				return false
-			}
-		case "no":
-			if ix.Failures[i] != 0 {
-				return false
-			}
-		}
-		if q.TurnsMin >= 0 || q.TurnsMax >= 0 {
-			t := int64(ix.Turns[i])
-			if q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
-				return false
-			}
-		}
-		if q.TokensMin >= 0 || q.TokensMax >= 0 {
-			k := int64(ix.Tokens[i])
-			if q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
-				return false
-			}
-		}
-		if !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) {
-			c := float64(ix.Cost[i])
-			if math.IsNaN(c) || !math.IsNaN(q.CostMin) && c < q.CostMin || !math.IsNaN(q.CostMax) && c > q.CostMax {
-				return false
-			}
-		}
+	return f, true
+}
+
+// nameBit is name's bit among names (0 when name is ""); false: names does
+// not hold it.
+func nameBit(names []string, name string) (uint64, bool) {
+	if name == "" {
+		return 0, true
+	}
+	i := slices.Index(names, name)
+	if i < 0 {
+		return 0, false
+	}
+	return 1 << i, true
+}
+
+// categories reports whether record i has the outcome, the compression, the
+// toolset and the tool q asks for.
+func (f *indexFilter) categories(i int) bool {
+	ix, q := f.ix, f.q
+	if q.Outcome != "" && int(ix.Outcome[i]) != f.oc || q.Compress != "" && int(ix.Compress[i]) != f.co {
+		return false
+	}
+	return !(f.tsBit != 0 && ix.Toolsets[i]&f.tsBit == 0 || f.tlBit != 0 && ix.Tools[i]&f.tlBit == 0)
+}
+
+// failures reports whether record i had tool failures when q asks for
+// records with ("yes") or without ("no") them.
+func (f *indexFilter) failures(i int) bool {
+	switch f.q.Failures {
+	case "yes":
+		return f.ix.Failures[i] != 0
+	case "no":
+		return f.ix.Failures[i] == 0
+	}
+	return true
+}
+
+// turns reports whether record i's turns are within q's bounds (a
+// negative bound is none).
+func (f *indexFilter) turns(i int) bool {
+	q := f.q
+	return q.TurnsMin < 0 && q.TurnsMax < 0 || inBounds(int64(f.ix.Turns[i]), q.TurnsMin, q.TurnsMax)
+}
+
+// tokens reports whether record i's tokens are within q's bounds (a
+// negative bound is none).
+func (f *indexFilter) tokens(i int) bool {
+	q := f.q
+	return q.TokensMin < 0 && q.TokensMax < 0 || inBounds(int64(f.ix.Tokens[i]), q.TokensMin, q.TokensMax)
+}
+
+// inBounds reports whether v is within [lo, hi], a negative bound being none.
+func inBounds(v, lo, hi int64) bool {
+	return !(lo >= 0 && v < lo || hi >= 0 && v > hi)
+}
+
+// cost reports whether record i's cost is within q's bounds (NaN = none); an
+// unpriced record is outside any bound.
+func (f *indexFilter) cost(i int) bool {
+	q := f.q
+	if math.IsNaN(q.CostMin) && math.IsNaN(q.CostMax) {
 		return true
-	}, nil
+	}
+	c := float64(f.ix.Cost[i])
+	return !(math.IsNaN(c) || !math.IsNaN(q.CostMin) && c < q.CostMin || !math.IsNaN(q.CostMax) && c > q.CostMax)
 }
 
 // sorted returns the record positions in the order sort names, computed

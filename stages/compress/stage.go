@@ -71,24 +71,9 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		rctx, cancel = context.WithTimeout(ctx, s.rowTimeout)
 		defer cancel()
 	}
-	rctx = withRow(rctx, rec.Key)
-	res, err := s.comp.compress(rctx, p.turns, s.summarize)
+	res, err := s.compressRow(ctx, withRow(rctx, rec.Key), rec.Key, p)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, pipeline.ErrDeferred) {
-			// A summary waits for a batch result that is not here yet
-			// (--batch-export, --batch-import): the row stays pending.
-			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
-		}
-		// The row's own deadline (--row-timeout) passed during a summary.
-		res.outcome, res.turns, res.changed, res.err = OutcomeSummaryFailed, p.turns, false, err
-		m := &res.metrics
-		m.Outcome, m.Error = string(OutcomeSummaryFailed), fmt.Sprintf("row timeout after %s: %v", s.rowTimeout, err)
-		m.StillOverLimit, m.WasCompressed = true, false
-		m.CompressedTokens, m.CompressedTurns, m.TokensSaved, m.TurnsRemoved = m.OriginalTokens, m.OriginalTurns, 0, 0
-		m.TurnTokens = m.OriginalTurnTokens
+		return nil, err
 	}
 	m := &res.metrics
 	rec.Usage, rec.CostUSD = m.Usage, m.CostUSD
@@ -99,64 +84,117 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		}
 		return []*schemas.Record{rec}, nil
 	}
+	if err := s.rewrite(rec, p, &res); err != nil {
+		return nil, err
+	}
+	return s.dispose(rec, res.outcome, m)
+}
 
+// compressRow compresses p's turns under rctx (the row's deadline and key).
+// It fails when ctx ends or a summary is deferred to a batch; a summary that
+// fails otherwise (the row's deadline passed) makes the row summary_failed
+// with its turns unchanged.
+func (s *Stage) compressRow(ctx, rctx context.Context, key string, p parsed) (result, error) {
+	res, err := s.comp.compress(rctx, p.turns, s.summarize)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if errors.Is(err, pipeline.ErrDeferred) {
+		// A summary waits for a batch result that is not here yet
+		// (--batch-export, --batch-import): the row stays pending.
+		return res, fmt.Errorf("compress %s: %w", key, err)
+	}
+	// The row's own deadline (--row-timeout) passed during a summary.
+	res.outcome, res.turns, res.changed, res.err = OutcomeSummaryFailed, p.turns, false, err
+	m := &res.metrics
+	m.Outcome, m.Error = string(OutcomeSummaryFailed), fmt.Sprintf("row timeout after %s: %v", s.rowTimeout, err)
+	m.StillOverLimit, m.WasCompressed = true, false
+	m.CompressedTokens, m.CompressedTurns, m.TokensSaved, m.TurnsRemoved = m.OriginalTokens, m.OriginalTurns, 0, 0
+	m.TurnTokens = m.OriginalTurnTokens
+	return res, nil
+}
+
+// rewrite sets rec's line and outcome after compression: the new
+// conversations when they changed, compression_metrics, and the record's
+// outcome member when the record's outcome is not its own any more.
+func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 	out := rec.Raw
+	var err error
 	if res.changed {
 		out, err = setMember(out, "conversations", encodeTurns(p, res.turns), p.spaced)
 		if err != nil {
-			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 	}
-	oc := res.outcome
-	keyed := gjson.GetBytes(rec.Raw, "key").Type == gjson.String
-	inOC := gjson.GetBytes(rec.Raw, "outcome")
-	recOC := oc
-	if keyed && inOC.Type == gjson.String {
-		// A hermes-pipe record keeps its own outcome unless compress failed
-		// it, its own cap stopped it, or the outcome is one only compress can judge.
-		in := schemas.Outcome(inOC.Str)
-		if oc != OutcomeSummaryFailed && oc != OutcomeBudgetExceeded && in.OK() && s.known(in) && !isCompressOutcome(in) {
-			recOC = in
-		} else if in != oc {
-			m.InputOutcome = inOC.Str
-		}
-	}
+	m := &res.metrics
+	recOC, rewriteOC := s.recordOutcome(rec.Raw, res.outcome, m)
 	mj, err := m.MarshalJSON()
 	if err != nil {
-		return nil, fmt.Errorf("compress %s: encode metrics: %w", rec.Key, err)
+		return fmt.Errorf("compress %s: encode metrics: %w", rec.Key, err)
 	}
 	if p.spaced {
 		mj = spaceJSON(mj)
 	}
 	if out, err = setMember(out, "compression_metrics", mj, p.spaced); err != nil {
-		return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+		return fmt.Errorf("compress %s: %w", rec.Key, err)
 	}
-	if keyed && inOC.Type == gjson.String && recOC != schemas.Outcome(inOC.Str) {
+	if rewriteOC {
 		if out, err = setMember(out, "outcome", pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
-			return nil, fmt.Errorf("compress %s: %w", rec.Key, err)
+			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 	}
 	rec.Raw = out
 	rec.Outcome = recOC
+	return nil
+}
+
+// recordOutcome is the outcome of a compressed record whose compress outcome
+// is oc, and whether it differs from the outcome member raw carries. A
+// hermes-pipe record (it has key and outcome) keeps its own outcome unless
+// compress failed it, its own cap stopped it, or the outcome is one only
+// compress can judge; then m.InputOutcome keeps the record's own when it
+// differs.
+func (s *Stage) recordOutcome(raw []byte, oc schemas.Outcome, m *RowMetrics) (schemas.Outcome, bool) {
+	keyed := gjson.GetBytes(raw, "key").Type == gjson.String
+	inOC := gjson.GetBytes(raw, "outcome")
+	if !keyed || inOC.Type != gjson.String {
+		return oc, false
+	}
+	in := schemas.Outcome(inOC.Str)
+	recOC := oc
+	if oc != OutcomeSummaryFailed && oc != OutcomeBudgetExceeded && in.OK() && s.known(in) && !isCompressOutcome(in) {
+		recOC = in
+	} else if in != oc {
+		m.InputOutcome = inOC.Str
+	}
+	return recOC, recOC != in
+}
+
+// dispose journals a compressed row and says what goes to the output: the
+// record, or nothing when the over-limit policy drops or quarantines a row
+// still over its limit (a quarantined row is written to the quarantine file
+// before it is journaled).
+func (s *Stage) dispose(rec *schemas.Record, oc schemas.Outcome, m *RowMetrics) ([]*schemas.Record, error) {
+	disposal := ""
 	if oc == OutcomeStillOverLimit {
 		switch s.overLimit {
 		case OverLimitDrop:
-			if err := s.count(rec.Key, m, DisposalDropped); err != nil {
-				return nil, err
-			}
-			return nil, nil
+			disposal = DisposalDropped
 		case OverLimitQuarantine:
-			if err := s.quarantine.add(rec.Key, m, out); err != nil {
+			if err := s.quarantine.add(rec.Key, m, rec.Raw); err != nil {
 				return nil, err
 			}
-			if err := s.count(rec.Key, m, DisposalQuarantined); err != nil {
-				return nil, err
-			}
-			return nil, nil
+			disposal = DisposalQuarantined
 		}
 	}
-	if err := s.count(rec.Key, m, ""); err != nil {
+	if err := s.count(rec.Key, m, disposal); err != nil {
 		return nil, err
+	}
+	if disposal != "" {
+		return nil, nil
 	}
 	return []*schemas.Record{rec}, nil
 }

@@ -329,15 +329,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 // plan decides the reply and any fault for one request.
 func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
-	h := fnv.New64a()
-	var seed [8]byte
-	for i := range seed {
-		seed[i] = byte(s.cfg.Seed >> (8 * i))
-	}
-	_, _ = h.Write(seed[:])
-	_, _ = h.Write(req.Messages)
-	hash := h.Sum64()
-
+	hash := s.requestHash(req)
 	p := plan{
 		id:     fmt.Sprintf("chatcmpl-%016x", hash),
 		model:  s.cfg.Model,
@@ -348,104 +340,158 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 		p.model = req.Model
 	}
 	p.withUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	attempt := s.attempts.next(hash)
-	p.attempt = attempt
+	p.attempt = s.attempts.next(hash)
 
-	// Only the first user message and the last tool result are read, so
-	// only those two are decoded, however long the conversation.
-	step := 0
-	firstUser, lastTool := -1, -1
+	conv := scanConversation(msgs)
+	st := s.planReply(&p, req, msgs, conv)
+	p.reply.setTokens(msgs, maxTokens(req))
+	s.planFault(&p, st)
+	if p.fault == FaultBadToolArg {
+		p.reply.cutToolArguments()
+		p.fault = ""
+		s.stats.fault(FaultBadToolArg)
+	}
+	return p
+}
+
+// requestHash is the FNV-1a hash of the configured seed and the request's
+// messages: the same conversation gets the same reply.
+func (s *Server) requestHash(req *chatRequest) uint64 {
+	h := fnv.New64a()
+	var seed [8]byte
+	for i := range seed {
+		seed[i] = byte(s.cfg.Seed >> (8 * i))
+	}
+	_, _ = h.Write(seed[:])
+	_, _ = h.Write(req.Messages)
+	return h.Sum64()
+}
+
+// conversation is what plan reads of the messages: the step (assistant turns
+// so far), the first user message and the last tool result (-1: none).
+type conversation struct {
+	step                int
+	firstUser, lastTool int
+}
+
+// scanConversation finds the step and the two messages plan reads. Only
+// those two are decoded, however long the conversation.
+func scanConversation(msgs []wireMessage) conversation {
+	c := conversation{firstUser: -1, lastTool: -1}
 	for i := range msgs {
 		switch msgs[i].Role {
 		case "assistant":
-			step++
+			c.step++
 		case "user":
-			if firstUser < 0 {
-				firstUser = i
+			if c.firstUser < 0 {
+				c.firstUser = i
 			}
 		case "tool":
-			lastTool = i
+			c.lastTool = i
 		}
 	}
+	return c
+}
+
+// maxTokens is the request's completion limit: the smaller of max_tokens
+// and max_completion_tokens when both are set (0 = none).
+func maxTokens(req *chatRequest) int {
 	maxTokens := req.MaxTokens
 	if req.MaxCompletionTokens > 0 && (maxTokens == 0 || req.MaxCompletionTokens < maxTokens) {
 		maxTokens = req.MaxCompletionTokens
 	}
+	return maxTokens
+}
 
-	user := ""
-	if firstUser >= 0 {
-		user = msgs[firstUser].text()
-	}
-	var sc *Script
-	var groups []string
+// matchScript is the first script whose pattern matches the user message,
+// with the pattern's submatches; nil when none does.
+func (s *Server) matchScript(user string) (*Script, []string) {
 	for i := range s.scripts {
 		if m := s.scripts[i].re.FindStringSubmatch(user); m != nil {
-			sc, groups = &s.scripts[i], m
-			break
+			return &s.scripts[i], m
 		}
 	}
+	return nil, nil
+}
 
-	var st *Step
+// planReply sets p's script name and reply: the matching script's step, a
+// summary when the request offers no tools, a final answer otherwise. It
+// returns the scripted step (nil when no script matched), whose fault wins
+// over the random ones.
+func (s *Server) planReply(p *plan, req *chatRequest, msgs []wireMessage, conv conversation) *Step {
+	user := ""
+	if conv.firstUser >= 0 {
+		user = msgs[conv.firstUser].text()
+	}
+	sc, groups := s.matchScript(user)
 	switch {
 	case sc != nil:
 		p.script = sc.Name
 		if p.script == "" {
 			p.script = sc.Match
 		}
-		if step < len(sc.Steps) {
-			st = &sc.Steps[step]
-		} else if sc.Final != nil {
-			st = sc.Final
-		} else {
-			st = &Step{Content: "Done."}
+		st := sc.step(conv.step)
+		vars := templateVars{user: user, step: conv.step, groups: groups}
+		if conv.lastTool >= 0 {
+			vars.lastTool = msgs[conv.lastTool].text()
 		}
-		vars := templateVars{user: user, step: step, groups: groups}
-		if lastTool >= 0 {
-			vars.lastTool = msgs[lastTool].text()
-		}
-		p.reply = s.stepReply(st, &vars, hash, step)
+		p.reply = s.stepReply(st, &vars, p.hash, conv.step)
+		return st
 	case len(req.Tools) == 0:
 		p.script = "(summary)"
-		p.reply = s.summary(msgs, hash)
+		p.reply = s.summary(msgs, p.hash)
 	default:
 		p.script = "(default)"
-		p.reply = reply{content: "Final answer: " + words(hash, 12) + ".", finish: "stop"}
+		p.reply = reply{content: "Final answer: " + words(p.hash, 12) + ".", finish: "stop"}
 	}
-	p.reply.promptTokens = promptTokens(msgs)
+	return nil
+}
+
+// step is the script's step for the conversation's step number: past the
+// last one, Final, or "Done." when the script has none.
+func (s *Script) step(n int) *Step {
+	switch {
+	case n < len(s.Steps):
+		return &s.Steps[n]
+	case s.Final != nil:
+		return s.Final
+	}
+	return &Step{Content: "Done."}
+}
+
+// setTokens sets the reply's token counts: the prompt's, the cached part
+// (every message but the last), the completion's after truncating it to
+// maxTokens (0 = no limit).
+func (r *reply) setTokens(msgs []wireMessage, maxTokens int) {
+	r.promptTokens = promptTokens(msgs)
 	if len(msgs) > 1 {
-		p.reply.cachedTokens = promptTokens(msgs[:len(msgs)-1])
+		r.cachedTokens = promptTokens(msgs[:len(msgs)-1])
 	}
 	if maxTokens > 0 {
-		p.reply.truncate(maxTokens)
+		r.truncate(maxTokens)
 	}
-	if p.reply.completionTokens == 0 {
-		p.reply.completionTokens = countTokens(p.reply)
+	if r.completionTokens == 0 {
+		r.completionTokens = countTokens(*r)
 	}
+}
 
-	// A scripted fault wins over the random ones.
+// planFault sets p's fault, its Retry-After and its hang: the scripted
+// step's fault for its first Times attempts, else a random one drawn from
+// the configured rates while attempts stay under MaxFaults.
+func (s *Server) planFault(p *plan, st *Step) {
 	if st != nil && st.Fault != nil {
 		f := st.Fault
 		times := f.Times
 		if times == 0 {
 			times = 1
 		}
-		if times < 0 || attempt < times {
+		if times < 0 || p.attempt < times {
 			p.fault = f.Kind
 			p.retryAft = time.Duration(f.RetryAfter)
 			p.hangFor = time.Duration(f.Hang)
 		}
-	} else if s.cfg.MaxFaults < 0 || attempt < s.cfg.MaxFaults {
-		u := unit(mix(hash, uint64(attempt)+0x9e37))
-		switch {
-		case u < s.cfg.Fail429:
-			p.fault = Fault429
-		case u < s.cfg.Fail429+s.cfg.Fail500:
-			p.fault = Fault500
-		case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed:
-			p.fault = FaultMalformed
-		case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed+s.cfg.Hang:
-			p.fault = FaultHang
-		}
+	} else if s.cfg.MaxFaults < 0 || p.attempt < s.cfg.MaxFaults {
+		p.fault = s.randomFault(p.hash, p.attempt)
 	}
 	if p.retryAft <= 0 {
 		p.retryAft = s.cfg.RetryAfter
@@ -453,15 +499,32 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 	if p.hangFor <= 0 {
 		p.hangFor = s.cfg.HangFor
 	}
-	if p.fault == FaultBadToolArg {
-		for i := range p.reply.toolCalls {
-			a := p.reply.toolCalls[i].Function.Arguments
-			p.reply.toolCalls[i].Function.Arguments = a[:len(a)/2]
-		}
-		p.fault = ""
-		s.stats.fault(FaultBadToolArg)
+}
+
+// randomFault draws attempt's fault from the configured rates ("" = none),
+// the same for the same request and attempt.
+func (s *Server) randomFault(hash uint64, attempt int) string {
+	u := unit(mix(hash, uint64(attempt)+0x9e37))
+	switch {
+	case u < s.cfg.Fail429:
+		return Fault429
+	case u < s.cfg.Fail429+s.cfg.Fail500:
+		return Fault500
+	case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed:
+		return FaultMalformed
+	case u < s.cfg.Fail429+s.cfg.Fail500+s.cfg.Malformed+s.cfg.Hang:
+		return FaultHang
 	}
-	return p
+	return ""
+}
+
+// cutToolArguments halves every tool call's arguments (the bad_tool_arg
+// fault: JSON cut in the middle).
+func (r *reply) cutToolArguments() {
+	for i := range r.toolCalls {
+		a := r.toolCalls[i].Function.Arguments
+		r.toolCalls[i].Function.Arguments = a[:len(a)/2]
+	}
 }
 
 // latency returns the configured delay for this request.
