@@ -123,110 +123,153 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 // only. `verify` always hashes every shard.
 func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
-	files := newFileCache(dir, 64)
-	defer files.close()
-	var ledgerMod time.Time // zero: hash every shard
+	lr := &liveReader{dir: dir, ix: ix, check: check, files: newFileCache(dir, 64), hashes: map[uint32]*shardHash{}}
+	defer lr.close()
 	if fi, err := os.Stat(filepath.Join(dir, LedgerFile)); err == nil {
-		ledgerMod = fi.ModTime()
+		lr.ledgerMod = fi.ModTime()
 	}
-	hashes := map[uint32]*shardHash{}
-	checkShard := func(sid uint32) error {
-		if _, seen := hashes[sid]; !check || seen {
-			return nil
-		}
-		hashes[sid] = nil
-		name := ix.shards[sid]
-		fi, err := CheckShardSize(dir, name, ix.shardSize[sid])
-		if err != nil || fi.ModTime().Before(ledgerMod) {
-			return err
-		}
-		if strings.HasSuffix(name, parquetExt) {
-			return CheckShardHash(dir, name, ix.shardSHA[sid])
-		}
-		hashes[sid] = &shardHash{h: sha256.New()}
-		return nil
-	}
-	var pq *parquetLines
-	defer func() {
-		if pq != nil {
-			pq.close()
-		}
-	}()
-	const maxRead = 1 << 20
-	var buf []byte
 	for i := 0; i < len(refs); {
-		if err := checkShard(refs[i].shard); err != nil {
+		if err := lr.checkShard(refs[i].shard); err != nil {
 			return err
 		}
+		var err error
 		if name := ix.shards[refs[i].shard]; strings.HasSuffix(name, parquetExt) {
-			if pq == nil {
-				pq = newParquetLines(dir)
-			}
-			line, err := pq.line(name, refs[i].off)
-			if err != nil {
-				return err
-			}
-			if err := fn(refs[i], line); err != nil {
-				return err
-			}
+			err = lr.parquetRecord(name, refs[i], fn)
 			i++
-			continue
+		} else {
+			i, err = lr.jsonlRun(refs, i, fn)
 		}
-		// Coalesce records that sit back to back in the same shard.
-		j, end := i+1, refs[i].off+int64(refs[i].n)
-		for j < len(refs) && refs[j].shard == refs[i].shard && refs[j].off == end && end-refs[i].off < maxRead {
-			end += int64(refs[j].n)
-			j++
-		}
-		name := ix.shards[refs[i].shard]
-		f, err := files.get(name)
 		if err != nil {
 			return err
 		}
-		size := int(end - refs[i].off)
-		if cap(buf) < size {
-			buf = make([]byte, size)
-		}
-		buf = buf[:size]
-		if n, err := f.ReadAt(buf, refs[i].off); err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s and the ones after it up to byte %d: the shard was cut short; %s",
-					name, refs[i].off+int64(n), refs[i].key, end, HealHint)
-			}
-			return fmt.Errorf("read %s at byte %d: %w", name, refs[i].off, err)
-		}
-		if sh := hashes[refs[i].shard]; sh != nil {
-			if err := sh.add(f, refs[i].off, buf); err != nil {
-				return fmt.Errorf("read %s: %w", name, err)
-			}
-		}
-		pos := 0
-		for k := i; k < j; k++ {
-			line := buf[pos : pos+int(refs[k].n)]
-			pos += int(refs[k].n)
-			if line[len(line)-1] != '\n' {
-				return fmt.Errorf("%s: record %s at byte %d does not end a line: the ledger and the shard disagree (run verify)", name, refs[k].key, refs[k].off)
-			}
-			if err := fn(refs[k], line); err != nil {
-				return err
-			}
-		}
-		i = j
 	}
-	sids := slices.Sorted(maps.Keys(hashes))
+	return lr.checkHashes()
+}
+
+// liveReader is the state of one eachLive pass: the open shards, the
+// ledger's modification time and the hashes of the shards being checked.
+type liveReader struct {
+	dir       string
+	ix        *ledgerIndex
+	check     bool
+	files     *fileCache
+	ledgerMod time.Time // zero: hash every shard
+	hashes    map[uint32]*shardHash
+	pq        *parquetLines // opened at the first Parquet shard
+	buf       []byte
+}
+
+// close closes the Parquet shards, then the JSONL ones.
+func (lr *liveReader) close() {
+	if lr.pq != nil {
+		lr.pq.close()
+	}
+	lr.files.close()
+}
+
+// maxRead bounds the bytes of back-to-back records jsonlRun reads at once.
+const maxRead = 1 << 20
+
+// checkShard holds shard sid to its ledger line the first time it is met,
+// when checking: its size always; its SHA-256 when it may have changed since
+// its commit, at once for a Parquet shard, else by starting a hash that the
+// reads feed.
+func (lr *liveReader) checkShard(sid uint32) error {
+	if _, seen := lr.hashes[sid]; !lr.check || seen {
+		return nil
+	}
+	lr.hashes[sid] = nil
+	name := lr.ix.shards[sid]
+	fi, err := CheckShardSize(lr.dir, name, lr.ix.shardSize[sid])
+	if err != nil || fi.ModTime().Before(lr.ledgerMod) {
+		return err
+	}
+	if strings.HasSuffix(name, parquetExt) {
+		return CheckShardHash(lr.dir, name, lr.ix.shardSHA[sid])
+	}
+	lr.hashes[sid] = &shardHash{h: sha256.New()}
+	return nil
+}
+
+// parquetRecord hands fn the line of ref, a row of the Parquet shard name.
+func (lr *liveReader) parquetRecord(name string, ref ledgerEntry, fn func(ref ledgerEntry, line []byte) error) error {
+	if lr.pq == nil {
+		lr.pq = newParquetLines(lr.dir)
+	}
+	line, err := lr.pq.line(name, ref.off)
+	if err != nil {
+		return err
+	}
+	return fn(ref, line)
+}
+
+// jsonlRun reads refs[i] and the records that sit back to back after it in
+// the same JSONL shard (up to maxRead bytes) with one read, feeds the
+// shard's hash, hands fn each line and returns the index of the first
+// record it did not read.
+func (lr *liveReader) jsonlRun(refs []ledgerEntry, i int, fn func(ref ledgerEntry, line []byte) error) (int, error) {
+	// Coalesce records that sit back to back in the same shard.
+	j, end := i+1, refs[i].off+int64(refs[i].n)
+	for j < len(refs) && refs[j].shard == refs[i].shard && refs[j].off == end && end-refs[i].off < maxRead {
+		end += int64(refs[j].n)
+		j++
+	}
+	name := lr.ix.shards[refs[i].shard]
+	f, err := lr.files.get(name)
+	if err != nil {
+		return j, err
+	}
+	size := int(end - refs[i].off)
+	if cap(lr.buf) < size {
+		lr.buf = make([]byte, size)
+	}
+	buf := lr.buf[:size]
+	lr.buf = buf
+	if n, err := f.ReadAt(buf, refs[i].off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return j, fmt.Errorf("shard %s ends at byte %d, but the ledger places record %s and the ones after it up to byte %d: the shard was cut short; %s",
+				name, refs[i].off+int64(n), refs[i].key, end, HealHint)
+		}
+		return j, fmt.Errorf("read %s at byte %d: %w", name, refs[i].off, err)
+	}
+	if sh := lr.hashes[refs[i].shard]; sh != nil {
+		if err := sh.add(f, refs[i].off, buf); err != nil {
+			return j, fmt.Errorf("read %s: %w", name, err)
+		}
+	}
+	pos := 0
+	for k := i; k < j; k++ {
+		line := buf[pos : pos+int(refs[k].n)]
+		pos += int(refs[k].n)
+		if line[len(line)-1] != '\n' {
+			return j, fmt.Errorf("%s: record %s at byte %d does not end a line: the ledger and the shard disagree (run verify)", name, refs[k].key, refs[k].off)
+		}
+		if err := fn(refs[k], line); err != nil {
+			return j, err
+		}
+	}
+	return j, nil
+}
+
+// checkHashes ends the hashes the reads fed, in shard order: each is fed
+// the rest of its shard and compared with the ledger's SHA-256; a shard
+// read out of order is hashed whole instead.
+func (lr *liveReader) checkHashes() error {
+	ix := lr.ix
+	sids := slices.Sorted(maps.Keys(lr.hashes))
 	for _, sid := range sids {
-		sh := hashes[sid]
+		sh := lr.hashes[sid]
 		if sh == nil {
 			continue
 		}
 		name := ix.shards[sid]
 		if sh.broken {
-			if err := CheckShardHash(dir, name, ix.shardSHA[sid]); err != nil {
+			if err := CheckShardHash(lr.dir, name, ix.shardSHA[sid]); err != nil {
 				return err
 			}
 			continue
 		}
-		f, err := files.get(name)
+		f, err := lr.files.get(name)
 		if err != nil {
 			return err
 		}

@@ -207,75 +207,11 @@ func (o *Output) open() error {
 	if err != nil {
 		return err
 	}
-	empty := len(entries) == 0
-	switch o.opts.Mode {
-	case ModeFresh:
-		if !empty {
-			return refusedf("output folder %s is not empty: pass --resume to continue the run in it or --overwrite to replace it", o.dir)
-		}
-	case ModeOverwrite:
-		if !empty && !hasMan {
-			return refusedf("output folder %s is not empty and has no %s: refusing to overwrite a folder hermes-pipe did not create", o.dir, ManifestFile)
-		}
-		if err := o.removeRun(); err != nil {
-			return err
-		}
-		hasMan = false
-	case ModeResume:
-		if !empty && !hasMan {
-			return refusedf("output folder %s is not empty and has no %s: it is not a run to resume", o.dir, ManifestFile)
-		}
-		if hasMan {
-			if man.Format != o.opts.Format {
-				return refusedf("output folder %s was written as %s, not %s: resume with the same format", o.dir, man.Format, o.opts.Format)
-			}
-			if man.Kind != "" && o.opts.Kind != "" && man.Kind != o.opts.Kind {
-				return refusedf("output folder %s holds a %s run, not %s", o.dir, man.Kind, o.opts.Kind)
-			}
-		}
-	default:
-		return fmt.Errorf("output options: unknown mode %d", o.opts.Mode)
+	if hasMan, err = o.admit(len(entries) == 0, man, hasMan); err != nil {
+		return err
 	}
-
-	now := o.opts.Now().UTC()
-	if !hasMan {
-		man = Manifest{CreatedAt: now}
-	}
-	man.Kind = cmp.Or(o.opts.Kind, man.Kind)
-	man.Format = o.opts.Format
-	man.ToolVersion = o.opts.ToolVersion
-	if o.opts.Options != nil {
-		if man.Options, err = json.Marshal(o.opts.Options); err != nil {
-			return fmt.Errorf("encode run options: %w", err)
-		}
-	}
-	for _, oc := range o.opts.Outcomes {
-		if !slices.Contains(man.Outcomes, oc) {
-			man.Outcomes = append(man.Outcomes, oc)
-		}
-	}
-	for _, oc := range o.opts.Retry {
-		if !slices.Contains(man.Retry, oc) {
-			man.Retry = append(man.Retry, oc)
-		}
-	}
-	if o.opts.OutcomeField != "" {
-		man.OutcomeField, man.OutcomeDefault = o.opts.OutcomeField, o.opts.OutcomeDefault
-	}
-	if o.opts.CostField != "" {
-		man.UsageField, man.CostField = o.opts.UsageField, o.opts.CostField
-	}
-	for _, a := range o.opts.Artifacts {
-		if !slices.Contains(man.Artifacts, a) {
-			man.Artifacts = append(man.Artifacts, a)
-		}
-	}
-	man.UpdatedAt = now
-	o.man = man
-	o.known = knownOutcomes(man.Outcomes)
-	o.retry = map[schemas.Outcome]bool{}
-	for _, oc := range o.opts.Retry {
-		o.retry[oc] = true
+	if err := o.setManifest(man, hasMan); err != nil {
+		return err
 	}
 	if !hasMan {
 		// run.json first: a folder killed while it is being set up is then
@@ -284,7 +220,105 @@ func (o *Output) open() error {
 			return err
 		}
 	}
+	if err := o.repair(); err != nil {
+		return err
+	}
+	if o.opts.InputCheck.Enabled {
+		o.inputs = newInputCheck(o.opts.InputCheck, o.ix)
+	}
+	if err := o.writeManifest(); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(o.dir)
+}
 
+// admit applies the open mode to the folder as found (empty or not, with
+// or without the run.json man): it refuses a folder the mode may not use
+// and, for ModeOverwrite, deletes the previous run. It returns whether the
+// folder's run.json is kept (false once an overwrite removed it).
+func (o *Output) admit(empty bool, man Manifest, hasMan bool) (bool, error) {
+	switch o.opts.Mode {
+	case ModeFresh:
+		if !empty {
+			return hasMan, refusedf("output folder %s is not empty: pass --resume to continue the run in it or --overwrite to replace it", o.dir)
+		}
+	case ModeOverwrite:
+		if !empty && !hasMan {
+			return hasMan, refusedf("output folder %s is not empty and has no %s: refusing to overwrite a folder hermes-pipe did not create", o.dir, ManifestFile)
+		}
+		if err := o.removeRun(); err != nil {
+			return hasMan, err
+		}
+		hasMan = false
+	case ModeResume:
+		if !empty && !hasMan {
+			return hasMan, refusedf("output folder %s is not empty and has no %s: it is not a run to resume", o.dir, ManifestFile)
+		}
+		if hasMan {
+			if man.Format != o.opts.Format {
+				return hasMan, refusedf("output folder %s was written as %s, not %s: resume with the same format", o.dir, man.Format, o.opts.Format)
+			}
+			if man.Kind != "" && o.opts.Kind != "" && man.Kind != o.opts.Kind {
+				return hasMan, refusedf("output folder %s holds a %s run, not %s", o.dir, man.Kind, o.opts.Kind)
+			}
+		}
+	default:
+		return hasMan, fmt.Errorf("output options: unknown mode %d", o.opts.Mode)
+	}
+	return hasMan, nil
+}
+
+// setManifest makes o.man this run's run.json: man (a new one unless
+// hasMan) with the options' kind, format, version, options, outcomes,
+// fields and artifacts merged in, and sets the outcome tables from it.
+func (o *Output) setManifest(man Manifest, hasMan bool) error {
+	now := o.opts.Now().UTC()
+	if !hasMan {
+		man = Manifest{CreatedAt: now}
+	}
+	man.Kind = cmp.Or(o.opts.Kind, man.Kind)
+	man.Format = o.opts.Format
+	man.ToolVersion = o.opts.ToolVersion
+	if o.opts.Options != nil {
+		var err error
+		if man.Options, err = json.Marshal(o.opts.Options); err != nil {
+			return fmt.Errorf("encode run options: %w", err)
+		}
+	}
+	man.Outcomes = appendNew(man.Outcomes, o.opts.Outcomes)
+	man.Retry = appendNew(man.Retry, o.opts.Retry)
+	if o.opts.OutcomeField != "" {
+		man.OutcomeField, man.OutcomeDefault = o.opts.OutcomeField, o.opts.OutcomeDefault
+	}
+	if o.opts.CostField != "" {
+		man.UsageField, man.CostField = o.opts.UsageField, o.opts.CostField
+	}
+	man.Artifacts = appendNew(man.Artifacts, o.opts.Artifacts)
+	man.UpdatedAt = now
+	o.man = man
+	o.known = knownOutcomes(man.Outcomes)
+	o.retry = map[schemas.Outcome]bool{}
+	for _, oc := range o.opts.Retry {
+		o.retry[oc] = true
+	}
+	return nil
+}
+
+// appendNew appends to list each of add it does not hold yet, in order.
+func appendNew[T comparable](list, add []T) []T {
+	for _, v := range add {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
+}
+
+// repair makes the folder's layout whole and loads its ledger: it creates
+// data/ and failed/, refuses symbolic links, removes leftover temp files,
+// truncates a torn ledger line, adopts orphan shards and checks the shards
+// that hold live records.
+func (o *Output) repair() error {
 	for _, sub := range []string{DataDir, FailedDir} {
 		if err := os.MkdirAll(filepath.Join(o.dir, sub), 0o755); err != nil {
 			return fmt.Errorf("create %s folder: %w", sub, err)
@@ -304,16 +338,7 @@ func (o *Output) open() error {
 	if err := o.adoptOrphans(); err != nil {
 		return err
 	}
-	if err := o.checkShards(); err != nil {
-		return err
-	}
-	if o.opts.InputCheck.Enabled {
-		o.inputs = newInputCheck(o.opts.InputCheck, o.ix)
-	}
-	if err := o.writeManifest(); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(o.dir)
+	return o.checkShards()
 }
 
 // noLinks refuses a folder whose ledger, data/ or failed/ is a symbolic

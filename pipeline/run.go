@@ -214,15 +214,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	if err := opts.fill(); err != nil {
 		return sum, err
 	}
-	if src == nil || out == nil {
-		return sum, errors.New("run: source and output are required")
+	if err := claimOutput(opts, src, out); err != nil {
+		return sum, err
 	}
-	if out.used || out.closed {
-		return sum, errors.New("run: the output folder was already used by a run or closed")
-	}
-	out.used = true
-	out.budget = opts.Budget
-	out.man.Runs++
 	start := time.Now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -236,15 +230,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	}
 	defer closeStages()
 
-	for _, s := range stages {
-		if p, ok := s.(Preflighter); ok {
-			// The budget rides along: a stage may hold what it knows was
-			// spent outside the ledger (compress's batch journal).
-			if err := p.Preflight(cost.WithBudget(runCtx, opts.Budget)); err != nil {
-				closeStages()
-				return sum, errors.Join(fmt.Errorf("preflight %s: %w", s.Name(), err), closeErr)
-			}
-		}
+	if err := r.preflight(runCtx); err != nil {
+		closeStages()
+		return sum, errors.Join(err, closeErr)
 	}
 
 	if sz, ok := src.(Sizer); ok {
@@ -260,26 +248,95 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	stageCtx, cancelStages := context.WithCancelCause(cost.WithBudget(runCtx, opts.Budget))
 	defer cancelStages(nil)
 	if opts.Budget != nil {
-		go func() {
-			select {
-			case <-opts.Budget.Done():
-			case <-stageCtx.Done():
-				return
-			}
-			t := time.NewTimer(opts.Grace)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				cancelStages(cost.ErrBudget)
-			case <-stageCtx.Done():
-			}
-		}()
+		go r.budgetGrace(stageCtx, cancelStages)
 	}
-	stopped := func() bool { return isClosed(opts.Stop) || runCtx.Err() != nil || opts.Budget.Reached() }
 
 	p := pool.New().WithMaxGoroutines(opts.Workers)
+	eof := r.dispatch(runCtx, stageCtx, src, p, results, &sum)
+	if eof {
+		r.prog.setTotal(int64(sum.Read))
+	}
+	p.Wait()
+	close(results)
+	if err := <-writerDone; err != nil {
+		r.fatal(err)
+	}
+	closeStages()
+	r.prog.stop()
+
+	if out.inputs != nil && r.fatalErr == nil {
+		if err := out.inputs.finish(out, eof, &sum); err != nil {
+			r.fatal(err)
+		}
+	}
+	finishErr := out.finish()
+	r.summarize(ctx, &sum, eof)
+	sum.Duration = time.Since(start)
+	sum.Stages = r.stageMetrics()
+	return sum, errors.Join(r.fatalErr, closeErr, finishErr)
+}
+
+// claimOutput checks Run's arguments and marks out as used by this run: it
+// takes the run's budget and counts the run in run.json.
+func claimOutput(opts Options, src Source, out *Output) error {
+	if src == nil || out == nil {
+		return errors.New("run: source and output are required")
+	}
+	if out.used || out.closed {
+		return errors.New("run: the output folder was already used by a run or closed")
+	}
+	out.used = true
+	out.budget = opts.Budget
+	out.man.Runs++
+	return nil
+}
+
+// preflight calls each Preflighter stage once, in stage order, and returns
+// the first failure wrapped with the stage's name.
+func (r *runner) preflight(runCtx context.Context) error {
+	for _, s := range r.stages {
+		if p, ok := s.(Preflighter); ok {
+			// The budget rides along: a stage may hold what it knows was
+			// spent outside the ledger (compress's batch journal).
+			if err := p.Preflight(cost.WithBudget(runCtx, r.opts.Budget)); err != nil {
+				return fmt.Errorf("preflight %s: %w", s.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// budgetGrace runs in its own goroutine while the stages run: once the
+// budget is reached it waits Options.Grace, then cancels the stages with
+// cause cost.ErrBudget. It returns early when stageCtx ends.
+func (r *runner) budgetGrace(stageCtx context.Context, cancelStages context.CancelCauseFunc) {
+	select {
+	case <-r.opts.Budget.Done():
+	case <-stageCtx.Done():
+		return
+	}
+	t := time.NewTimer(r.opts.Grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		cancelStages(cost.ErrBudget)
+	case <-stageCtx.Done():
+	}
+}
+
+// stopped reports whether the run must dispatch no more records: a soft
+// stop, a cancelled run or a reached budget.
+func (r *runner) stopped(runCtx context.Context) bool {
+	return isClosed(r.opts.Stop) || runCtx.Err() != nil || r.opts.Budget.Reached()
+}
+
+// dispatch reads src and hands each record the ledger does not mark done to
+// the pool p, at most Workers at once, until the source is exhausted (eof
+// is then true), the run is stopped or reading fails (which is fatal). It
+// counts what it read and skipped in sum.
+func (r *runner) dispatch(runCtx, stageCtx context.Context, src Source, p *pool.Pool, results chan<- []pending, sum *Summary) (eof bool) {
+	opts := r.opts
 	sem := make(chan struct{}, opts.Workers)
-	eof := false
 produce:
 	for {
 		if isClosed(opts.Stop) || runCtx.Err() != nil {
@@ -301,12 +358,7 @@ produce:
 			break
 		}
 		sum.Read++
-		if out.inputs != nil && out.inputs.skipChanged(out, rec) {
-			sum.Skipped++
-			r.prog.skip()
-			continue
-		}
-		if out.Done(rec.Key) {
+		if r.skip(rec) {
 			sum.Skipped++
 			r.prog.skip()
 			continue
@@ -323,7 +375,7 @@ produce:
 		case <-opts.Budget.Done():
 			break produce
 		}
-		if stopped() { // checked again: select picks at random
+		if r.stopped(runCtx) { // checked again: select picks at random
 			<-sem
 			break
 		}
@@ -333,41 +385,45 @@ produce:
 			r.work(stageCtx, rec, results)
 		})
 	}
-	if eof {
-		r.prog.setTotal(int64(sum.Read))
-	}
-	p.Wait()
-	close(results)
-	if err := <-writerDone; err != nil {
-		r.fatal(err)
-	}
-	closeStages()
-	r.prog.stop()
+	return eof
+}
 
-	if out.inputs != nil && r.fatalErr == nil {
-		if err := out.inputs.finish(out, eof, &sum); err != nil {
-			r.fatal(err)
-		}
+// skip reports whether rec needs no work: the input check set it aside
+// (its row changed), or the ledger marks its key done.
+func (r *runner) skip(rec *schemas.Record) bool {
+	out := r.out
+	if out.inputs != nil && out.inputs.skipChanged(out, rec) {
+		return true
 	}
-	finishErr := out.finish()
+	return out.Done(rec.Key)
+}
+
+// summarize fills sum with the counts of the finished run: what the
+// workers and the writer did, the rejects, whether the run was interrupted
+// and, with a budget, whether it was reached with work left.
+func (r *runner) summarize(ctx context.Context, sum *Summary, eof bool) {
 	sum.Processed = int(r.processed.Load())
 	sum.Dropped = int(r.dropped.Load())
 	sum.Written, sum.OK, sum.Failed, sum.Filtered = r.written, r.ok, r.failed, r.filtered
-	sum.Rejected = out.rejectCount()
+	sum.Rejected = r.out.rejectCount()
 	sum.Interrupted = !eof && r.fatalErr == nil || ctx.Err() != nil
-	if opts.Budget != nil {
+	if b := r.opts.Budget; b != nil {
 		// Reached with work left: rows not dispatched, paused in flight,
 		// or left pending by the cap.
-		sum.BudgetReached = opts.Budget.Reached() && (!eof || r.paused > 0 || r.capped.Load() > 0)
-		sum.Spent, sum.MaxCost = opts.Budget.Spent(), opts.Budget.Max()
+		sum.BudgetReached = b.Reached() && (!eof || r.paused > 0 || r.capped.Load() > 0)
+		sum.Spent, sum.MaxCost = b.Spent(), b.Max()
 	}
-	sum.Duration = time.Since(start)
-	for i, s := range stages {
+}
+
+// stageMetrics returns the timing of each stage, in stage order.
+func (r *runner) stageMetrics() []StageMetrics {
+	var ms []StageMetrics
+	for i, s := range r.stages {
 		m := &r.metrics[i]
-		sum.Stages = append(sum.Stages, StageMetrics{Name: s.Name(), Calls: m.calls.Load(), Errors: m.errors.Load(),
+		ms = append(ms, StageMetrics{Name: s.Name(), Calls: m.calls.Load(), Errors: m.errors.Load(),
 			Panics: m.panics.Load(), Total: time.Duration(m.total.Load()), Max: time.Duration(m.max.Load())})
 	}
-	return sum, errors.Join(r.fatalErr, closeErr, finishErr)
+	return ms
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -112,68 +112,17 @@ func runCompress(c *cli.Context) error {
 	if err != nil {
 		return usagef("--in: %v", err)
 	}
-	for _, name := range []string{"target-tokens", "summary-tokens"} {
-		if c.Int(name) < 1 {
-			return usagef("--%s must be at least 1, got %d", name, c.Int(name))
-		}
-	}
-	if c.Int("summary-tokens") >= c.Int("target-tokens") {
-		return usagef("--summary-tokens (%d) must be below --target-tokens (%d)", c.Int("summary-tokens"), c.Int("target-tokens"))
-	}
-	if c.Int("turn-overhead") < 0 || c.Int("max-passes") < 1 {
-		return usagef("--turn-overhead must not be negative and --max-passes must be at least 1")
-	}
-	switch c.String("over-limit") {
-	case compress.OverLimitKeep, compress.OverLimitDrop, compress.OverLimitQuarantine:
-	default:
-		return usagef("--over-limit: %q is not keep, drop or quarantine", c.String("over-limit"))
-	}
-	switch c.String("summary-role") {
-	case "human", "gpt", "system":
-	default:
-		return usagef("--summary-role: %q is not human, gpt or system", c.String("summary-role"))
-	}
-	workers := c.Int("workers")
-	if workers < 1 {
-		return usagef("--workers must be at least 1, got %d", workers)
-	}
-	protect := c.Int("protect-last")
-	if protect < 0 {
-		return usagef("--protect-last must not be negative")
-	}
-	if protect == 0 {
-		protect = -1 // the library's "protect none"
-	}
-	cfg := compress.Config{
-		TargetTokens:  c.Int("target-tokens"),
-		SummaryTokens: c.Int("summary-tokens"),
-		ProtectLast:   protect,
-		TurnOverhead:  c.Int("turn-overhead"),
-		SummaryRole:   c.String("summary-role"),
-		NoNotice:      c.Bool("no-notice"),
-		MaxPasses:     c.Int("max-passes"),
-
-		NoProtectFirstSystem: !c.Bool("protect-first-system"),
-		NoProtectFirstHuman:  !c.Bool("protect-first-human"),
-		NoProtectFirstGPT:    !c.Bool("protect-first-gpt"),
-		NoProtectFirstTool:   !c.Bool("protect-first-tool"),
+	cfg, workers, err := compressConfig(c)
+	if err != nil {
+		return err
 	}
 	temp := c.Float64("temperature")
 	if temp < 0 || temp > 2 || temp != temp {
 		return usagef("--temperature must be between 0 and 2, got %v", temp)
 	}
 	if !c.Bool("dry-run") {
-		for _, name := range []string{"out", "base-url", "model"} {
-			if c.String(name) != "" || name == "base-url" && offlineBatch(c) {
-				continue
-			}
-			if name == "base-url" {
-				return usagef("--base-url is required (unless --dry-run, or --batch-export/--batch-import without --batch)")
-			}
-			return usagef("--%s is required (unless --dry-run)", name)
-		}
-		if offlineBatch(c) && c.String("base-url") == "" && c.String("batch-fallback") == string(compress.BatchFallbackDirect) {
-			return usagef("--batch-fallback direct needs --base-url")
+		if err := compressEndpoint(c); err != nil {
+			return err
 		}
 	}
 	tok, err := tokenizer.Load(c.String("tokenizer"))
@@ -227,23 +176,100 @@ func runCompress(c *cli.Context) error {
 	if err = r.finish(c, err); err != nil {
 		return err
 	}
+	printCompressMetrics(c.App.ErrWriter, res, batch.Export)
+	return reportCompress(c, res)
+}
+
+// compressConfig checks the flags that shape the compression of a row
+// (budgets, protected turns, over-limit policy, summary role) and --workers,
+// in that order, and binds them.
+func compressConfig(c *cli.Context) (compress.Config, int, error) {
+	for _, name := range []string{"target-tokens", "summary-tokens"} {
+		if c.Int(name) < 1 {
+			return compress.Config{}, 0, usagef("--%s must be at least 1, got %d", name, c.Int(name))
+		}
+	}
+	if c.Int("summary-tokens") >= c.Int("target-tokens") {
+		return compress.Config{}, 0, usagef("--summary-tokens (%d) must be below --target-tokens (%d)", c.Int("summary-tokens"), c.Int("target-tokens"))
+	}
+	if c.Int("turn-overhead") < 0 || c.Int("max-passes") < 1 {
+		return compress.Config{}, 0, usagef("--turn-overhead must not be negative and --max-passes must be at least 1")
+	}
+	switch c.String("over-limit") {
+	case compress.OverLimitKeep, compress.OverLimitDrop, compress.OverLimitQuarantine:
+	default:
+		return compress.Config{}, 0, usagef("--over-limit: %q is not keep, drop or quarantine", c.String("over-limit"))
+	}
+	switch c.String("summary-role") {
+	case "human", "gpt", "system":
+	default:
+		return compress.Config{}, 0, usagef("--summary-role: %q is not human, gpt or system", c.String("summary-role"))
+	}
+	workers := c.Int("workers")
+	if workers < 1 {
+		return compress.Config{}, 0, usagef("--workers must be at least 1, got %d", workers)
+	}
+	protect := c.Int("protect-last")
+	if protect < 0 {
+		return compress.Config{}, 0, usagef("--protect-last must not be negative")
+	}
+	if protect == 0 {
+		protect = -1 // the library's "protect none"
+	}
+	return compress.Config{
+		TargetTokens:  c.Int("target-tokens"),
+		SummaryTokens: c.Int("summary-tokens"),
+		ProtectLast:   protect,
+		TurnOverhead:  c.Int("turn-overhead"),
+		SummaryRole:   c.String("summary-role"),
+		NoNotice:      c.Bool("no-notice"),
+		MaxPasses:     c.Int("max-passes"),
+
+		NoProtectFirstSystem: !c.Bool("protect-first-system"),
+		NoProtectFirstHuman:  !c.Bool("protect-first-human"),
+		NoProtectFirstGPT:    !c.Bool("protect-first-gpt"),
+		NoProtectFirstTool:   !c.Bool("protect-first-tool"),
+	}, workers, nil
+}
+
+// compressEndpoint checks that a run that is not a dry run has --out, and
+// --base-url and --model unless it only writes or reads batch files.
+func compressEndpoint(c *cli.Context) error {
+	for _, name := range []string{"out", "base-url", "model"} {
+		if c.String(name) != "" || name == "base-url" && offlineBatch(c) {
+			continue
+		}
+		if name == "base-url" {
+			return usagef("--base-url is required (unless --dry-run, or --batch-export/--batch-import without --batch)")
+		}
+		return usagef("--%s is required (unless --dry-run)", name)
+	}
+	if offlineBatch(c) && c.String("base-url") == "" && c.String("batch-fallback") == string(compress.BatchFallbackDirect) {
+		return usagef("--batch-fallback direct needs --base-url")
+	}
+	return nil
+}
+
+// printCompressMetrics writes to w the lines that sum a finished run's
+// compression_metrics.json, its summaries' cost, and what an export wrote
+// to the file export or left pending.
+func printCompressMetrics(w io.Writer, res compress.Result, export string) {
 	m := res.Metrics
-	fmt.Fprintf(c.App.ErrWriter, "compress: %d rows: %d under target, %d compressed, %d still over limit (%d dropped, %d quarantined), %d summary failed; tokens %d -> %d; %d summary calls, %d errors\n",
+	fmt.Fprintf(w, "compress: %d rows: %d under target, %d compressed, %d still over limit (%d dropped, %d quarantined), %d summary failed; tokens %d -> %d; %d summary calls, %d errors\n",
 		m.Summary.TotalTrajectories, m.Outcomes[string(compress.OutcomeUnderTarget)], m.Outcomes[string(compress.OutcomeCompressed)],
 		m.Outcomes[string(compress.OutcomeStillOverLimit)], m.Outcomes[compress.DisposalDropped], m.Outcomes[compress.DisposalQuarantined],
 		m.Outcomes[string(compress.OutcomeSummaryFailed)], m.Tokens.TotalBefore, m.Tokens.TotalAfter,
 		m.Summarization.TotalAPICalls, m.Summarization.TotalErrors)
 	if cu := m.Summarization.CostUSD; cu != nil {
-		fmt.Fprintf(c.App.ErrWriter, "compress: summaries cost $%.4f (%d prompt, %d completion tokens; %d cached)\n", *cu,
+		fmt.Fprintf(w, "compress: summaries cost $%.4f (%d prompt, %d completion tokens; %d cached)\n", *cu,
 			m.Summarization.Usage.PromptTokens, m.Summarization.Usage.CompletionTokens, m.Summarization.Usage.CachedPromptTokens)
 	}
 	if res.Exported > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "compress: %d requests written to %s; run them (e.g. vllm run-batch) and finish with --resume --batch-import RESULTS\n", res.Exported, batch.Export)
+		fmt.Fprintf(w, "compress: %d requests written to %s; run them (e.g. vllm run-batch) and finish with --resume --batch-import RESULTS\n", res.Exported, export)
 	}
 	if res.Pending > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "compress: %d rows pending: their summary requests have no batch result yet\n", res.Pending)
+		fmt.Fprintf(w, "compress: %d rows pending: their summary requests have no batch result yet\n", res.Pending)
 	}
-	return reportCompress(c, res)
 }
 
 // offlineBatch reports whether the run only writes and reads batch files

@@ -67,71 +67,28 @@ type Result struct {
 // disk full); per-row failures are outcomes in the summary.
 func Run(ctx context.Context, o Options) (Result, error) {
 	var res Result
-	if len(o.Inputs) == 0 || o.Out == "" {
-		return res, errors.New("compress: inputs and an output folder are required")
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	switch o.OverLimit {
-	case "":
-		o.OverLimit = OverLimitKeep
-	case OverLimitKeep, OverLimitDrop, OverLimitQuarantine:
-	default:
-		return res, fmt.Errorf("compress: over-limit policy %q is not keep, drop or quarantine", o.OverLimit)
-	}
-	if o.RowTimeout <= 0 && !o.Batch.enabled() {
-		o.RowTimeout = 5 * time.Minute
+	if err := o.fill(); err != nil {
+		return res, err
 	}
 	comp, err := newCompressor(o.Config, o.Tokenizer)
 	if err != nil {
 		return res, fmt.Errorf("compress: %w", err)
 	}
 	o.Summary.Tokens = comp.cfg.SummaryTokens
-	var bt *batcher
-	lazy := &lazyClient{}
+	cr := &compressRun{o: &o, comp: comp, lazy: &lazyClient{}, res: &res}
 	if o.Batch.enabled() {
-		if o.Batch.Fallback == BatchFallbackDirect && o.Batch.Direct == nil {
-			o.Batch.Direct = o.Summary.Client
-		}
-		if err := o.Batch.fill(); err != nil {
-			return res, fmt.Errorf("compress: %w", err)
-		}
-		// The batcher answers the summary calls; it is opened with the
-		// output folder (its journal lives there).
-		o.Summary.Client = lazy
-		o.RowTimeout = 0
-		// The batcher keeps --max-cost: each request is reserved at its
-		// projected cost before it joins a batch.
-		o.Summary.metered = true
-		if o.Summary.Price != nil {
-			o.Batch.meter = batchMeter{price: o.Summary.Price, project: projector(o.Tokenizer, comp.cfg.TurnOverhead, o.Summary.Price)}
+		if err := o.useBatch(comp, cr.lazy); err != nil {
+			return res, err
 		}
 	}
-	summarize, err := newLLMSummarizer(o.Summary)
-	if err != nil {
+	if cr.summarize, err = newLLMSummarizer(o.Summary); err != nil {
 		return res, fmt.Errorf("compress: %w", err)
 	}
-	start := o.Now()
-	settings := Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
+	cr.start = o.Now()
+	cr.settings = Settings{Tokenizer: o.Tokenizer.Name(), TargetTokens: comp.cfg.TargetTokens,
 		SummaryTokens: comp.cfg.SummaryTokens, TurnOverhead: comp.cfg.TurnOverhead, ProtectLast: comp.cfg.ProtectLast,
 		OverLimit: o.OverLimit}
-	var (
-		prev *Report
-		q    *quarantine
-		rows *rowJournal
-	)
-	defer func() {
-		if q != nil {
-			q.close()
-		}
-		if rows != nil {
-			rows.close()
-		}
-		if bt != nil {
-			bt.close()
-		}
-	}()
+	defer cr.close()
 	mr, err := pipeline.RunMode(ctx, o.RunConfig, pipeline.ModeSpec{
 		Kind:           "compress",
 		Outcomes:       Outcomes,
@@ -141,70 +98,165 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		UsageField:     UsageField,
 		CostField:      CostField,
 		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile, InputsFile},
-		Open: func(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
-			var err error
-			if o.Mode == pipeline.ModeResume {
-				if prev, err = readReport(o.Out); err != nil {
-					return nil, nil, err
-				}
-			} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, nil, fmt.Errorf("remove old %s: %w", MetricsFile, err)
-			}
-			if err := recordInputs(o.Out, o.Inputs); err != nil {
-				return nil, nil, err
-			}
-			if q, err = openQuarantine(o.Out, o.Mode != pipeline.ModeResume); err != nil {
-				return nil, nil, err
-			}
-			if rows, err = openRowJournal(o.Out, o.Mode != pipeline.ModeResume); err != nil {
-				return nil, nil, err
-			}
-			if o.Batch.enabled() {
-				if bt, err = openBatcher(ctx, o.Out, o.Mode != pipeline.ModeResume, o.Batch); err != nil {
-					return nil, nil, err
-				}
-				lazy.c = bt
-			}
-			known := knownOutcomes()
-			stage := &Stage{comp: comp, summarize: summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-				quarantine: q, rows: rows, known: func(oc schemas.Outcome) bool { return known[oc] }, done: out.Done}
-			if bt != nil {
-				stage.batch = bt
-			}
-			if o.MaxBytesInFlight <= 0 {
-				o.MaxBytesInFlight = DefaultMaxBytesInFlight
-			}
-			stage.inflight = newRowBytes(int64(o.MaxBytesInFlight))
-			src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter,
-				inflight: stage.inflight, done: out.Done})
-			return src, []pipeline.Stage{stage}, nil
-		},
-		// The aggregate is built from the row journal, counting every row
-		// the output holds as committed, so a run killed before it could
-		// write compression_metrics.json costs nothing on the next --resume.
-		// A journal that cannot be read leaves the metrics file unwritten
-		// (the error is returned); the next --resume rebuilds it.
-		Finish: func(out *pipeline.Output, _ pipeline.Summary) error {
-			rowsErr := rows.close()
-			var batchErr error
-			if bt != nil {
-				res.Exported = bt.Exported()
-				batchErr = bt.close()
-			}
-			agg := newAggregate(carryProcessing(prev), settings, start)
-			metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Settled, agg)
-			if metricsErr == nil {
-				res.Metrics = agg.Report(o.Now())
-				metricsErr = writeReport(o.Out, res.Metrics)
-			}
-			return errors.Join(rowsErr, batchErr, metricsErr, q.close())
-		},
+		Open:           cr.open,
+		Finish:         cr.finish,
 	})
 	res.Summary, res.NothingToDo, res.PreviouslyDone = mr.Summary, mr.NothingToDo, mr.PreviouslyDone
 	if o.Batch.enabled() && !res.Summary.Interrupted && !res.Summary.BudgetReached {
 		res.Pending = res.Summary.Dropped
 	}
 	return res, err
+}
+
+// fill checks that o names inputs and an output folder and a known
+// over-limit policy, and sets the defaults of Now, OverLimit and RowTimeout.
+func (o *Options) fill() error {
+	if len(o.Inputs) == 0 || o.Out == "" {
+		return errors.New("compress: inputs and an output folder are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch o.OverLimit {
+	case "":
+		o.OverLimit = OverLimitKeep
+	case OverLimitKeep, OverLimitDrop, OverLimitQuarantine:
+	default:
+		return fmt.Errorf("compress: over-limit policy %q is not keep, drop or quarantine", o.OverLimit)
+	}
+	if o.RowTimeout <= 0 && !o.Batch.enabled() {
+		o.RowTimeout = 5 * time.Minute
+	}
+	return nil
+}
+
+// useBatch routes the summary calls of a batch-mode run through lazy (the
+// batcher once the output folder is open): the direct client becomes the
+// fallback's, rows get no timeout, and the batcher meters --max-cost.
+func (o *Options) useBatch(comp *compressor, lazy *lazyClient) error {
+	if o.Batch.Fallback == BatchFallbackDirect && o.Batch.Direct == nil {
+		o.Batch.Direct = o.Summary.Client
+	}
+	if err := o.Batch.fill(); err != nil {
+		return fmt.Errorf("compress: %w", err)
+	}
+	// The batcher answers the summary calls; it is opened with the
+	// output folder (its journal lives there).
+	o.Summary.Client = lazy
+	o.RowTimeout = 0
+	// The batcher keeps --max-cost: each request is reserved at its
+	// projected cost before it joins a batch.
+	o.Summary.metered = true
+	if o.Summary.Price != nil {
+		o.Batch.meter = batchMeter{price: o.Summary.Price, project: projector(o.Tokenizer, comp.cfg.TurnOverhead, o.Summary.Price)}
+	}
+	return nil
+}
+
+// compressRun is one Run's state shared by the runtime's Open and Finish
+// hooks: what is known before the folder opens, and the files opened with
+// it.
+type compressRun struct {
+	o         *Options
+	comp      *compressor
+	summarize Summarizer
+	lazy      *lazyClient
+	settings  Settings
+	start     time.Time
+	res       *Result
+
+	prev *Report // the previous run's metrics, on resume
+	q    *quarantine
+	rows *rowJournal
+	bt   *batcher // nil unless batch modes
+}
+
+// close closes what open opened; each close is safe after finish's.
+func (cr *compressRun) close() {
+	if cr.q != nil {
+		cr.q.close()
+	}
+	if cr.rows != nil {
+		cr.rows.close()
+	}
+	if cr.bt != nil {
+		cr.bt.close()
+	}
+}
+
+// open is the mode's Open hook: it opens compress's files in the output
+// folder and returns the input source and the compress stage.
+func (cr *compressRun) open(ctx context.Context, out *pipeline.Output) (pipeline.Source, []pipeline.Stage, error) {
+	if err := cr.openFiles(ctx); err != nil {
+		return nil, nil, err
+	}
+	o := cr.o
+	known := knownOutcomes()
+	stage := &Stage{comp: cr.comp, summarize: cr.summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
+		quarantine: cr.q, rows: cr.rows, known: func(oc schemas.Outcome) bool { return known[oc] }, done: out.Done}
+	if cr.bt != nil {
+		stage.batch = cr.bt
+	}
+	if o.MaxBytesInFlight <= 0 {
+		o.MaxBytesInFlight = DefaultMaxBytesInFlight
+	}
+	stage.inflight = newRowBytes(int64(o.MaxBytesInFlight))
+	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter,
+		inflight: stage.inflight, done: out.Done})
+	return src, []pipeline.Stage{stage}, nil
+}
+
+// openFiles reads the previous metrics on resume (else removes them),
+// records the inputs and opens the quarantine, the row journal and, in
+// batch modes, the batcher.
+func (cr *compressRun) openFiles(ctx context.Context) error {
+	o := cr.o
+	var err error
+	if o.Mode == pipeline.ModeResume {
+		if cr.prev, err = readReport(o.Out); err != nil {
+			return err
+		}
+	} else if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove old %s: %w", MetricsFile, err)
+	}
+	if err := recordInputs(o.Out, o.Inputs); err != nil {
+		return err
+	}
+	if cr.q, err = openQuarantine(o.Out, o.Mode != pipeline.ModeResume); err != nil {
+		return err
+	}
+	if cr.rows, err = openRowJournal(o.Out, o.Mode != pipeline.ModeResume); err != nil {
+		return err
+	}
+	if o.Batch.enabled() {
+		if cr.bt, err = openBatcher(ctx, o.Out, o.Mode != pipeline.ModeResume, o.Batch); err != nil {
+			return err
+		}
+		cr.lazy.c = cr.bt
+	}
+	return nil
+}
+
+// finish is the mode's Finish hook. The aggregate is built from the row
+// journal, counting every row the output holds as committed, so a run
+// killed before it could write compression_metrics.json costs nothing on
+// the next --resume. A journal that cannot be read leaves the metrics file
+// unwritten (the error is returned); the next --resume rebuilds it.
+func (cr *compressRun) finish(out *pipeline.Output, _ pipeline.Summary) error {
+	o := cr.o
+	rowsErr := cr.rows.close()
+	var batchErr error
+	if cr.bt != nil {
+		cr.res.Exported = cr.bt.Exported()
+		batchErr = cr.bt.close()
+	}
+	agg := newAggregate(carryProcessing(cr.prev), cr.settings, cr.start)
+	metricsErr := rebuildAggregate(filepath.Join(o.Out, RowsFile), out.Settled, agg)
+	if metricsErr == nil {
+		cr.res.Metrics = agg.Report(o.Now())
+		metricsErr = writeReport(o.Out, cr.res.Metrics)
+	}
+	return errors.Join(rowsErr, batchErr, metricsErr, cr.q.close())
 }
 
 // lazyClient is the summariser's client in batch modes: the batcher, known
