@@ -357,54 +357,95 @@ func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration)
 		return Result{}, err
 	}
 	start := time.Now()
+	l, err := s.current(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	r := newShellRun(l, newMarker(), s.cfg.MaxOutput)
+	if err := l.write(ctx, commandText(command, r.marker)); err != nil && ctx.Err() != nil {
+		s.drop()
+		return Result{}, ctx.Err()
+	}
+	// A failed write means the shell is gone: the wait below sees it.
+	if err := r.wait(ctx, timeout, s.cfg.Grace); err != nil {
+		s.drop()
+		return Result{}, err
+	}
+	return s.result(r, time.Since(start))
+}
+
+// current returns the running shell for Exec, with s.mu held: the current
+// one, or a new one when none runs or the last one died while idle.
+func (s *Shell) current(ctx context.Context) (*liveShell, error) {
 	if s.cur != nil && s.cur.dead() {
 		s.drop()
 	}
 	if s.cur == nil {
 		l, err := s.start(ctx)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		s.cur = l
 		s.live.Store(l)
 		if s.closing.Load() {
 			s.drop()
-			return Result{}, ErrClosed
+			return nil, ErrClosed
 		}
 	}
-	l := s.cur
-	marker := newMarker()
-	outCap, errCap := NewCapture(s.cfg.MaxOutput), NewCapture(s.cfg.MaxOutput)
-	outScan := markerScan{marker: []byte(marker + " "), line: true}
-	errScan := markerScan{marker: []byte(marker + "\n")}
-	// Output background jobs wrote since the last command is this one's.
-	outScan.pend, l.outPend = l.outPend, nil
-	errScan.pend, l.errPend = l.errPend, nil
+	return s.cur, nil
+}
 
-	res := Result{}
-	if err := l.write(ctx, commandText(command, marker)); err != nil && ctx.Err() != nil {
-		s.drop()
-		return Result{}, ctx.Err()
+// shellRun is one command's run in a live shell: its output captures and
+// the scans that find its end marker on both streams.
+type shellRun struct {
+	l                *liveShell
+	marker           string
+	outCap, errCap   *Capture
+	outScan, errScan markerScan
+	code             int  // the command's exit code, when gotCode
+	gotCode          bool // the marker line with the exit code was seen
+	timedOut         bool
+}
+
+// newShellRun prepares a run of one command ended by marker in l; the
+// output background jobs wrote since the last command is this one's.
+func newShellRun(l *liveShell, marker string, maxOutput int) *shellRun {
+	r := &shellRun{
+		l:       l,
+		marker:  marker,
+		outCap:  NewCapture(maxOutput),
+		errCap:  NewCapture(maxOutput),
+		outScan: markerScan{marker: []byte(marker + " "), line: true},
+		errScan: markerScan{marker: []byte(marker + "\n")},
 	}
-	// A failed write means the shell is gone: the wait below sees it.
+	r.outScan.pend, l.outPend = l.outPend, nil
+	r.errScan.pend, l.errPend = l.errPend, nil
+	return r
+}
+
+// wait reads the shell's output until both markers were seen or the shell
+// ended and its streams closed. At timeout it kills the command (and
+// grace later the shell, if it is stuck); it returns ctx's error when ctx
+// is cancelled, leaving the shell to the caller to drop.
+func (r *shellRun) wait(ctx context.Context, timeout, grace time.Duration) error {
+	l := r.l
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
 	}
-	var grace <-chan time.Time
-	code, gotCode := 0, false
+	var graceC <-chan time.Time
 	for {
-		if done, c := outScan.scan(outCap); done {
-			code, gotCode = c, true
+		if done, c := r.outScan.scan(r.outCap); done {
+			r.code, r.gotCode = c, true
 		}
-		errScan.scan(errCap)
-		if outScan.found && errScan.found {
-			break
+		r.errScan.scan(r.errCap)
+		if r.outScan.found && r.errScan.found {
+			return nil
 		}
 		if l.exit != nil && l.out == nil && l.err == nil {
-			break
+			return nil
 		}
 		select {
 		case c, ok := <-l.out:
@@ -412,44 +453,50 @@ func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration)
 				l.out = nil
 				continue
 			}
-			outScan.pend = append(outScan.pend, c...)
+			r.outScan.pend = append(r.outScan.pend, c...)
 		case c, ok := <-l.err:
 			if !ok {
 				l.err = nil
 				continue
 			}
-			errScan.pend = append(errScan.pend, c...)
+			r.errScan.pend = append(r.errScan.pend, c...)
 		case e := <-l.waited:
 			// The shell ended without its marker: kill what it left (the
 			// session's processes hold the pipes) and read what is there.
 			l.exit = &e
 			l.proc.Kill()
 			drain := time.NewTimer(drainWait)
-			l.drain(&outScan, &errScan, drain.C)
+			l.drain(&r.outScan, &r.errScan, drain.C)
 			drain.Stop()
 		case <-timer:
 			timer = nil
-			res.TimedOut = true
+			r.timedOut = true
 			_ = l.proc.KillCommand()
-			g := time.NewTimer(s.cfg.Grace)
+			g := time.NewTimer(grace)
 			defer g.Stop()
-			grace = g.C
-		case <-grace:
+			graceC = g.C
+		case <-graceC:
 			// The shell itself is stuck (a builtin loop): replace it.
-			grace = nil
+			graceC = nil
 			l.proc.Kill()
 		case <-ctx.Done():
-			s.drop()
-			return Result{}, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	res.Duration = time.Since(start)
-	l.outPend, l.errPend = outScan.rest, errScan.rest
+}
+
+// result makes Exec's Result of the ended run r, which took d: the exit
+// code (124 on timeout), the captured output, and the shell dropped when
+// it ended. A shell that ended with an error is Exec's error.
+func (s *Shell) result(r *shellRun, d time.Duration) (Result, error) {
+	l := r.l
+	res := Result{TimedOut: r.timedOut, Duration: d}
+	l.outPend, l.errPend = r.outScan.rest, r.errScan.rest
 	switch {
 	case res.TimedOut:
 		res.ExitCode = 124
-	case gotCode:
-		res.ExitCode = code
+	case r.gotCode:
+		res.ExitCode = r.code
 	case l.exit != nil && l.exit.err != nil:
 		s.drop()
 		return Result{}, l.exit.err
@@ -457,15 +504,15 @@ func (s *Shell) Exec(ctx context.Context, command string, timeout time.Duration)
 		res.ExitCode = l.exit.code
 	}
 	// Output after a marker-less end is all the command's.
-	if !outScan.found {
-		outCap.Write(outScan.pend)
+	if !r.outScan.found {
+		r.outCap.Write(r.outScan.pend)
 	}
-	if !errScan.found {
-		errCap.Write(errScan.pend)
+	if !r.errScan.found {
+		r.errCap.Write(r.errScan.pend)
 	}
 	var to, te bool
-	res.Stdout, to = outCap.Text()
-	res.Stderr, te = errCap.Text()
+	res.Stdout, to = r.outCap.Text()
+	res.Stderr, te = r.errCap.Text()
 	res.Truncated = to || te
 	if l.exit != nil {
 		s.drop()

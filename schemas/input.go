@@ -47,94 +47,28 @@ func ParseInputRow(line []byte) (InputRow, error) {
 
 // parseInputRowSlow validates with encoding/json and explains the first
 // problem it finds; the fast path falls back to it for any row it does not
-// accept, so both agree on what is valid.
+// accept, so both agree on what is valid. On an error the row holds the
+// fields read before the bad one.
 func parseInputRowSlow(line []byte) (InputRow, error) {
 	var row InputRow
-	if !utf8.Valid(line) {
-		return row, &FieldError{Reason: "invalid UTF-8"}
-	}
-	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
-		if json.Valid(t) {
-			return row, &FieldError{Reason: "a row must be a JSON object, got " + jsonKind(t)}
-		}
-		return row, &FieldError{Reason: "invalid JSON: a row must be a JSON object"}
-	}
-	if field, deep := tooDeep(line); deep {
-		return row, &FieldError{Field: field, Reason: fmt.Sprintf("nested deeper than %d levels", MaxFieldDepth)}
-	}
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&raw); err != nil {
-		return row, &FieldError{Reason: "invalid JSON: " + err.Error()}
-	}
-	if raw == nil {
-		return row, &FieldError{Reason: "a row must be a JSON object"}
-	}
-	if dec.More() {
-		return row, &FieldError{Reason: "invalid JSON: trailing data after the object"}
-	}
-	p, ok := raw["prompt"]
-	if !ok {
-		return row, &FieldError{Field: "prompt", Reason: "missing (required string)"}
-	}
-	if isNull(p) {
-		return row, &FieldError{Field: "prompt", Reason: "must be a string, got null"}
-	}
-	if err := stringField(p, "prompt", &row.Prompt); err != nil {
+	raw, err := decodeRowObject(line)
+	if err != nil {
 		return row, err
 	}
-	if row.Prompt == "" {
-		return row, &FieldError{Field: "prompt", Reason: "empty"}
+	if err := slowPrompt(raw, &row); err != nil {
+		return row, err
 	}
-	if v, ok := raw["id"]; ok && !isNull(v) {
-		if err := stringField(v, "id", &row.ID); err != nil {
-			return row, err
-		}
+	if err := optionalString(raw, "id", &row.ID); err != nil {
+		return row, err
 	}
-	var image, dockerImage string
-	if v, ok := raw["image"]; ok && !isNull(v) {
-		if err := stringField(v, "image", &image); err != nil {
-			return row, err
-		}
+	if err := slowImage(raw, &row); err != nil {
+		return row, err
 	}
-	if v, ok := raw["docker_image"]; ok && !isNull(v) {
-		if err := stringField(v, "docker_image", &dockerImage); err != nil {
-			return row, err
-		}
+	if err := slowCwd(raw, &row); err != nil {
+		return row, err
 	}
-	if image != "" && dockerImage != "" && image != dockerImage {
-		return row, &FieldError{Field: "docker_image", Reason: fmt.Sprintf("conflicts with image (%q vs %q)", dockerImage, image)}
-	}
-	row.Image = image
-	if row.Image == "" {
-		row.Image = dockerImage
-	}
-	if v, ok := raw["cwd"]; ok && !isNull(v) {
-		if err := stringField(v, "cwd", &row.Cwd); err != nil {
-			return row, err
-		}
-		if reason := cwdProblem(row.Cwd); reason != "" {
-			return row, &FieldError{Field: "cwd", Reason: reason}
-		}
-	}
-	if v, ok := raw["toolsets"]; ok && !isNull(v) {
-		var list []json.RawMessage
-		if err := json.Unmarshal(v, &list); err != nil {
-			return row, &FieldError{Field: "toolsets", Reason: "must be an array of strings"}
-		}
-		for i, item := range list {
-			var name string
-			if err := stringField(item, "toolsets["+strconv.Itoa(i)+"]", &name); err != nil {
-				return row, err
-			}
-			if !IsKnownToolset(name) {
-				return row, &FieldError{Field: "toolsets[" + strconv.Itoa(i) + "]", Reason: fmt.Sprintf("unknown toolset %q (known: %v or mcp-<server>)", name, KnownToolsets)}
-			}
-			row.Toolsets = append(row.Toolsets, name)
-		}
-		if len(row.Toolsets) == 0 {
-			return row, &FieldError{Field: "toolsets", Reason: "empty (omit the field to use the run's toolsets)"}
-		}
+	if err := slowToolsets(raw, &row); err != nil {
+		return row, err
 	}
 	if v, ok := raw["metadata"]; ok && !isNull(v) {
 		if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '{' {
@@ -143,6 +77,124 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 		row.Metadata = append(json.RawMessage(nil), v...)
 	}
 	return row, nil
+}
+
+// decodeRowObject checks that line is valid UTF-8 holding one JSON object
+// nested no deeper than MaxFieldDepth, and returns its members undecoded.
+func decodeRowObject(line []byte) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(line) {
+		return nil, &FieldError{Reason: "invalid UTF-8"}
+	}
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
+		if json.Valid(t) {
+			return nil, &FieldError{Reason: "a row must be a JSON object, got " + jsonKind(t)}
+		}
+		return nil, &FieldError{Reason: "invalid JSON: a row must be a JSON object"}
+	}
+	if field, deep := tooDeep(line); deep {
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("nested deeper than %d levels", MaxFieldDepth)}
+	}
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, &FieldError{Reason: "invalid JSON: " + err.Error()}
+	}
+	if raw == nil {
+		return nil, &FieldError{Reason: "a row must be a JSON object"}
+	}
+	if dec.More() {
+		return nil, &FieldError{Reason: "invalid JSON: trailing data after the object"}
+	}
+	return raw, nil
+}
+
+// slowPrompt reads the required, non-empty prompt string into row.
+func slowPrompt(raw map[string]json.RawMessage, row *InputRow) error {
+	p, ok := raw["prompt"]
+	if !ok {
+		return &FieldError{Field: "prompt", Reason: "missing (required string)"}
+	}
+	if isNull(p) {
+		return &FieldError{Field: "prompt", Reason: "must be a string, got null"}
+	}
+	if err := stringField(p, "prompt", &row.Prompt); err != nil {
+		return err
+	}
+	if row.Prompt == "" {
+		return &FieldError{Field: "prompt", Reason: "empty"}
+	}
+	return nil
+}
+
+// optionalString reads member key into dst when it is present and not null.
+func optionalString(raw map[string]json.RawMessage, key string, dst *string) error {
+	if v, ok := raw[key]; ok && !isNull(v) {
+		return stringField(v, key, dst)
+	}
+	return nil
+}
+
+// slowImage sets row.Image from image or its synonym docker_image, which
+// must agree when both are given.
+func slowImage(raw map[string]json.RawMessage, row *InputRow) error {
+	var image, dockerImage string
+	if err := optionalString(raw, "image", &image); err != nil {
+		return err
+	}
+	if err := optionalString(raw, "docker_image", &dockerImage); err != nil {
+		return err
+	}
+	if image != "" && dockerImage != "" && image != dockerImage {
+		return &FieldError{Field: "docker_image", Reason: fmt.Sprintf("conflicts with image (%q vs %q)", dockerImage, image)}
+	}
+	row.Image = image
+	if row.Image == "" {
+		row.Image = dockerImage
+	}
+	return nil
+}
+
+// slowCwd reads the optional cwd into row and checks it (cwdProblem).
+func slowCwd(raw map[string]json.RawMessage, row *InputRow) error {
+	v, ok := raw["cwd"]
+	if !ok || isNull(v) {
+		return nil
+	}
+	if err := stringField(v, "cwd", &row.Cwd); err != nil {
+		return err
+	}
+	if reason := cwdProblem(row.Cwd); reason != "" {
+		return &FieldError{Field: "cwd", Reason: reason}
+	}
+	return nil
+}
+
+// slowToolsets reads the optional toolsets array into row: a non-empty
+// list of known toolset names (IsKnownToolset). On an error row.Toolsets
+// holds the names before the bad one.
+func slowToolsets(raw map[string]json.RawMessage, row *InputRow) error {
+	v, ok := raw["toolsets"]
+	if !ok || isNull(v) {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(v, &list); err != nil {
+		return &FieldError{Field: "toolsets", Reason: "must be an array of strings"}
+	}
+	for i, item := range list {
+		var name string
+		if err := stringField(item, "toolsets["+strconv.Itoa(i)+"]", &name); err != nil {
+			return err
+		}
+		if !IsKnownToolset(name) {
+			return &FieldError{Field: "toolsets[" + strconv.Itoa(i) + "]", Reason: fmt.Sprintf("unknown toolset %q (known: %v or mcp-<server>)", name, KnownToolsets)}
+		}
+		row.Toolsets = append(row.Toolsets, name)
+	}
+	if len(row.Toolsets) == 0 {
+		return &FieldError{Field: "toolsets", Reason: "empty (omit the field to use the run's toolsets)"}
+	}
+	return nil
 }
 
 // cwdProblem says what is wrong with a row's cwd, or "" when it is an

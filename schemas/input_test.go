@@ -141,3 +141,21 @@ func TestCwdMustBeAnAbsolutePath(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseInputRow measures a plain row (the fast path) and a row the
+// fast path hands to the slow, explaining one.
+func BenchmarkParseInputRow(b *testing.B) {
+	for _, bc := range []struct{ name, line string }{
+		{"fast", inputCorpus[1]},
+		{"slow", `{"prompt": "x", "toolsets": ["file", "web"]}`},
+	} {
+		line := []byte(bc.line)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				_, _ = ParseInputRow(line)
+			}
+		})
+	}
+}

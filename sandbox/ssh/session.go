@@ -321,38 +321,55 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		timeout = s.timeout
 	}
 	if !s.ran && s.bash != "" {
-		// Decided once, at the first command, so that a session never
-		// switches from fresh shells to a long-lived one (whose functions
-		// and aliases the earlier commands would not have defined).
-		s.lane = s.d.reserveShell()
-		s.shell = sandbox.NewShell(sandbox.ShellConfig{
-			Start:     s.startShell,
-			StateDir:  s.dir + "/state",
-			Prelude:   s.prelude,
-			MaxOutput: s.maxOutput,
-			Grace:     s.d.killGrace,
-		})
+		s.useShell()
 	}
 	s.ran = true
 	if s.shell != nil {
-		res, err := s.shell.Exec(ctx, cmd.Command, timeout)
-		if errors.Is(err, sandbox.ErrShellStart) && !errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
-			// The probe ran bwrap here: a shell that does not come up is
-			// the host or connection failing, which a retry may cure.
-			err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
-		}
-		if err != nil {
-			return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
-		}
-		if r := s.lastShell.Load(); res.TimedOut && r != nil && r.unconfirmd.Load() {
-			return res, fmt.Errorf("ssh exec: timed out after %v: %w: %w", timeout, sandbox.ErrUnavailable, errKillUnconfirmed)
-		}
-		return res, nil
+		return s.execShell(ctx, cmd.Command, timeout)
 	}
+	return s.execFresh(ctx, cmd.Command, timeout)
+}
+
+// useShell gives the session its long-lived shell. Exec calls it at the
+// first command, with s.mu held: decided once, so that a session never
+// switches from fresh shells to a long-lived one (whose functions and
+// aliases the earlier commands would not have defined).
+func (s *Session) useShell() {
+	s.lane = s.d.reserveShell()
+	s.shell = sandbox.NewShell(sandbox.ShellConfig{
+		Start:     s.startShell,
+		StateDir:  s.dir + "/state",
+		Prelude:   s.prelude,
+		MaxOutput: s.maxOutput,
+		Grace:     s.d.killGrace,
+	})
+}
+
+// execShell runs command in the session's long-lived shell for Exec.
+func (s *Session) execShell(ctx context.Context, command string, timeout time.Duration) (sandbox.Result, error) {
+	res, err := s.shell.Exec(ctx, command, timeout)
+	if errors.Is(err, sandbox.ErrShellStart) && !errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
+		// The probe ran bwrap here: a shell that does not come up is
+		// the host or connection failing, which a retry may cure.
+		err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+	}
+	if err != nil {
+		return sandbox.Result{}, fmt.Errorf("ssh exec: %w", err)
+	}
+	if r := s.lastShell.Load(); res.TimedOut && r != nil && r.unconfirmd.Load() {
+		return res, fmt.Errorf("ssh exec: timed out after %v: %w: %w", timeout, sandbox.ErrUnavailable, errKillUnconfirmed)
+	}
+	return res, nil
+}
+
+// execFresh runs command for Exec in a fresh shell over a new channel
+// (uploading it first when it is too long for an argument) and waits for
+// it, its timeout or ctx.
+func (s *Session) execFresh(ctx context.Context, command string, timeout time.Duration) (sandbox.Result, error) {
 	start := time.Now()
-	arg := sandbox.ShellQuote(cmd.Command)
-	if len(cmd.Command) > argLimit {
-		if err := s.upload(ctx, cmd.Command); err != nil {
+	arg := sandbox.ShellQuote(command)
+	if len(command) > argLimit {
+		if err := s.upload(ctx, command); err != nil {
 			return sandbox.Result{}, err
 		}
 		arg = sandbox.ShellQuote(". " + sandbox.ShellQuote(s.dir+"/state/cmd"))
@@ -370,16 +387,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	}
 	stdout, stderr := newCapture(s.maxOutput), newCapture(s.maxOutput)
 	ch.Stdout, ch.Stderr = stdout, stderr
-	line := "exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg
-	if s.box != "" {
-		// No launcher file: the session folder is writable from inside
-		// the sandbox, and the launcher runs outside it.
-		line = "exec /bin/sh -c " + sandbox.ShellQuote(s.launcher) + " sh " + arg
-	}
-	if s.inline {
-		line = "set -- " + arg + "\n" + s.launcher
-	}
-	if err := ch.Start(line); err != nil {
+	if err := ch.Start(s.execLine(arg)); err != nil {
 		return sandbox.Result{}, fmt.Errorf("ssh exec: start: %w: %w", sandbox.ErrUnavailable, err)
 	}
 	done := make(chan error, 1)
@@ -413,6 +421,28 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 		}
 		return res, nil
 	}
+	return exitResult(res, waitErr)
+}
+
+// execLine is the exec request that runs the quoted command arg in a fresh
+// shell: through the session's exec.sh, the sandbox launcher, or the
+// launcher inline.
+func (s *Session) execLine(arg string) string {
+	line := "exec /bin/sh " + sandbox.ShellQuote(s.dir+"/state/exec.sh") + " " + arg
+	if s.box != "" {
+		// No launcher file: the session folder is writable from inside
+		// the sandbox, and the launcher runs outside it.
+		line = "exec /bin/sh -c " + sandbox.ShellQuote(s.launcher) + " sh " + arg
+	}
+	if s.inline {
+		line = "set -- " + arg + "\n" + s.launcher
+	}
+	return line
+}
+
+// exitResult sets res's exit code from how a fresh shell's channel ended
+// (waitErr); a channel that ended without an exit status is an error.
+func exitResult(res sandbox.Result, waitErr error) (sandbox.Result, error) {
 	var ee *gossh.ExitError
 	switch {
 	case waitErr == nil:

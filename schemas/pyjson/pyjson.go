@@ -555,7 +555,8 @@ func (p *pyParser) value(depth int) (Value, error) {
 }
 
 // scanNumber consumes a number literal (or -Infinity) and reports its text,
-// whether it is an integer, and the special float value for -Infinity.
+// whether it is an integer, and the special float value for -Infinity. Its
+// steps are small enough to be inlined, so the loop stays one function.
 func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
 	start := p.i
 	if p.s[p.i] == '-' {
@@ -565,26 +566,22 @@ func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
 			return "", false, true, nil
 		}
 	}
-	if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+	if !p.atDigit() {
 		p.i = start
 		return "", false, false, p.fail("expecting value")
 	}
 	if p.s[p.i] == '0' {
 		p.i++
 	} else {
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
+		p.skipDigits()
 	}
 	isInt = true
 	if p.i < len(p.s) && p.s[p.i] == '.' {
 		p.i++
-		if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+		if !p.atDigit() {
 			return "", false, false, p.fail("expecting digit after decimal point")
 		}
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
+		p.skipDigits()
 		isInt = false
 	}
 	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
@@ -592,29 +589,49 @@ func (p *pyParser) scanNumber() (lit string, isInt, negInf bool, err error) {
 		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
 			p.i++
 		}
-		if p.i >= len(p.s) || p.s[p.i] < '0' || p.s[p.i] > '9' {
+		if !p.atDigit() {
 			return "", false, false, p.fail("expecting exponent digits")
 		}
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
+		p.skipDigits()
 		isInt = false
 	}
 	lit = p.s[start:p.i]
 	if isInt {
-		nd := len(lit)
-		if lit[0] == '-' {
-			nd--
-		}
-		if nd > MaxIntDigits {
-			p.i = start
-			return "", false, false, p.fail("integer exceeds 4300 digits")
-		}
-		if lit == "-0" {
-			lit = "0"
+		if lit, err = p.intLiteral(start, lit); err != nil {
+			return "", false, false, err
 		}
 	}
 	return lit, isInt, false, nil
+}
+
+// atDigit reports whether an ASCII digit is at p.i.
+func (p *pyParser) atDigit() bool {
+	return p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9'
+}
+
+// skipDigits consumes ASCII digits from p.i on.
+func (p *pyParser) skipDigits() {
+	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+		p.i++
+	}
+}
+
+// intLiteral checks the integer literal lit, which starts at offset start,
+// against Python's digit limit (the error points at start) and spells -0
+// as 0, as Python prints it.
+func (p *pyParser) intLiteral(start int, lit string) (string, error) {
+	nd := len(lit)
+	if lit[0] == '-' {
+		nd--
+	}
+	if nd > MaxIntDigits {
+		p.i = start
+		return "", p.fail("integer exceeds 4300 digits")
+	}
+	if lit == "-0" {
+		lit = "0"
+	}
+	return lit, nil
 }
 
 func (p *pyParser) number() (Value, error) {

@@ -207,3 +207,12 @@ func BenchmarkPyLoads(b *testing.B) {
 		_, _ = LoadsString(doc)
 	}
 }
+
+func BenchmarkPyLoadsNumbers(b *testing.B) {
+	doc := `[0, -1, 42, 1234567890123, 3.25, -0.5e-3, 6.02E+23, 1e9, -0, 17, 2.5, 100000]`
+	b.ReportAllocs()
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		_, _ = LoadsString(doc)
+	}
+}

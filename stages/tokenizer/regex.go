@@ -312,49 +312,12 @@ func parseEscape(p string, i int) (runeSet, rune, int, error) {
 	}
 	c := p[i+1]
 	switch c {
-	case 's':
-		return wsRanges, 0, 2, nil
-	case 'S':
-		return wsRanges.negate(), 0, 2, nil
-	case 'd', 'D':
-		s := tableSet(unicode.Nd)
-		if c == 'D' {
-			s = s.negate()
-		}
-		return s, 0, 2, nil
-	case 'w', 'W':
-		s := runeSet{{'_', '_'}}
-		for _, t := range []*unicode.RangeTable{unicode.L, unicode.M, unicode.Nd, unicode.Pc} {
-			s = append(s, tableSet(t)...)
-		}
-		s = s.normalize()
-		if c == 'W' {
-			s = s.negate()
-		}
-		return s, 0, 2, nil
+	case 's', 'S', 'd', 'D', 'w', 'W':
+		return perlClass(c), 0, 2, nil
 	case 'p', 'P':
-		var name string
-		n := 3
-		if i+2 < len(p) && p[i+2] == '{' {
-			end := strings.IndexByte(p[i+2:], '}')
-			if end < 0 {
-				return nil, 0, 0, fmt.Errorf("unterminated \\p{ at %q", p[i:])
-			}
-			name = p[i+3 : i+2+end]
-			n = end + 3
-		} else if i+2 < len(p) {
-			name = p[i+2 : i+3]
-		}
-		neg := c == 'P'
-		if strings.HasPrefix(name, "^") {
-			name, neg = name[1:], !neg
-		}
-		s, err := propertySet(name)
+		s, n, err := propertyEscape(p, i)
 		if err != nil {
 			return nil, 0, 0, err
-		}
-		if neg {
-			s = s.negate()
 		}
 		return s, 0, n, nil
 	case 'n':
@@ -368,31 +331,94 @@ func parseEscape(p string, i int) (runeSet, rune, int, error) {
 	case 'v':
 		return nil, '\v', 2, nil
 	case 'x', 'u':
-		var hex string
-		n := 2
-		switch {
-		case i+2 < len(p) && p[i+2] == '{':
-			end := strings.IndexByte(p[i+2:], '}')
-			if end < 0 {
-				return nil, 0, 0, fmt.Errorf("unterminated \\%c{ at %q", c, p[i:])
-			}
-			hex, n = p[i+3:i+2+end], end+3
-		case c == 'x' && i+4 <= len(p):
-			hex, n = p[i+2:i+4], 4
-		case c == 'u' && i+6 <= len(p):
-			hex, n = p[i+2:i+6], 6
-		}
-		v, err := strconv.ParseUint(hex, 16, 32)
+		r, n, err := hexEscape(p, i)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("bad hex escape at %q", p[i:])
+			return nil, 0, 0, err
 		}
-		return nil, rune(v), n, nil
+		return nil, r, n, nil
 	}
 	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
 		return nil, 0, 0, fmt.Errorf("escape \\%c is not supported", c)
 	}
 	r, w := utf8.DecodeRuneInString(p[i+1:])
 	return nil, r, 1 + w, nil
+}
+
+// perlClass returns the set of the class escape \c: \s, \d, \w (Unicode
+// white space, decimal digits, word characters) or their negations \S, \D,
+// \W.
+func perlClass(c byte) runeSet {
+	var s runeSet
+	switch c {
+	case 's', 'S':
+		s = wsRanges
+	case 'd', 'D':
+		s = tableSet(unicode.Nd)
+	case 'w', 'W':
+		s = runeSet{{'_', '_'}}
+		for _, t := range []*unicode.RangeTable{unicode.L, unicode.M, unicode.Nd, unicode.Pc} {
+			s = append(s, tableSet(t)...)
+		}
+		s = s.normalize()
+	}
+	if c == 'S' || c == 'D' || c == 'W' {
+		s = s.negate()
+	}
+	return s
+}
+
+// propertyEscape reads the property escape at p[i] (\pL, \p{Name},
+// \P{Name}, \p{^Name}) and returns its set and length.
+func propertyEscape(p string, i int) (runeSet, int, error) {
+	var name string
+	n := 3
+	if i+2 < len(p) && p[i+2] == '{' {
+		end := strings.IndexByte(p[i+2:], '}')
+		if end < 0 {
+			return nil, 0, fmt.Errorf("unterminated \\p{ at %q", p[i:])
+		}
+		name = p[i+3 : i+2+end]
+		n = end + 3
+	} else if i+2 < len(p) {
+		name = p[i+2 : i+3]
+	}
+	neg := p[i+1] == 'P'
+	if strings.HasPrefix(name, "^") {
+		name, neg = name[1:], !neg
+	}
+	s, err := propertySet(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	if neg {
+		s = s.negate()
+	}
+	return s, n, nil
+}
+
+// hexEscape reads the code point escape at p[i] (\xHH, \uHHHH, \x{H…},
+// \u{H…}) and returns the rune and the escape's length.
+func hexEscape(p string, i int) (rune, int, error) {
+	c := p[i+1]
+	var hex string
+	n := 2
+	switch {
+	case i+2 < len(p) && p[i+2] == '{':
+		end := strings.IndexByte(p[i+2:], '}')
+		if end < 0 {
+			return 0, 0, fmt.Errorf("unterminated \\%c{ at %q", c, p[i:])
+		}
+		hex, n = p[i+3:i+2+end], end+3
+	case c == 'x' && i+4 <= len(p):
+		hex, n = p[i+2:i+4], 4
+	case c == 'u' && i+6 <= len(p):
+		hex, n = p[i+2:i+6], 6
+	}
+	v, err := strconv.ParseUint(hex, 16, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bad hex escape at %q", p[i:])
+	}
+	return rune(v), n, nil
 }
 
 // parseClass reads the bracket class at p[i] ('[') with nesting and &&
