@@ -3,6 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PKGS      ?= ./...
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
+GOCYCLO   ?= $(shell command -v gocyclo 2>/dev/null || echo $(HOME)/go/bin/gocyclo)
 
 .PHONY: help build test stress lint bench demo clean
 
@@ -20,10 +21,11 @@ test: ## vet and run every test with the race detector
 stress: ## make test while busy loops load every CPU (LOOPS=4 by default)
 	./scripts/stress-test.sh -n $(or $(LOOPS),4) $(PKGS)
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck, and no function over cyclomatic 30 outside tests
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed on the files above" && exit 1)
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
+	@$(GOCYCLO) -over 30 -ignore '_test\.go$$|/node_modules/' . || (echo "split the functions above into named steps (cyclomatic 30 at most)" && exit 1)
 
 bench: build ## run the Go benchmarks and the benchmark scripts in scripts/
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
