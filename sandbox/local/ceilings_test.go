@@ -85,20 +85,7 @@ func TestDiskCeilingENOSPC(t *testing.T) {
 		t.Fatalf("the row beside it: %+v", other)
 	}
 	dir := a.Dir()
-	if err := a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	idle(t, d, 2)
-	next := openIn(t, d, sandbox.Spec{})
-	next2 := openIn(t, d, sandbox.Spec{})
-	defer next.Close(context.Background())
-	defer next2.Close(context.Background())
-	if next.Dir() != dir {
-		next, next2 = next2, next
-	}
+	next, next2 := reopenPair(t, d, a, b)
 	if next.Dir() != dir || !next.Reused() {
 		t.Fatalf("the next row did not get the full sandbox again (dir %s, reused %v)", next.Dir(), next.Reused())
 	}
@@ -156,20 +143,7 @@ func TestMemoryCeilingOOM(t *testing.T) {
 	if strings.TrimSpace(other.Stdout) != strconv.Itoa(32<<20) {
 		t.Fatalf("the row beside it: %+v", other)
 	}
-	dir := a.Dir()
-	for _, s := range []*Session{a, b} {
-		if err := s.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	idle(t, d, 2)
-	next := openIn(t, d, sandbox.Spec{})
-	next2 := openIn(t, d, sandbox.Spec{})
-	defer next.Close(context.Background())
-	defer next2.Close(context.Background())
-	if next.Dir() != dir {
-		next, next2 = next2, next
-	}
+	next, next2 := reopenPair(t, d, a, b)
 	if !next.Reused() {
 		t.Fatalf("the next row did not get a pooled sandbox")
 	}
@@ -181,6 +155,30 @@ func TestMemoryCeilingOOM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// reopenPair closes the rows a and b, waits until the pool holds both
+// sandboxes, and opens the next two rows; next is the one in a's sandbox
+// folder when either is (both are closed when the test ends).
+func reopenPair(t *testing.T, d *Driver, a, b *Session) (next, next2 *Session) {
+	t.Helper()
+	dir := a.Dir()
+	for _, s := range []*Session{a, b} {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle(t, d, 2)
+	next = openIn(t, d, sandbox.Spec{})
+	next2 = openIn(t, d, sandbox.Spec{})
+	t.Cleanup(func() {
+		next.Close(context.Background())
+		next2.Close(context.Background())
+	})
+	if next.Dir() != dir {
+		next, next2 = next2, next
+	}
+	return next, next2
 }
 
 // oomKills reads the OOM kill count of s's cgroup (v1 memory.oom_control,
