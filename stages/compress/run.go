@@ -109,7 +109,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 }
 
 // fill checks that o names inputs and an output folder and a known
-// over-limit policy, and sets the defaults of Now, OverLimit and RowTimeout.
+// over-limit policy, and sets the defaults of Now, OverLimit, RowTimeout and
+// MaxBytesInFlight.
 func (o *Options) fill() error {
 	if len(o.Inputs) == 0 || o.Out == "" {
 		return errors.New("compress: inputs and an output folder are required")
@@ -126,6 +127,9 @@ func (o *Options) fill() error {
 	}
 	if o.RowTimeout <= 0 && !o.Batch.enabled() {
 		o.RowTimeout = 5 * time.Minute
+	}
+	if o.MaxBytesInFlight <= 0 {
+		o.MaxBytesInFlight = DefaultMaxBytesInFlight
 	}
 	return nil
 }
@@ -193,13 +197,7 @@ func (cr *compressRun) open(ctx context.Context, out *pipeline.Output) (pipeline
 	o := cr.o
 	known := knownOutcomes()
 	stage := &Stage{comp: cr.comp, summarize: cr.summarize, overLimit: o.OverLimit, rowTimeout: o.RowTimeout,
-		quarantine: cr.q, rows: cr.rows, known: func(oc schemas.Outcome) bool { return known[oc] }, done: out.Done}
-	if cr.bt != nil {
-		stage.batch = cr.bt
-	}
-	if o.MaxBytesInFlight <= 0 {
-		o.MaxBytesInFlight = DefaultMaxBytesInFlight
-	}
+		quarantine: cr.q, rows: cr.rows, known: func(oc schemas.Outcome) bool { return known[oc] }, done: out.Done, batch: cr.bt}
 	stage.inflight = newRowBytes(int64(o.MaxBytesInFlight))
 	src := OpenSource(SourceOptions{Inputs: o.Inputs, MaxLineBytes: o.MaxLineBytes, Reject: out.AddReject, Filter: o.Filter,
 		inflight: stage.inflight, done: out.Done})
