@@ -7,7 +7,7 @@
 # "Memory").
 # Usage: scripts/bench-compress-bigrow.sh            (ROWS=1 and ROWS=4)
 # Env:   ROW_MB (default 50), ROWS (default "1 4"), WORKERS (default 8),
-#        EXTRA (more compress flags, e.g. "--max-inflight-bytes 64MiB").
+#        EXTRA (more compress flags, e.g. "--max-bytes-in-flight 16777216").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROW_MB=${ROW_MB:-50}
