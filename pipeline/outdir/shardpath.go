@@ -78,30 +78,30 @@ func validShardFile(file string) bool {
 // verify, repair, opening a folder, view) all open them here. It costs an
 // lstat and an open.
 func OpenShard(dir, rel string) (*os.File, error) {
-	if err := ValidShard(rel); err != nil {
-		return nil, err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return openShardIn(root, rel)
+	return inShardRoot(dir, rel, openShardIn)
 }
 
 // LstatShard returns what the shard rel of the folder is without following
 // it: a symbolic link is an error wrapping ErrShardLink; a missing file an
 // error wrapping fs.ErrNotExist.
 func LstatShard(dir, rel string) (fs.FileInfo, error) {
+	return inShardRoot(dir, rel, lstatShardIn)
+}
+
+// inShardRoot checks rel with ValidShard and runs do on it inside dir
+// opened as an os.Root, which it closes after. It costs one open of dir: the
+// readers call it once per shard, never per record.
+func inShardRoot[T any](dir, rel string, do func(*os.Root, string) (T, error)) (T, error) {
+	var zero T
 	if err := ValidShard(rel); err != nil {
-		return nil, err
+		return zero, err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer root.Close()
-	return lstatShardIn(root, rel)
+	return do(root, rel)
 }
 
 func lstatShardIn(root *os.Root, rel string) (fs.FileInfo, error) {
