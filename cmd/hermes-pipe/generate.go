@@ -389,7 +389,6 @@ func budgetStop(s pipeline.Summary, out, what string) error {
 		s.Spent, s.MaxCost, out, what, what)}
 }
 
-// flagRecord captures the flags given, for run.json (secrets are never flags).
 // flagRecord is the flags set on the command line, for run.json; the
 // userinfo of a URL among them (--base-url http://user:pass@host) is
 // recorded as *** (llm.RedactURL).
