@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,14 +106,7 @@ env | grep -c . `})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(r.Bwrap)
-	c.Apply(cmd)
-	out, err := cmd.CombinedOutput()
-	c.Close()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	s := string(out)
+	s := bwrapOutput(t, c)
 	for _, bad := range []string{"ROOT", "DOCKER", "SHADOW", "USRW"} {
 		if strings.Contains(s, bad) {
 			t.Errorf("confined command saw %s:\n%s", bad, s)

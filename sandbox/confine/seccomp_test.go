@@ -23,6 +23,20 @@ func TestSeccompFilterBuilds(t *testing.T) {
 	}
 }
 
+// bwrapOutput runs the command line c (bwrap first), closes it once run
+// and returns its combined output; the test fails if it exits non-zero.
+func bwrapOutput(t *testing.T, c *Cmd) string {
+	t.Helper()
+	cmd := exec.Command(c.Args[0])
+	c.Apply(cmd)
+	out, err := cmd.CombinedOutput()
+	c.Close()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return string(out)
+}
+
 // confinedRun runs script under a policy in a fresh folder and returns its
 // output; it skips where bubblewrap cannot run (fails under CI).
 func confinedRun(t *testing.T, p Policy, script string) string {
@@ -45,14 +59,7 @@ func confinedRun(t *testing.T, p Policy, script string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(r.Bwrap)
-	c.Apply(cmd)
-	out, err := cmd.CombinedOutput()
-	c.Close()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return string(out)
+	return bwrapOutput(t, c)
 }
 
 // TestSeccompApplied: a confined command runs under the filter (Seccomp: 2)
@@ -114,14 +121,8 @@ func TestSeccompExtraFiles(t *testing.T) {
 	if len(c.Files) != 2 || c.Files[0] != f || !strings.Contains(strings.Join(c.Args, " "), "--seccomp 4 ") {
 		t.Fatalf("the filter is not after the caller's descriptor: %v", c.Args)
 	}
-	cmd := exec.Command(r.Bwrap)
-	c.Apply(cmd)
-	out, err := cmd.CombinedOutput()
-	c.Close()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if !strings.Contains(string(out), "extra-file\n") || !strings.Contains(string(out), "Seccomp:\t2") {
+	out := bwrapOutput(t, c)
+	if !strings.Contains(out, "extra-file\n") || !strings.Contains(out, "Seccomp:\t2") {
 		t.Errorf("output:\n%s", out)
 	}
 }
