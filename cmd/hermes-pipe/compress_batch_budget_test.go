@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
 
 // batchBilled reads compress_batches.jsonl of out: what the endpoint billed
@@ -18,7 +19,7 @@ import (
 // million prompt and completion tokens) and how many were answered.
 func batchBilled(t *testing.T, out string) (usd float64, answered int) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(out, "compress_batches.jsonl"))
+	f, err := os.Open(filepath.Join(out, compress.BatchFile))
 	if os.IsNotExist(err) {
 		return 0, 0
 	}
