@@ -138,28 +138,42 @@ func TestViewRefusesALedgerLineOutsideTheFolder(t *testing.T) {
 	if _, _, _, err := OpenIndex([]string{dir}, t.TempDir()); !errors.Is(err, outdir.ErrShardPath) {
 		t.Errorf("OpenIndex: %v", err)
 	}
-	s, err := Open([]string{dir}, t.TempDir(), dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	<-s.Ready()
+	s, base := builtServer(t, dir)
 	if _, _, berr := s.BuildResult(); !errors.Is(berr, outdir.ErrShardPath) {
 		t.Errorf("build: %v", berr)
 	}
 	for _, path := range []string{"/api/records", "/raw/0", "/raw/1", "/api/record/1"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if bytes.Contains(b, []byte("SECRET")) {
+		if b := get(t, base+path); bytes.Contains(b, []byte("SECRET")) {
 			t.Errorf("%s served the outside file: %s", path, b)
 		}
 	}
+}
+
+// builtServer opens the viewer on dir, serves it and waits for its build;
+// both are closed when the test ends.
+func builtServer(t *testing.T, dir string) (*Server, string) {
+	t.Helper()
+	s, err := Open([]string{dir}, t.TempDir(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	<-s.Ready()
+	return s, srv.URL
+}
+
+// get returns the body of a GET of addr, whatever its status.
+func get(t *testing.T, addr string) []byte {
+	t.Helper()
+	resp, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
 }
 
 // TestViewDoesNotFollowAShardLink: a shard replaced by a symbolic link to a
@@ -182,25 +196,12 @@ func TestViewDoesNotFollowAShardLink(t *testing.T) {
 	if err := os.Symlink(outside, shards[0]); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open([]string{dir}, t.TempDir(), dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	<-s.Ready()
+	s, base := builtServer(t, dir)
 	if _, _, berr := s.BuildResult(); berr == nil || !errors.Is(berr, outdir.ErrShardLink) && !strings.Contains(berr.Error(), "symbolic link") {
 		t.Errorf("build: %v", berr)
 	}
 	for i := range 30 {
-		resp, err := http.Get(fmt.Sprintf("%s/raw/%d", srv.URL, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if bytes.Contains(b, []byte("SECRET")) {
+		if b := get(t, fmt.Sprintf("%s/raw/%d", base, i)); bytes.Contains(b, []byte("SECRET")) {
 			t.Fatalf("/raw/%d served the linked file: %s", i, b)
 		}
 	}
