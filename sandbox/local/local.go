@@ -183,6 +183,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	s.env = d.environ(s, spec.Env)
 	s.script = sandbox.StateScript(s.state, "")
+	var prelude string // the confined shell's ulimits (ShellLimits), for each command's script and each shell's start; none unconfined
 	if d.bwrap != "" {
 		s.bwrap = d.bwrap
 		l := d.cfg.Local.Limits
@@ -208,8 +209,8 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		if d.cgroup != "" && (l.Processes > 0 || l.MemoryBytes > 0 || l.CPUWeight > 0) {
 			s.box.cgVersion = d.cgroup // created with the first process (cgroup)
 		}
-		if lim := d.rlimits(s.policy.Limits).ShellLimits(); lim != "" {
-			s.script = lim + "\n" + s.script
+		if prelude = d.rlimits(s.policy.Limits).ShellLimits(); prelude != "" {
+			s.script = prelude + "\n" + s.script
 		}
 		// The bwrap process itself gets only the marker, so gc finds it.
 		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
@@ -218,7 +219,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.sh = sandbox.NewShell(sandbox.ShellConfig{
 			Start:     s.startShell,
 			StateDir:  s.state,
-			Prelude:   d.rlimits(s.policy.Limits).ShellLimits(),
+			Prelude:   prelude,
 			MaxOutput: spec.MaxOutput,
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
 			WriteFile: s.engineWriter(key != ""),
