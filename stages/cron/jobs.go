@@ -383,18 +383,9 @@ func ModifyJob(ctx context.Context, st *Store, home, id string, now time.Time, f
 }
 
 // rearm sets next_run_at to the first occurrence after now (one-shots keep
-// their instant if it is still ahead).
+// their instant if it is still ahead): FirstRun, none when it refuses.
 func rearm(j *Job, now time.Time) {
-	loc := j.Location()
-	if j.Schedule.Kind == KindOnce {
-		if at, err := parseTimestamp(j.Schedule.RunAt, loc); err == nil && now.Sub(at) <= minGrace {
-			j.NextRunAt = NullString(fmtTime(at))
-			return
-		}
-		j.NextRunAt = ""
-		return
-	}
-	if next, ok := j.Schedule.Next(now, loc); ok {
+	if next, err := FirstRun(j.Schedule, j.Schedule.Display, j.Location(), now); err == nil {
 		j.NextRunAt = NullString(fmtTime(next))
 	} else {
 		j.NextRunAt = ""
