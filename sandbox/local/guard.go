@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -64,15 +63,7 @@ func writeExecOnly(dir, name, src string) error {
 		return err
 	}
 	defer in.Close()
-	_ = root.Remove(name)
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o111)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = createIn(root, name, 0o111, in) // local.go
 	if err == nil {
 		// The mask may have taken bits away, never added any: set it exactly.
 		err = root.Chmod(name, 0o111)

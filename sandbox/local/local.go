@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -264,14 +265,20 @@ func writeInside(dir, rel string, data []byte) error {
 		return err
 	}
 	defer root.Close()
+	return createIn(root, rel, 0o600, bytes.NewReader(data))
+}
+
+// createIn replaces what is at rel in root (a link itself, not its target)
+// with a new file of mode perm (less the umask) holding what r reads.
+func createIn(root *os.Root, rel string, perm fs.FileMode, r io.Reader) error {
 	if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = io.Copy(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
