@@ -439,6 +439,10 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 	}
 	budget := cost.From(ctx)
 	fails := 0
+	// The projection (a tokenizer pass over the prompt) is made once, out
+	// of mu, the first time a request is to be queued; every attempt has
+	// the same prompt.
+	usd, projected := 0.0, false
 	for a := 1; ; {
 		id := requestID(rc.key, rc.n, body, a)
 		b.mu.Lock()
@@ -480,7 +484,11 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 			return llm.Response{}, fmt.Errorf("batch request %s has no result yet: %w", id, pipeline.ErrDeferred)
 		default:
 			if r.line == nil {
-				usd := b.o.meter.projected(req, true)
+				if !projected {
+					b.mu.Unlock()
+					usd, projected = b.o.meter.projected(req, true), true
+					continue // the request's state may have changed meanwhile
+				}
 				if err := budget.Reserve(rc.key, usd); err != nil {
 					b.mu.Unlock()
 					return llm.Response{}, fmt.Errorf("batch request %s not submitted: %w: %w", id, pipeline.ErrDeferred, err)
