@@ -219,9 +219,11 @@ func cwdProblem(cwd string) string {
 // field of an input row (metadata, or a field hermes-pipe ignores). A record
 // holds the row's metadata one level down, so a record nests at most
 // MaxFieldDepth+1 levels: far within what the readers of the shards accept
-// (schemas/pyjson: 1000; Python's json.loads at its default recursion limit:
-// 997, measured with Python 3.11; Rust's serde_json: 128), with room for a
-// reader that is itself called deep in a stack.
+// (schemas/pyjson: 1000; Python 3.11's json.loads at its default recursion
+// limit reads 995 levels of objects or arrays and fails from 996, measured by
+// loading "{\"a\":"*n + "1" + "}"*n for n near 1000; serde_json's default
+// recursion limit is 128), with room for a reader that is itself called deep
+// in a stack.
 const MaxFieldDepth = 100
 
 // tooDeep reports whether containers nest more than MaxFieldDepth levels
