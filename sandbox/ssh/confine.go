@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
@@ -135,6 +136,17 @@ func seccompPath(dir string) string { return dir + "/seccomp.bpf" }
 // to seccompPath(dir) on the remote host, byte for byte through printf's
 // octal escapes, read-only.
 func seccompScript(dir string) (string, error) {
+	esc, err := seccompEscaped()
+	if err != nil {
+		return "", err
+	}
+	f := sandbox.ShellQuote(seccompPath(dir))
+	return "printf '" + esc + "' >" + f + " && chmod 0400 " + f + " || exit 1\n", nil
+}
+
+// seccompEscaped is the filter as printf's octal escapes, worked out once
+// per process (the filter is; each session only names its own file).
+var seccompEscaped = sync.OnceValues(func() (string, error) {
 	b, err := confine.Seccomp()
 	if err != nil {
 		return "", err
@@ -143,9 +155,8 @@ func seccompScript(dir string) (string, error) {
 	for _, c := range b {
 		fmt.Fprintf(&esc, "\\%03o", c)
 	}
-	f := sandbox.ShellQuote(seccompPath(dir))
-	return "printf '" + esc.String() + "' >" + f + " && chmod 0400 " + f + " || exit 1\n", nil
-}
+	return esc.String(), nil
+})
 
 // sh is the confined shell: bash when the host has it, else /bin/sh.
 func (h *remoteHost) sh() string {
