@@ -15,11 +15,7 @@ ROWS=${ROWS:-"1 4"}
 WORKERS=${WORKERS:-8}
 . scripts/lib-bench.sh
 
-mkdir -p "$work/bin"
-go build -o "$work/bin/fakellm" ./cmd/fakellm
-go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
-hp="$work/bin/hermes-pipe"
-FAKELLM="$work/bin/fakellm"
+build_bins
 
 # gen COUNT FILE: COUNT rows of about ROW_MB MB each.
 gen() {

@@ -18,12 +18,7 @@ TARGET=2000
 SUMMARY=200
 . scripts/lib-bench.sh
 
-mkdir -p "$work/bin"
-go build -o "$work/bin/fakellm" ./cmd/fakellm
-go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
-hp="$work/bin/hermes-pipe"
-
-FAKELLM="$work/bin/fakellm"
+build_bins
 
 # gen COUNT FILE: COUNT Hermes-shaped trajectories; every row with
 # i % 10 in {1, 4, 7} (30 %) is long enough to be over budget.

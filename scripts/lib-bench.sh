@@ -5,6 +5,7 @@
 #   stop_fake            stop it by its PID
 #   timed CMD...         run CMD under GNU time; prints "wall_s user_s sys_s maxrss_kb"
 #   cpu_ms PID           user+system CPU time of a process so far, in ms
+#   build_bins           build fakellm and hermes-pipe into the work folder; sets hp and FAKELLM
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -27,3 +28,10 @@ timed() {
 }
 
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+build_bins() {
+  mkdir -p "$work/bin"
+  go build -o "$work/bin/fakellm" ./cmd/fakellm
+  go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
+  hp="$work/bin/hermes-pipe"
+  FAKELLM="$work/bin/fakellm"
+}
