@@ -16,8 +16,9 @@ import (
 )
 
 // demoFolder runs generate on datasets/demo with its fake model scripts, as
-// `make demo` does (unconfined where this machine cannot confine).
-func demoFolder(t *testing.T) string {
+// `make demo` does (unconfined where this machine cannot confine), with
+// extra flags of generate appended.
+func demoFolder(t *testing.T, extra ...string) string {
 	t.Helper()
 	scripts, err := fakellm.LoadScripts(filepath.Join("..", "..", "datasets", "demo", "fakellm-scripts.json"))
 	if err != nil {
@@ -30,6 +31,7 @@ func demoFolder(t *testing.T) string {
 	if code, _, _ := hp(t, "sandbox", "check"); code != 0 {
 		args = append(args, "--local-isolation", "none")
 	}
+	args = append(args, extra...)
 	if code, _, errs := hp(t, args...); code != exitOK && code != exitRowsFailed {
 		t.Fatalf("demo generate exit %d: %s", code, errs)
 	}
