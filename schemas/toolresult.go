@@ -1,11 +1,25 @@
 package schemas
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
+
+// ToolResultJSON renders a tool's result as the JSON text the model sees:
+// one line, no HTML escaping (Hermes' json.dumps leaves <, > and & as they
+// are). Every tool, built-in or MCP, answers through it.
+func ToolResultJSON(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return `{"error": "internal: cannot encode tool result"}`
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // ToolResultSucceeded judges one tool result the way Hermes' batch_runner
 // does when it fills tool_stats:

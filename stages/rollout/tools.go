@@ -66,15 +66,7 @@ type errBadCall struct{ msg string }
 func (e *errBadCall) Error() string { return e.msg }
 
 // toolResult renders a tool's result as the JSON text the model sees.
-func toolResult(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return `{"error": "internal: cannot encode tool result"}`
-	}
-	return strings.TrimSuffix(b.String(), "\n")
-}
+func toolResult(v any) string { return schemas.ToolResultJSON(v) }
 
 func toolError(msg string) string { return toolResult(map[string]any{"error": msg}) }
 

@@ -439,16 +439,8 @@ func (c *Config) CheckSandbox(scheme string) error {
 	return nil
 }
 
-// encode renders v as JSON without HTML escaping, as the other tools do.
-func encode(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return `{"error": "internal: cannot encode tool result"}`
-	}
-	return strings.TrimSuffix(b.String(), "\n")
-}
+// encode renders v as JSON the way every other tool's result is.
+func encode(v any) string { return schemas.ToolResultJSON(v) }
 
 func errorResult(msg string) string {
 	return encode(struct {
