@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 )
 
 // The behaviour fixtures: a finished output folder per mode, checked in under
@@ -23,7 +24,8 @@ import (
 // rewrites the golden files with -update-fixtures and shows the difference
 // in review. -write-fixtures builds the folders again with the current code
 // (generate: the demo prompts, in JSONL and in Parquet shards; compress: nine trajectories, three over the
-// budget; swe: the sample suite against a baseline), which changes them
+// budget; swe: the sample suite against a baseline; cron: one execution of
+// an agent job), which changes them
 // (keys, times, costs), so the golden files must then be rewritten too.
 var (
 	writeFixtures  = flag.Bool("write-fixtures", false, "build datasets/fixtures/<mode> again with the current code (then use -update-fixtures)")
@@ -65,6 +67,36 @@ func TestWriteBehaviourFixtures(t *testing.T) {
 	}
 
 	put("swe", sweFixture(t))
+	put("cron", cronFixture(t))
+}
+
+// cronFixture runs one agent job once (a terminal call, then an answer) and
+// returns the folder of its execution.
+func cronFixture(t *testing.T) string {
+	home, work := t.TempDir(), t.TempDir()
+	_, url := startFakeServer(t, fakellm.Config{Scripts: mustScripts(t, `{"scripts": [{"match": "count the files", "steps": [
+  {"tool_calls": [{"name": "terminal", "arguments": {"command": "ls | wc -l"}}]},
+  {"content": "There are no files."}]}]}`)})
+	now := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	deps := cronDeps{
+		Agent: &cron.RolloutRunner{Driver: lazyDriver{scheme: "local"}, DefaultBaseURL: url, DefaultModel: "m"},
+		Now:   func() time.Time { return now },
+	}
+	out, err := cronApp(t, deps, "--home", home, "add", "--tz", "UTC", "--name", "count", "--workdir", work,
+		"--toolsets", "terminal", "every 1h", "count the files")
+	if err != nil {
+		t.Fatalf("add: %v\n%s", err, out)
+	}
+	id := strings.Fields(out)[1] // "added ID ..."
+	now = now.Add(time.Hour + 10*time.Second)
+	if out, err := cronApp(t, deps, "--home", home, "tick"); err != nil {
+		t.Fatalf("tick: %v\n%s", err, out)
+	}
+	runs, err := os.ReadDir(filepath.Join(home, "cron", "runs", id))
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("the job's executions: %v %v", runs, err)
+	}
+	return cron.RunDir(home, id, runs[0].Name())
 }
 
 // sweFixture runs the sample suite against a baseline kept beside the
@@ -94,7 +126,7 @@ func sweFixture(t *testing.T) string {
 // view's JSON answers over each fixture folder and compares every answer
 // byte for byte with its golden file.
 func TestBehaviourFixtures(t *testing.T) {
-	for _, mode := range []string{"generate", "generate-parquet", "compress", "swe"} {
+	for _, mode := range []string{"generate", "generate-parquet", "compress", "swe", "cron"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := filepath.Join(fixturesDir(), mode)
 			if _, err := os.Stat(filepath.Join(dir, "run.json")); err != nil {
