@@ -147,7 +147,7 @@ func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	var resp Response
 	attempts, err := c.retry(ctx, "chat completions", func() (int, time.Duration, error) {
-		r, status, retryAfter, err := c.attempt(ctx, &params)
+		r, status, retryAfter, err := c.attempt(ctx, &params, req.OnEvent)
 		resp = r
 		return status, retryAfter, err
 	})
@@ -160,8 +160,9 @@ func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 
 // attempt makes one HTTP attempt. status is the HTTP status of a failed
 // reply (0 for transport, timeout and decode failures); retryAfter is the
-// server's requested wait, or -1 when it named none.
-func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams) (resp Response, status int, retryAfter time.Duration, err error) {
+// server's requested wait, or -1 when it named none. onEvent is the
+// request's OnEvent.
+func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams, onEvent func()) (resp Response, status int, retryAfter time.Duration, err error) {
 	if ctl := c.opts.Controller; ctl != nil {
 		release, err := ctl.Acquire(ctx)
 		if err != nil {
@@ -172,7 +173,7 @@ func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewPa
 	actx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	if c.opts.Stream {
-		resp, err = c.stream(actx, params)
+		resp, err = c.stream(actx, params, onEvent)
 	} else {
 		resp, err = c.once(actx, params)
 	}
