@@ -71,8 +71,8 @@ type Options struct {
 	Logger *slog.Logger
 	// CloseTimeout bounds the Close calls of stages at the end; default 30s.
 	CloseTimeout time.Duration
-	// Budget is the run's spending cap (nil = none). Stages find it in their
-	// context (cost.From) and charge each model call; each commit settles
+	// Budget is the run's spending cap (nil = none). Run hands it to every
+	// BudgetUser stage, which charges each model call; each commit settles
 	// it. Once it is reached Run dispatches no more records, as on a soft
 	// stop, and the records in flight have Grace to finish: then their
 	// stage context is cancelled with cause cost.ErrBudget, and a stage
@@ -245,7 +245,7 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 
 	// Stages run under stageCtx: cancelled with the run, or with cause
 	// cost.ErrBudget once Grace has passed after the budget was reached.
-	stageCtx, cancelStages := context.WithCancelCause(cost.WithBudget(runCtx, opts.Budget))
+	stageCtx, cancelStages := context.WithCancelCause(runCtx)
 	defer cancelStages(nil)
 	if opts.Budget != nil {
 		go r.budgetGrace(stageCtx, cancelStages)
@@ -291,14 +291,20 @@ func claimOutput(opts Options, src Source, out *Output) error {
 	return nil
 }
 
-// preflight calls each Preflighter stage once, in stage order, and returns
-// the first failure wrapped with the stage's name.
+// preflight hands the run's budget to each BudgetUser stage and calls each
+// Preflighter stage once, in stage order, and returns the first failure
+// wrapped with the stage's name. A stage has its budget before its
+// Preflight: it may hold there what it knows was spent outside the ledger
+// (compress's batch journal).
 func (r *runner) preflight(runCtx context.Context) error {
 	for _, s := range r.stages {
+		if u, ok := s.(BudgetUser); ok {
+			u.UseBudget(r.opts.Budget)
+		}
+	}
+	for _, s := range r.stages {
 		if p, ok := s.(Preflighter); ok {
-			// The budget rides along: a stage may hold what it knows was
-			// spent outside the ledger (compress's batch journal).
-			if err := p.Preflight(cost.WithBudget(runCtx, r.opts.Budget)); err != nil {
+			if err := p.Preflight(runCtx); err != nil {
 				return fmt.Errorf("preflight %s: %w", s.Name(), err)
 			}
 		}

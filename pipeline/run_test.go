@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -207,6 +208,40 @@ func TestPreflightBeforeProcessCloseAlways(t *testing.T) {
 	}
 	if !sum.Interrupted || ExitCode(sum) != ExitInterrupted {
 		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// budgetStage is a lifecycleStage that spends: it notes the budget it is
+// handed.
+type budgetStage struct {
+	*lifecycleStage
+	budget *cost.Budget
+}
+
+func (s *budgetStage) UseBudget(b *cost.Budget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, "budget")
+	s.budget = b
+}
+
+// TestBudgetHandedBeforePreflight: Run hands its budget to a BudgetUser
+// stage once, before its Preflight and any Process, and nil when the run
+// has no cap.
+func TestBudgetHandedBeforePreflight(t *testing.T) {
+	b := cost.NewBudget(10, 0)
+	s := &budgetStage{lifecycleStage: newLifecycle(true)}
+	out := openOut(t, t.TempDir(), ModeFresh)
+	if _, err := Run(context.Background(), Options{Budget: b}, SliceSource(records(2)), []Stage{s}, out); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.events, ","); got != "budget,preflight,process,process,close" || s.budget != b {
+		t.Fatalf("events %s, budget %p (want %p)", got, s.budget, b)
+	}
+	s = &budgetStage{lifecycleStage: newLifecycle(true), budget: b}
+	runAll(t, t.TempDir(), ModeFresh, 1, s)
+	if s.budget != nil || !strings.HasPrefix(strings.Join(s.events, ","), "budget,preflight,") {
+		t.Fatalf("without a cap: events %v, budget %p", s.events, s.budget)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -22,6 +23,15 @@ type Stage interface {
 // Run calls it once, before any Process call; an error stops the run.
 type Preflighter interface {
 	Preflight(ctx context.Context) error
+}
+
+// BudgetUser is implemented by stages that spend on model calls: Run hands
+// each the run's spending cap (Options.Budget; nil is no cap) once, before
+// any Preflight or Process call, and the stage checks it (Allow) and
+// charges it (Charge) as its records' calls return. A stage that runs
+// another stage inside it passes the budget on.
+type BudgetUser interface {
+	UseBudget(b *cost.Budget)
 }
 
 // Closer is implemented by stages holding resources (connections, containers)

@@ -1,7 +1,6 @@
 package cost
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,8 +14,8 @@ var ErrBudget = errors.New("run budget reached")
 
 // Budget is a run's spending cap and its meter. The runtime (pipeline.Run)
 // owns one per run: it starts from what the output folder's ledger says was
-// already spent, stages charge each model call as it returns (Charge, found
-// through the context with From), and each commit moves a record's spend
+// already spent, stages charge each model call as it returns (Charge; the
+// runtime hands the Budget to each stage that spends, pipeline.BudgetUser), and each commit moves a record's spend
 // from in flight to committed (Settle). Spent is committed plus in flight.
 // A nil *Budget is no cap: every method is a cheap no-op.
 //
@@ -137,20 +136,4 @@ func (b *Budget) Settle(keys []string, usd float64) {
 	b.committed += usd
 	b.check()
 	b.mu.Unlock()
-}
-
-type budgetKey struct{}
-
-// WithBudget returns ctx carrying b, for the stages of a run.
-func WithBudget(ctx context.Context, b *Budget) context.Context {
-	if b == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, budgetKey{}, b)
-}
-
-// From returns the run's Budget carried by ctx, or nil (no cap).
-func From(ctx context.Context) *Budget {
-	b, _ := ctx.Value(budgetKey{}).(*Budget)
-	return b
 }

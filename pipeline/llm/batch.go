@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // Batch API limits (OpenAI's): requests in one batch and bytes of one input
@@ -57,12 +55,19 @@ type Batch struct {
 		Completed int `json:"completed"`
 		Failed    int `json:"failed"`
 	} `json:"request_counts"`
-	Errors *struct {
-		Data []struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"data"`
-	} `json:"errors"`
+	Errors *BatchErrors `json:"errors"`
+}
+
+// BatchErrors are why a batch failed as a whole (its input file was
+// refused, say).
+type BatchErrors struct {
+	Data []BatchError `json:"data"`
+}
+
+// BatchError is one of BatchErrors.
+type BatchError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // BatchLine is one line of a batch input file.
@@ -81,15 +86,17 @@ type BatchResult struct {
 	Err      error // nil when Response is a reply
 }
 
-// BatchClient speaks the OpenAI Batch API (files and batches) at the same
-// base URL, key and retry policy as the chat client New returns, and turns
-// batch output lines into the same Response a direct call gives. Create it
-// with NewBatch; it is safe for concurrent use. Each method makes one HTTP
-// request (retried after 429, 5xx and transport failures) and blocks until
-// it answers.
+// BatchClient speaks the OpenAI Batch API through openai-go's Files and
+// Batches services, at the same base URL, key and retry policy (retry) as
+// the chat client New returns, and turns batch output lines into the same
+// Response a direct call gives. Create it with NewBatch; it is safe for
+// concurrent use. Each method makes one HTTP request (retried after 429,
+// 5xx and transport failures; ListBatches one per page), each attempt
+// bounded by RequestTimeout, and blocks until it answers.
 type BatchClient struct {
-	c    *client
-	base string
+	c       *client
+	files   openai.FileService
+	batches openai.BatchService
 }
 
 // NewBatch checks opts as New does and returns a Batch API client. It does
@@ -100,7 +107,7 @@ func NewBatch(opts Options) (*BatchClient, error) {
 		return nil, err
 	}
 	c := cl.(*client)
-	return &BatchClient{c: c, base: strings.TrimSuffix(c.opts.BaseURL, "/")}, nil
+	return &BatchClient{c: c, files: openai.NewFileService(c.reqOpts...), batches: openai.NewBatchService(c.reqOpts...)}, nil
 }
 
 // Body is the JSON body of a chat-completions request for req, exactly what
@@ -136,36 +143,21 @@ func Line(customID string, body []byte) ([]byte, error) {
 
 // UploadFile uploads data as a file with purpose "batch" and returns its id.
 func (b *BatchClient) UploadFile(ctx context.Context, name string, data []byte) (string, error) {
-	var out struct {
-		ID string `json:"id"`
-	}
-	err := b.do(ctx, "upload batch file", func() (*http.Request, error) {
-		var body bytes.Buffer
-		w := multipart.NewWriter(&body)
-		if err := w.WriteField("purpose", "batch"); err != nil {
-			return nil, err
+	var id string
+	err := b.call(ctx, "upload batch file", func(actx context.Context) error {
+		f, err := b.files.New(actx, openai.FileNewParams{
+			File:    openai.File(bytes.NewReader(data), name, "application/jsonl"),
+			Purpose: openai.FilePurposeBatch,
+		})
+		if err == nil {
+			id = f.ID
 		}
-		fw, err := w.CreateFormFile("file", name)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := fw.Write(data); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/files", &body)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", w.FormDataContentType())
-		return req, nil
-	}, &out)
-	if err == nil && out.ID == "" {
+		return err
+	})
+	if err == nil && id == "" {
 		err = &Error{Op: "upload batch file", Err: fmt.Errorf("%w: reply has no file id", ErrMalformed)}
 	}
-	return out.ID, err
+	return id, err
 }
 
 // CreateBatch starts a batch over the uploaded file fileID for
@@ -173,63 +165,115 @@ func (b *BatchClient) UploadFile(ctx context.Context, name string, data []byte) 
 // (ListBatches shows it), so a caller that crashed before it could note the
 // batch's id can find it again.
 func (b *BatchClient) CreateBatch(ctx context.Context, fileID string, metadata map[string]string) (Batch, error) {
-	body, err := json.Marshal(map[string]any{"input_file_id": fileID, "endpoint": "/v1/chat/completions",
-		"completion_window": "24h", "metadata": metadata})
-	if err != nil {
-		return Batch{}, err
-	}
-	var out Batch
-	err = b.do(ctx, "create batch", b.jsonReq(ctx, http.MethodPost, "/batches", body), &out)
-	return out, err
+	return b.batch(ctx, "create batch", func(actx context.Context) (*openai.Batch, error) {
+		return b.batches.New(actx, openai.BatchNewParams{
+			InputFileID:      fileID,
+			Endpoint:         openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+			Metadata:         shared.Metadata(metadata),
+		})
+	})
 }
 
 // GetBatch reads a batch's status, counts and file ids.
 func (b *BatchClient) GetBatch(ctx context.Context, id string) (Batch, error) {
-	var out Batch
-	err := b.do(ctx, "get batch "+id, b.jsonReq(ctx, http.MethodGet, "/batches/"+url.PathEscape(id), nil), &out)
-	return out, err
+	return b.batch(ctx, "get batch "+id, func(actx context.Context) (*openai.Batch, error) {
+		return b.batches.Get(actx, id)
+	})
 }
 
 // CancelBatch asks the server to cancel a batch.
 func (b *BatchClient) CancelBatch(ctx context.Context, id string) (Batch, error) {
-	var out Batch
-	err := b.do(ctx, "cancel batch "+id, b.jsonReq(ctx, http.MethodPost, "/batches/"+url.PathEscape(id)+"/cancel", nil), &out)
-	return out, err
+	return b.batch(ctx, "cancel batch "+id, func(actx context.Context) (*openai.Batch, error) {
+		return b.batches.Cancel(actx, id)
+	})
 }
 
 // ListBatches calls f for every batch the server lists, newest first, page
 // by page, until f returns false or the list ends.
 func (b *BatchClient) ListBatches(ctx context.Context, f func(Batch) bool) error {
-	after := ""
+	q := openai.BatchListParams{Limit: openai.Int(100)}
 	for {
-		path := "/batches?limit=100"
-		if after != "" {
-			path += "&after=" + url.QueryEscape(after)
-		}
-		var page struct {
-			Data    []Batch `json:"data"`
-			HasMore bool    `json:"has_more"`
-		}
-		if err := b.do(ctx, "list batches", b.jsonReq(ctx, http.MethodGet, path, nil), &page); err != nil {
+		var data []openai.Batch
+		hasMore := false
+		err := b.call(ctx, "list batches", func(actx context.Context) error {
+			page, err := b.batches.List(actx, q)
+			if err == nil {
+				data, hasMore = page.Data, page.HasMore
+			}
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		for _, bt := range page.Data {
-			if !f(bt) {
+		for i := range data {
+			if !f(batchOf(&data[i])) {
 				return nil
 			}
 		}
-		if !page.HasMore || len(page.Data) == 0 {
+		if !hasMore || len(data) == 0 {
 			return nil
 		}
-		after = page.Data[len(page.Data)-1].ID
+		q.After = openai.String(data[len(data)-1].ID)
 	}
 }
 
 // FileContent downloads a file's bytes (a batch's output or error file).
 func (b *BatchClient) FileContent(ctx context.Context, id string) ([]byte, error) {
 	var out []byte
-	err := b.do(ctx, "download file "+id, b.jsonReq(ctx, http.MethodGet, "/files/"+url.PathEscape(id)+"/content", nil), &out)
+	err := b.call(ctx, "download file "+id, func(actx context.Context) error {
+		resp, err := b.files.Content(actx, id)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, err = io.ReadAll(resp.Body)
+		return err
+	})
 	return out, err
+}
+
+// batch makes one Batch API call that answers a batch object.
+func (b *BatchClient) batch(ctx context.Context, op string, f func(actx context.Context) (*openai.Batch, error)) (Batch, error) {
+	var out Batch
+	err := b.call(ctx, op, func(actx context.Context) error {
+		bt, err := f(actx)
+		if err == nil {
+			out = batchOf(bt)
+		}
+		return err
+	})
+	return out, err
+}
+
+// call makes the SDK call f, each attempt under RequestTimeout, retried as
+// Chat is (retry).
+func (b *BatchClient) call(ctx context.Context, op string, f func(actx context.Context) error) error {
+	_, err := b.c.retry(ctx, op, func() (int, time.Duration, error) {
+		actx, cancel := context.WithTimeout(ctx, b.c.opts.RequestTimeout)
+		defer cancel()
+		if err := f(actx); err != nil {
+			return b.c.failure(ctx, actx, err)
+		}
+		return 0, -1, nil
+	})
+	return err
+}
+
+// batchOf is the part of the SDK's batch object hermes-pipe reads.
+func batchOf(bt *openai.Batch) Batch {
+	out := Batch{ID: bt.ID, Status: string(bt.Status), InputFileID: bt.InputFileID, OutputFileID: bt.OutputFileID,
+		ErrorFileID: bt.ErrorFileID, Metadata: bt.Metadata}
+	out.RequestCounts.Total = int(bt.RequestCounts.Total)
+	out.RequestCounts.Completed = int(bt.RequestCounts.Completed)
+	out.RequestCounts.Failed = int(bt.RequestCounts.Failed)
+	if bt.JSON.Errors.Valid() {
+		out.Errors = &BatchErrors{}
+		for _, e := range bt.Errors.Data {
+			out.Errors.Data = append(out.Errors.Data, BatchError{Code: e.Code, Message: e.Message})
+		}
+	}
+	return out
 }
 
 // ParseResult reads one line of a batch output or error file (also the
@@ -283,89 +327,4 @@ func (b *BatchClient) ParseResult(line []byte) (BatchResult, error) {
 	}
 	r.Err = b.c.red.Error(r.Err)
 	return r, nil
-}
-
-func (b *BatchClient) jsonReq(ctx context.Context, method, path string, body []byte) func() (*http.Request, error) {
-	return func() (*http.Request, error) {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, b.base+path, rd)
-		if err != nil {
-			return nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		return req, nil
-	}
-}
-
-// do sends the request mk builds, retrying as Chat does, and decodes a 2xx
-// reply into out (a *[]byte takes the raw body).
-func (b *BatchClient) do(ctx context.Context, op string, mk func() (*http.Request, error), out any) error {
-	for attempt := 1; ; attempt++ {
-		status, retryAfter, err := b.once(ctx, mk, out)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return &Error{Op: op, Status: status, Attempts: attempt, Err: ctx.Err()}
-		}
-		retryable := status == 0 || retryableStatus(status)
-		if !retryable || attempt > b.c.opts.MaxRetries {
-			return &Error{Op: op, Status: status, Attempts: attempt, Retryable: retryable, Err: b.c.red.Error(err)}
-		}
-		wait := b.c.backoff(attempt)
-		if retryAfter >= 0 {
-			wait = min(retryAfter, b.c.opts.RetryAfterMax)
-		}
-		if err := b.c.opts.Sleep(ctx, wait); err != nil {
-			return &Error{Op: op, Status: status, Attempts: attempt, Err: b.c.red.Error(err)}
-		}
-	}
-}
-
-func (b *BatchClient) once(ctx context.Context, mk func() (*http.Request, error), out any) (status int, retryAfter time.Duration, err error) {
-	actx, cancel := context.WithTimeout(ctx, b.c.opts.RequestTimeout)
-	defer cancel()
-	req, err := mk()
-	if err != nil {
-		return 0, -1, err
-	}
-	req = req.WithContext(actx)
-	if b.c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+b.c.opts.APIKey)
-	}
-	resp, err := b.c.opts.HTTPClient.Do(req)
-	if err != nil {
-		return 0, -1, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, -1, err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e)
-		msg := e.Error.Message
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		return resp.StatusCode, parseRetryAfter(resp.Header, b.c.opts.Now()), fmt.Errorf("http %d: %s", resp.StatusCode, msg)
-	}
-	if raw, ok := out.(*[]byte); ok {
-		*raw = body
-		return 0, -1, nil
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return resp.StatusCode, -1, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	return 0, -1, nil
 }

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,6 +133,79 @@ func TestBatchRoundTrip(t *testing.T) {
 	res, err := bc3.ParseResult(bytes.SplitN(data, []byte("\n"), 2)[0])
 	if err != nil || res.Err == nil || !strings.Contains(res.Err.Error(), "http 500") {
 		t.Fatalf("failed request: %+v %v", res, err)
+	}
+}
+
+// TestBatchRetries: the Batch API calls go through the chat client's retry
+// policy: an upload refused with 429 and Retry-After is sent again after
+// the server's wait, a list page refused with 502 after the jittered
+// backoff, and a 400 is not retried; the file the fake keeps (it takes
+// only purpose "batch") holds the bytes uploaded.
+func TestBatchRetries(t *testing.T) {
+	fk := fakellm.New(fakellm.Config{Model: "m"})
+	var mu sync.Mutex
+	fail := map[string][]int{ // method and path → statuses of the next replies
+		"POST /v1/files":   {429},
+		"GET /v1/batches":  {502},
+		"POST /v1/batches": {400},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := r.Method + " " + r.URL.Path
+		mu.Lock()
+		var code int
+		if l := fail[k]; len(l) > 0 {
+			code, fail[k] = l[0], l[1:]
+		}
+		mu.Unlock()
+		if code != 0 {
+			w.Header().Set("Retry-After", "3")
+			if code != 429 {
+				w.Header().Del("Retry-After")
+			}
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"error":{"message":"refused %d"}}`, code)
+			return
+		}
+		fk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	rec := &sleepRecorder{}
+	bc, err := NewBatch(Options{BaseURL: srv.URL + "/v1", Model: "m", Sleep: rec.sleep, BackoffBase: time.Second, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body, _ := bc.Body(Request{Messages: []schemas.Message{{Role: "user", Content: "x"}}})
+	line, _ := Line("r1", body)
+	file, err := bc.UploadFile(ctx, "in.jsonl", line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := rec.all(); len(w) != 1 || w[0] != 3*time.Second {
+		t.Fatalf("waits %v after a 429 with Retry-After: 3, want [3s]", w)
+	}
+	_, err = bc.CreateBatch(ctx, file, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 400 || e.Attempts != 1 || IsRetryable(err) || !strings.Contains(err.Error(), "refused 400") {
+		t.Fatalf("create refused with 400: %v, want one attempt, not retryable", err)
+	}
+	bt, err := bc.CreateBatch(ctx, file, map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	if err := bc.ListBatches(ctx, func(x Batch) bool { seen++; return x.ID != bt.ID || x.Metadata["k"] != "v" }); err != nil || seen != 1 {
+		t.Fatalf("list after a 502: %d seen, %v", seen, err)
+	}
+	if w := rec.all(); len(w) != 2 || w[1] < 500*time.Millisecond || w[1] > time.Second {
+		t.Fatalf("waits %v: the 502 wants one backoff between half and all of 1s", w)
+	}
+	data, err := bc.FileContent(ctx, file)
+	if err != nil || !bytes.Equal(data, line) {
+		t.Fatalf("uploaded file %q (%v), want the line", data, err)
+	}
+	if fk.Stats().Batches != 1 {
+		t.Errorf("%d batches, want 1", fk.Stats().Batches)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,9 +70,12 @@ type Options struct {
 
 // client is the openai-go backed Client.
 type client struct {
-	opts   Options
-	svc    openai.ChatCompletionService
-	jitter atomic.Uint64
+	opts Options
+	svc  openai.ChatCompletionService
+	// reqOpts are the SDK options of every service this client's
+	// endpoint serves (chat, and the batch client's files and batches).
+	reqOpts []option.RequestOption
+	jitter  atomic.Uint64
 	// red takes the API key and the base URL's userinfo out of every error
 	// and reply this client returns, so an endpoint that echoes its request
 	// headers cannot put them into a record or a log.
@@ -129,47 +131,38 @@ func New(opts Options) (Client, error) {
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
-	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
+	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), reqOpts: reqOpts,
+		red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
 }
 
 // Chat sends req and blocks until a reply arrives, retrying retryable
-// failures with backoff. Each attempt holds one Controller slot (if any) and
-// is bounded by RequestTimeout; the slot is released while backing off. The
-// error, if any, is an *Error wrapping the last failure; when ctx ends the
-// error wraps ctx.Err().
+// failures with backoff (retry). Each attempt holds one Controller slot (if
+// any) and is bounded by RequestTimeout; the slot is released while backing
+// off. The error, if any, is an *Error wrapping the last failure; when ctx
+// ends the error wraps ctx.Err().
 func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	params, err := c.params(req)
 	if err != nil {
 		return Response{}, &Error{Op: "chat completions", Err: c.red.Error(err)}
 	}
-	for attempt := 1; ; attempt++ {
-		resp, status, retryAfter, err := c.attempt(ctx, &params)
-		if err == nil {
-			resp.Attempts = attempt
-			return resp, nil
-		}
-		if ctx.Err() != nil {
-			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: ctx.Err()}
-		}
-		retryable := status == 0 || retryableStatus(status)
-		if !retryable || attempt > c.opts.MaxRetries {
-			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Retryable: retryable, Err: c.red.Error(err)}
-		}
-		wait := c.backoff(attempt)
-		if retryAfter >= 0 {
-			wait = min(retryAfter, c.opts.RetryAfterMax)
-		}
-		if err := c.opts.Sleep(ctx, wait); err != nil {
-			return Response{Attempts: attempt}, &Error{Op: "chat completions", Status: status, Attempts: attempt, Err: c.red.Error(err)}
-		}
+	var resp Response
+	attempts, err := c.retry(ctx, "chat completions", func() (int, time.Duration, error) {
+		r, status, retryAfter, err := c.attempt(ctx, &params, req.OnEvent)
+		resp = r
+		return status, retryAfter, err
+	})
+	if err != nil {
+		return Response{Attempts: attempts}, err
 	}
+	resp.Attempts = attempts
+	return resp, nil
 }
 
 // attempt makes one HTTP attempt. status is the HTTP status of a failed
 // reply (0 for transport, timeout and decode failures); retryAfter is the
-// server's requested wait, or -1 when it named none.
-func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams) (resp Response, status int, retryAfter time.Duration, err error) {
-	retryAfter = -1
+// server's requested wait, or -1 when it named none. onEvent is the
+// request's OnEvent.
+func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams, onEvent func()) (resp Response, status int, retryAfter time.Duration, err error) {
 	if ctl := c.opts.Controller; ctl != nil {
 		release, err := ctl.Acquire(ctx)
 		if err != nil {
@@ -180,7 +173,7 @@ func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewPa
 	actx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	if c.opts.Stream {
-		resp, err = c.stream(actx, params)
+		resp, err = c.stream(actx, params, onEvent)
 	} else {
 		resp, err = c.once(actx, params)
 	}
@@ -190,15 +183,27 @@ func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewPa
 		}
 		return resp, 0, -1, nil
 	}
+	status, retryAfter, err = c.failure(ctx, actx, err)
+	if status == http.StatusTooManyRequests && c.opts.Controller != nil {
+		c.opts.Controller.OnRateLimit()
+	}
+	return Response{}, status, retryAfter, err
+}
+
+// failure reads err, what an SDK call made under actx (ctx bounded by
+// RequestTimeout) returned: the HTTP status of an error reply (0 for
+// transport, timeout and decode failures), the server's Retry-After (-1
+// when it named none) and the failure to report, a timeout wrapping
+// ErrTimeout and an unreadable reply wrapping ErrMalformed. The chat and
+// the batch paths share it.
+func (c *client) failure(ctx, actx context.Context, err error) (status int, retryAfter time.Duration, _ error) {
+	retryAfter = -1
 	var apiErr *openai.Error
 	switch {
 	case errors.As(err, &apiErr):
 		status = apiErr.StatusCode
 		if apiErr.Response != nil {
 			retryAfter = parseRetryAfter(apiErr.Response.Header, c.opts.Now())
-		}
-		if status == http.StatusTooManyRequests && c.opts.Controller != nil {
-			c.opts.Controller.OnRateLimit()
 		}
 		err = fmt.Errorf("http %d: %s", status, apiMessage(apiErr))
 	case ctx.Err() != nil:
@@ -209,7 +214,7 @@ func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewPa
 	case isDecodeError(err):
 		err = fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return Response{}, status, retryAfter, err
+	return status, retryAfter, err
 }
 
 // apiMessage is the server's error message, or the status text.
@@ -375,63 +380,4 @@ func messageParam(m *schemas.Message) (openai.ChatCompletionMessageParamUnion, e
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
 	}
 	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
-}
-
-// backoff is the jittered exponential wait before attempt n+1: a uniform
-// draw between half and all of min(BackoffMax, BackoffBase*2^(n-1)).
-func (c *client) backoff(n int) time.Duration {
-	d := c.opts.BackoffBase
-	for i := 1; i < n && d < c.opts.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, c.opts.BackoffMax)
-	u := float64(mix64(c.opts.Seed, c.jitter.Add(1))>>11) / (1 << 53)
-	return d/2 + time.Duration(u*float64(d/2))
-}
-
-// mix64 is splitmix64 over a and b.
-func mix64(a, b uint64) uint64 {
-	z := a + b*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// parseRetryAfter reads retry-after-ms (milliseconds) or Retry-After
-// (seconds or an HTTP date) and returns -1 when neither is usable.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return -1
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs < 0 || secs > 1e9 {
-			return -1
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return -1
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -13,6 +13,11 @@ type Request struct {
 	Tools       []schemas.Tool
 	MaxTokens   int      // 0 = not sent
 	Temperature *float64 // nil = not sent
+	// OnEvent, when set, is called for every event a streamed call
+	// receives, so a caller that watches for a stalled call (cron's
+	// inactivity timeout) counts streamed tokens as progress. It is not
+	// sent.
+	OnEvent func()
 }
 
 // Response is the assistant's reply. Message.Reasoning holds reasoning from
@@ -26,23 +31,6 @@ type Response struct {
 	Usage        schemas.Usage
 	Attempts     int  // HTTP attempts spent, retries included
 	Batch        bool // the reply came through the Batch API (batch prices apply)
-}
-
-type activityKey struct{}
-
-// WithActivity returns a context under which a streamed Chat calls f for
-// every event it receives, so a caller that watches for a stalled call (cron's
-// inactivity timeout) counts streamed tokens as progress.
-func WithActivity(ctx context.Context, f func()) context.Context {
-	return context.WithValue(ctx, activityKey{}, f)
-}
-
-// activity returns the function WithActivity set on ctx, or a no-op.
-func activity(ctx context.Context) func() {
-	if f, ok := ctx.Value(activityKey{}).(func()); ok && f != nil {
-		return f
-	}
-	return func() {}
 }
 
 // Client sends chat requests. Chat blocks until a response arrives or all

@@ -20,8 +20,8 @@ type toolAcc struct {
 // Response. Tool calls are keyed by their delta index (a delta without an
 // index continues the last call unless it brings a new id); a stream that
 // ends before any finish_reason is reported as malformed, since the reply
-// may be cut short.
-func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewParams) (Response, error) {
+// may be cut short. onEvent (if set) is called for every event received.
+func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewParams, onEvent func()) (Response, error) {
 	s := c.svc.NewStreaming(ctx, *params)
 	defer s.Close()
 
@@ -30,9 +30,10 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 	byIndex := map[int64]int{}
 	var usage schemas.Usage
 	finish := ""
-	touch := activity(ctx)
 	for s.Next() {
-		touch()
+		if onEvent != nil {
+			onEvent()
+		}
 		ch := s.Current()
 		if ch.JSON.Usage.Valid() {
 			usage.Add(usageOf(ch.Usage))

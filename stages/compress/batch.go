@@ -85,8 +85,8 @@ type BatchOptions struct {
 	meter batchMeter
 }
 
-// batchMeter is how the batcher charges the run budget (cost.From of each
-// call's context). A request is reserved at project(req, batch) before it
+// batchMeter is how the batcher charges the run budget (the row's, given
+// with each call). A request is reserved at project(req, batch) before it
 // joins a batch, so a batch only ever holds requests the cap can pay for;
 // the reservation is replaced by the reply's real cost at price when the
 // row takes the reply, and released when the request failed (a failed
@@ -197,7 +197,7 @@ type group struct {
 	created bool   // batch known to exist
 }
 
-// batcher turns summary calls into Batch API requests (llm.Client). A row's
+// batcher turns summary calls into Batch API requests (summaryClient). A row's
 // n-th call gets the custom_id KEY/n/HASH/ATTEMPT, so a rerun of the same
 // row after a crash asks for the same ids and finds them in the journal.
 type batcher struct {
@@ -398,46 +398,23 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// rowKey carries the key of the row being compressed and its call count.
-type rowKey struct{}
-
-type rowCalls struct {
-	key string
-	n   int
-}
-
-func withRow(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, rowKey{}, &rowCalls{key: key})
-}
-
-// rowOf is the key of the row being compressed ("" outside a row).
-func rowOf(ctx context.Context) string {
-	if rc, _ := ctx.Value(rowKey{}).(*rowCalls); rc != nil {
-		return rc.key
-	}
-	return ""
-}
-
-// Chat answers req from the journal or a batch: it blocks until the
-// request's batch has ended (hours, with the real API), or returns
-// pipeline.ErrDeferred in the offline modes when no result is at hand.
-// With a run budget (cost.From(ctx)) a request joins a batch only once its
+// summary answers req, the row's next summary call, from the journal or
+// a batch: it blocks until the request's batch has ended (hours, with the
+// real API), or returns pipeline.ErrDeferred in the offline modes when no
+// result is at hand. It counts the call in row.n. With a run budget
+// (row.budget) a request joins a batch only once its
 // projected cost is reserved; one the cap cannot pay for is not queued and
 // Chat returns pipeline.ErrDeferred wrapping cost.ErrBudget (the row stays
 // pending for --resume --max-cost HIGHER). A row whose request is queued
 // keeps waiting for it when the budget ends the stages' context (the
 // request is paid for); a hard stop ends the wait.
-func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
-	rc, _ := ctx.Value(rowKey{}).(*rowCalls)
-	if rc == nil {
-		return llm.Response{}, errors.New("batch: summary call outside a row")
-	}
+func (b *batcher) summary(ctx context.Context, rc *rowCall, req llm.Request) (llm.Response, error) {
 	rc.n++
 	body, err := b.o.Client.Body(req)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	budget := cost.From(ctx)
+	budget := rc.budget
 	fails := 0
 	// The projection (a tokenizer pass over the prompt) is made once, out
 	// of mu, the first time a request is to be queued; every attempt has
@@ -464,7 +441,7 @@ func (b *batcher) Chat(ctx context.Context, req llm.Request) (llm.Response, erro
 				fails++
 				if fails >= b.o.Attempts {
 					if b.o.Fallback == BatchFallbackDirect {
-						return b.direct(ctx, rc.key, req)
+						return b.direct(ctx, rc, req)
 					}
 					return llm.Response{Attempts: 1}, fmt.Errorf("batch request %s: %w", id, r.err)
 				}
@@ -546,8 +523,8 @@ func (b *batcher) wait(ctx context.Context, id string, done <-chan struct{}) err
 // direct answers req with a direct call (--batch-fallback direct), within
 // the run budget: its projected cost at direct prices is reserved first and
 // replaced by what it cost.
-func (b *batcher) direct(ctx context.Context, key string, req llm.Request) (llm.Response, error) {
-	budget := cost.From(ctx)
+func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm.Response, error) {
+	budget, key := rc.budget, rc.key
 	usd := b.o.meter.projected(req, false)
 	if err := budget.Reserve(key, usd); err != nil {
 		return llm.Response{}, fmt.Errorf("batch fallback: %w: %w", pipeline.ErrDeferred, err)

@@ -54,7 +54,7 @@ func TestBatcherAdoptsUnnotedBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := bt.Chat(withRow(ctx, "row1"), req)
+		resp, err := bt.summary(ctx, &rowCall{key: "row1"}, req)
 		if err != nil || resp.Message.Content == "" || !resp.Batch {
 			t.Fatalf("created=%v: %+v %v", created, resp, err)
 		}
@@ -69,7 +69,7 @@ func TestBatcherAdoptsUnnotedBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := bt.Chat(withRow(ctx, "row1"), req)
+		again, err := bt.summary(ctx, &rowCall{key: "row1"}, req)
 		_ = bt.close()
 		if err != nil || again.Message.Content != resp.Message.Content || fk.Stats().Batches != 1 {
 			t.Errorf("created=%v: from the journal %+v %v (%d batches)", created, again, err, fk.Stats().Batches)

@@ -34,13 +34,17 @@ func projector(tok tokenizer.Tokenizer, turnOverhead int, price *cost.Price) fun
 	}
 }
 
+// UseBudget implements pipeline.BudgetUser: the run's cap (nil = none),
+// which every row's summary calls are checked against and charged to.
+func (s *Stage) UseBudget(b *cost.Budget) { s.budget = b }
+
 // Preflight runs once before the first row (pipeline.Preflighter): in batch
 // modes it holds against the run budget what the batch journal says was
 // spent but is not in the ledger yet (batcher.hold), so a --resume after a
 // capped or killed batch run counts the batches it left.
-func (s *Stage) Preflight(ctx context.Context) error {
+func (s *Stage) Preflight(context.Context) error {
 	if s.batch != nil {
-		s.batch.hold(cost.From(ctx), s.done)
+		s.batch.hold(s.budget, s.done)
 	}
 	return nil
 }

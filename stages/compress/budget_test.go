@@ -259,19 +259,18 @@ func TestBatchResumeHoldsUncollectedBatches(t *testing.T) {
 	}
 	// A new request projected at more than what is left is refused, and
 	// the row is left pending.
-	ctx := cost.WithBudget(withRow(bg, "row4"), budget)
 	big := req(strings.Repeat("w1 ", 1000))
 	if p := meter.projected(big, true); p <= 5-3-replyCost {
 		t.Fatalf("projection $%.4f fits; the test needs one that does not", p)
 	}
-	if _, err := bt.Chat(ctx, big); !errors.Is(err, pipeline.ErrDeferred) || !errors.Is(err, cost.ErrBudget) {
+	if _, err := bt.summary(bg, &rowCall{key: "row4", budget: budget}, big); !errors.Is(err, pipeline.ErrDeferred) || !errors.Is(err, cost.ErrBudget) {
 		t.Fatalf("a request past the cap: %v, want deferred by the budget", err)
 	}
 	if !budget.Reached() {
 		t.Error("a refused reservation must stop the run")
 	}
 	// The held batch is collected; its row takes the reply at its real cost.
-	resp, err := bt.Chat(cost.WithBudget(withRow(bg, "row1"), budget), req("summarise row1"))
+	resp, err := bt.summary(bg, &rowCall{key: "row1", budget: budget}, req("summarise row1"))
 	if err != nil || !resp.Batch {
 		t.Fatalf("row1: %+v %v", resp, err)
 	}

@@ -137,7 +137,7 @@ func testOptions(t testing.TB, url string, inputs []string, out string) Options 
 		Inputs:     in,
 		Tokenizer:  cl100k(t),
 		Config:     Config{TargetTokens: 1500, SummaryTokens: 100, TurnOverhead: 4},
-		Summary:    SummaryOptions{Client: client(t, url, time.Minute, 2), Model: "m", Backoff: time.Millisecond},
+		Summary:    SummaryOptions{Client: client(t, url, time.Minute, 2), Model: "m"},
 		RowTimeout: 2 * time.Minute,
 	}
 }

@@ -75,7 +75,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("compress: %w", err)
 	}
 	o.Summary.Tokens = comp.cfg.SummaryTokens
-	cr := &compressRun{o: &o, comp: comp, lazy: &lazyClient{}, res: &res}
+	cr := &compressRun{o: &o, comp: comp, lazy: &lazyBatcher{}, res: &res}
 	if o.Batch.enabled() {
 		if err := o.useBatch(comp, cr.lazy); err != nil {
 			return res, err
@@ -137,7 +137,7 @@ func (o *Options) fill() error {
 // useBatch routes the summary calls of a batch-mode run through lazy (the
 // batcher once the output folder is open): the direct client becomes the
 // fallback's, rows get no timeout, and the batcher meters --max-cost.
-func (o *Options) useBatch(comp *compressor, lazy *lazyClient) error {
+func (o *Options) useBatch(comp *compressor, lazy *lazyBatcher) error {
 	if o.Batch.Fallback == BatchFallbackDirect && o.Batch.Direct == nil {
 		o.Batch.Direct = o.Summary.Client
 	}
@@ -146,11 +146,10 @@ func (o *Options) useBatch(comp *compressor, lazy *lazyClient) error {
 	}
 	// The batcher answers the summary calls; it is opened with the
 	// output folder (its journal lives there).
-	o.Summary.Client = lazy
+	o.Summary.batch = lazy
 	o.RowTimeout = 0
 	// The batcher keeps --max-cost: each request is reserved at its
 	// projected cost before it joins a batch.
-	o.Summary.metered = true
 	if o.Summary.Price != nil {
 		o.Batch.meter = batchMeter{price: o.Summary.Price, project: projector(o.Tokenizer, comp.cfg.TurnOverhead, o.Summary.Price)}
 	}
@@ -163,8 +162,8 @@ func (o *Options) useBatch(comp *compressor, lazy *lazyClient) error {
 type compressRun struct {
 	o         *Options
 	comp      *compressor
-	summarize Summarizer
-	lazy      *lazyClient
+	summarize rowSummarizer
+	lazy      *lazyBatcher
 	settings  Settings
 	start     time.Time
 	res       *Result
@@ -230,7 +229,7 @@ func (cr *compressRun) openFiles(ctx context.Context) error {
 		if cr.bt, err = openBatcher(ctx, o.Out, o.Mode != pipeline.ModeResume, o.Batch); err != nil {
 			return err
 		}
-		cr.lazy.c = cr.bt
+		cr.lazy.b = cr.bt
 	}
 	return nil
 }
@@ -257,12 +256,12 @@ func (cr *compressRun) finish(out *pipeline.Output, _ pipeline.Summary) error {
 	return errors.Join(rowsErr, batchErr, metricsErr, cr.q.close())
 }
 
-// lazyClient is the summariser's client in batch modes: the batcher, known
+// lazyBatcher is the summariser's client in batch modes: the batcher, known
 // once the output folder is open.
-type lazyClient struct{ c llm.Client }
+type lazyBatcher struct{ b *batcher }
 
-func (l *lazyClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
-	return l.c.Chat(ctx, req)
+func (l *lazyBatcher) summary(ctx context.Context, row *rowCall, req llm.Request) (llm.Response, error) {
+	return l.b.summary(ctx, row, req)
 }
 
 // knownOutcomes are the outcomes a record may keep as its own: the runtime's

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
@@ -35,7 +36,7 @@ const (
 // byte-identical. Create it with newStage; it is safe for concurrent use.
 type Stage struct {
 	comp       *compressor
-	summarize  Summarizer
+	summarize  rowSummarizer
 	overLimit  string
 	rowTimeout time.Duration
 	quarantine *quarantine
@@ -48,6 +49,8 @@ type Stage struct {
 	// inflight bounds the bytes of the rows in work; the source took each
 	// row's share, Process gives it back.
 	inflight *rowBytes
+	// budget is the run's spending cap (nil = none), set by UseBudget.
+	budget *cost.Budget
 }
 
 // Name implements pipeline.Stage.
@@ -71,7 +74,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		rctx, cancel = context.WithTimeout(ctx, s.rowTimeout)
 		defer cancel()
 	}
-	res, err := s.compressRow(ctx, withRow(rctx, rec.Key), rec.Key, p)
+	res, err := s.compressRow(ctx, rctx, &rowCall{key: rec.Key, budget: s.budget}, p)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +93,13 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	return s.dispose(rec, res.outcome, m)
 }
 
-// compressRow compresses p's turns under rctx (the row's deadline and key).
-// It fails when ctx ends or a summary is deferred to a batch; a summary that
-// fails otherwise (the row's deadline passed) makes the row summary_failed
-// with its turns unchanged.
-func (s *Stage) compressRow(ctx, rctx context.Context, key string, p parsed) (result, error) {
-	res, err := s.comp.compress(rctx, p.turns, s.summarize)
+// compressRow compresses p's turns under rctx (the row's deadline), asking
+// the summaries for row. It fails when ctx ends or a summary is deferred to
+// a batch; a summary that fails otherwise (the row's deadline passed) makes
+// the row summary_failed with its turns unchanged.
+func (s *Stage) compressRow(ctx, rctx context.Context, row *rowCall, p parsed) (result, error) {
+	key := row.key
+	res, err := s.comp.compress(rctx, p.turns, s.summarize.forRow(row))
 	if err == nil {
 		return res, nil
 	}

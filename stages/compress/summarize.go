@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
@@ -22,12 +21,10 @@ type SummaryOptions struct {
 	// Tokens is the summary budget; requests allow twice as many (max_tokens).
 	Tokens int
 	// Attempts bounds the requests for one summary when the reply is cut at
-	// max_tokens (finish_reason "length") or empty (default 3). HTTP faults
-	// (429, 5xx, timeouts) are retried inside the client with backoff.
+	// max_tokens (finish_reason "length") or empty (default 3); such a
+	// reply is asked again at once. HTTP faults (429, 5xx, timeouts) are
+	// retried inside the client with backoff, never here.
 	Attempts int
-	// Backoff is the first wait between such attempts, doubled after each
-	// (default 1s).
-	Backoff time.Duration
 	// Temperature is sent with every summary request when set (the CLI's
 	// --temperature, default DefaultTemperature as Hermes' summariser).
 	Temperature *float64
@@ -42,10 +39,42 @@ type SummaryOptions struct {
 	MaxCostPerRow   float64
 	MaxTokensPerRow int64
 
-	// metered says Client charges the run budget itself (the batcher,
-	// which reserves each request before it joins a batch), so the
-	// summariser only checks it.
-	metered bool
+	// batch, when set (batch modes), answers the summary calls instead of
+	// Client. It charges the run budget itself (it reserves each request
+	// before the request joins a batch), so the summariser only checks it.
+	batch summaryClient
+}
+
+// rowCall is the row a summary is asked for, passed to each of its
+// summary calls: its key, how many summary calls it made so far (the
+// batcher numbers its custom_ids with it) and the run budget (nil = no
+// cap) the calls are checked against and charged to.
+type rowCall struct {
+	key    string
+	n      int
+	budget *cost.Budget
+}
+
+// summaryClient answers the summary requests of a row.
+type summaryClient interface {
+	summary(ctx context.Context, row *rowCall, req llm.Request) (llm.Response, error)
+}
+
+// directClient asks an llm.Client; the row is the summariser's business.
+type directClient struct{ c llm.Client }
+
+func (d directClient) summary(ctx context.Context, _ *rowCall, req llm.Request) (llm.Response, error) {
+	return d.c.Chat(ctx, req)
+}
+
+// rowSummarizer is a Summarizer for the row it is given.
+type rowSummarizer func(ctx context.Context, row *rowCall, content string, m *RowMetrics) (string, error)
+
+// forRow is the Summarizer of the row's summaries.
+func (f rowSummarizer) forRow(row *rowCall) Summarizer {
+	return func(ctx context.Context, content string, m *RowMetrics) (string, error) {
+		return f(ctx, row, content, m)
+	}
 }
 
 // errRowBudget marks a summary not asked because the row reached its own
@@ -70,12 +99,16 @@ const DefaultTemperature = 0.3
 // errTruncated marks a summary cut at max_tokens.
 var errTruncated = errors.New("summary cut at max_tokens (finish_reason=length)")
 
-// newLLMSummarizer returns a Summarizer asking o.Client for each summary. It
-// counts every HTTP attempt as a summarisation call and every failed or cut
-// attempt as an error, in the row's metrics.
-func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
-	if o.Client == nil {
+// newLLMSummarizer returns a summariser asking o.Client (o.batch in batch
+// modes) for each summary. It counts every HTTP attempt as a summarisation
+// call and every failed or cut attempt as an error, in the row's metrics.
+func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
+	if o.Client == nil && o.batch == nil {
 		return nil, errors.New("summariser: an LLM client is required")
+	}
+	client, metered := o.batch, true
+	if client == nil {
+		client, metered = directClient{o.Client}, false
 	}
 	if o.MaxCostPerRow < 0 || o.MaxTokensPerRow < 0 {
 		return nil, errors.New("summariser: per-row caps must not be negative")
@@ -89,10 +122,7 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 	if o.Attempts <= 0 {
 		o.Attempts = 3
 	}
-	if o.Backoff <= 0 {
-		o.Backoff = time.Second
-	}
-	return func(ctx context.Context, content string, m *RowMetrics) (string, error) {
+	return func(ctx context.Context, row *rowCall, content string, m *RowMetrics) (string, error) {
 		req := llm.Request{
 			Model:       o.Model,
 			Messages:    []schemas.Message{{Role: "user", Content: summaryPrompt(content, o.Tokens)}},
@@ -101,14 +131,8 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 		}
 		var last error
 		for a := 1; a <= o.Attempts; a++ {
-			if a > 1 {
-				t := time.NewTimer(o.Backoff << (a - 2))
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return "", fmt.Errorf("summary: %w (after %v)", ctx.Err(), last)
-				case <-t.C:
-				}
+			if a > 1 && ctx.Err() != nil {
+				return "", fmt.Errorf("summary: %w (after %v)", ctx.Err(), last)
 			}
 			if why := o.rowCapReached(m); why != "" {
 				return "", fmt.Errorf("summary: %w: %s", errRowBudget, why)
@@ -116,11 +140,10 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 			// The run's --max-cost: once reached, no further summary call;
 			// the row stays pending (not written) and --resume with a
 			// higher cap redoes it.
-			budget := cost.From(ctx)
-			if err := budget.Allow(); err != nil {
+			if err := row.budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 			}
-			resp, err := o.Client.Chat(ctx, req)
+			resp, err := client.summary(ctx, row, req)
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
 			}
@@ -129,8 +152,8 @@ func newLLMSummarizer(o SummaryOptions) (Summarizer, error) {
 			m.Usage.Add(resp.Usage)
 			if o.Price != nil && err == nil {
 				call := o.Price.Cost(resp.Usage, resp.Batch)
-				if !o.metered {
-					budget.Charge(rowOf(ctx), call)
+				if !metered {
+					row.budget.Charge(row.key, call)
 				}
 				if m.CostUSD != nil {
 					call += *m.CostUSD

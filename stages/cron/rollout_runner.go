@@ -385,7 +385,8 @@ type activityClient struct {
 }
 
 func (a activityClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
-	resp, err := a.Client.Chat(llm.WithActivity(ctx, a.touch), req)
+	req.OnEvent = a.touch
+	resp, err := a.Client.Chat(ctx, req)
 	a.touch()
 	return resp, err
 }

@@ -74,6 +74,9 @@ type Options struct {
 type Stage struct {
 	o         Options
 	statTools []string // the tools every record's tool_stats lists
+	// budget is the run's spending cap (nil = none), set by UseBudget
+	// before the first Process.
+	budget *cost.Budget
 }
 
 // New validates opts and returns the stage. It does no I/O.
@@ -115,6 +118,10 @@ func New(opts Options) (*Stage, error) {
 
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "rollout" }
+
+// UseBudget implements pipeline.BudgetUser: every model call is checked
+// against b first and charged to it once it returns.
+func (s *Stage) UseBudget(b *cost.Budget) { s.budget = b }
 
 // Process runs one agent rollout for rec (whose Input must be set) and returns
 // it filled. It blocks for the whole rollout: LLM calls and tool executions.
@@ -212,16 +219,17 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 	}()
 	// The todo list and MCP servers of this rollout; its servers stop
 	// before its sandbox closes.
-	rctx, rt := s.withRolloutTools(rctx, sess)
+	rt := s.newRolloutTools(sess)
 	defer rt.close()
 
-	return s.turns(rctx, sess, rec, tools, allowed, messages, failed)
+	return s.turns(rctx, rt, rec, tools, allowed, messages, failed)
 }
 
-func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
+// turns runs the agent's turns in rt's session with rt's tool state.
+func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
 	messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
 	bad := 0
-	budget := cost.From(rctx)
+	budget := s.budget
 	for turn := 0; turn < s.o.MaxTurns; turn++ {
 		if err := budget.Allow(); err != nil {
 			return schemas.OutcomeBudgetPaused, fmt.Sprintf("stopped before model call %d: %v (--resume with a higher --max-cost runs it again)", turn+1, err)
@@ -255,7 +263,7 @@ func (s *Stage) turns(rctx context.Context, sess sandbox.Session, rec *schemas.R
 		}
 		var stop schemas.Outcome
 		for _, call := range msg.ToolCalls {
-			result, err := s.call(rctx, sess, allowed, call, &stop)
+			result, err := s.call(rctx, rt, allowed, call, &stop)
 			var bc *errBadCall
 			switch {
 			case errors.As(err, &bc):
@@ -300,12 +308,12 @@ func (s *Stage) overCap(rec *schemas.Record) string {
 	return ""
 }
 
-// call runs one tool call; for terminal calls it lets OnTerminal end the loop.
-func (s *Stage) call(ctx context.Context, sess sandbox.Session, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
-	if rt, ok := ctx.Value(rolloutToolsKey{}).(*rolloutTools); ok {
-		if out, err, handled := rt.call(ctx, sess, allowed, call); handled {
-			return out, err
-		}
+// call runs one tool call in rt's session, with rt's tool state; for
+// terminal calls it lets OnTerminal end the loop.
+func (s *Stage) call(ctx context.Context, rt *rolloutTools, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
+	sess := sandbox.Session(rt.sess)
+	if out, err, handled := rt.call(ctx, sess, allowed, call); handled {
+		return out, err
 	}
 	if s.o.OnTerminal == nil || call.Function.Name != "terminal" {
 		return runTool(ctx, sess, allowed, call, s.o.CommandTimeout)

@@ -115,13 +115,10 @@ type rolloutTools struct {
 	mcp   *mcp.Session
 }
 
-type rolloutToolsKey struct{}
-
-// withRolloutTools attaches a rollout's tool state to its context, where
-// Stage.call finds it.
-func (s *Stage) withRolloutTools(ctx context.Context, sess *asyncSession) (context.Context, *rolloutTools) {
-	rt := &rolloutTools{s: s, sess: sess}
-	return context.WithValue(ctx, rolloutToolsKey{}, rt), rt
+// newRolloutTools returns the tool state of one rollout in sess; the
+// rollout's turns pass it to each tool call.
+func (s *Stage) newRolloutTools(sess *asyncSession) *rolloutTools {
+	return &rolloutTools{s: s, sess: sess}
 }
 
 // close stops the rollout's own MCP servers.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -55,9 +56,14 @@ type StageOptions struct {
 type Stage struct {
 	o     StageOptions
 	tasks map[string]Task
+	// budget is the run's spending cap, handed on to each task's rollout.
+	budget *cost.Budget
 }
 
-var _ pipeline.Stage = (*Stage)(nil)
+var (
+	_ pipeline.Stage      = (*Stage)(nil)
+	_ pipeline.BudgetUser = (*Stage)(nil)
+)
 
 // NewStage validates opts and returns the stage. It does no I/O. The
 // rollout's toolsets are made to hold terminal (see withTerminal).
@@ -84,6 +90,10 @@ func NewStage(o StageOptions) (*Stage, error) {
 
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "swe" }
+
+// UseBudget implements pipeline.BudgetUser: each task's rollout checks and
+// charges b.
+func (s *Stage) UseBudget(b *cost.Budget) { s.budget = b }
 
 // withTerminal returns the toolsets of a SWE rollout: terminal alone when
 // none are given, terminal added to fixed toolsets that lack it, and
@@ -168,6 +178,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	if err != nil {
 		return nil, fmt.Errorf("swe %s: %w", t.InstanceID, err)
 	}
+	st.UseBudget(s.budget)
 	outs, err := st.Process(ctx, rec)
 	if err != nil {
 		return nil, err
