@@ -194,8 +194,8 @@ func BenchmarkStatsDecode(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, line := range lines {
-			var r statRecord
-			if err := decodeStatRecord(line, &r); err != nil {
+			var r schemas.Record
+			if err := schemas.DecodeMembers(line, &r, statMembers[:]...); err != nil {
 				b.Fatal(err)
 			}
 		}
