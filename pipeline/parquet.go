@@ -116,20 +116,24 @@ type parquetReasoning struct {
 // tag) of the field of the same Go name in the schemas type the row type
 // mirrors (parquetRecord: schemas.Record, parquetTurn: schemas.Turn, ...),
 // so a record's shape is declared once. A field the schemas type lacks
-// keeps its own tag (raw_json). parquetNames holds them in field order.
+// keeps its own tag (raw_json). The ...Columns hold the names of the
+// nested types in field order, for the code that fills them.
 var (
-	parquetTags      []parquet.StructTagOption
-	recordColumns    = parquetColumns(reflect.TypeFor[parquetRecord](), reflect.TypeFor[schemas.Record](), nil, &parquetTags)
 	turnColumns      = parquetColumns(reflect.TypeFor[parquetTurn](), reflect.TypeFor[schemas.Turn](), nil, nil)
 	usageColumns     = parquetColumns(reflect.TypeFor[parquetUsage](), reflect.TypeFor[schemas.Usage](), nil, nil)
 	reasoningColumns = parquetColumns(reflect.TypeFor[parquetReasoning](), reflect.TypeFor[schemas.ReasoningStats](), nil, nil)
 )
 
+// parquetSchemaConfig names the columns of parquetRecord (the tags
+// parquetColumns derives); the writer and reader get it with the schema.
+var parquetSchemaConfig = func() *parquet.SchemaConfig {
+	var tags []parquet.StructTagOption
+	parquetColumns(reflect.TypeFor[parquetRecord](), reflect.TypeFor[schemas.Record](), nil, &tags)
+	return &parquet.SchemaConfig{StructTags: tags}
+}()
+
 // parquetSchema is the schema of every Parquet shard.
-var (
-	parquetSchemaConfig = &parquet.SchemaConfig{StructTags: parquetTags}
-	parquetSchema       = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
-)
+var parquetSchema = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
 
 // parquetColumns returns the column names of the fields of the Parquet row
 // type pt, in order: the JSON name of st's field of the same Go name, or ""

@@ -41,6 +41,43 @@ func EachMember(s string, fn func(name, raw string)) {
 	}
 }
 
+// FirstMember returns the raw value of the first member name of the JSON
+// object s and its offset in s; ok is false when s is no object (its first
+// byte not '{') or has no such member. Under the terms of EachMember, it
+// stops at the member found.
+func FirstMember(s, name string) (raw string, at int, ok bool) {
+	if s == "" || s[0] != '{' {
+		return "", 0, false
+	}
+	i := jsonSpace(s, 1)
+	for i < len(s) && s[i] == '"' {
+		end := jsonSkip(s, i)
+		key := s[i:end]
+		match := len(key) >= 2 && key[1:len(key)-1] == name
+		if !match && strings.IndexByte(key, '\\') >= 0 {
+			k, _ := JSONString(key)
+			match = k == name
+		}
+		i = jsonSpace(s, end)
+		i = jsonSpace(s, i+1) // ':'
+		if i >= len(s) {
+			return "", 0, false
+		}
+		end = jsonSkip(s, i)
+		if end == i {
+			return "", 0, false
+		}
+		if match {
+			return s[i:end], i, true
+		}
+		i = jsonSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = jsonSpace(s, i+1)
+		}
+	}
+	return "", 0, false
+}
+
 // EachElement calls fn with each raw element of the JSON array s, under the
 // same terms as EachMember.
 func EachElement(s string, fn func(raw string)) {
