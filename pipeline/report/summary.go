@@ -41,7 +41,8 @@ type Summary struct {
 // schemas.LooseInt). man is the folder's run.json: the Summary's Outcome is the
 // mode's own (Manifest.ModeOutcome, as pipeline.Stats counts it). A line
 // that is not a JSON object gives a Summary with only Outcome (the caller
-// falls back to the ledger's outcome when it is "").
+// falls back to the ledger's outcome when it is ""). The Summary shares no
+// memory with line.
 func Summarize(line []byte, man *outdir.Manifest) Summary {
 	var s Summary
 	obj := strings.TrimSpace(unsafe.String(unsafe.SliceData(line), len(line)))
@@ -52,6 +53,15 @@ func Summarize(line []byte, man *outdir.Manifest) Summary {
 				seen |= bit
 			}
 		})
+	}
+	// The strings read point into line, which the caller may reuse.
+	for _, p := range []*string{&s.Key, &s.ID, &s.RecordOutcome, &s.Model, &s.CompressOutcome} {
+		*p = strings.Clone(*p)
+	}
+	for _, l := range [][]string{s.Toolsets, s.Tools} {
+		for i := range l {
+			l[i] = strings.Clone(l[i])
+		}
 	}
 	s.Outcome = string(man.ModeOutcome(line, schemas.Outcome(s.RecordOutcome)))
 	return s

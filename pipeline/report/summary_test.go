@@ -118,3 +118,16 @@ func TestSummarizeOutcomeAsStats(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// TestSummaryOwnsItsStrings: the caller may reuse the line's buffer.
+func TestSummaryOwnsItsStrings(t *testing.T) {
+	line := []byte(`{"key":"k1","id":"i","outcome":"completed","model":"m","toolsets_used":["terminal"],"tool_stats":{"terminal":{"count":1}},"compression_metrics":{"outcome":"compressed"}}`)
+	s := report.Summarize(line, nil)
+	want := fmt.Sprintf("%+v", s)
+	for i := range line {
+		line[i] = 'x'
+	}
+	if got := fmt.Sprintf("%+v", s); got != want {
+		t.Fatalf("summary changed with its line:\n%s\nwas\n%s", got, want)
+	}
+}

@@ -162,7 +162,7 @@ func (s *Stage) recordOutcome(raw []byte, oc schemas.Outcome, m *RowMetrics) (sc
 	if _, keyed := schemas.JSONString(h.key); !keyed || !isStr {
 		return oc, false
 	}
-	in := schemas.Outcome(inStr)
+	in := schemas.Outcome(strings.Clone(inStr))
 	recOC := oc
 	if oc != OutcomeSummaryFailed && oc != OutcomeBudgetExceeded && in.OK() && s.known(in) && !isCompressOutcome(in) {
 		recOC = in
@@ -215,7 +215,7 @@ func (s *Stage) keptOutcome(raw []byte, oc schemas.Outcome) schemas.Outcome {
 	h := headOf(raw)
 	_, keyed := schemas.JSONString(h.key)
 	if inStr, ok := schemas.JSONString(h.outcome); keyed && ok {
-		in := schemas.Outcome(inStr)
+		in := schemas.Outcome(strings.Clone(inStr))
 		if s.known(in) && !in.Retryable() {
 			return in
 		}
