@@ -185,3 +185,34 @@ func BenchmarkCat100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatsDecode measures the decoding statistics do of each record
+// line (its counters, not its conversation); MB/s counts JSON text in.
+func BenchmarkStatsDecode(b *testing.B) {
+	_, lines, total := benchRecords(b, 2000)
+	b.SetBytes(total)
+	b.ResetTimer()
+	for range b.N {
+		for _, line := range lines {
+			var r schemas.Record
+			if err := schemas.DecodeMembers(line, &r, statMembers[:]...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkParquetRow measures building a Parquet row from a record line
+// alone (no column buffers, no compression); MB/s counts JSON text in.
+func BenchmarkParquetRow(b *testing.B) {
+	recs, lines, total := benchRecords(b, 2000)
+	b.SetBytes(total)
+	b.ResetTimer()
+	var row parquetRecord
+	var sc parquetScratch
+	for range b.N {
+		for i, line := range lines {
+			parquetRowOf(&row, &sc, recs[i].Key, string(recs[i].Outcome), int64(i), 0, string(line))
+		}
+	}
+}

@@ -67,10 +67,10 @@ func (c *inputCheck) skipChanged(o *Output, rec *schemas.Record) bool {
 	}
 	c.changed++
 	if c.opts.RedoChanged {
-		o.opts.Logger.Warn("input row changed since its record was written; running it again (--redo-changed)", "prompt_index", rec.PromptIndex, "sample", rec.Sample, "old_key", old, "new_key", rec.Key)
+		o.opts.Logger.Warn("input row changed since its record was written; running it again (--redo-changed)", schemas.MemberPromptIndex, rec.PromptIndex, schemas.MemberSample, rec.Sample, "old_key", old, "new_key", rec.Key)
 		return false
 	}
-	o.opts.Logger.Warn("input row changed since its record was written; keeping the old record (pass --redo-changed to run it again)", "prompt_index", rec.PromptIndex, "sample", rec.Sample, "old_key", old, "new_key", rec.Key)
+	o.opts.Logger.Warn("input row changed since its record was written; keeping the old record (pass --redo-changed to run it again)", schemas.MemberPromptIndex, rec.PromptIndex, schemas.MemberSample, rec.Sample, "old_key", old, "new_key", rec.Key)
 	return true
 }
 

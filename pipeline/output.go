@@ -598,14 +598,9 @@ func scanShard(dir string, format shardFormat, rel string) (*ledgerLine, error) 
 	return l, nil
 }
 
-// recordHead is the part of an output line the runtime reads back.
-type recordHead struct {
-	Key         string          `json:"key"`
-	Outcome     schemas.Outcome `json:"outcome"`
-	PromptIndex int64           `json:"prompt_index"`
-	Sample      int64           `json:"sample"`
-	CostUSD     *float64        `json:"cost_usd"`
-}
+// recordHead is the part of an output line the runtime reads back
+// (schemas.RecordHead; its own name is the one encoding/json's errors give).
+type recordHead schemas.RecordHead
 
 // Done reports whether key's latest ledger outcome is final and not one the
 // mode retries (OutputOptions.Retry), so the unit must not run again. Run

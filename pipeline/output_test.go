@@ -481,17 +481,17 @@ func TestStatsRecomputedFromLiveRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Statistics{
-		Records:    10,
-		Outcomes:   map[schemas.Outcome]int{schemas.OutcomeCompleted: 9, schemas.OutcomePartial: 1},
-		Completed:  9,
-		Partial:    1,
-		APICalls:   20,
-		Usage:      schemas.Usage{PromptTokens: 100, CompletionTokens: 50, TotalTokens: 150},
-		Tools:      map[string]ToolStatistics{"terminal": {Count: 30, Success: 20, Failure: 10, SuccessRate: 20.0 / 30}},
-		ToolErrors: map[string]int{"terminal": 10},
-		Reasoning:  ReasoningStatistics{AssistantTurns: 40, TurnsWithReasoning: 5, TurnsWithoutReasoning: 35, TurnCoverage: 5.0 / 40, RowsWithReasoning: 5, RowsWithoutReasoning: 5},
-		Duration:   DurationStatistics{TotalMS: 5500, MeanMS: 550, P50MS: 500, P95MS: 900, MaxMS: 1000},
-		Cost:       CostStatistics{UnpricedRecords: 10, ByOutcomeUSD: map[schemas.Outcome]float64{}},
+		Records:   10,
+		Outcomes:  map[schemas.Outcome]int{schemas.OutcomeCompleted: 9, schemas.OutcomePartial: 1},
+		Completed: 9,
+		Partial:   1,
+		CallCount: schemas.CallCount{APICalls: 20},
+		Usage:     schemas.Usage{PromptTokens: 100, CompletionTokens: 50, TotalTokens: 150},
+		ToolTally: schemas.ToolTally[ToolStatistics]{Tools: map[string]ToolStatistics{"terminal": {Count: 30, Success: 20, Failure: 10, SuccessRate: 20.0 / 30}},
+			ToolErrors: map[string]int{"terminal": 10}},
+		Reasoning: ReasoningStatistics{AssistantTurns: 40, TurnsWithReasoning: 5, TurnsWithoutReasoning: 35, TurnCoverage: 5.0 / 40, RowsWithReasoning: 5, RowsWithoutReasoning: 5},
+		Duration:  DurationStatistics{TotalMS: 5500, MeanMS: 550, P50MS: 500, P95MS: 900, MaxMS: 1000},
+		Cost:      CostStatistics{UnpricedRecords: 10, ByOutcomeUSD: map[schemas.Outcome]float64{}},
 	}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("stats\n got %+v\nwant %+v", st, want)

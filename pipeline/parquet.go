@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -67,54 +66,107 @@ const (
 // escapes decode as encoding/json decodes them, so a lone UTF-16 surrogate
 // escape in a verbatim record reads back as U+FFFD.
 type parquetRecord struct {
-	Key             string            `parquet:"key"`
-	ID              *string           `parquet:"id,optional"`
-	PromptIndex     int64             `parquet:"prompt_index"`
-	Sample          int64             `parquet:"sample"`
-	Conversations   []parquetTurn     `parquet:"conversations,list,optional"`
-	Outcome         string            `parquet:"outcome,dict"`
-	Completed       *bool             `parquet:"completed,optional"`
-	Partial         *bool             `parquet:"partial,optional"`
-	APICalls        *int64            `parquet:"api_calls,optional"`
-	Usage           *parquetUsage     `parquet:"usage,optional"`
-	CostUSD         *float64          `parquet:"cost_usd,optional"`
-	ToolsetsUsed    []string          `parquet:"toolsets_used,list,optional"`
-	ToolStats       *string           `parquet:"tool_stats,optional"`
-	ToolErrorCounts *string           `parquet:"tool_error_counts,optional"`
-	ReasoningStats  *parquetReasoning `parquet:"reasoning_stats,optional"`
-	Model           *string           `parquet:"model,optional,dict"`
-	DurationMS      *int64            `parquet:"duration_ms,optional"`
-	Error           *string           `parquet:"error,optional"`
-	Metadata        *string           `parquet:"metadata,optional"`
-	Extra           *string           `parquet:"extra,optional"`
+	Key             string
+	ID              *string `parquet:",optional"`
+	PromptIndex     int64
+	Sample          int64
+	Conversations   []parquetTurn     `parquet:",list,optional"`
+	Outcome         string            `parquet:",dict"`
+	Completed       *bool             `parquet:",optional"`
+	Partial         *bool             `parquet:",optional"`
+	APICalls        *int64            `parquet:",optional"`
+	Usage           *parquetUsage     `parquet:",optional"`
+	CostUSD         *float64          `parquet:",optional"`
+	ToolsetsUsed    []string          `parquet:",list,optional"`
+	ToolStats       *string           `parquet:",optional"`
+	ToolErrorCounts *string           `parquet:",optional"`
+	ReasoningStats  *parquetReasoning `parquet:",optional"`
+	Model           *string           `parquet:",optional,dict"`
+	DurationMS      *int64            `parquet:",optional"`
+	Error           *string           `parquet:",optional"`
+	Metadata        *string           `parquet:",optional"`
+	Extra           *string           `parquet:",optional"`
 	RawJSON         string            `parquet:"raw_json"`
 }
 
-// parquetTurn is one ShareGPT turn.
+// parquetTurn is one ShareGPT turn (schemas.Turn).
 type parquetTurn struct {
-	From  string `parquet:"from,dict"`
-	Value string `parquet:"value"`
+	From  string `parquet:",dict"`
+	Value string
 }
 
 // parquetUsage mirrors schemas.Usage.
 type parquetUsage struct {
-	PromptTokens       int64 `parquet:"prompt_tokens"`
-	CompletionTokens   int64 `parquet:"completion_tokens"`
-	TotalTokens        int64 `parquet:"total_tokens"`
-	CachedPromptTokens int64 `parquet:"cached_prompt_tokens"`
-	ReasoningTokens    int64 `parquet:"reasoning_tokens"`
+	PromptTokens       int64
+	CompletionTokens   int64
+	TotalTokens        int64
+	CachedPromptTokens int64
+	ReasoningTokens    int64
 }
 
 // parquetReasoning mirrors schemas.ReasoningStats.
 type parquetReasoning struct {
-	TotalAssistantTurns   int64 `parquet:"total_assistant_turns"`
-	TurnsWithReasoning    int64 `parquet:"turns_with_reasoning"`
-	TurnsWithoutReasoning int64 `parquet:"turns_without_reasoning"`
-	HasAnyReasoning       bool  `parquet:"has_any_reasoning"`
+	TotalAssistantTurns int64
+	TurnsWithReasoning  int64
+	TurnsWithoutReason  int64
+	HasAnyReasoning     bool
 }
 
+// The column names are not spelled here: each is the JSON name (schemas'
+// tag) of the field of the same Go name in the schemas type the row type
+// mirrors (parquetRecord: schemas.Record, parquetTurn: schemas.Turn, ...),
+// so a record's shape is declared once. A field the schemas type lacks
+// keeps its own tag (raw_json). The ...Columns hold the names of the
+// nested types in field order, for the code that fills them.
+var (
+	turnColumns      = parquetColumns(reflect.TypeFor[parquetTurn](), reflect.TypeFor[schemas.Turn](), nil, nil)
+	usageColumns     = parquetColumns(reflect.TypeFor[parquetUsage](), reflect.TypeFor[schemas.Usage](), nil, nil)
+	reasoningColumns = parquetColumns(reflect.TypeFor[parquetReasoning](), reflect.TypeFor[schemas.ReasoningStats](), nil, nil)
+)
+
+// parquetSchemaConfig names the columns of parquetRecord (the tags
+// parquetColumns derives); the writer and reader get it with the schema.
+var parquetSchemaConfig = func() *parquet.SchemaConfig {
+	var tags []parquet.StructTagOption
+	parquetColumns(reflect.TypeFor[parquetRecord](), reflect.TypeFor[schemas.Record](), nil, &tags)
+	return &parquet.SchemaConfig{StructTags: tags}
+}()
+
 // parquetSchema is the schema of every Parquet shard.
-var parquetSchema = parquet.SchemaOf(new(parquetRecord))
+var parquetSchema = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
+
+// parquetColumns returns the column names of the fields of the Parquet row
+// type pt, in order: the JSON name of st's field of the same Go name, or ""
+// where st has none (the field keeps its tag). With tags it adds the tag
+// options naming them (the field's own tag holds its Parquet options) for
+// the columns below path, and for those of the struct fields inside.
+func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTagOption) []string {
+	names := make([]string, pt.NumField())
+	for i := range pt.NumField() {
+		f := pt.Field(i)
+		sf, ok := st.FieldByName(f.Name)
+		if !ok {
+			continue
+		}
+		names[i], _, _ = strings.Cut(sf.Tag.Get("json"), ",")
+		if tags == nil {
+			continue
+		}
+		opts := f.Tag.Get("parquet")
+		*tags = append(*tags, parquet.StructTagOption{StructTag: reflect.StructTag(`parquet:"` + names[i] + opts + `"`), ColumnPath: append(slices.Clip(path), f.Name)})
+		inner, sinner, below := f.Type, sf.Type, append(slices.Clip(path), names[i])
+		if inner.Kind() == reflect.Slice {
+			inner, sinner, below = inner.Elem(), sinner.Elem(), append(below, "list", "element")
+		}
+		for inner.Kind() == reflect.Pointer {
+			inner = inner.Elem()
+		}
+		if inner.Kind() == reflect.Struct {
+			parquetColumns(inner, sinner, below, tags)
+		}
+	}
+	return names
+}
 
 // parquetWriter is the ShardWriter of the Parquet format. It keeps one row
 // group in memory (column buffers, about twice the group's text) and
@@ -131,15 +183,15 @@ type parquetWriter struct {
 }
 
 func newParquetWriter(w io.Writer) ShardWriter {
-	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetSchema,
+	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetSchema, parquetSchemaConfig,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
 		parquet.DataPageStatistics(false),
 		// Min/max bounds of long text are useless for filtering and cost a
 		// comparison per value.
 		parquet.SkipPageBounds(parquetLineColumn),
-		parquet.SkipPageBounds("conversations", "list", "element", "value"),
-		parquet.SkipPageBounds("tool_stats"), parquet.SkipPageBounds("tool_error_counts"),
-		parquet.SkipPageBounds("metadata"), parquet.SkipPageBounds("extra"), parquet.SkipPageBounds("error"),
+		parquet.SkipPageBounds(schemas.MemberConversations, "list", "element", schemas.TurnValue),
+		parquet.SkipPageBounds(schemas.MemberToolStats), parquet.SkipPageBounds(schemas.MemberToolErrorCounts),
+		parquet.SkipPageBounds(schemas.MemberMetadata), parquet.SkipPageBounds(schemas.MemberExtra), parquet.SkipPageBounds(schemas.MemberError),
 		parquet.KeyValueMetadata(parquetSchemaKey, parquetSchemaVersion),
 	)}
 }
@@ -193,7 +245,7 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 	convs, tools := row.Conversations[:0], row.ToolsetsUsed[:0]
 	*row = parquetRecord{Key: key, Outcome: outcome, PromptIndex: pi, Sample: sample, RawJSON: line}
 	str := func(dst *string, raw string) *string {
-		v, ok := jsonString(raw)
+		v, ok := schemas.JSONString(raw)
 		if !ok {
 			return nil
 		}
@@ -201,7 +253,7 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 		return dst
 	}
 	integer := func(dst *int64, raw string) *int64 {
-		v, ok := jsonInt(raw)
+		v, ok := schemas.JSONInt(raw)
 		if !ok {
 			return nil
 		}
@@ -226,47 +278,47 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 		*dst = raw
 		return dst
 	}
-	jsonMembers(line, func(name, raw string) {
+	schemas.EachMember(line, func(name, raw string) {
 		switch name {
-		case "id":
+		case schemas.MemberID:
 			row.ID = str(&sc.id, raw)
-		case "conversations":
+		case schemas.MemberConversations:
 			row.Conversations = jsonList(convs, raw, parquetTurnOf)
-		case "completed":
+		case schemas.MemberCompleted:
 			row.Completed = boolean(&sc.completed, raw)
-		case "partial":
+		case schemas.MemberPartial:
 			row.Partial = boolean(&sc.partial, raw)
-		case "api_calls":
+		case schemas.MemberAPICalls:
 			row.APICalls = integer(&sc.apiCalls, raw)
-		case "usage":
+		case schemas.MemberUsage:
 			row.Usage = jsonStruct(&sc.usage, raw)
-		case "cost_usd":
+		case schemas.MemberCostUSD:
 			row.CostUSD = nil
 			if v, err := strconv.ParseFloat(raw, 64); err == nil {
 				sc.cost = v
 				row.CostUSD = &sc.cost
 			}
-		case "toolsets_used":
-			row.ToolsetsUsed = jsonList(tools, raw, textOf)
-		case "tool_stats":
+		case schemas.MemberToolsetsUsed:
+			row.ToolsetsUsed = jsonList(tools, raw, schemas.JSONText)
+		case schemas.MemberToolStats:
 			row.ToolStats = object(&sc.toolStats, raw)
-		case "tool_error_counts":
+		case schemas.MemberToolErrorCounts:
 			row.ToolErrorCounts = object(&sc.toolErrs, raw)
-		case "reasoning_stats":
+		case schemas.MemberReasoningStats:
 			row.ReasoningStats = jsonStruct(&sc.reasoning, raw)
-		case "model":
+		case schemas.MemberModel:
 			row.Model = str(&sc.model, raw)
-		case "duration_ms":
+		case schemas.MemberDurationMS:
 			row.DurationMS = integer(&sc.duration, raw)
-		case "error":
+		case schemas.MemberError:
 			row.Error = str(&sc.errStr, raw)
-		case "metadata":
+		case schemas.MemberMetadata:
 			row.Metadata = nil
 			if raw != "null" {
 				sc.metadata = raw
 				row.Metadata = &sc.metadata
 			}
-		case "extra":
+		case schemas.MemberExtra:
 			row.Extra = object(&sc.extra, raw)
 		}
 	})
@@ -280,7 +332,7 @@ func jsonList[T any](buf []T, raw string, elem func(raw string) T) []T {
 		return nil
 	}
 	buf = buf[:0]
-	jsonElements(raw, func(v string) { buf = append(buf, elem(v)) })
+	schemas.EachElement(raw, func(v string) { buf = append(buf, elem(v)) })
 	if buf == nil {
 		buf = []T{}
 	}
@@ -302,36 +354,29 @@ func jsonStruct[T any, P jsonFields[T]](dst P, raw string) P {
 		return nil
 	}
 	*dst = *new(T)
-	jsonMembers(raw, dst.setField)
+	schemas.EachMember(raw, dst.setField)
 	return dst
 }
 
+// setField sets the field whose column is name (see usageColumns).
 func (u *parquetUsage) setField(name, raw string) {
-	n, _ := jsonInt(raw)
-	switch name {
-	case "prompt_tokens":
-		u.PromptTokens = n
-	case "completion_tokens":
-		u.CompletionTokens = n
-	case "total_tokens":
-		u.TotalTokens = n
-	case "cached_prompt_tokens":
-		u.CachedPromptTokens = n
-	case "reasoning_tokens":
-		u.ReasoningTokens = n
+	n, _ := schemas.JSONInt(raw)
+	for i, f := range [...]*int64{&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens, &u.CachedPromptTokens, &u.ReasoningTokens} {
+		if usageColumns[i] == name {
+			*f = n
+		}
 	}
 }
 
+// setField sets the field whose column is name (see reasoningColumns).
 func (r *parquetReasoning) setField(name, raw string) {
-	n, _ := jsonInt(raw)
-	switch name {
-	case "total_assistant_turns":
-		r.TotalAssistantTurns = n
-	case "turns_with_reasoning":
-		r.TurnsWithReasoning = n
-	case "turns_without_reasoning":
-		r.TurnsWithoutReasoning = n
-	case "has_any_reasoning":
+	n, _ := schemas.JSONInt(raw)
+	for i, f := range [...]*int64{&r.TotalAssistantTurns, &r.TurnsWithReasoning, &r.TurnsWithoutReason} {
+		if reasoningColumns[i] == name {
+			*f = n
+		}
+	}
+	if reasoningColumns[3] == name {
 		r.HasAnyReasoning = raw == "true"
 	}
 }
@@ -342,232 +387,16 @@ func (r *parquetReasoning) setField(name, raw string) {
 func parquetTurnOf(raw string) parquetTurn {
 	var t parquetTurn
 	if raw[0] == '{' {
-		jsonMembers(raw, func(k, v string) {
+		schemas.EachMember(raw, func(k, v string) {
 			switch k {
-			case "from":
-				t.From = textOf(v)
-			case "value":
-				t.Value = textOf(v)
+			case turnColumns[0]:
+				t.From = schemas.JSONText(v)
+			case turnColumns[1]:
+				t.Value = schemas.JSONText(v)
 			}
 		})
 	}
 	return t
-}
-
-// textOf returns a JSON string's value, or the JSON text of any other value.
-func textOf(raw string) string {
-	if s, ok := jsonString(raw); ok {
-		return s
-	}
-	return raw
-}
-
-// jsonMembers calls fn with the name and raw value of each member of the
-// JSON object s, in order. s must be valid JSON; the raw values share its
-// memory.
-func jsonMembers(s string, fn func(name, raw string)) {
-	i := jsonSpace(s, 1)
-	for i < len(s) && s[i] == '"' {
-		end := jsonSkip(s, i)
-		name, _ := jsonString(s[i:end])
-		i = jsonSpace(s, end)
-		i = jsonSpace(s, i+1) // ':'
-		end = jsonSkip(s, i)
-		fn(name, s[i:end])
-		i = jsonSpace(s, end)
-		if i < len(s) && s[i] == ',' {
-			i = jsonSpace(s, i+1)
-		}
-	}
-}
-
-// jsonElements calls fn with each raw element of the JSON array s.
-func jsonElements(s string, fn func(raw string)) {
-	i := jsonSpace(s, 1)
-	for i < len(s) && s[i] != ']' {
-		end := jsonSkip(s, i)
-		fn(s[i:end])
-		i = jsonSpace(s, end)
-		if i < len(s) && s[i] == ',' {
-			i = jsonSpace(s, i+1)
-		}
-	}
-}
-
-func jsonSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// jsonSkip returns the end of the JSON value starting at s[i].
-func jsonSkip(s string, i int) int {
-	switch s[i] {
-	case '"':
-		return jsonStringEnd(s, i)
-	case '{', '[':
-		depth := 0
-		for i < len(s) {
-			switch s[i] {
-			case '"':
-				i = jsonStringEnd(s, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(s)
-	}
-	for i < len(s) {
-		switch s[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// jsonStringEnd returns the index after the closing quote of the string
-// starting at s[i]: the first quote not escaped by an odd run of
-// backslashes.
-func jsonStringEnd(s string, i int) int {
-	i++
-	for {
-		j := strings.IndexByte(s[i:], '"')
-		if j < 0 {
-			return len(s)
-		}
-		i += j
-		k := i
-		for k > 0 && s[k-1] == '\\' {
-			k--
-		}
-		i++
-		if (i-1-k)%2 == 0 {
-			return i
-		}
-	}
-}
-
-// jsonString decodes the JSON string raw as encoding/json does (an invalid
-// or unpaired surrogate escape becomes U+FFFD). Without escapes it returns a
-// substring of raw.
-func jsonString(raw string) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	s := raw[1 : len(raw)-1]
-	first := strings.IndexByte(s, '\\')
-	if first < 0 {
-		return s, true
-	}
-	b := make([]byte, 0, len(s))
-	b = append(b, s[:first]...)
-	for i := first; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := strings.IndexByte(s[i:], '\\')
-			if j < 0 {
-				j = len(s) - i
-			}
-			b = append(b, s[i:i+j]...)
-			i += j
-			continue
-		}
-		if i+1 >= len(s) {
-			return "", false
-		}
-		switch s[i+1] {
-		case '"', '\\', '/':
-			b = append(b, s[i+1])
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r := hex4(s, i+2)
-			if r < 0 {
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if r2 := hex4u(s, i); r2 >= 0 {
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						i += 6
-						b = utf8.AppendRune(b, d)
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			b = utf8.AppendRune(b, r)
-			continue
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return unsafe.String(unsafe.SliceData(b), len(b)), true
-}
-
-// hex4u returns the rune of a \uXXXX escape at s[i], or -1.
-func hex4u(s string, i int) rune {
-	if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-		return hex4(s, i+2)
-	}
-	return -1
-}
-
-// hex4 parses four hex digits at s[i], or returns -1.
-func hex4(s string, i int) rune {
-	if i+4 > len(s) {
-		return -1
-	}
-	var r rune
-	for _, c := range []byte(s[i : i+4]) {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
-}
-
-// jsonInt returns the JSON number raw as an int64 when it is integral and in
-// range (1e3 and 2.0 count), else false.
-func jsonInt(raw string) (int64, bool) {
-	if v, err := strconv.ParseInt(raw, 10, 64); err == nil {
-		return v, true
-	}
-	if raw == "" || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(raw, 64)
-	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-		return 0, false
-	}
-	return int64(f), true
 }
 
 // openParquet opens the Parquet shard rel of the folder dir (through
@@ -608,7 +437,7 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 // strings are valid during the call only. It reads every column, 256 rows at
 // a time.
 func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error) error {
-	r := parquet.NewGenericReader[parquetRecord](pf, parquetSchema)
+	r := parquet.NewGenericReader[parquetRecord](pf, parquetSchema, parquetSchemaConfig)
 	defer r.Close()
 	buf := make([]parquetRecord, 256)
 	i := 0

@@ -277,14 +277,9 @@ func (v *verifier) holdsLatest(n int, l *ledgerLine) bool {
 	return false
 }
 
-// verifyRecord has pointers so absent fields can be told from zero ones.
-type verifyRecord struct {
-	Key           *string          `json:"key"`
-	Outcome       *schemas.Outcome `json:"outcome"`
-	PromptIndex   *int64           `json:"prompt_index"`
-	Sample        *int64           `json:"sample"`
-	Conversations json.RawMessage  `json:"conversations"` // "null" when null, empty when absent
-}
+// verifyRecord has pointers so absent fields can be told from zero ones
+// (schemas.RecordCheck; its own name is the one encoding/json's errors give).
+type verifyRecord schemas.RecordCheck
 
 var validRoles = map[string]bool{"system": true, "human": true, "gpt": true, "tool": true}
 
@@ -344,11 +339,11 @@ func (v *verifier) record(shard, sub string, lineNo int, line []byte, row *ledge
 		return
 	}
 	for i, t := range turns {
-		from, _ := t["from"].(string)
+		from, _ := t[schemas.TurnFrom].(string)
 		if !validRoles[from] {
-			v.add(shard, lineNo, "conversations[%d]: invalid role %q", i, t["from"])
+			v.add(shard, lineNo, "conversations[%d]: invalid role %q", i, t[schemas.TurnFrom])
 		}
-		if _, ok := t["value"].(string); !ok {
+		if _, ok := t[schemas.TurnValue].(string); !ok {
 			v.add(shard, lineNo, "conversations[%d]: value is not a string", i)
 		}
 	}

@@ -1,8 +1,12 @@
 package report
 
 import (
+	"strconv"
+	"strings"
+	"unsafe"
+
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
-	"github.com/tidwall/gjson"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // Summary is what report and view know of one record without its
@@ -31,58 +35,134 @@ type Summary struct {
 	Ratio            float64
 }
 
-var summaryPaths = []string{
-	"key", "id", "prompt_index", "sample", "outcome", "conversations.#", "usage.total_tokens",
-	"duration_ms", "cost_usd", "toolsets_used", "tool_stats", "reasoning_stats.has_any_reasoning", "model",
-	"compression_metrics",
+// Summarize decodes the Summary of one record line in one walk over its
+// members (schemas.EachMember); the first member of a name counts, and
+// values of another JSON type are read as they always were (see
+// schemas.LooseInt). man is the folder's run.json: the Summary's Outcome is the
+// mode's own (Manifest.ModeOutcome, as pipeline.Stats counts it). A line
+// that is not a JSON object gives a Summary with only Outcome (the caller
+// falls back to the ledger's outcome when it is ""). The Summary shares no
+// memory with line.
+func Summarize(line []byte, man *outdir.Manifest) Summary {
+	var s Summary
+	obj := strings.TrimSpace(unsafe.String(unsafe.SliceData(line), len(line)))
+	if obj != "" && obj[0] == '{' {
+		var seen uint32
+		schemas.EachMember(obj, func(name, raw string) {
+			if bit, ok := summaryMembers[name]; ok && seen&bit == 0 && s.member(name, raw) {
+				seen |= bit
+			}
+		})
+	}
+	// The strings read point into line, which the caller may reuse.
+	for _, p := range []*string{&s.Key, &s.ID, &s.RecordOutcome, &s.Model, &s.CompressOutcome} {
+		*p = strings.Clone(*p)
+	}
+	for _, l := range [][]string{s.Toolsets, s.Tools} {
+		for i := range l {
+			l[i] = strings.Clone(l[i])
+		}
+	}
+	s.Outcome = string(man.ModeOutcome(line, schemas.Outcome(s.RecordOutcome)))
+	return s
 }
 
-// Summarize decodes the Summary of one record line. man is the folder's
-// run.json: its OutcomeField/OutcomeDefault say where the mode keeps its
-// outcome, as pipeline.Stats reads it. A line that is not a JSON object
-// gives a Summary with only Outcome "" (the caller falls back to the
-// ledger's outcome).
-func Summarize(line []byte, man *outdir.Manifest) Summary {
-	r := gjson.GetManyBytes(line, summaryPaths...)
-	s := Summary{
-		Key:           r[0].String(),
-		ID:            r[1].String(),
-		PromptIndex:   r[2].Int(),
-		Sample:        r[3].Int(),
-		RecordOutcome: r[4].String(),
-		Turns:         int(r[5].Int()),
-		Tokens:        r[6].Int(),
-		DurationMS:    r[7].Int(),
-		Reasoning:     r[11].Bool(),
-		Model:         r[12].String(),
+// summaryMembers are the members Summarize reads, each with its bit.
+var summaryMembers = func() map[string]uint32 {
+	m := map[string]uint32{}
+	for i, name := range []string{schemas.MemberKey, schemas.MemberID, schemas.MemberPromptIndex, schemas.MemberSample,
+		schemas.MemberOutcome, schemas.MemberConversations, schemas.MemberUsage, schemas.MemberDurationMS, schemas.MemberCostUSD,
+		schemas.MemberToolsetsUsed, schemas.MemberToolStats, schemas.MemberReasoningStats, schemas.MemberModel, compressMetrics} {
+		m[name] = 1 << i
 	}
-	if r[8].Type == gjson.Number {
-		s.CostUSD, s.Priced = r[8].Float(), true
-	}
-	for _, v := range r[9].Array() {
-		s.Toolsets = append(s.Toolsets, v.String())
-	}
-	r[10].ForEach(func(k, v gjson.Result) bool {
-		if v.Get("count").Int() > 0 {
-			s.Tools = append(s.Tools, k.String())
+	return m
+}()
+
+// compressMetrics is the member holding a compressed row's metrics.
+const compressMetrics = "compression_metrics"
+
+// member reads the record member name of the raw JSON value raw into s.
+// It returns false when a member read by a path below it (usage's
+// total_tokens) does not have it: a later member of the same name may.
+func (s *Summary) member(name, raw string) bool {
+	switch name {
+	case schemas.MemberKey:
+		s.Key = schemas.LooseText(raw)
+	case schemas.MemberID:
+		s.ID = schemas.LooseText(raw)
+	case schemas.MemberPromptIndex:
+		s.PromptIndex = schemas.LooseInt(raw)
+	case schemas.MemberSample:
+		s.Sample = schemas.LooseInt(raw)
+	case schemas.MemberOutcome:
+		s.RecordOutcome = schemas.LooseText(raw)
+	case schemas.MemberConversations:
+		if raw[0] != '[' {
+			n := firstOf(raw, "#")
+			s.Turns = int(schemas.LooseInt(n))
+			return n != ""
 		}
-		s.ToolFailures += int(v.Get("failure").Int())
-		return true
-	})
-	if cm := r[13]; cm.IsObject() {
-		m := cm.Map()
-		s.CompressOutcome = m["outcome"].String()
-		s.OriginalTokens = m["original_tokens"].Int()
-		s.CompressedTokens = m["compressed_tokens"].Int()
-		s.Ratio = m["compression_ratio"].Float()
-	}
-	s.Outcome = s.RecordOutcome
-	if man != nil && man.OutcomeField != "" {
-		if own := gjson.GetBytes(line, man.OutcomeField); own.Type == gjson.String && own.Str != "" {
-			s.Outcome = own.Str
-		} else if man.OutcomeDefault != "" {
-			s.Outcome = string(man.OutcomeDefault)
+		schemas.EachElement(raw, func(string) { s.Turns++ })
+	case schemas.MemberUsage:
+		n := firstOf(raw, "total_tokens")
+		s.Tokens = schemas.LooseInt(n)
+		return n != ""
+	case schemas.MemberDurationMS:
+		s.DurationMS = schemas.LooseInt(raw)
+	case schemas.MemberCostUSD:
+		if schemas.IsJSONNumber(raw) {
+			s.CostUSD, _ = strconv.ParseFloat(raw, 64)
+			s.Priced = true
 		}
+	case schemas.MemberToolsetsUsed:
+		switch {
+		case raw == "null":
+		case raw[0] == '[':
+			schemas.EachElement(raw, func(v string) { s.Toolsets = append(s.Toolsets, schemas.LooseText(v)) })
+		default:
+			s.Toolsets = append(s.Toolsets, schemas.LooseText(raw))
+		}
+	case schemas.MemberToolStats:
+		tool := func(name, v string) {
+			if schemas.LooseInt(firstOf(v, "count")) > 0 {
+				s.Tools = append(s.Tools, name)
+			}
+			s.ToolFailures += int(schemas.LooseInt(firstOf(v, "failure")))
+		}
+		switch raw[0] {
+		case '{':
+			schemas.EachMember(raw, tool)
+		case '[':
+			i := 0
+			schemas.EachElement(raw, func(v string) { tool(strconv.Itoa(i), v); i++ })
+		}
+	case schemas.MemberReasoningStats:
+		b := firstOf(raw, "has_any_reasoning")
+		s.Reasoning = schemas.LooseBool(b)
+		return b != ""
+	case schemas.MemberModel:
+		s.Model = schemas.LooseText(raw)
+	case compressMetrics:
+		if raw[0] != '{' {
+			return true
+		}
+		m := map[string]string{}
+		schemas.EachMember(raw, func(k, v string) {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		})
+		s.CompressOutcome = schemas.LooseText(m["outcome"])
+		s.OriginalTokens = schemas.LooseInt(m["original_tokens"])
+		s.CompressedTokens = schemas.LooseInt(m["compressed_tokens"])
+		s.Ratio = schemas.LooseFloat(m["compression_ratio"])
 	}
-	return s
+	return true
+}
+
+// firstOf is the raw value of the first member name of the JSON value raw,
+// or "" when raw is no object or has none.
+func firstOf(raw, name string) string {
+	v, _, _ := schemas.FirstMember(raw, name)
+	return v
 }

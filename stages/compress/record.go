@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
-	"github.com/tidwall/gjson"
 )
 
 // parsed is the part of an input line compress reads.
@@ -21,36 +21,22 @@ type parsed struct {
 	sep string
 }
 
-// parseRow reads the conversations of one JSON object line. Each turn must be
-// an object with string "from" and "value"; other members of a turn are kept.
-// The turns' raw text and unescaped values point into raw (no copy of the
-// row): raw must not change while the result is used.
+// parseRow reads the conversations of one JSON object line (the first
+// member of the name). Each turn must be an object with string "from" and
+// "value"; other members of a turn are kept. The turns' raw text and
+// unescaped values point into raw (no copy of the row): raw must not change
+// while the result is used.
 func parseRow(raw []byte) (parsed, error) {
 	var p parsed
-	conv := gjson.Get(view(raw), "conversations")
-	if !conv.IsArray() {
-		return p, errors.New("no conversations array")
-	}
-	var bad error
-	i := 0
-	conv.ForEach(func(_, v gjson.Result) bool {
-		if !v.IsObject() {
-			bad = fmt.Errorf("conversations[%d] is not an object", i)
-			return false
-		}
-		from, value := v.Get("from"), v.Get("value")
-		if from.Type != gjson.String || value.Type != gjson.String {
-			bad = fmt.Errorf("conversations[%d] needs string \"from\" and \"value\"", i)
-			return false
-		}
-		p.turns = append(p.turns, turn{from: from.String(), value: value.String(), raw: v.Raw})
-		i++
-		return true
+	conv, err := eachTurn(raw, func(t, from, value string) {
+		f, _ := schemas.JSONString(from)
+		v, _ := schemas.JSONString(value)
+		p.turns = append(p.turns, turn{from: f, value: v, raw: t})
 	})
-	if bad != nil {
-		return p, bad
+	if err != nil {
+		return p, err
 	}
-	p.spaced, p.sep = arrayStyle(conv.Raw, p.turns)
+	p.spaced, p.sep = arrayStyle(conv, p.turns)
 	return p, nil
 }
 
@@ -58,70 +44,40 @@ func parseRow(raw []byte) (parsed, error) {
 // value is unescaped and nothing of the row is copied, so the source can
 // check a long row at no cost in memory.
 func checkRow(raw []byte) error {
-	conv := gjson.Get(view(raw), "conversations")
-	if !conv.IsArray() {
-		return errors.New("no conversations array")
+	_, err := eachTurn(raw, func(_, _, _ string) {})
+	return err
+}
+
+// eachTurn calls fn with the raw text of each turn of the conversations of
+// the JSON object line raw and of its first "from" and "value" members, and
+// returns the conversations array's text; it stops at the first turn that
+// is not an object with string "from" and "value".
+func eachTurn(raw []byte, fn func(turn, from, value string)) (string, error) {
+	conv, _, ok := schemas.FirstMember(view(raw), schemas.MemberConversations)
+	if !ok || conv[0] != '[' {
+		return "", errors.New("no conversations array")
 	}
 	var bad error
 	i := 0
-	conv.ForEach(func(_, v gjson.Result) bool {
-		if !v.IsObject() {
+	schemas.EachElement(conv, func(v string) {
+		switch {
+		case bad != nil:
+			return
+		case v[0] != '{':
 			bad = fmt.Errorf("conversations[%d] is not an object", i)
-			return false
+			return
 		}
-		if !memberIsString(v.Raw, "from") || !memberIsString(v.Raw, "value") {
+		from, _, _ := schemas.FirstMember(v, schemas.TurnFrom)
+		value, _, _ := schemas.FirstMember(v, schemas.TurnValue)
+		if from == "" || from[0] != '"' || value == "" || value[0] != '"' {
 			bad = fmt.Errorf("conversations[%d] needs string \"from\" and \"value\"", i)
-			return false
+			return
 		}
+		fn(v, from, value)
 		i++
-		return true
 	})
-	return bad
+	return conv, bad
 }
-
-// memberIsString reports whether the first member named key of the JSON
-// object obj (valid JSON, as gjson reads it) holds a string. It scans the
-// bytes once and unescapes only a key that has escapes.
-func memberIsString(obj, key string) bool {
-	depth := 0
-	for i := 0; i < len(obj); i++ {
-		switch obj[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := i + 1
-			for end < len(obj) && obj[end] != '"' {
-				if obj[end] == '\\' {
-					end++
-				}
-				end++
-			}
-			next := end + 1
-			for next < len(obj) && isSpace(obj[next]) {
-				next++
-			}
-			if depth == 1 && next < len(obj) && obj[next] == ':' {
-				k := obj[i+1 : end]
-				if strings.IndexByte(k, '\\') >= 0 {
-					k = gjson.Parse(obj[i : end+1]).Str
-				}
-				if k == key {
-					next++
-					for next < len(obj) && isSpace(obj[next]) {
-						next++
-					}
-					return next < len(obj) && obj[next] == '"'
-				}
-			}
-			i = end
-		}
-	}
-	return false
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // arrayStyle finds the separator between the first two elements of the
 // conversations array and whether members are written "key": value.
@@ -163,13 +119,11 @@ func encodeTurns(p parsed, turns []turn) []byte {
 		case t.orig >= 0:
 			// An edited input turn (the system notice): replace its value,
 			// keep every other member where it was.
-			orig := []byte(p.turns[t.orig].raw)
-			v := gjson.GetBytes(orig, "value")
-			if v.Index > 0 {
-				nb := append([]byte(nil), orig[:v.Index]...)
-				nb = pyjson.AppendString(nb, t.value)
-				nb = append(nb, orig[v.Index+len(v.Raw):]...)
-				b = append(b, nb...)
+			orig := p.turns[t.orig].raw
+			if v, at, ok := schemas.FirstMember(orig, schemas.TurnValue); ok {
+				b = append(b, orig[:at]...)
+				b = pyjson.AppendString(b, t.value)
+				b = append(b, orig[at+len(v):]...)
 				break
 			}
 			fallthrough
@@ -200,12 +154,11 @@ func appendTurn(b []byte, from, value string, spaced bool) []byte {
 // other bytes are kept.
 func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
-	cur := gjson.Get(view(raw), gjson.Escape(key)) // only its position is used
-	if cur.Exists() && cur.Index > 0 {
-		out := make([]byte, 0, len(raw)-len(cur.Raw)+len(val))
-		out = append(out, raw[:cur.Index]...)
+	if cur, at, ok := schemas.FirstMember(view(raw), key); ok {
+		out := make([]byte, 0, len(raw)-len(cur)+len(val))
+		out = append(out, raw[:at]...)
 		out = append(out, val...)
-		return append(out, raw[cur.Index+len(cur.Raw):]...), nil
+		return append(out, raw[at+len(cur):]...), nil
 	}
 	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return nil, errors.New("set member: not a JSON object")
@@ -229,8 +182,7 @@ func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) 
 	return append(out, '}'), nil
 }
 
-// view is raw as a string without a copy (gjson.GetBytes copies every
-// result, a whole conversations array included). The caller keeps raw
+// view is raw as a string without a copy. The caller keeps raw
 // unchanged while the string or anything cut from it is in use.
 func view(raw []byte) string { return unsafe.String(unsafe.SliceData(raw), len(raw)) }
 

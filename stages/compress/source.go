@@ -252,6 +252,35 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 	}
 }
 
+// head is the raw key, prompt_index, sample and outcome members of a line
+// (the first of each name), "" when absent.
+type head struct{ key, promptIndex, sample, outcome string }
+
+// headOf reads the head of the JSON object line in one walk over its
+// members.
+func headOf(line []byte) head {
+	var h head
+	schemas.EachMember(view(line), func(name, raw string) {
+		var dst *string
+		switch name {
+		case schemas.MemberKey:
+			dst = &h.key
+		case schemas.MemberPromptIndex:
+			dst = &h.promptIndex
+		case schemas.MemberSample:
+			dst = &h.sample
+		case schemas.MemberOutcome:
+			dst = &h.outcome
+		default:
+			return
+		}
+		if *dst == "" {
+			*dst = raw
+		}
+	})
+	return h
+}
+
 // record checks one line and builds its record; nil when it was rejected.
 // An owned line becomes the record's Raw as it is; another is copied.
 func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *schemas.Record {
@@ -266,9 +295,9 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *sch
 		s.reject(in, lineNo, field, "invalid UTF-8: rows are written as UTF-8 text and this one would change; fix its bytes (raw_base64 holds them)", line)
 		return nil
 	}
-	f := gjson.GetManyBytes(line, "key", "prompt_index", "sample", "outcome")
+	f := headOf(line)
 	if err := checkRow(line); err != nil {
-		s.reject(in, lineNo, "conversations", err.Error(), line)
+		s.reject(in, lineNo, schemas.MemberConversations, err.Error(), line)
 		return nil
 	}
 	raw := line
@@ -276,16 +305,16 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *sch
 		raw = append([]byte(nil), line...)
 	}
 	rec := &schemas.Record{PromptIndex: pos, Raw: raw}
-	if f[0].Type == gjson.String && f[0].Str != "" {
-		rec.Key = f[0].Str
-		if f[1].Type == gjson.Number {
-			rec.PromptIndex = int(f[1].Int())
+	if key, _ := schemas.JSONString(f.key); key != "" {
+		rec.Key = strings.Clone(key) // key may point into the reader's buffer
+		if schemas.IsJSONNumber(f.promptIndex) {
+			rec.PromptIndex = int(schemas.LooseInt(f.promptIndex))
 		}
-		if f[2].Type == gjson.Number {
-			rec.Sample = int(f[2].Int())
+		if schemas.IsJSONNumber(f.sample) {
+			rec.Sample = int(schemas.LooseInt(f.sample))
 		}
-		if oc := schemas.Outcome(f[3].Str); f[3].Type == gjson.String && oc.Retryable() {
-			s.reject(in, lineNo, "outcome", fmt.Sprintf("record %s has outcome %s: it is waiting for a retry, not a finished trajectory", rec.Key, oc), line)
+		if oc, ok := schemas.JSONString(f.outcome); ok && schemas.Outcome(oc).Retryable() {
+			s.reject(in, lineNo, schemas.MemberOutcome, fmt.Sprintf("record %s has outcome %s: it is waiting for a retry, not a finished trajectory", rec.Key, oc), line)
 			return nil
 		}
 	} else {
@@ -294,7 +323,7 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *sch
 	}
 	h := maphash.String(s.seed, rec.Key)
 	if _, dup := s.seen[h]; dup {
-		s.reject(in, lineNo, "key", fmt.Sprintf("key %s was already read: the same record is given twice", rec.Key), line)
+		s.reject(in, lineNo, schemas.MemberKey, fmt.Sprintf("key %s was already read: the same record is given twice", rec.Key), line)
 		return nil
 	}
 	s.seen[h] = struct{}{}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
@@ -128,7 +127,7 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 	out := rec.Raw
 	var err error
 	if res.changed {
-		out, err = setMember(out, "conversations", encodeTurns(p, res.turns), p.spaced)
+		out, err = setMember(out, schemas.MemberConversations, encodeTurns(p, res.turns), p.spaced)
 		if err != nil {
 			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
@@ -146,7 +145,7 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 		return fmt.Errorf("compress %s: %w", rec.Key, err)
 	}
 	if rewriteOC {
-		if out, err = setMember(out, "outcome", pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
+		if out, err = setMember(out, schemas.MemberOutcome, pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
 			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 	}
@@ -162,17 +161,17 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 // compress can judge; then m.InputOutcome keeps the record's own when it
 // differs.
 func (s *Stage) recordOutcome(raw []byte, oc schemas.Outcome, m *RowMetrics) (schemas.Outcome, bool) {
-	keyed := gjson.GetBytes(raw, "key").Type == gjson.String
-	inOC := gjson.GetBytes(raw, "outcome")
-	if !keyed || inOC.Type != gjson.String {
+	h := headOf(raw)
+	inStr, isStr := schemas.JSONString(h.outcome)
+	if _, keyed := schemas.JSONString(h.key); !keyed || !isStr {
 		return oc, false
 	}
-	in := schemas.Outcome(inOC.Str)
+	in := schemas.Outcome(strings.Clone(inStr))
 	recOC := oc
 	if oc != OutcomeSummaryFailed && oc != OutcomeBudgetExceeded && in.OK() && s.known(in) && !isCompressOutcome(in) {
 		recOC = in
 	} else if in != oc {
-		m.InputOutcome = inOC.Str
+		m.InputOutcome = strings.Clone(inStr)
 	}
 	return recOC, recOC != in
 }
@@ -217,9 +216,10 @@ func (s *Stage) count(key string, m *RowMetrics, disposal string) error {
 // when it is a hermes-pipe record (it carries key and a known final outcome,
 // and verify holds the record and the ledger to the same outcome), else oc.
 func (s *Stage) keptOutcome(raw []byte, oc schemas.Outcome) schemas.Outcome {
-	r := gjson.GetManyBytes(raw, "key", "outcome")
-	if r[0].Type == gjson.String && r[1].Type == gjson.String {
-		in := schemas.Outcome(r[1].Str)
+	h := headOf(raw)
+	_, keyed := schemas.JSONString(h.key)
+	if inStr, ok := schemas.JSONString(h.outcome); keyed && ok {
+		in := schemas.Outcome(strings.Clone(inStr))
 		if s.known(in) && !in.Retryable() {
 			return in
 		}

@@ -37,23 +37,23 @@ const (
 // harness's summary report, so tools reading one read the other (and
 // --baseline accepts either).
 type Report struct {
-	Tool          string                     `json:"tool"`
-	Model         string                     `json:"model"`
-	Total         int                        `json:"total_instances"`
-	Submitted     int                        `json:"submitted_instances"`
-	Completed     int                        `json:"completed_instances"`
-	Resolved      int                        `json:"resolved_instances"`
-	Unresolved    int                        `json:"unresolved_instances"`
-	EmptyPatch    int                        `json:"empty_patch_instances"`
-	Errors        int                        `json:"error_instances"`
-	Pending       int                        `json:"pending_instances"`
-	ResolvedRate  float64                    `json:"resolved_rate"`
-	ResolvedIDs   []string                   `json:"resolved_ids"`
-	UnresolvedIDs []string                   `json:"unresolved_ids"`
-	EmptyPatchIDs []string                   `json:"empty_patch_ids"`
-	ErrorIDs      []string                   `json:"error_ids"`
-	PendingIDs    []string                   `json:"incomplete_ids"`
-	APICalls      int64                      `json:"api_calls"`
+	Tool          string   `json:"tool"`
+	Model         string   `json:"model"`
+	Total         int      `json:"total_instances"`
+	Submitted     int      `json:"submitted_instances"`
+	Completed     int      `json:"completed_instances"`
+	Resolved      int      `json:"resolved_instances"`
+	Unresolved    int      `json:"unresolved_instances"`
+	EmptyPatch    int      `json:"empty_patch_instances"`
+	Errors        int      `json:"error_instances"`
+	Pending       int      `json:"pending_instances"`
+	ResolvedRate  float64  `json:"resolved_rate"`
+	ResolvedIDs   []string `json:"resolved_ids"`
+	UnresolvedIDs []string `json:"unresolved_ids"`
+	EmptyPatchIDs []string `json:"empty_patch_ids"`
+	ErrorIDs      []string `json:"error_ids"`
+	PendingIDs    []string `json:"incomplete_ids"`
+	schemas.CallCount
 	Usage         schemas.Usage              `json:"usage"`
 	AgentMS       Durations                  `json:"agent_ms"`
 	HarnessMS     Durations                  `json:"harness_ms"`
@@ -75,18 +75,18 @@ type Durations struct {
 
 // InstanceReport is one task's line in the report.
 type InstanceReport struct {
-	Outcome    string        `json:"outcome"`        // resolved, unresolved, empty_patch, error, pending
-	Record     string        `json:"record_outcome"` // the record's own outcome (e.g. sandbox_error)
-	ExitStatus string        `json:"exit_status,omitempty"`
-	Reason     string        `json:"reason,omitempty"`
-	GradedBy   string        `json:"graded_by,omitempty"`
-	Tests      *TestResults  `json:"tests_status,omitempty"`
-	PatchBytes int           `json:"patch_bytes"`
-	APICalls   int           `json:"api_calls"`
-	Usage      schemas.Usage `json:"usage"`
-	AgentMS    int64         `json:"agent_ms"`
-	HarnessMS  int64         `json:"harness_ms"`
-	Grade      *Grade        `json:"grade,omitempty"`
+	Outcome    string       `json:"outcome"`        // resolved, unresolved, empty_patch, error, pending
+	Record     string       `json:"record_outcome"` // the record's own outcome (e.g. sandbox_error)
+	ExitStatus string       `json:"exit_status,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
+	GradedBy   string       `json:"graded_by,omitempty"`
+	Tests      *TestResults `json:"tests_status,omitempty"`
+	PatchBytes int          `json:"patch_bytes"`
+	schemas.CallCount
+	Usage     schemas.Usage `json:"usage"`
+	AgentMS   int64         `json:"agent_ms"`
+	HarnessMS int64         `json:"harness_ms"`
+	Grade     *Grade        `json:"grade,omitempty"`
 
 	model string
 	patch *string
@@ -104,17 +104,9 @@ func Category(o schemas.Outcome) string {
 	return CatError
 }
 
-// recordView is the part of an output record the report reads.
-type recordView struct {
-	Key      string                     `json:"key"`
-	ID       string                     `json:"id"`
-	Outcome  schemas.Outcome            `json:"outcome"`
-	APICalls int                        `json:"api_calls"`
-	Usage    schemas.Usage              `json:"usage"`
-	Model    string                     `json:"model"`
-	Error    string                     `json:"error"`
-	Extra    map[string]json.RawMessage `json:"extra"`
-}
+// reportMembers are the members of an output record the report reads.
+var reportMembers = []string{schemas.MemberKey, schemas.MemberID, schemas.MemberOutcome, schemas.MemberAPICalls,
+	schemas.MemberUsage, schemas.MemberModel, schemas.MemberError, schemas.MemberExtra}
 
 // BuildReport reads every live record of the output folder dir (all runs
 // and resumes of it) and builds the report over tasks: a task without a
@@ -131,12 +123,15 @@ func BuildReport(dir string, tasks []Task, model string) (*Report, error) {
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(pipeline.Cat(dir, pw)) }()
-	dec := json.NewDecoder(bufio.NewReaderSize(pr, 1<<20))
+	rd := bufio.NewReaderSize(pr, 1<<20)
 	for {
-		var v recordView
-		err := dec.Decode(&v)
-		if errors.Is(err, io.EOF) {
+		line, err := rd.ReadBytes('\n')
+		if len(line) == 0 && errors.Is(err, io.EOF) {
 			break
+		}
+		var v schemas.Record
+		if err == nil || errors.Is(err, io.EOF) {
+			err = schemas.DecodeMembers(line, &v, reportMembers...)
 		}
 		if err != nil {
 			pr.CloseWithError(err)
@@ -148,7 +143,7 @@ func BuildReport(dir string, tasks []Task, model string) (*Report, error) {
 		}
 		in := r.Instances[t.InstanceID]
 		in.Outcome, in.Record = Category(v.Outcome), string(v.Outcome)
-		in.Reason, in.APICalls, in.Usage, in.model = v.Error, v.APICalls, v.Usage, v.Model
+		in.Reason, in.APICalls, in.Usage, in.model = v.Error, int64(v.APICalls), v.Usage, v.Model
 		var ex extra
 		for k, dst := range map[string]any{"exit_status": &ex.ExitStatus, "model_patch": &ex.Patch, "grade": &ex.Grade, "agent_ms": &ex.AgentMS, "harness_ms": &ex.HarnessMS} {
 			if raw, ok := v.Extra[k]; ok {
@@ -182,7 +177,7 @@ func BuildReport(dir string, tasks []Task, model string) (*Report, error) {
 			r.PendingIDs = append(r.PendingIDs, id)
 		}
 		if in.Outcome != CatPending {
-			r.APICalls += int64(in.APICalls)
+			r.APICalls += in.APICalls
 			r.Usage.Add(in.Usage)
 		}
 		if in.patch != nil {
