@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
 
 // TestHostAndOriginChecked: without a token (loopback) the viewer answers
@@ -226,7 +227,7 @@ func TestOriginalInputsChecked(t *testing.T) {
 		{origInput{Path: good, Name: "in.jsonl", Kind: "exe"}, false},
 		{origInput{Path: d, Name: filepath.Base(d), Kind: "run"}, false},
 	} {
-		if err := plausibleInput(c.in); (err == nil) != c.ok {
+		if err := plausibleInput(compress.Input(c.in)); (err == nil) != c.ok {
 			t.Errorf("%+v: %v, want ok %v", c.in, err, c.ok)
 		}
 	}
