@@ -232,15 +232,3 @@ func TestOriginalInputsChecked(t *testing.T) {
 		}
 	}
 }
-
-// TestBaselineOnlyRegularFiles: the gate's baseline path that report.json
-// records is read only when it names a regular file (or nothing).
-func TestBaselineOnlyRegularFiles(t *testing.T) {
-	d := t.TempDir()
-	os.WriteFile(filepath.Join(d, "base.json"), []byte(`{"resolved_ids":[]}`), 0o644)
-	for p, want := range map[string]bool{"": true, "base.json": true, filepath.Join(d, "base.json"): true, "gone.json": true, "/dev/zero": false, d: false} {
-		if got := baselineRegular(d, p); got != want {
-			t.Errorf("%q: %v, want %v", p, got, want)
-		}
-	}
-}
