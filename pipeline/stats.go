@@ -376,8 +376,8 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 }
 
 // memberString returns the string at the dotted member path of the JSON
-// object line ("compression_metrics.outcome"), or "" when the line has no
-// such string member.
+// object line (a mode's OutcomeField, e.g. "metrics.outcome"), or "" when
+// the line has no such string member.
 func memberString(line []byte, path string) string {
 	var v string
 	if raw := memberRaw(line, path); raw == "" || json.Unmarshal([]byte(raw), &v) != nil {

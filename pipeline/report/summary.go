@@ -12,7 +12,7 @@ type Summary struct {
 	ID            string
 	PromptIndex   int64
 	Sample        int64
-	Outcome       string // the mode's own outcome (compress: compression_metrics.outcome)
+	Outcome       string // the mode's own outcome (run.json's OutcomeField, when the mode names one)
 	RecordOutcome string // the record's "outcome" member
 	Turns         int
 	Tokens        int64 // usage.total_tokens
@@ -24,17 +24,11 @@ type Summary struct {
 	ToolFailures  int
 	Reasoning     bool // reasoning_stats.has_any_reasoning
 	Model         string
-	// compress
-	CompressOutcome  string
-	OriginalTokens   int64
-	CompressedTokens int64
-	Ratio            float64
 }
 
 var summaryPaths = []string{
 	"key", "id", "prompt_index", "sample", "outcome", "conversations.#", "usage.total_tokens",
 	"duration_ms", "cost_usd", "toolsets_used", "tool_stats", "reasoning_stats.has_any_reasoning", "model",
-	"compression_metrics",
 }
 
 // Summarize decodes the Summary of one record line. man is the folder's
@@ -69,13 +63,6 @@ func Summarize(line []byte, man *outdir.Manifest) Summary {
 		s.ToolFailures += int(v.Get("failure").Int())
 		return true
 	})
-	if cm := r[13]; cm.IsObject() {
-		m := cm.Map()
-		s.CompressOutcome = m["outcome"].String()
-		s.OriginalTokens = m["original_tokens"].Int()
-		s.CompressedTokens = m["compressed_tokens"].Int()
-		s.Ratio = m["compression_ratio"].Float()
-	}
 	s.Outcome = s.RecordOutcome
 	if man != nil && man.OutcomeField != "" {
 		if own := gjson.GetBytes(line, man.OutcomeField); own.Type == gjson.String && own.Str != "" {

@@ -3,13 +3,19 @@ package swe
 import (
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
+
+	htmlreport "github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
 
-// This file is the readers' side of ReportFile: the viewer's record page
-// reads the report and its gate's baseline through it.
+// This file is the readers' side of ReportFile: report.html's SWE block
+// and the viewer's record page read the report and its gate's baseline
+// through it.
 
 // LoadReport reads the ReportFile of the run's folder root for a reader;
 // ok is false when there is none (or it cannot be read). A file that is not
@@ -150,3 +156,59 @@ func (in *InstanceReport) Shown() ShownInstance {
 	}
 	return s
 }
+
+// ReportSection is swe's part of report.html: the run's ReportFile (counts,
+// the gate's verdict, each task against the baseline), when the folder has
+// one.
+type ReportSection struct{}
+
+// Tally implements htmlreport.Section.
+func (ReportSection) Tally() htmlreport.Tally { return reportTally{} }
+
+type reportTally struct{}
+
+func (reportTally) Record([]byte) {}
+
+// shownRow is one task's row of the block.
+type shownRow struct {
+	ID string
+	*InstanceReport
+	Regressed bool
+	Change    string
+}
+
+func (reportTally) Block(root string) (template.HTML, error) {
+	r, ok, err := LoadReport(root)
+	if !ok {
+		return "", err
+	}
+	// An unreadable baseline only loses the "fixed" column; the gate's own
+	// lists still show.
+	_ = r.LoadBaseline(root)
+	rows := make([]shownRow, 0, len(r.Instances))
+	for id, in := range r.Instances {
+		rows = append(rows, shownRow{ID: id, InstanceReport: in,
+			Regressed: r.Gate != nil && slices.Contains(r.Gate.Regressions, id), Change: r.BaselineChange(id)})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	var b strings.Builder
+	if err := reportBlock.Execute(&b, struct {
+		*Report
+		Rows []shownRow
+	}{r, rows}); err != nil {
+		return "", fmt.Errorf("render %s block: %w", ReportFile, err)
+	}
+	return template.HTML(b.String()), nil
+}
+
+var reportBlock = template.Must(template.New("swe").Funcs(htmlreport.Funcs()).Parse(`
+<h2>SWE</h2>
+<div class="cards"><div class="card"><b>{{pct .ResolvedRate}}</b>resolved</div><div class="card"><b>{{.Resolved}}</b>resolved</div><div class="card"><b>{{.Unresolved}}</b>unresolved</div><div class="card"><b>{{.EmptyPatch}}</b>empty patch</div><div class="card"><b>{{.Errors}}</b>errors</div><div class="card"><b>{{.Pending}}</b>pending</div></div>
+{{with .Gate}}<p id="gate">Gate: <b class="{{if eq .Verdict "pass"}}ok{{else if eq .Verdict "fail"}}bad{{else}}warn{{end}}">{{.Verdict}}</b>{{with .Baseline}} against baseline <code>{{.}}</code>{{end}}{{range .Reasons}}<br>{{.}}{{end}}</p>{{end}}
+<table id="swe"><tr><th>instance</th><th>outcome</th><th>record</th><th class="n">FAIL_TO_PASS</th><th class="n">PASS_TO_PASS</th><th class="n">patch bytes</th><th class="n">agent ms</th><th class="n">harness ms</th><th>vs baseline</th></tr>
+{{range .Rows}}<tr><td><code>{{.ID}}</code></td><td class="{{cls .Outcome}}">{{.Outcome}}</td><td>{{.Record}}</td>
+<td class="n">{{with .Tests}}{{len .FailToPass.Success}}/{{len .FailToPass.Success | add (len .FailToPass.Failure)}}{{end}}</td>
+<td class="n">{{with .Tests}}{{len .PassToPass.Success}}/{{len .PassToPass.Success | add (len .PassToPass.Failure)}}{{end}}</td>
+<td class="n">{{.PatchBytes}}</td><td class="n">{{.AgentMS}}</td><td class="n">{{.HarnessMS}}</td><td>{{if .Regressed}}<b class="bad">regressed</b>{{else if eq .Change "fixed"}}<b class="ok">fixed</b>{{else if eq .Change "unjudged"}}<b class="warn">unjudged</b>{{else}}<span class="mute">{{.Change}}</span>{{end}}</td></tr>
+{{end}}</table>
+`))

@@ -1,11 +1,16 @@
 package swe
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	htmlreport "github.com/hermes-pipe/hermes-pipe/pipeline/report"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // sectionReport is a report.json as a reader may find it: a regression and
@@ -16,11 +21,30 @@ const sectionReport = `{"model":"m","total_instances":2,"resolved_instances":1,"
 	"b__2":{"outcome":"unresolved","record_outcome":"unresolved"}},
 	"gate":{"verdict":"fail","reasons":["b__2 regressed"],"baseline":"old.json","regressions":["b__2"]}}`
 
-// sectionFolder writes a swe folder's sectionReport and its baseline,
-// which had b__2 resolved, not a__1.
+type keepStage struct{}
+
+func (keepStage) Name() string { return "keep" }
+func (keepStage) Process(_ context.Context, r *schemas.Record) ([]*schemas.Record, error) {
+	return []*schemas.Record{r}, nil
+}
+
+// sectionFolder writes a finished swe folder of two records with
+// sectionReport and its baseline, which had b__2 resolved, not a__1.
 func sectionFolder(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "out")
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "swe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []*schemas.Record{{Key: "a", ID: "a__1", Outcome: OutcomeResolved, Completed: true}, {Key: "b", ID: "b__2", Outcome: OutcomeUnresolved, Completed: true}}
+	_, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 1}, pipeline.SliceSource(recs), []pipeline.Stage{keepStage{}}, o)
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, ReportFile), []byte(sectionReport), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +52,37 @@ func sectionFolder(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+func TestReportSectionShowsGateAndBaseline(t *testing.T) {
+	dir := sectionFolder(t)
+	if err := htmlreport.WriteFile(context.Background(), []string{dir}, htmlreport.Options{Sections: []htmlreport.Section{ReportSection{}}}, dir, htmlreport.File); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, htmlreport.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(b)
+	for _, s := range []string{`<b class="bad">fail</b> against baseline <code>old.json</code>`, `<code>a__1</code>`, `<td class="n">1/1</td>`, `<td class="n">1/2</td>`, `<b class="bad">regressed</b>`, `<b class="ok">fixed</b>`} {
+		if !strings.Contains(html, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if strings.Count(html, "regressed</b>") != 1 {
+		t.Errorf("only b__2 regressed")
+	}
+
+	// Without a report.json the section shows nothing; a damaged one fails
+	// the report, naming it.
+	os.Remove(filepath.Join(dir, ReportFile))
+	if blk, err := (ReportSection{}).Tally().Block(dir); blk != "" || err != nil {
+		t.Errorf("no report: %q, %v", blk, err)
+	}
+	os.WriteFile(filepath.Join(dir, ReportFile), []byte(`{"instances": 3}`), 0o644)
+	if _, err := (ReportSection{}).Tally().Block(dir); err == nil || !strings.Contains(err.Error(), ReportFile) {
+		t.Errorf("damaged report: %v", err)
+	}
 }
 
 // TestViewerReadsTheReport: the viewer's record page gets each task's line
