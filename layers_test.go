@@ -34,7 +34,7 @@ var layerRules = []layerRule{
 	{layer: "sandbox", forbid: []string{"pipeline", "stages", "cmd", "web"}},
 	{layer: "pipeline", forbid: []string{"stages", "cmd", "web"}},
 	{layer: "stages", forbid: []string{"cmd", "web"}},
-	{layer: "web", forbid: []string{"cmd"}},
+	{layer: "web", forbid: []string{"cmd"}}, // it reads the modes' files through stages/compress and stages/swe
 }
 
 // layerException lets one package import one forbidden package. Each entry

@@ -80,7 +80,7 @@ type OutputOptions struct {
 	// (changed rows, keys no longer in the input).
 	InputCheck InputCheck
 	// Artifacts names files the mode writes into the output folder itself
-	// (report.json, compression_metrics.json, ...); they are recorded in
+	// (a mode's own files: its reports, metrics, ...); they are recorded in
 	// run.json and Verify accepts them.
 	Artifacts []string
 

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
 
 // While a folder's index is first built, the server already answers: the
@@ -198,10 +200,14 @@ type recFields struct {
 	Cost, Ratio           float32 // Cost NaN = unpriced
 }
 
-func fieldsOf(ref pipeline.RecordRef, s report.Summary) recFields {
-	f := recFields{ID: s.ID, Outcome: s.Outcome, Compress: s.CompressOutcome, Toolsets: s.Toolsets, Tools: s.Tools,
+// fieldsOf reads the list's fields of one record line of a folder whose
+// run.json is man: report.Summarize's, and compress's own (ShownOf).
+func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFields {
+	s := report.Summarize(line, man)
+	c, _ := compress.ShownOf(line)
+	f := recFields{ID: s.ID, Outcome: s.Outcome, Compress: c.Outcome, Toolsets: s.Toolsets, Tools: s.Tools,
 		Failures: sat16(s.ToolFailures), Turns: sat16(s.Turns), Tokens: sat32(s.Tokens), Duration: sat32(s.DurationMS),
-		Cost: float32(math.NaN()), Ratio: float32(s.Ratio)}
+		Cost: float32(math.NaN()), Ratio: float32(c.Ratio)}
 	if f.Outcome == "" {
 		f.Outcome = string(ref.Outcome)
 	}
@@ -275,7 +281,7 @@ func (s *Server) streamRecord(ctx context.Context, i int) (streamed, error) {
 }
 
 func (s *Server) streamFields(st streamed) recFields {
-	return fieldsOf(st.row.ref, report.Summarize(st.line, &s.bld.plan.dirs[st.row.dir].man))
+	return fieldsOf(st.row.ref, st.line, &s.bld.plan.dirs[st.row.dir].man)
 }
 
 // sortWhileBuilding says whether the list can be read in the order sort

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
 
 // TestHostAndOriginChecked: without a token (loopback) the viewer answers
@@ -226,20 +227,8 @@ func TestOriginalInputsChecked(t *testing.T) {
 		{origInput{Path: good, Name: "in.jsonl", Kind: "exe"}, false},
 		{origInput{Path: d, Name: filepath.Base(d), Kind: "run"}, false},
 	} {
-		if err := plausibleInput(c.in); (err == nil) != c.ok {
+		if err := plausibleInput(compress.Input(c.in)); (err == nil) != c.ok {
 			t.Errorf("%+v: %v, want ok %v", c.in, err, c.ok)
-		}
-	}
-}
-
-// TestBaselineOnlyRegularFiles: the gate's baseline path that report.json
-// records is read only when it names a regular file (or nothing).
-func TestBaselineOnlyRegularFiles(t *testing.T) {
-	d := t.TempDir()
-	os.WriteFile(filepath.Join(d, "base.json"), []byte(`{"resolved_ids":[]}`), 0o644)
-	for p, want := range map[string]bool{"": true, "base.json": true, filepath.Join(d, "base.json"): true, "gone.json": true, "/dev/zero": false, d: false} {
-		if got := baselineRegular(d, p); got != want {
-			t.Errorf("%q: %v, want %v", p, got, want)
 		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
 
 // buildGC is the collector's GOGC while an index is built, and
@@ -547,7 +546,7 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 			if err != nil {
 				return err
 			}
-			if err := b.add(uint16(d), r, fieldsOf(r.ref, report.Summarize(line, &dp.man))); err != nil {
+			if err := b.add(uint16(d), r, fieldsOf(r.ref, line, &dp.man)); err != nil {
 				return fmt.Errorf("%s byte %d (record %s): index: %w", r.ref.Shard, r.ref.Off, r.ref.Key, err)
 			}
 			b.publish(prog)

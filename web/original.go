@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,22 +20,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
-
-// compressInputsFile is where compress lists the inputs of an output folder
-// (stages/compress.InputsFile, read here by its documented name: web does
-// not import stages).
-const compressInputsFile = "compress_inputs.json"
-
-// origInput is one place a compressed record's original row may be: a
-// hermes-pipe output folder (Kind "run": rows by their own key) or a JSONL
-// file, plain or compressed (rows by compress's "NAME:LINE:HASH" key, or by
-// their own "key" member).
-type origInput struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Kind string `json:"kind"` // run, jsonl, gzip, zstd, parquet
-}
 
 // Original is what the record page shows of a compressed record's original.
 type Original struct {
@@ -48,13 +32,15 @@ type Original struct {
 	Why string `json:"why,omitempty"`
 }
 
-// originals finds original rows. Inputs come from each output folder's
-// compress_inputs.json, or from SetOriginals (--original), which replaces
+// originals finds original rows. Inputs (compress.Input: a hermes-pipe
+// output folder, rows by their own key; or a JSONL file, plain or
+// compressed, rows by compress's FileKey or by their own "key" member) come
+// from each output folder's compress.InputsFile, or from SetOriginals (--original), which replaces
 // them. A folder input is indexed (key hash → where) on first use, about
 // 40 bytes per record; file inputs are read line by line per lookup.
 type originals struct {
 	mu       sync.Mutex
-	override []origInput
+	override []compress.Input
 	seed     maphash.Seed
 	runs     map[string]*runKeys // by folder
 }
@@ -75,7 +61,7 @@ type origRef struct {
 // records in paths (output folders, JSONL files or folders of them) instead
 // of the inputs compress recorded. Call it before serving.
 func (s *Server) SetOriginals(paths []string) error {
-	var ins []origInput
+	var ins []compress.Input
 	for _, p := range paths {
 		got, err := expandOriginal(p)
 		if err != nil {
@@ -89,10 +75,9 @@ func (s *Server) SetOriginals(paths []string) error {
 	return nil
 }
 
-// expandOriginal lists the inputs under p the way compress names them: an
-// output folder is one input; another folder gives its JSONL files named
-// relative to it; a file is named by its base name.
-func expandOriginal(p string) ([]origInput, error) {
+// expandOriginal lists the inputs under p the way compress finds them
+// (compress.FindInputs), with absolute paths.
+func expandOriginal(p string) ([]compress.Input, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return nil, fmt.Errorf("--original %s: %w", p, err)
@@ -101,38 +86,7 @@ func expandOriginal(p string) ([]origInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--original %s: %w", p, err)
 	}
-	isRun := func(d string) bool { _, err := os.Stat(filepath.Join(d, pipeline.ManifestFile)); return err == nil }
-	if !st.IsDir() {
-		return []origInput{{Path: abs, Name: filepath.Base(abs), Kind: fileKind(abs)}}, nil
-	}
-	if isRun(abs) {
-		return []origInput{{Path: abs, Name: filepath.Base(abs), Kind: "run"}}, nil
-	}
-	var out []origInput
-	err = filepath.WalkDir(abs, func(q string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if q != abs && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(abs, q)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if q != abs && isRun(q) {
-				out = append(out, origInput{Path: q, Name: rel, Kind: "run"})
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if k := fileKind(q); k != "" {
-			out = append(out, origInput{Path: q, Name: rel, Kind: k})
-		}
-		return nil
-	})
+	out, err := compress.FindInputs(abs, st.IsDir())
 	if err != nil {
 		return nil, fmt.Errorf("--original %s: %w", p, err)
 	}
@@ -142,49 +96,23 @@ func expandOriginal(p string) ([]origInput, error) {
 	return out, nil
 }
 
-// fileKind is compress's reader for a file name ("" = not an input).
-func fileKind(p string) string {
-	n := strings.ToLower(filepath.Base(p))
-	isJSON := func(n string) bool {
-		return strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".ndjson") || strings.HasSuffix(n, ".json")
-	}
-	switch {
-	case strings.HasSuffix(n, ".parquet"):
-		return "parquet"
-	case strings.HasSuffix(n, ".gz") && isJSON(strings.TrimSuffix(n, ".gz")):
-		return "gzip"
-	case strings.HasSuffix(n, ".zst") && isJSON(strings.TrimSuffix(n, ".zst")),
-		strings.HasSuffix(n, ".zstd") && isJSON(strings.TrimSuffix(n, ".zstd")):
-		return "zstd"
-	case isJSON(n):
-		return "jsonl"
-	}
-	return ""
-}
-
 // inputsOf returns where the originals of dir's records may be: the
-// --original paths, or the entries of dir's compress_inputs.json that pass
+// --original paths, or the entries of dir's compress.InputsFile that pass
 // plausibleInput.
-func (o *originals) inputsOf(dir string) ([]origInput, error) {
+func (o *originals) inputsOf(dir string) ([]compress.Input, error) {
 	o.mu.Lock()
 	ov := o.override
 	o.mu.Unlock()
 	if ov != nil {
 		return ov, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, compressInputsFile))
+	ins, err := compress.ReadInputs(dir)
 	if err != nil {
 		return nil, err
 	}
-	var doc struct {
-		Inputs []origInput `json:"inputs"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, compressInputsFile), err)
-	}
-	var ok []origInput
+	var ok []compress.Input
 	var bad []string
-	for _, in := range doc.Inputs {
+	for _, in := range ins {
 		if err := plausibleInput(in); err != nil {
 			bad = append(bad, err.Error())
 			continue
@@ -192,12 +120,12 @@ func (o *originals) inputsOf(dir string) ([]origInput, error) {
 		ok = append(ok, in)
 	}
 	if len(ok) == 0 && len(bad) > 0 {
-		return nil, fmt.Errorf("%s: no input view follows (%s); start view with --original PATH", filepath.Join(dir, compressInputsFile), strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%s: no input view follows (%s); start view with --original PATH", filepath.Join(dir, compress.InputsFile), strings.Join(bad, "; "))
 	}
 	return ok, nil
 }
 
-// plausibleInput checks an entry of compress_inputs.json before view reads
+// plausibleInput checks an entry of compress.InputsFile before view reads
 // the path it names. Those paths are absolute by design (a compress run's
 // inputs live outside its folder), so they cannot be confined to the folder;
 // but a folder may come from someone else, so view follows only an entry
@@ -207,18 +135,18 @@ func (o *originals) inputsOf(dir string) ([]origInput, error) {
 // holding run.json. Anything else is not read; --original replaces the
 // file's entries. What view then shows of such a file is only a line whose
 // "key" or hash the record names, to the local user (see hostAllowed).
-func plausibleInput(in origInput) error {
+func plausibleInput(in compress.Input) error {
 	p := in.Path
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 		return fmt.Errorf("input path %q is not absolute and clean", p)
 	}
 	switch in.Kind {
-	case "run":
+	case compress.KindRun:
 		if st, err := os.Stat(filepath.Join(p, pipeline.ManifestFile)); err != nil || !st.Mode().IsRegular() {
 			return fmt.Errorf("input %q: not an output folder", p)
 		}
 		return nil
-	case "jsonl", "gzip", "zstd", "parquet":
+	case compress.KindJSONL, compress.KindGzip, compress.KindZstd, compress.KindParquet:
 	default:
 		return fmt.Errorf("input %q: unknown kind %q", p, in.Kind)
 	}
@@ -237,17 +165,17 @@ func plausibleInput(in origInput) error {
 func (o *originals) find(dir, key string) Original {
 	ins, err := o.inputsOf(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return Original{Why: "this folder does not say where its input was (" + compressInputsFile + " is missing: the run predates it); start view with --original PATH"}
+		return Original{Why: "this folder does not say where its input was (" + compress.InputsFile + " is missing: the run predates it); start view with --original PATH"}
 	}
 	if err != nil {
 		return Original{Why: err.Error()}
 	}
-	name, line, sum, fileKey := splitFileKey(key)
+	name, line, sum, fileKey := compress.ParseFileKey(key)
 	var problems []string
 	// A key NAME:LINE:HASH names its file and line.
 	if fileKey {
 		for _, in := range ins {
-			if in.Name != name || in.Kind == "run" {
+			if in.Name != name || in.Kind == compress.KindRun {
 				continue
 			}
 			got, err := readLine(in, line)
@@ -255,8 +183,7 @@ func (o *originals) find(dir, key string) Original {
 				problems = append(problems, err.Error())
 				continue
 			}
-			h := sha256.Sum256(bytes.TrimSpace(got))
-			if hex.EncodeToString(h[:6]) != sum {
+			if compress.RowHash(bytes.TrimSpace(got)) != sum {
 				problems = append(problems, fmt.Sprintf("%s line %d has changed since the run (its hash differs)", in.Path, line))
 				continue
 			}
@@ -271,10 +198,10 @@ func (o *originals) find(dir, key string) Original {
 			err error
 		)
 		switch in.Kind {
-		case "run":
+		case compress.KindRun:
 			got, err = o.inRun(in.Path, key)
 			src = in.Path
-		case "parquet":
+		case compress.KindParquet:
 			problems = append(problems, in.Path+": view does not read Parquet inputs; convert it to JSONL and give --original")
 			continue
 		default:
@@ -295,23 +222,6 @@ func (o *originals) find(dir, key string) Original {
 		why += " (" + strings.Join(problems, "; ") + ")"
 	}
 	return Original{Why: why + "; start view with --original PATH to name the input"}
-}
-
-// splitFileKey splits compress's key of a row without its own key.
-func splitFileKey(key string) (name string, line int, sum string, ok bool) {
-	i := strings.LastIndexByte(key, ':')
-	if i < 0 || len(key)-i-1 != 12 {
-		return "", 0, "", false
-	}
-	j := strings.LastIndexByte(key[:i], ':')
-	if j <= 0 {
-		return "", 0, "", false
-	}
-	n, err := strconv.Atoi(key[j+1 : i])
-	if err != nil || n < 1 {
-		return "", 0, "", false
-	}
-	return key[:j], n, key[i+1:], true
 }
 
 // inRun reads the record key of the output folder dir, indexing the folder
@@ -370,7 +280,7 @@ func (o *originals) close() {
 
 // eachLine calls fn with each line of a file input (1-based numbers, blank
 // lines counted, as compress numbers them) until fn returns false.
-func eachLine(in origInput, fn func(n int, line []byte) bool) error {
+func eachLine(in compress.Input, fn func(n int, line []byte) bool) error {
 	f, err := os.Open(in.Path)
 	if err != nil {
 		return err
@@ -378,14 +288,14 @@ func eachLine(in origInput, fn func(n int, line []byte) bool) error {
 	defer f.Close()
 	var r io.Reader = f
 	switch in.Kind {
-	case "gzip":
+	case compress.KindGzip:
 		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
 		if err != nil {
 			return fmt.Errorf("%s: gzip: %w", in.Path, err)
 		}
 		defer zr.Close()
 		r = zr
-	case "zstd":
+	case compress.KindZstd:
 		zr, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return fmt.Errorf("%s: zstd: %w", in.Path, err)
@@ -409,7 +319,7 @@ func eachLine(in origInput, fn func(n int, line []byte) bool) error {
 }
 
 // readLine returns line n of a file input.
-func readLine(in origInput, n int) ([]byte, error) {
+func readLine(in compress.Input, n int) ([]byte, error) {
 	var got []byte
 	err := eachLine(in, func(k int, line []byte) bool {
 		if k == n {
@@ -426,7 +336,7 @@ func readLine(in origInput, n int) ([]byte, error) {
 
 // scanKey returns the line of a file input whose "key" member is key, and
 // its number.
-func scanKey(in origInput, key string) ([]byte, int, error) {
+func scanKey(in compress.Input, key string) ([]byte, int, error) {
 	var got []byte
 	at := 0
 	needle := []byte(strconv.Quote(key))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
 )
 
 func serve(t *testing.T, dirs ...string) *Server {
@@ -86,6 +87,13 @@ func TestNearWalksTheFilteredList(t *testing.T) {
 	}
 }
 
+// origInput is an entry of compress.InputsFile as compress writes it.
+type origInput struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
 // compressedFolder writes what a compress run leaves: records whose keys
 // name their input (a JSONL file's row by NAME:LINE:HASH, an output
 // folder's record by its own key) and compress_inputs.json.
@@ -100,7 +108,7 @@ func compressedFolder(t *testing.T, inputs []origInput, keys ...string) string {
 	writeRun(t, dir, pipeline.OutputOptions{Kind: "compress"}, 1, recs)
 	if inputs != nil {
 		b, _ := json.Marshal(map[string]any{"inputs": inputs})
-		if err := os.WriteFile(filepath.Join(dir, compressInputsFile), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, compress.InputsFile), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,25 +180,5 @@ func TestOriginalOfACompressedRecord(t *testing.T) {
 	d, _ := old.idx().Ref(0)
 	if o = old.orig.find(d, "kH"); o.Found || !strings.Contains(o.Why, "--original") {
 		t.Errorf("no inputs file: %+v", o)
-	}
-}
-
-func TestSplitFileKey(t *testing.T) {
-	for _, tc := range []struct {
-		key  string
-		name string
-		line int
-		ok   bool
-	}{
-		{"a/b.jsonl:12:0123456789ab", "a/b.jsonl", 12, true},
-		{"c:d.jsonl:1:0123456789ab", "c:d.jsonl", 1, true},
-		{"kA", "", 0, false},
-		{"x:0:0123456789ab", "", 0, false},
-		{"x:1:0123", "", 0, false},
-	} {
-		name, line, _, ok := splitFileKey(tc.key)
-		if name != tc.name || line != tc.line || ok != tc.ok {
-			t.Errorf("%s: %q %d %v", tc.key, name, line, ok)
-		}
 	}
 }

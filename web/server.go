@@ -15,8 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +23,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
+	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 )
 
 //go:embed assets
@@ -40,12 +38,12 @@ type Server struct {
 	token string // "" = no token (loopback)
 	mu    sync.Mutex
 	rd    map[string]*pipeline.RecordReader
-	swe   *report.SWEReport
+	swe   *swe.Report
 	order map[string][]int32 // cached sort orders by sort key
 	orig  originals          // compress: where the originals are (original.go)
 }
 
-// NewServer serves ix; root is the run's folder (where swe's report.json
+// NewServer serves ix; root is the run's folder (where swe's report
 // is); token, when not empty, must be given by every request (?token= or the
 // cookie set on first use).
 func NewServer(ix *Index, root, token string) *Server {
@@ -59,38 +57,15 @@ func (s *Server) idx() *Index { return s.ixp.Load() }
 
 func newServer(root, token string) *Server {
 	s := &Server{root: root, token: token, rd: map[string]*pipeline.RecordReader{}, order: map[string][]int32{}}
-	if b, err := os.ReadFile(filepath.Join(root, "report.json")); err == nil {
-		var r report.SWEReport
-		if json.Unmarshal(b, &r) == nil {
-			// Without the baseline file only the gate's lists show.
-			if r.Gate == nil || baselineRegular(root, r.Gate.Baseline) {
-				_ = r.LoadBaseline(root)
-			}
-			s.swe = &r
+	if r, ok, err := swe.LoadReport(root); ok && err == nil {
+		// Without the baseline file only the gate's lists show; one that
+		// is not a regular file is not read (see BaselineRegular).
+		if r.BaselineRegular(root) {
+			_ = r.LoadBaseline(root)
 		}
+		s.swe = r
 	}
 	return s
-}
-
-// baselineRegular reports whether every file report.json's gate baseline
-// may name (report.SWEReport.LoadBaseline: the path, and under root when it
-// is relative) is a regular file or absent. The path comes from the folder,
-// which may come from someone else: a device, a pipe or /proc could block
-// or never end, so then the baseline is not read.
-func baselineRegular(root, p string) bool {
-	if p == "" {
-		return true
-	}
-	try := []string{p}
-	if !filepath.IsAbs(p) {
-		try = append(try, filepath.Join(root, p))
-	}
-	for _, f := range try {
-		if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
-			return false
-		}
-	}
-	return true
 }
 
 // Close stops a build still running (its index is not kept) and releases
@@ -760,7 +735,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 			id = loc.key
 		}
 		if in := s.swe.Instances[id]; in != nil {
-			inst := map[string]any{"id": id, "instance": in}
+			inst := map[string]any{"id": id, "instance": in.Shown()}
 			if g := s.swe.Gate; g != nil {
 				inst["gate"] = g.Verdict
 				inst["baseline"] = g.Baseline

@@ -6,8 +6,17 @@ import (
 	"path/filepath"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
+	"github.com/hermes-pipe/hermes-pipe/stages/compress"
+	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
 )
+
+// reportSections are the modes' parts of report.html, in the page's order:
+// `report` and swe's run show every mode's, each where the folder has
+// something of it.
+func reportSections() []report.Section {
+	return []report.Section{compress.ReportSection{}, swe.ReportSection{}}
+}
 
 func reportCommand() *cli.Command {
 	return &cli.Command{
@@ -20,14 +29,14 @@ a CI artefact or an e-mail with the network unplugged. Its totals are those of
 The file is written outside the output folder unless -o says otherwise; swe
 writes one as report.html next to report.json on every run.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "report.html", Usage: "the HTML file to write"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: report.File, Usage: "the HTML file to write"},
 		},
 		Action: func(c *cli.Context) error {
 			root, dirs, err := runFolder(c)
 			if err != nil {
 				return err
 			}
-			opts := report.Options{Title: c.Args().First()}
+			opts := report.Options{Title: c.Args().First(), Sections: reportSections()}
 			if len(dirs) > 1 || dirs[0] != root {
 				opts.Root = root
 			}

@@ -205,6 +205,7 @@ func runSWE(c *cli.Context) error {
 		CheckImages: imageChecker(r.driver),
 		MinResolved: minRate,
 		Baseline:    c.String("baseline"),
+		Report:      reportSections(),
 	})
 	err = r.finish(c, err)
 	if errors.Is(err, swe.ErrInput) || errors.Is(err, pipeline.ErrRefused) {

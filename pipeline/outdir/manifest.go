@@ -42,18 +42,18 @@ type Manifest struct {
 	// over time, the latest live.
 	Retry []schemas.Outcome `json:"retry_outcomes,omitempty"`
 	// OutcomeField names the record member, as a dotted path, that holds the
-	// mode's own outcome when it differs from "outcome" (compress keeps the
-	// input's outcome and puts its own in compression_metrics.outcome); stats
-	// count it.
+	// mode's own outcome when it differs from "outcome" (a mode that keeps
+	// the input's outcome, as compress does, declares where it puts its own);
+	// stats count it.
 	OutcomeField string `json:"outcome_field,omitempty"`
 	// OutcomeDefault is the mode's outcome of a record without OutcomeField
 	// (compress passes a row under its target through unchanged).
 	OutcomeDefault schemas.Outcome `json:"outcome_default,omitempty"`
 	// UsageField and CostField name the record members, as dotted paths,
 	// that hold the mode's own token usage and cost when they differ from
-	// "usage" and "cost_usd" (compress keeps the input's and puts what its
-	// summary calls used in compression_metrics.summary_usage and
-	// summary_cost_usd); stats sum them. A record without either member
+	// "usage" and "cost_usd" (a mode that keeps the input's, as compress
+	// does, declares where it puts what its own calls used and cost); stats
+	// sum them. A record without either member
 	// made no call of the mode and costs $0.
 	UsageField string    `json:"usage_field,omitempty"`
 	CostField  string    `json:"cost_field,omitempty"`

@@ -26,21 +26,7 @@ svg text{font:11px system-ui,sans-serif;fill:var(--mute)}svg rect.b{fill:var(--a
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 `
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct":      func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-	"ratio":    ratio,
-	"usd":      func(f float64) string { return fmt.Sprintf("$%.4f", f) },
-	"hist":     histSVG,
-	"outcomes": sortedOutcomes,
-	"tools":    sortedTools,
-	"json":     func(v any) (template.JS, error) { b, err := json.Marshal(v); return template.JS(b), err },
-	"css":      func() template.CSS { return template.CSS(Style) },
-	"indent":   indentJSON,
-	"join":     strings.Join,
-	"width":    func(n, total int) int { return barWidth(float64(n), float64(total)) },
-	"cls":      outcomeClass,
-	"add":      func(a, b int) int { return a + b },
-}).Parse(pageHTML))
+var page = template.Must(template.New("report").Funcs(Funcs()).Parse(pageHTML))
 
 const pageHTML = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -78,24 +64,8 @@ const pageHTML = `<!DOCTYPE html>
 {{end}}
 <h2>Distributions</h2>
 <div class="charts">{{hist .Turns}}{{hist .Tokens}}{{hist .Durations}}</div>
-{{if or .Compression .Compressed}}
-<h2>Compression</h2>
-<p>{{.Compressed}} records carry compression metrics.</p>
-{{if .Ratios.N}}<div class="charts">{{hist .Ratios}}</div>{{end}}
-{{with .Compression}}<details open><summary>compression_metrics.json</summary><pre id="compression">{{indent .}}</pre></details>{{end}}
-{{end}}
-{{with .SWE}}
-<h2>SWE</h2>
-<div class="cards"><div class="card"><b>{{pct .ResolvedRate}}</b>resolved</div><div class="card"><b>{{.Resolved}}</b>resolved</div><div class="card"><b>{{.Unresolved}}</b>unresolved</div><div class="card"><b>{{.EmptyPatch}}</b>empty patch</div><div class="card"><b>{{.Errors}}</b>errors</div><div class="card"><b>{{.Pending}}</b>pending</div></div>
-{{with .Gate}}<p id="gate">Gate: <b class="{{if eq .Verdict "pass"}}ok{{else if eq .Verdict "fail"}}bad{{else}}warn{{end}}">{{.Verdict}}</b>{{with .Baseline}} against baseline <code>{{.}}</code>{{end}}{{range .Reasons}}<br>{{.}}{{end}}</p>{{end}}
-<table id="swe"><tr><th>instance</th><th>outcome</th><th>record</th><th class="n">FAIL_TO_PASS</th><th class="n">PASS_TO_PASS</th><th class="n">patch bytes</th><th class="n">agent ms</th><th class="n">harness ms</th><th>vs baseline</th></tr>
-{{range .SortedInstances}}<tr><td><code>{{.ID}}</code></td><td class="{{cls .Outcome}}">{{.Outcome}}</td><td>{{.Record}}</td>
-<td class="n">{{with .Tests}}{{len (index .FailToPass "success")}}/{{len (index .FailToPass "success") | add (len (index .FailToPass "failure"))}}{{end}}</td>
-<td class="n">{{with .Tests}}{{len (index .PassToPass "success")}}/{{len (index .PassToPass "success") | add (len (index .PassToPass "failure"))}}{{end}}</td>
-<td class="n">{{.PatchBytes}}</td><td class="n">{{.AgentMS}}</td><td class="n">{{.HarnessMS}}</td><td>{{if .Regressed}}<b class="bad">regressed</b>{{else if eq .Change "fixed"}}<b class="ok">fixed</b>{{else if eq .Change "unjudged"}}<b class="warn">unjudged</b>{{else}}<span class="mute">{{.Change}}</span>{{end}}</td></tr>
-{{end}}</table>
-{{end}}
-{{with .Shards}}
+{{range .Blocks}}{{.}}
+{{end}}{{with .Shards}}
 <h2>Shards</h2>
 <table id="shards"><tr><th>shard</th><th class="n">done</th><th class="n">failed</th><th class="n">retryable</th><th class="n">expected</th><th class="n">remaining</th><th>progress</th></tr>
 {{range .}}<tr><td>{{.Dir}}</td><td class="n">{{.Done}}</td><td class="n">{{.Failed}}</td><td class="n">{{.Retryable}}</td><td class="n">{{if lt .Expected 0}}?{{else}}{{.Expected}}{{end}}</td><td class="n">{{if lt .Remaining 0}}?{{else}}{{.Remaining}}{{end}}</td>

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,22 +113,41 @@ func TestReportFiguresAreStatsAndSelfContained(t *testing.T) {
 	}
 }
 
-func TestReportWriteFileAndSWESection(t *testing.T) {
+// lines is a Section that counts the records it is given and shows the
+// content of its file in the run's folder, as a mode's section would.
+type lines struct{ file string }
+
+func (l lines) Tally() report.Tally { return &linesTally{file: l.file} }
+
+type linesTally struct {
+	file string
+	n    int
+}
+
+func (t *linesTally) Record([]byte) { t.n++ }
+
+func (t *linesTally) Block(root string) (template.HTML, error) {
+	b, err := os.ReadFile(filepath.Join(root, t.file))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil || !json.Valid(b) {
+		return "", fmt.Errorf("%s: not JSON", t.file)
+	}
+	return template.HTML(fmt.Sprintf("\n<h2 id=%q>%d records</h2>\n", t.file, t.n)), nil
+}
+
+// TestReportSections: each section sees every record and adds its block
+// after the distributions, in the given order, one line each (an empty one
+// for a section with nothing to show); a section's error fails the report.
+func TestReportSections(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	writeFolder(t, dir, "swe", sampleRecords())
-	rep := `{"model":"m","total_instances":2,"resolved_instances":1,"unresolved_instances":1,"resolved_rate":0.5,
-	"instances":{"a__1":{"outcome":"resolved","record_outcome":"resolved","patch_bytes":12,"tests_status":{"FAIL_TO_PASS":{"success":["t1"],"failure":[]},"PASS_TO_PASS":{"success":["t2"],"failure":["t3"]}}},
-	"b__2":{"outcome":"unresolved","record_outcome":"unresolved"}},
-	"gate":{"verdict":"fail","reasons":["b__2 regressed"],"baseline":"old.json","regressions":["b__2"]}}`
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), []byte(rep), 0o644); err != nil {
+	writeFolder(t, dir, "generate", sampleRecords())
+	if err := os.WriteFile(filepath.Join(dir, "b.json"), []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The baseline (relative to the run's folder, as swe keeps it) had
-	// b__2 resolved, not a__1: a__1 is fixed since.
-	if err := os.WriteFile(filepath.Join(dir, "old.json"), []byte(`{"resolved_ids": ["b__2"]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := report.WriteFile(context.Background(), []string{dir}, report.Options{}, dir, report.File); err != nil {
+	opts := report.Options{Sections: []report.Section{lines{"a.json"}, lines{"b.json"}, lines{"c.json"}}}
+	if err := report.WriteFile(context.Background(), []string{dir}, opts, dir, report.File); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, report.File))
@@ -135,14 +157,15 @@ func TestReportWriteFileAndSWESection(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, report.File)); err != nil || st.Mode().Perm() != 0o644 {
 		t.Errorf("%s mode %v (%v), want 0644: an HTML artefact is read by others", report.File, st.Mode().Perm(), err)
 	}
-	html := string(b)
-	for _, s := range []string{`<b class="bad">fail</b> against baseline <code>old.json</code>`, `<code>a__1</code>`, `<td class="n">1/1</td>`, `<td class="n">1/2</td>`, `<b class="bad">regressed</b>`, `<b class="ok">fixed</b>`} {
-		if !strings.Contains(html, s) {
-			t.Errorf("report lacks %q", s)
-		}
+	want := "</div>\n\n\n<h2 id=\"b.json\">7 records</h2>\n\n\n\n<script"
+	if html := string(b); !strings.Contains(html, want) {
+		t.Errorf("report lacks the blocks in order %q:\n%s", want, html[strings.Index(html, "<h2>Distributions"):])
 	}
-	if strings.Count(html, "regressed</b>") != 1 {
-		t.Errorf("only b__2 regressed")
+	if err := os.WriteFile(filepath.Join(dir, "a.json"), []byte(`{`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := report.Build(context.Background(), []string{dir}, opts); err == nil || !strings.Contains(err.Error(), "a.json: not JSON") {
+		t.Errorf("a section's error: %v", err)
 	}
 }
 

@@ -16,7 +16,7 @@ type Summary struct {
 	ID            string
 	PromptIndex   int64
 	Sample        int64
-	Outcome       string // the mode's own outcome (compress: compression_metrics.outcome)
+	Outcome       string // the mode's own outcome (run.json's OutcomeField, when the mode names one)
 	RecordOutcome string // the record's "outcome" member
 	Turns         int
 	Tokens        int64 // usage.total_tokens
@@ -28,11 +28,6 @@ type Summary struct {
 	ToolFailures  int
 	Reasoning     bool // reasoning_stats.has_any_reasoning
 	Model         string
-	// compress
-	CompressOutcome  string
-	OriginalTokens   int64
-	CompressedTokens int64
-	Ratio            float64
 }
 
 // Summarize decodes the Summary of one record line in one walk over its
@@ -55,7 +50,7 @@ func Summarize(line []byte, man *outdir.Manifest) Summary {
 		})
 	}
 	// The strings read point into line, which the caller may reuse.
-	for _, p := range []*string{&s.Key, &s.ID, &s.RecordOutcome, &s.Model, &s.CompressOutcome} {
+	for _, p := range []*string{&s.Key, &s.ID, &s.RecordOutcome, &s.Model} {
 		*p = strings.Clone(*p)
 	}
 	for _, l := range [][]string{s.Toolsets, s.Tools} {
@@ -72,14 +67,11 @@ var summaryMembers = func() map[string]uint32 {
 	m := map[string]uint32{}
 	for i, name := range []string{schemas.MemberKey, schemas.MemberID, schemas.MemberPromptIndex, schemas.MemberSample,
 		schemas.MemberOutcome, schemas.MemberConversations, schemas.MemberUsage, schemas.MemberDurationMS, schemas.MemberCostUSD,
-		schemas.MemberToolsetsUsed, schemas.MemberToolStats, schemas.MemberReasoningStats, schemas.MemberModel, compressMetrics} {
+		schemas.MemberToolsetsUsed, schemas.MemberToolStats, schemas.MemberReasoningStats, schemas.MemberModel} {
 		m[name] = 1 << i
 	}
 	return m
 }()
-
-// compressMetrics is the member holding a compressed row's metrics.
-const compressMetrics = "compression_metrics"
 
 // member reads the record member name of the raw JSON value raw into s.
 // It returns false when a member read by a path below it (usage's
@@ -142,20 +134,6 @@ func (s *Summary) member(name, raw string) bool {
 		return b != ""
 	case schemas.MemberModel:
 		s.Model = schemas.LooseText(raw)
-	case compressMetrics:
-		if raw[0] != '{' {
-			return true
-		}
-		m := map[string]string{}
-		schemas.EachMember(raw, func(k, v string) {
-			if _, dup := m[k]; !dup {
-				m[k] = v
-			}
-		})
-		s.CompressOutcome = schemas.LooseText(m["outcome"])
-		s.OriginalTokens = schemas.LooseInt(m["original_tokens"])
-		s.CompressedTokens = schemas.LooseInt(m["compressed_tokens"])
-		s.Ratio = schemas.LooseFloat(m["compression_ratio"])
 	}
 	return true
 }

@@ -16,8 +16,7 @@ import (
 // over the members must give the same Summary for every valid line.
 func summarizeGJSON(line []byte, man *outdir.Manifest) report.Summary {
 	r := gjson.GetManyBytes(line, "key", "id", "prompt_index", "sample", "outcome", "conversations.#", "usage.total_tokens",
-		"duration_ms", "cost_usd", "toolsets_used", "tool_stats", "reasoning_stats.has_any_reasoning", "model",
-		"compression_metrics")
+		"duration_ms", "cost_usd", "toolsets_used", "tool_stats", "reasoning_stats.has_any_reasoning", "model")
 	s := report.Summary{
 		Key:           r[0].String(),
 		ID:            r[1].String(),
@@ -43,13 +42,6 @@ func summarizeGJSON(line []byte, man *outdir.Manifest) report.Summary {
 		s.ToolFailures += int(v.Get("failure").Int())
 		return true
 	})
-	if cm := r[13]; cm.IsObject() {
-		m := cm.Map()
-		s.CompressOutcome = m["outcome"].String()
-		s.OriginalTokens = m["original_tokens"].Int()
-		s.CompressedTokens = m["compressed_tokens"].Int()
-		s.Ratio = m["compression_ratio"].Float()
-	}
 	s.Outcome = s.RecordOutcome
 	if man != nil && man.OutcomeField != "" {
 		if own := gjson.GetBytes(line, man.OutcomeField); own.Type == gjson.String && own.Str != "" {

@@ -43,14 +43,14 @@ var OutcomeSet = outdir.OutcomeSet{
 
 // OutcomeField is the record member holding compress's own outcome: a
 // hermes-pipe record keeps its input's outcome in "outcome".
-const OutcomeField = "compression_metrics.outcome"
+const OutcomeField = MetricsMember + ".outcome"
 
 // UsageField and CostField are the record members holding what a row's
 // summary calls used and cost: statistics.json sums these, not the input
 // record's usage and cost_usd (which compress leaves as they were).
 const (
-	UsageField = "compression_metrics.summary_usage"
-	CostField  = "compression_metrics.summary_cost_usd"
+	UsageField = MetricsMember + ".summary_usage"
+	CostField  = MetricsMember + ".summary_cost_usd"
 )
 
 // SummaryPrefix starts every summary turn, as in Hermes' datasets.

@@ -1,12 +1,16 @@
 package compress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 )
@@ -18,6 +22,58 @@ import (
 // gives them (NAME is the input's Name, HASH the first 6 bytes of the
 // SHA-256 of the trimmed line, in hex).
 const InputsFile = "compress_inputs.json"
+
+// FileKey is the key the source gives row number line (1-based, blank lines
+// counted) of the file input name when the row has no key of its own:
+// "NAME:LINE:HASH", HASH being RowHash of the row.
+func FileKey(name string, line int, row []byte) string {
+	return name + ":" + strconv.Itoa(line) + ":" + RowHash(row)
+}
+
+// RowHash is the first 6 bytes of the SHA-256 of row, in hex: the HASH of a
+// FileKey.
+func RowHash(row []byte) string {
+	sum := sha256.Sum256(row)
+	return hex.EncodeToString(sum[:6])
+}
+
+// ParseFileKey splits a FileKey into the input's name, the line number and
+// the row's hash; ok is false when key does not have that form (a row's own
+// key).
+func ParseFileKey(key string) (name string, line int, hash string, ok bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 || len(key)-i-1 != 12 {
+		return "", 0, "", false
+	}
+	j := strings.LastIndexByte(key[:i], ':')
+	if j <= 0 {
+		return "", 0, "", false
+	}
+	n, err := strconv.Atoi(key[j+1 : i])
+	if err != nil || n < 1 {
+		return "", 0, "", false
+	}
+	return key[:j], n, key[i+1:], true
+}
+
+// ReadInputs returns the inputs dir's InputsFile lists (Path absolute, as
+// the runs saw it). A missing file is an error that wraps os.ErrNotExist.
+func ReadInputs(dir string) ([]Input, error) {
+	p := filepath.Join(dir, InputsFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var doc inputsDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	ins := make([]Input, len(doc.Inputs))
+	for i, e := range doc.Inputs {
+		ins[i] = Input(e)
+	}
+	return ins, nil
+}
 
 // inputsDoc is the content of InputsFile.
 type inputsDoc struct {

@@ -72,7 +72,7 @@ func TestRowBytesBoundsRowsInWork(t *testing.T) {
 	each := len(lines[0])
 
 	rb := newRowBytes(int64(3 * each))
-	src := OpenSource(SourceOptions{Inputs: []Input{{Path: in, Name: "in.jsonl", Kind: kindJSONL}}, inflight: rb})
+	src := OpenSource(SourceOptions{Inputs: []Input{{Path: in, Name: "in.jsonl", Kind: KindJSONL}}, inflight: rb})
 	defer src.Close()
 	var (
 		mu            sync.Mutex
@@ -127,7 +127,7 @@ func TestRowBytesBoundsRowsInWork(t *testing.T) {
 	if err := rb2.acquire(bg, each); err != nil {
 		t.Fatal(err)
 	}
-	src2 := OpenSource(SourceOptions{Inputs: []Input{{Path: in, Name: "in.jsonl", Kind: kindJSONL}}, inflight: rb2})
+	src2 := OpenSource(SourceOptions{Inputs: []Input{{Path: in, Name: "in.jsonl", Kind: KindJSONL}}, inflight: rb2})
 	defer src2.Close()
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()

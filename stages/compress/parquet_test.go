@@ -174,7 +174,7 @@ func TestParquetInvalidUTF8IsRejected(t *testing.T) {
 	}
 	f.Close()
 	var rejects []schemas.Reject
-	src := OpenSource(SourceOptions{Inputs: []Input{{Path: path, Kind: kindParquet, Name: "in.parquet"}}, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	src := OpenSource(SourceOptions{Inputs: []Input{{Path: path, Kind: KindParquet, Name: "in.parquet"}}, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
 	defer src.Close()
 	rec, err := src.Next(bg)
 	if err != nil || gjson.GetBytes(rec.Raw, "conversations.0.value").Str != "hi \"there\"\n" {

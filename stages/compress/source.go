@@ -5,16 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -31,11 +28,11 @@ const DefaultMaxLineBytes = 256 << 20
 
 // Input kinds.
 const (
-	kindJSONL   = "jsonl"
-	kindGzip    = "gzip"
-	kindZstd    = "zstd"
-	kindParquet = "parquet"
-	kindRun     = "run" // a hermes-pipe output folder, read through pipeline.Cat
+	KindJSONL   = "jsonl"
+	KindGzip    = "gzip"
+	KindZstd    = "zstd"
+	KindParquet = "parquet"
+	KindRun     = "run" // a hermes-pipe output folder, read through pipeline.Cat
 )
 
 // Input is one file or output folder the source reads, in reading order.
@@ -45,13 +42,9 @@ type Input struct {
 	Kind string
 }
 
-// ExpandInputs turns --in arguments into the inputs to read, in order: a file
-// is read as JSONL unless its name ends in .gz, .zst/.zstd or .parquet; a
-// folder holding run.json is a hermes-pipe output folder (its live final
-// records, in prompt order); any other folder is walked in name order for
-// *.jsonl, *.ndjson, *.json (also .gz/.zst) and *.parquet files, taking
-// output folders inside it whole. Hidden entries are skipped. A missing path
-// or an argument that yields nothing is an error.
+// ExpandInputs turns --in arguments into the inputs to read, in order (each
+// as FindInputs lists it). A missing path or an argument that yields
+// nothing is an error.
 func ExpandInputs(args []string) ([]Input, error) {
 	var out []Input
 	for _, a := range args {
@@ -59,47 +52,59 @@ func ExpandInputs(args []string) ([]Input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", a, err)
 		}
-		if !st.IsDir() {
-			out = append(out, Input{Path: a, Name: filepath.Base(a), Kind: fileKind(a, true)})
-			continue
-		}
-		n := len(out)
-		if isRunDir(a) {
-			out = append(out, Input{Path: a, Name: filepath.Base(filepath.Clean(a)), Kind: kindRun})
-			continue
-		}
-		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if p != a && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			rel, _ := filepath.Rel(a, p)
-			rel = filepath.ToSlash(rel)
-			if d.IsDir() {
-				if p != a && isRunDir(p) {
-					out = append(out, Input{Path: p, Name: rel, Kind: kindRun})
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if k := fileKind(p, false); k != "" {
-				out = append(out, Input{Path: p, Name: rel, Kind: k})
-			}
-			return nil
-		})
+		ins, err := FindInputs(a, st.IsDir())
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", a, err)
 		}
-		if len(out) == n {
+		if len(ins) == 0 {
 			return nil, fmt.Errorf("input %s: no .jsonl, .json, .ndjson (optionally .gz or .zst) or .parquet file and no output folder in it", a)
 		}
+		out = append(out, ins...)
 	}
 	return out, nil
+}
+
+// FindInputs lists the inputs path p names, in reading order, as compress
+// finds them (and `view` again, for the originals): a file is read as JSONL
+// unless its name ends in .gz, .zst/.zstd or .parquet; a folder holding
+// run.json is a hermes-pipe output folder (its live final records, in
+// prompt order); any other folder is walked in name order for *.jsonl,
+// *.ndjson, *.json (also .gz/.zst) and *.parquet files, taking output
+// folders inside it whole, and named relative to it. Hidden entries are
+// skipped. isDir says whether p is a folder; nil means a folder with none.
+func FindInputs(p string, isDir bool) ([]Input, error) {
+	if !isDir {
+		return []Input{{Path: p, Name: filepath.Base(p), Kind: fileKind(p, true)}}, nil
+	}
+	if isRunDir(p) {
+		return []Input{{Path: p, Name: filepath.Base(filepath.Clean(p)), Kind: KindRun}}, nil
+	}
+	var out []Input
+	err := filepath.WalkDir(p, func(q string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if q != p && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(p, q)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if q != p && isRunDir(q) {
+				out = append(out, Input{Path: q, Name: rel, Kind: KindRun})
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if k := fileKind(q, false); k != "" {
+			out = append(out, Input{Path: q, Name: rel, Kind: k})
+		}
+		return nil
+	})
+	return out, err
 }
 
 func isRunDir(p string) bool {
@@ -113,17 +118,17 @@ func fileKind(p string, explicit bool) string {
 	n := strings.ToLower(filepath.Base(p))
 	switch {
 	case strings.HasSuffix(n, ".parquet"):
-		return kindParquet
+		return KindParquet
 	case strings.HasSuffix(n, ".gz"):
 		if explicit || isJSONName(strings.TrimSuffix(n, ".gz")) {
-			return kindGzip
+			return KindGzip
 		}
 	case strings.HasSuffix(n, ".zst") || strings.HasSuffix(n, ".zstd"):
 		if explicit || isJSONName(strings.TrimSuffix(strings.TrimSuffix(n, ".zst"), ".zstd")) {
-			return kindZstd
+			return KindZstd
 		}
 	case explicit || isJSONName(n):
-		return kindJSONL
+		return KindJSONL
 	}
 	return ""
 }
@@ -318,8 +323,7 @@ func (s *Source) record(in Input, lineNo, pos int, line []byte, owned bool) *sch
 			return nil
 		}
 	} else {
-		sum := sha256.Sum256(line)
-		rec.Key = in.Name + ":" + strconv.Itoa(lineNo) + ":" + hex.EncodeToString(sum[:6])
+		rec.Key = FileKey(in.Name, lineNo, line)
 	}
 	h := maphash.String(s.seed, rec.Key)
 	if _, dup := s.seen[h]; dup {
@@ -361,9 +365,9 @@ func (e *lineTooLong) Error() string { return "line too long" }
 
 func openInput(in Input, maxLine int) (lineReader, error) {
 	switch in.Kind {
-	case kindRun:
+	case KindRun:
 		return openRun(in.Path, maxLine), nil
-	case kindParquet:
+	case KindParquet:
 		r, err := openParquet(in.Path)
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", in.Path, err)
@@ -384,14 +388,14 @@ func openStream(path, kind string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("open input: %w", err)
 	}
 	switch kind {
-	case kindGzip:
+	case KindGzip:
 		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: gzip: %w", path, err)
 		}
 		return &stream{Reader: zr, closers: []io.Closer{zr, f}}, nil
-	case kindZstd:
+	case KindZstd:
 		zr, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			f.Close()

@@ -67,8 +67,8 @@ func safeCut(buf []byte) int {
 // The caller closes the result.
 func OpenText(path string) (io.ReadCloser, error) {
 	k := fileKind(path, true)
-	if k == kindParquet {
-		k = kindJSONL // counted as bytes
+	if k == KindParquet {
+		k = KindJSONL // counted as bytes
 	}
 	r, err := openStream(path, k)
 	if err != nil {

@@ -7,7 +7,10 @@
 // task's test patch, run the tests with a timeout, read per-test results),
 // and writes the trajectories through the runtime plus report.json,
 // junit.xml and preds.json, rebuilt from the whole output folder at the end
-// of every run. Gate turns a report into the CI verdict.
+// of every run. Gate turns a report into the CI verdict. The readers of
+// report.json (report.html's SWE block, ReportSection; the viewer) read it
+// through this package too (section.go), so its shape and the baseline rule
+// live here once.
 //
 // Every task ends with one outcome: resolved, unresolved or empty_patch
 // (final: the model's result), or a retryable infrastructure outcome

@@ -38,6 +38,12 @@ func ReadBaseline(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read baseline: %w", err)
 	}
+	return parseBaseline(path, data)
+}
+
+// parseBaseline reads the resolved ids of the baseline file path, whose
+// content is data (see ReadBaseline).
+func parseBaseline(path string, data []byte) ([]string, error) {
 	var b struct {
 		ResolvedIDs *[]string `json:"resolved_ids"`
 		Resolved    *[]string `json:"resolved"`

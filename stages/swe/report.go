@@ -61,7 +61,8 @@ type Report struct {
 	Gate          *GateResult                `json:"gate,omitempty"`
 	SchemaVersion int                        `json:"schema_version"`
 
-	order []string // instance ids in tasks-file order
+	order    []string        // instance ids in tasks-file order
+	baseline map[string]bool // the gate's baseline's resolved ids, for a reader (LoadBaseline)
 }
 
 // Durations summarise one timing over the instances that have it.

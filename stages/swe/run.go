@@ -41,6 +41,10 @@ type Options struct {
 
 	MinResolved float64 // gate: minimum resolved rate in [0, 1]
 	Baseline    string  // gate: a previous report.json; "" = none
+
+	// Report are the sections of report.html, in the page's order; none
+	// means swe's own (ReportSection).
+	Report []htmlreport.Section
 }
 
 // Result is what a SWE run did.
@@ -133,7 +137,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if repErr == nil {
 		// report.html is built from report.json and the records, so it
 		// follows them.
-		repErr = htmlreport.WriteFile(context.WithoutCancel(ctx), []string{o.Out}, htmlreport.Options{Title: o.Out}, o.Out, htmlreport.File)
+		sections := o.Report
+		if len(sections) == 0 {
+			sections = []htmlreport.Section{ReportSection{}}
+		}
+		repErr = htmlreport.WriteFile(context.WithoutCancel(ctx), []string{o.Out}, htmlreport.Options{Title: o.Out, Sections: sections}, o.Out, htmlreport.File)
 	}
 	return res, errors.Join(runErr, repErr)
 }
