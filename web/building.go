@@ -55,6 +55,9 @@ func Open(dirs []string, cacheDir, root, token string) (*Server, error) {
 	return open(dirs, cacheDir, root, token, nil)
 }
 
+// open is Open with a hold on the build (tests; nil in production):
+// called before each ledger line is indexed with the records indexed so
+// far, it holds the build back while it does not return.
 func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Server, error) {
 	c, err := newCached(dirs, cacheDir)
 	if err != nil {
@@ -66,7 +69,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 	s := newServer(root, token)
 	started := time.Now()
 	b := &building{planned: make(chan struct{}), ready: make(chan struct{})}
-	b.prog.hold, b.prog.stop = hold, make(chan struct{})
+	b.prog.stop = make(chan struct{})
 	s.bld = b
 	go func() {
 		defer close(b.ready)
@@ -79,7 +82,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 		}
 		b.plan, b.lines = p, newLineCache(p)
 		close(b.planned)
-		ix, warn, err := c.build(p, &b.prog)
+		ix, warn, err := c.build(p, &b.prog, hold)
 		b.took = time.Since(started)
 		b.warn, b.err = warn, err
 		if err == nil {

@@ -322,6 +322,7 @@ func TestOpenRefusesWhatIsNotAnOutputFolder(t *testing.T) {
 // returns the row each put replaces.
 func TestLastRowsTracksTheLastRowOfEachKey(t *testing.T) {
 	tab := newLastRows(1)
+	defer func() { tab.free() }()
 	last := map[string]int{}
 	for r := range 20000 {
 		key := fmt.Sprintf("key-%d", (r*7919)%6000)
