@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -35,13 +34,10 @@ type building struct {
 
 	prog     progress
 	stopOnce sync.Once
-	// scanBudget, when not 0, replaces searchBudget for the reads while
-	// building (tests: a negative one stops them at once).
-	scanBudget atomic.Int64
-	ready      chan struct{} // closed once the build ended (ix set, or err)
-	err        error
-	warn       error
-	took       time.Duration
+	ready    chan struct{} // closed once the build ended (ix set, or err)
+	err      error
+	warn     error
+	took     time.Duration
 }
 
 // Indexing is how far the index build is, in answers given meanwhile.
@@ -61,6 +57,9 @@ func Open(dirs []string, cacheDir, root, token string) (*Server, error) {
 	return open(dirs, cacheDir, root, token, nil)
 }
 
+// open is Open with a hold on the build (tests; nil in production):
+// called before each ledger line is indexed with the records indexed so
+// far, it holds the build back while it does not return.
 func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Server, error) {
 	c, err := newCached(dirs, cacheDir)
 	if err != nil {
@@ -72,7 +71,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 	s := newServer(root, token)
 	started := time.Now()
 	b := &building{planned: make(chan struct{}), ready: make(chan struct{})}
-	b.prog.hold, b.prog.stop = hold, make(chan struct{})
+	b.prog.stop = make(chan struct{})
 	s.bld = b
 	go func() {
 		defer close(b.ready)
@@ -85,7 +84,7 @@ func open(dirs []string, cacheDir, root, token string, hold func(done int)) (*Se
 		}
 		b.plan, b.lines = p, newLineCache(p)
 		close(b.planned)
-		ix, warn, err := c.build(p, &b.prog)
+		ix, warn, err := c.build(p, &b.prog, hold)
 		b.took = time.Since(started)
 		b.warn, b.err = warn, err
 		if err == nil {
@@ -137,15 +136,14 @@ func (s *Server) Records() int {
 	return -1
 }
 
-func (b *building) budget() time.Duration {
-	if d := b.scanBudget.Load(); d != 0 {
-		return time.Duration(max(d, 0))
-	}
-	return searchBudget
-}
-
-// waitPlan waits for the plan (a pass over the ledgers).
+// waitPlan waits for the plan (a pass over the ledgers); a plan made is
+// given even to a context that ended.
 func (b *building) waitPlan(ctx context.Context) (*plan, error) {
+	select {
+	case <-b.planned:
+		return b.plan, b.planErr
+	default:
+	}
 	select {
 	case <-b.planned:
 	case <-ctx.Done():
@@ -217,32 +215,6 @@ func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFiel
 	return f
 }
 
-// matchFields is the index's filter (Server.matcher) on a record's fields.
-func matchFields(q Query, f *recFields) bool {
-	if q.Outcome != "" && f.Outcome != q.Outcome || q.Compress != "" && f.Compress != q.Compress {
-		return false
-	}
-	if q.Toolset != "" && !slices.Contains(f.Toolsets, q.Toolset) || q.Tool != "" && !slices.Contains(f.Tools, q.Tool) {
-		return false
-	}
-	if q.Failures == "yes" && f.Failures == 0 || q.Failures == "no" && f.Failures != 0 {
-		return false
-	}
-	if t := int64(f.Turns); q.TurnsMin >= 0 && t < q.TurnsMin || q.TurnsMax >= 0 && t > q.TurnsMax {
-		return false
-	}
-	if k := int64(f.Tokens); q.TokensMin >= 0 && k < q.TokensMin || q.TokensMax >= 0 && k > q.TokensMax {
-		return false
-	}
-	if !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) {
-		c := float64(f.Cost)
-		if math.IsNaN(c) || !math.IsNaN(q.CostMin) && c < q.CostMin || !math.IsNaN(q.CostMax) && c > q.CostMax {
-			return false
-		}
-	}
-	return true
-}
-
 func (f *recFields) row(i int, key string) Row {
 	r := Row{I: i, Key: key, ID: f.ID, Outcome: f.Outcome, Compress: f.Compress, Toolsets: nonNil(f.Toolsets), Tools: nonNil(f.Tools),
 		Failures: f.Failures, Turns: f.Turns, Tokens: f.Tokens, Duration: f.Duration, Ratio: f.Ratio}
@@ -258,32 +230,6 @@ func (q Query) filtered() bool {
 		q.TurnsMin >= 0 || q.TurnsMax >= 0 || q.TokensMin >= 0 || q.TokensMax >= 0 || !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax)
 }
 
-// streamed is live record i read from its folder while the index is built.
-type streamed struct {
-	row  liveRow
-	line []byte
-}
-
-func (s *Server) streamRecord(ctx context.Context, i int) (streamed, error) {
-	p, err := s.bld.waitPlan(ctx)
-	if err != nil {
-		return streamed{}, err
-	}
-	if i < 0 || i >= p.live {
-		return streamed{}, fmt.Errorf("%w: no record %d", errBadQuery, i)
-	}
-	r, err := s.bld.lines.row(i)
-	if err != nil {
-		return streamed{}, err
-	}
-	line, err := s.readRef(p.dirs[r.dir].dir, r.ref)
-	return streamed{row: r, line: line}, err
-}
-
-func (s *Server) streamFields(st streamed) recFields {
-	return fieldsOf(st.row.ref, st.line, &s.bld.plan.dirs[st.row.dir].man)
-}
-
 // sortWhileBuilding says whether the list can be read in the order sort
 // names while the index is built: ledger order (also what the default
 // order, cat's, reads as until then), either way.
@@ -297,156 +243,6 @@ func sortWhileBuilding(sort string, in *Indexing) error {
 		what = "the list in prompt order"
 	}
 	return errIndexing{what: what, in: in}
-}
-
-// findBuilding is Find while the index is built: records are read from the
-// folder in ledger order (or backwards for "-ledger"); the default order
-// (cat's) reads as ledger order until the index is ready (Result.Order). Unfiltered, a page is
-// read directly and the total is exact. Filtered, records are read from
-// the start until the page is full, the search budget is spent or the end:
-// Total then counts the matches among the Scanned records read, a lower
-// bound unless Complete.
-func (s *Server) findBuilding(ctx context.Context, q Query) (Result, error) {
-	p, err := s.bld.waitPlan(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	in := s.bld.indexing()
-	if err := sortWhileBuilding(q.Sort, in); err != nil {
-		return Result{}, err
-	}
-	desc := strings.HasPrefix(q.Sort, "-")
-	at := func(k int) int {
-		if desc {
-			return p.live - 1 - k
-		}
-		return k
-	}
-	res := Result{Rows: []Row{}, Complete: true, Indexing: in}
-	if q.Sort == "" {
-		res.Order = "ledger"
-	}
-	first := q.Page * q.Size
-	if !q.filtered() {
-		res.Total = p.live
-		for k := first; k < min(first+q.Size, p.live); k++ {
-			st, err := s.streamRecord(ctx, at(k))
-			if err != nil {
-				return res, err
-			}
-			f := s.streamFields(st)
-			res.Rows = append(res.Rows, f.row(at(k), st.row.ref.Key))
-		}
-		return res, nil
-	}
-	needle := []byte(strings.ToLower(q.Text))
-	var low lineScanner
-	deadline := time.Now().Add(s.bld.budget())
-	for k := 0; k < p.live; k++ {
-		if res.Total >= first+q.Size || ctx.Err() != nil || k%64 == 0 && !time.Now().Before(deadline) {
-			res.Complete = false
-			break
-		}
-		st, err := s.streamRecord(ctx, at(k))
-		if err != nil {
-			return res, err
-		}
-		res.Scanned++
-		if len(needle) > 0 && !low.contains(st.line, needle) {
-			continue
-		}
-		f := s.streamFields(st)
-		if !matchFields(q, &f) {
-			continue
-		}
-		if res.Total >= first {
-			res.Rows = append(res.Rows, f.row(at(k), st.row.ref.Key))
-		}
-		res.Total++
-	}
-	if !res.Complete && len(res.Rows) == 0 {
-		res.Note = fmt.Sprintf("page %d of this list is past the matches among the %d records read so far; it is available once the index is built (indexing %d %%)", q.Page+1, res.Scanned, in.Percent)
-	}
-	return res, nil
-}
-
-// nearBuilding is Near while the index is built: the neighbours in ledger
-// order that pass q, read outward from i, at most searchBudget a side.
-func (s *Server) nearBuilding(ctx context.Context, q Query, i int) (Near, error) {
-	res := Near{Prev: -1, Next: -1}
-	p, err := s.bld.waitPlan(ctx)
-	if err != nil {
-		return res, err
-	}
-	if err := sortWhileBuilding(q.Sort, s.bld.indexing()); err != nil {
-		return res, err
-	}
-	if i < 0 || i >= p.live {
-		return res, nil
-	}
-	step := 1
-	if strings.HasPrefix(q.Sort, "-") {
-		step = -1
-	}
-	needle := []byte(strings.ToLower(q.Text))
-	var low lineScanner
-	return walkOut(ctx, i, p.live, step, s.bld.budget(), func(k int) int { return k }, func(j int) (bool, bool, error) {
-		if !q.filtered() {
-			return true, false, nil
-		}
-		st, err := s.streamRecord(ctx, j)
-		if err != nil {
-			return false, false, err
-		}
-		if len(needle) > 0 && !low.contains(st.line, needle) {
-			return false, true, nil
-		}
-		f := s.streamFields(st)
-		return matchFields(q, &f), true, nil
-	})
-}
-
-// metaBuilding is meta while the index is built: the outcomes the ledgers
-// name (with their counts there) and those the build met so far; tools,
-// toolsets and compress outcomes the build met so far.
-func (s *Server) metaBuilding(w http.ResponseWriter, r *http.Request) {
-	p, err := s.bld.waitPlan(r.Context())
-	if err != nil {
-		httpError(w, err)
-		return
-	}
-	outcomes := map[string]int{}
-	for o, n := range p.outcomes {
-		outcomes[o] = n
-	}
-	seen := s.bld.prog.seen.Load()
-	compress := map[string]int{}
-	var toolsets, tools []string
-	if seen != nil {
-		for _, o := range seen.outcomes {
-			if _, ok := outcomes[o]; !ok {
-				outcomes[o] = 0
-			}
-		}
-		for _, c := range seen.compress {
-			if c != "" {
-				compress[c] = 0
-			}
-		}
-		toolsets, tools = seen.toolsets, seen.tools
-	}
-	dirs := make([]string, len(p.dirs))
-	for d := range p.dirs {
-		dirs[d] = p.dirs[d].dir
-	}
-	kind := ""
-	if len(p.dirs) > 0 {
-		kind = p.dirs[len(p.dirs)-1].man.Kind
-	}
-	writeJSON(w, map[string]any{
-		"kind": kind, "records": p.live, "dirs": dirs, "outcomes": outcomes, "compress": compress,
-		"toolsets": nonNil(toolsets), "tools": nonNil(tools), "swe": s.swe != nil, "indexing": s.bld.indexing(),
-	})
 }
 
 // seenNames are the dictionaries of a build so far, published when one

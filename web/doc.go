@@ -10,9 +10,10 @@
 // through stages/swe (LoadReport). The index is a columnar file in a cache
 // folder (by default under the user cache dir), never in the output folder,
 // mapped into memory rather than read: opening a million-record index costs
-// its header. Until it is
-// built, the server answers from the folder through the plan. All assets
-// are embedded; the pages load nothing from elsewhere.
+// its header. Until it is built, the server answers from the folder through
+// the plan: every query is written once over a recordSet, which the index
+// or the plan serves (records.go). All assets are embedded; the pages load
+// nothing from elsewhere.
 //
 // For a compressed record it also reads the record's original row again,
 // from the inputs compress listed (compress.ReadInputs, or --original as

@@ -14,7 +14,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -22,13 +21,6 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
-)
-
-// buildGC is the collector's GOGC while an index is built, and
-// buildMemLimit its soft memory limit then (when none is set).
-const (
-	buildGC       = 40
-	buildMemLimit = 240 << 20
 )
 
 // indexVersion changes when the index layout does; older cache files are
@@ -200,7 +192,7 @@ func OpenIndex(dirs []string, cacheDir string) (ix *Index, built bool, warn erro
 	if err != nil {
 		return nil, true, nil, fmt.Errorf("view: %w", err)
 	}
-	ix, warn, err = c.build(p, nil)
+	ix, warn, err = c.build(p, nil, nil)
 	return ix, true, warn, err
 }
 
@@ -241,8 +233,9 @@ func (c *cached) mapped() *Index {
 
 // build builds p's index into the cache folder and maps it; once it is
 // there, the older indexes of the same folders are removed (a viewer that
-// has one mapped keeps reading it: unlinking leaves a mapping whole).
-func (c *cached) build(p *plan, prog *progress) (ix *Index, warn error, err error) {
+// has one mapped keeps reading it: unlinking leaves a mapping whole). prog
+// and hold are buildFile's.
+func (c *cached) build(p *plan, prog *progress, hold func(done int)) (ix *Index, warn error, err error) {
 	tmp, werr := makeTemp(c.dir)
 	if werr != nil {
 		warn = fmt.Errorf("view: index cache %s: %w", c.dir, werr)
@@ -251,7 +244,7 @@ func (c *cached) build(p *plan, prog *progress) (ix *Index, warn error, err erro
 		}
 	}
 	defer os.RemoveAll(tmp)
-	file, err := buildFile(p, tmp, prog)
+	file, err := buildFile(p, tmp, prog, hold)
 	if err != nil {
 		return nil, warn, fmt.Errorf("view: build index: %w", err)
 	}
@@ -310,7 +303,7 @@ func BuildIndex(dirs []string) (*Index, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	file, err := buildFile(p, tmp, nil)
+	file, err := buildFile(p, tmp, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -392,35 +385,9 @@ func bit(names *[]string, name string) uint64 {
 func sat16[T int | int32 | int64](v T) uint16 { return uint16(min(max(v, 0), math.MaxUint16)) }
 func sat32(v int64) uint32                    { return uint32(min(max(v, 0), math.MaxUint32)) }
 
-// lowGC runs the collector at buildGC percent of the live heap and under a
-// soft limit of buildMemLimit (unless lower settings are in force) until
-// the function it returns is called: making the plan and building the
-// index allocate mostly short-lived garbage (ledger lines, decoded
-// records) over a small live heap.
-func lowGC() (restore func()) {
-	var undo []func()
-	if old := debug.SetGCPercent(buildGC); old > buildGC {
-		undo = append(undo, func() { debug.SetGCPercent(old) })
-	} else {
-		debug.SetGCPercent(old) // GOGC already lower, or off
-	}
-	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
-		debug.SetMemoryLimit(buildMemLimit)
-		undo = append(undo, func() { debug.SetMemoryLimit(old) })
-	}
-	return func() {
-		for _, u := range undo {
-			u()
-		}
-	}
-}
-
 // progress is how far a build is: live records indexed, of all.
 type progress struct {
 	done atomic.Int64
-	// hold, when set (tests), is called before each ledger line is
-	// indexed, with the records indexed so far: it holds the build back.
-	hold func(done int)
 	stop chan struct{}             // closed: end the build (ErrClosed); nil = never
 	seen atomic.Pointer[seenNames] // the build's dictionaries so far
 }
@@ -440,14 +407,13 @@ func (p *progress) stopped() bool {
 
 // buildFile reads every live record of p once, in ledger order, summarises
 // it (report.Summarize) and writes the index file into tmp, returning its
-// path. prog (may be nil) follows it.
+// path. prog (may be nil) follows it; hold (may be nil: tests) is called
+// before each ledger line with the records indexed so far.
 //
 // It streams the ledger: its memory is the plan (a bit a row), one ledger
-// line read again at a time, a window of the shard it reads, and the
-// decoders' short-lived garbage, for which the collector runs at buildGC
-// percent of the live heap rather than 100 and under a soft limit.
-func buildFile(p *plan, tmp string, prog *progress) (string, error) {
-	defer lowGC()()
+// line read again at a time, a window of the shard it reads, the columns'
+// write buffers, and the decoders' short-lived garbage.
+func buildFile(p *plan, tmp string, prog *progress, hold func(done int)) (string, error) {
 	if prog == nil {
 		prog = &progress{}
 	}
@@ -488,7 +454,7 @@ func buildFile(p *plan, tmp string, prog *progress) (string, error) {
 	for d := range p.dirs {
 		dp := &p.dirs[d]
 		b.h.Kind = dp.man.Kind
-		if err := b.addDir(p, d, prog, &buf); err != nil {
+		if err := b.addDir(p, d, prog, hold, &buf); err != nil {
 			return "", fmt.Errorf("read %s: %w", dp.dir, err)
 		}
 	}
@@ -499,7 +465,7 @@ func buildFile(p *plan, tmp string, prog *progress) (string, error) {
 // checks: each shard's size against its ledger line, and the SHA-256 of a
 // shard not older than the ledger (written, copied or pulled since it was
 // committed).
-func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
+func (b *builder) addDir(p *plan, d int, prog *progress, hold func(done int), buf *[]byte) error {
 	dp := &p.dirs[d]
 	if dp.live == 0 {
 		return nil // its ledger may not exist yet
@@ -514,8 +480,8 @@ func (b *builder) addDir(p *plan, d int, prog *progress, buf *[]byte) error {
 	var win shardWindow
 	defer win.close()
 	for li := range dp.lines {
-		if prog.hold != nil {
-			prog.hold(int(prog.done.Load()))
+		if hold != nil {
+			hold(int(prog.done.Load()))
 		}
 		if dp.lines[li].live == 0 {
 			continue

@@ -102,7 +102,6 @@ func checkFolders(dirs []string) ([]ledgerState, []outdir.Manifest, error) {
 // unparsable last line is left out, as cat does; an unparsable line before
 // it is an error naming it. states and mans are checkFolders'.
 func makePlan(dirs []string, states []ledgerState, mans []outdir.Manifest) (*plan, error) {
-	defer lowGC()()
 	p := &plan{outcomes: map[string]int{}}
 	for d, dir := range dirs {
 		dp := dirPlan{dir: dir, ledger: filepath.Join(dir, pipeline.LedgerFile), size: states[d].size, mod: states[d].mod, man: mans[d], base: p.live}
@@ -121,11 +120,15 @@ var hashSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 // naming it. A key is known by 96 bits of two independent hashes (two keys
 // agree on them with a chance of about 2^-96 per pair): a slot is the first
 // 64 and the second's high 32 beside the row, 16 bytes, at most three
-// quarters full: about 32 MB for a million keys while the plan is made.
+// quarters full: about 32 MB for a million keys while the plan is made,
+// outside the Go heap (scratchWords), given back once the plan is made
+// (free): the table never sets the collector's goal for what follows (the
+// index build).
 type lastRows struct {
 	a    []uint64
 	brow []uint64 // high 32 bits of b | row+1; 0 = empty
 	used int
+	free func() // releases a and brow
 }
 
 func newLastRows(hint int) *lastRows {
@@ -133,7 +136,12 @@ func newLastRows(hint int) *lastRows {
 	for size*3 < hint*4 {
 		size <<= 1
 	}
-	return &lastRows{a: make([]uint64, size), brow: make([]uint64, size)}
+	return makeLastRows(size)
+}
+
+func makeLastRows(size int) *lastRows {
+	w, free := scratchWords(2 * size)
+	return &lastRows{a: w[:size:size], brow: w[size:], free: free}
 }
 
 // put makes row the last of its key and returns the row it replaces (-1:
@@ -163,12 +171,13 @@ func (t *lastRows) set(a, brow uint64) int {
 
 func (t *lastRows) grow() {
 	old := *t
-	*t = lastRows{a: make([]uint64, 2*len(old.a)), brow: make([]uint64, 2*len(old.a))}
+	*t = *makeLastRows(2 * len(old.a))
 	for s, v := range old.brow {
 		if v != 0 {
 			t.set(old.a[s], v)
 		}
 	}
+	old.free()
 }
 
 // scan is the plan's pass over one ledger: it reads it line by line,
@@ -195,6 +204,11 @@ func (d *dirPlan) scan(p *plan) error {
 		off      int64
 		rows     int
 	)
+	defer func() {
+		if last != nil {
+			last.free()
+		}
+	}()
 	dead := func(r int) {
 		for r/64 >= len(d.dead) {
 			d.dead = append(d.dead, 0)
@@ -251,6 +265,7 @@ func (d *dirPlan) scan(p *plan) error {
 		d.lines = append(d.lines, pl)
 		off += int64(len(buf))
 	}
+	last.free()
 	last = nil
 	for len(d.dead) < (rows+63)/64 {
 		d.dead = append(d.dead, 0)

@@ -12,3 +12,7 @@ func mapFile(path string) (data []byte, release func() error, err error) {
 	}
 	return data, func() error { return nil }, nil
 }
+
+// scratchWords returns n zeroed words (on the heap off unix) and the
+// function that releases them.
+func scratchWords(n int) ([]uint64, func()) { return make([]uint64, n), func() {} }

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -18,65 +17,45 @@ type Near struct {
 	NextStopped bool `json:"next_stopped,omitempty"`
 }
 
-// Near finds the neighbours of record i in q's list. It costs a pass over
-// the sort order to place i, then the index filters outward from it; a text
-// search reads records outward from i until a match, at most searchBudget
-// per side.
+// Near finds the neighbours of record i in q's list, from the records the
+// server has now. It costs a pass over the sort order to place i, then
+// tests records outward from it: a record that must be read (a text search,
+// a filter while the index is built) is read until a match, at most
+// searchBudget per side.
 func (s *Server) Near(ctx context.Context, q Query, i int) (Near, error) {
-	if s.idx() == nil {
-		return s.nearBuilding(ctx, q, i)
-	}
 	res := Near{Prev: -1, Next: -1}
-	l, err := s.list(q)
+	src, err := s.source(ctx)
 	if err != nil {
 		return res, err
 	}
-	n, order, desc, at, match := l.n, l.order, l.desc, l.at, l.match
-	// place i in the order
-	k0 := -1
-	if order == nil {
-		k0 = i
-		if desc {
-			k0 = n - 1 - i
-		}
-	} else {
-		for k, v := range order {
-			if int(v) == i {
-				k0 = k
-				break
-			}
-		}
-		if desc && k0 >= 0 {
-			k0 = n - 1 - k0
-		}
+	w, err := src.walk(q)
+	if err != nil {
+		return res, err
 	}
+	defer w.close()
+	k0 := w.pos(i)
 	if k0 < 0 {
 		return res, nil
 	}
-	needle := []byte(strings.ToLower(q.Text))
-	sc := newLineScanner(s)
-	defer sc.close()
-	return walkOut(ctx, k0, n, 1, searchBudget, at, func(j int) (bool, bool, error) {
-		if !match(j) {
+	t := newText(q)
+	return walkOut(ctx, k0, w.n, searchBudget, w.at, func(j int) (bool, bool, error) {
+		if w.free != nil && !w.free(j) {
 			return false, false, nil
 		}
-		if len(needle) == 0 {
+		if !w.reads {
 			return true, false, nil
 		}
-		line, err := sc.line(j)
-		if err != nil {
-			return false, false, err
-		}
-		return sc.contains(line, needle), true, nil
+		ok, err := w.readPasses(j, t)
+		return ok, true, err
 	})
 }
 
 // walkOut finds the neighbours of position k0 in a list of n: from k0
-// outward, -step then +step, the first position k whose record at(k) ok
+// outward, backwards then forwards, the first position k whose record at(k) ok
 // accepts. ok also says whether it read the record (the costly part): after
 // every 64 reads on a side, that side stops (Near's Stopped) once budget
 // is spent, and at once when ctx ends.
-func walkOut(ctx context.Context, k0, n, step int, budget time.Duration, at func(k int) int, ok func(j int) (match, read bool, err error)) (Near, error) {
+func walkOut(ctx context.Context, k0, n int, budget time.Duration, at func(k int) int, ok func(j int) (match, read bool, err error)) (Near, error) {
 	res := Near{Prev: -1, Next: -1}
 	walk := func(step int) (int, bool, error) {
 		deadline := time.Now().Add(budget)
@@ -100,10 +79,10 @@ func walkOut(ctx context.Context, k0, n, step int, budget time.Duration, at func
 		return -1, false, nil
 	}
 	var err error
-	if res.Prev, res.PrevStopped, err = walk(-step); err != nil {
+	if res.Prev, res.PrevStopped, err = walk(-1); err != nil {
 		return res, err
 	}
-	res.Next, res.NextStopped, err = walk(step)
+	res.Next, res.NextStopped, err = walk(1)
 	return res, err
 }
 

@@ -190,25 +190,14 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) meta(w http.ResponseWriter, r *http.Request) {
-	ix := s.idx()
-	if ix == nil {
-		s.metaBuilding(w, r)
+	src, err := s.source(r.Context())
+	if err != nil {
+		httpError(w, err)
 		return
 	}
-	outcomes := map[string]int{}
-	compress := map[string]int{}
-	for i, n := range ix.OutcomeCount {
-		outcomes[ix.Outcomes[i]] += n
-	}
-	for i, n := range ix.CompressCount {
-		if i != 0 && n != 0 {
-			compress[ix.Compresses[i]] += n
-		}
-	}
-	writeJSON(w, map[string]any{
-		"kind": ix.Kind, "records": ix.Len(), "dirs": ix.Dirs, "outcomes": outcomes, "compress": compress,
-		"toolsets": nonNil(ix.ToolsetBits), "tools": nonNil(ix.ToolBits), "swe": s.swe != nil,
-	})
+	m := src.meta()
+	m["swe"] = s.swe != nil
+	writeJSON(w, m)
 }
 
 func nonNil(s []string) []string {
@@ -290,22 +279,28 @@ func queryParam[T any](v url.Values, name string, dst *T, parse func(string) (T,
 	return nil
 }
 
-// matcher reports whether record i passes q's index filters (not the text).
-// A toolset or tool the index does not know matches nothing; so does an
+// matcher reports whether record i passes q's index filters (not the text):
+// the one filter of the list, also applied to a record read while the index
+// is built, as a one-record index (oneRecord). A toolset or tool the index does not know matches nothing; so does an
 // unknown outcome or compression (its position is -1).
 func (s *Server) matcher(q Query) (func(i int) bool, error) {
 	f, ok := newIndexFilter(s.idx(), q)
 	if !ok {
 		return func(int) bool { return false }, nil
 	}
-	// Each step is small enough to be inlined: one call per record, as
-	// when the filter was one closure.
+	// match, with its steps inlined here: one call per record.
 	return func(i int) bool {
 		return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i)
 	}, nil
 }
 
-// indexFilter is q's index filters resolved against ix once per query:
+// match reports whether record i passes. Each step is small enough to be
+// inlined.
+func (f *indexFilter) match(i int) bool {
+	return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i)
+}
+
+// indexFilter is q's filters resolved against ix once per query:
 // dictionary positions and bit masks in place of names, so that testing a
 // record compares its columns only.
 type indexFilter struct {
@@ -514,115 +509,90 @@ type Result struct {
 	Scanned  int   `json:"scanned"`  // records whose text was searched (while indexing: records read)
 	Rows     []Row `json:"rows"`
 	// Indexing: the index is being built, the page was read from the
-	// folder (findBuilding).
+	// folder (the streamed records).
 	Indexing *Indexing `json:"indexing,omitempty"`
 	Order    string    `json:"order,omitempty"` // "ledger": the default order was not available yet
 	Note     string    `json:"note,omitempty"`  // why the page is empty though the list may not be
 }
 
-// list is the walk a query gives over the index: n positions, the record
-// at position k (sort order, descending or not), and the query's filters.
-type list struct {
-	n     int
-	order []int32 // nil = index order
-	desc  bool
-	at    func(k int) int
-	match func(i int) bool
-}
-
-func (s *Server) list(q Query) (list, error) {
-	order, err := s.sorted(q.Sort)
-	if err != nil {
-		return list{}, err
-	}
-	match, err := s.matcher(q)
-	if err != nil {
-		return list{}, err
-	}
-	l := list{n: s.idx().Len(), order: order, desc: strings.HasPrefix(q.Sort, "-"), match: match}
-	l.at = func(k int) int {
-		if l.desc {
-			k = l.n - 1 - k
-		}
-		if l.order == nil {
-			return k
-		}
-		return int(l.order[k])
-	}
-	return l, nil
-}
-
-// Find returns the page of q. Index filters cost one pass over the index
-// columns; a text search then reads the candidates' records in order until
-// the page is full, the budget is spent or the end (lower-cased substring
-// match on the whole line).
+// Find returns the page of q from the records the server has now (the
+// index, or the folders while it is built). A filter the source knows
+// without reading records (the index's columns) costs one pass over them;
+// what needs the records read (a text search, a filter while the index is
+// built) reads them in order until the page is full or the source's budget
+// is spent (scanRule), or the end: Total then counts the matches among the
+// records read, a lower bound unless Complete (lower-cased substring match
+// on the whole line).
 func (s *Server) Find(ctx context.Context, q Query) (Result, error) {
-	if s.idx() == nil {
-		return s.findBuilding(ctx, q)
-	}
-	l, err := s.list(q)
+	src, err := s.source(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	n, at, match := l.n, l.at, l.match
-	res := Result{Rows: []Row{}, Complete: true}
-	first := q.Page * q.Size
-	needle := []byte(strings.ToLower(q.Text))
-	var deadline time.Time
-	var scan *lineScanner
-	if len(needle) > 0 {
-		deadline = time.Now().Add(searchBudget)
-		scan = newLineScanner(s)
-		defer scan.close()
+	w, err := src.walk(q)
+	if err != nil {
+		return Result{}, err
 	}
-	for k := 0; k < n; k++ {
-		i := at(k)
-		if !match(i) {
+	defer w.close()
+	res := Result{Rows: []Row{}, Complete: true, Indexing: w.in, Order: w.order}
+	first := q.Page * q.Size
+	if !q.filtered() {
+		res.Total = w.n
+		for k := first; k < min(first+q.Size, w.n); k++ {
+			if err := res.add(w, w.at(k)); err != nil {
+				return res, err
+			}
+		}
+		return res, nil
+	}
+	t, start := newText(q), time.Now()
+	for k := 0; k < w.n; k++ {
+		i := w.at(k)
+		if w.free != nil && !w.free(i) {
 			continue
 		}
-		if len(needle) > 0 {
-			if ctx.Err() != nil || res.Scanned%256 == 0 && stopSearch(time.Now(), deadline, res.Total >= first+q.Size) {
+		if w.reads {
+			if ctx.Err() != nil || w.rule.stop(start, res.Scanned, res.Total >= first+q.Size) {
 				res.Complete = false
 				break
 			}
-			line, err := scan.line(i)
+			ok, err := w.readPasses(i, t)
 			if err != nil {
 				return res, err
 			}
 			res.Scanned++
-			if !scan.contains(line, needle) {
+			if !ok {
 				continue
 			}
 		}
 		if res.Total >= first && len(res.Rows) < q.Size {
-			res.Rows = append(res.Rows, s.row(i))
+			if err := res.add(w, i); err != nil {
+				return res, err
+			}
 		}
 		res.Total++
+	}
+	if !res.Complete && len(res.Rows) == 0 && w.in != nil {
+		res.Note = fmt.Sprintf("page %d of this list is past the matches among the %d records read so far; it is available once the index is built (indexing %d %%)", q.Page+1, res.Scanned, w.in.Percent)
 	}
 	return res, nil
 }
 
-// stopSearch: a full page stops at the budget, a page still filling at ten
-// times the budget.
-func stopSearch(now, deadline time.Time, full bool) bool {
-	if full {
-		return now.After(deadline)
+// add appends record i's row.
+func (res *Result) add(w *walk, i int) error {
+	r, err := w.row(i)
+	if err == nil {
+		res.Rows = append(res.Rows, r)
 	}
-	return now.After(deadline.Add(9 * searchBudget))
+	return err
 }
 
 // Line reads record i from its shard.
 func (s *Server) Line(i int) ([]byte, error) {
-	ix := s.idx()
-	if ix == nil {
-		st, err := s.streamRecord(context.Background(), i)
-		return st.line, err
+	src, err := s.source(context.Background())
+	if err != nil {
+		return nil, err
 	}
-	if i < 0 || i >= ix.Len() {
-		return nil, fmt.Errorf("%w: no record %d", errBadQuery, i)
-	}
-	dir, ref := ix.Ref(i)
-	return s.readRef(dir, ref)
+	return src.line(i)
 }
 
 // readRef reads the record ref points at in dir.
@@ -639,38 +609,33 @@ func (s *Server) readRef(dir string, ref pipeline.RecordRef) ([]byte, error) {
 
 // index parses the record number of the request's path.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) (int, bool) {
+	_, i, ok := s.recordOf(w, r)
+	return i, ok
+}
+
+// recordOf parses the record number of the request's path and returns it
+// with the records it is read from.
+func (s *Server) recordOf(w http.ResponseWriter, r *http.Request) (recordSet, int, bool) {
 	i, err := strconv.Atoi(r.PathValue("i"))
-	n := s.Records()
-	if n < 0 && s.bld != nil {
-		p, perr := s.bld.waitPlan(r.Context())
-		if perr != nil {
-			httpError(w, perr)
-			return 0, false
-		}
-		n = p.live
+	src, serr := s.source(r.Context())
+	if serr != nil {
+		httpError(w, serr)
+		return nil, 0, false
 	}
-	if err != nil || i < 0 || i >= n {
+	if err != nil || i < 0 || i >= src.len() {
 		http.Error(w, "no such record", http.StatusNotFound)
-		return 0, false
+		return nil, 0, false
 	}
-	return i, true
+	return src, i, true
 }
 
 // keyOf is record i's folder and key.
 func (s *Server) keyOf(ctx context.Context, i int) (dir, key string, err error) {
-	if ix := s.idx(); ix != nil {
-		dir, ref := ix.Ref(i)
-		return dir, ref.Key, nil
-	}
-	p, err := s.bld.waitPlan(ctx)
+	src, err := s.source(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	r, err := s.bld.lines.row(i)
-	if err != nil {
-		return "", "", err
-	}
-	return p.dirs[r.dir].dir, r.ref.Key, nil
+	return src.where(i)
 }
 
 // located is where record i is and what the record page shows of it
@@ -681,30 +646,12 @@ type located struct {
 	line               []byte
 }
 
-func (s *Server) locate(ctx context.Context, i int) (located, error) {
-	if ix := s.idx(); ix != nil {
-		line, err := s.Line(i)
-		if err != nil {
-			return located{}, err
-		}
-		return located{dir: ix.Dirs[ix.Dir[i]], key: ix.Key(i), id: ix.ID(i), kind: ix.Kind, of: ix.Len(), line: line}, nil
-	}
-	st, err := s.streamRecord(ctx, i)
-	if err != nil {
-		return located{}, err
-	}
-	p := s.bld.plan
-	dp := &p.dirs[st.row.dir]
-	f := s.streamFields(st)
-	return located{dir: dp.dir, key: st.row.ref.Key, id: f.ID, kind: dp.man.Kind, of: p.live, line: st.line}, nil
-}
-
 func (s *Server) raw(w http.ResponseWriter, r *http.Request) {
-	i, ok := s.index(w, r)
+	src, i, ok := s.recordOf(w, r)
 	if !ok {
 		return
 	}
-	line, err := s.Line(i)
+	line, err := src.line(i)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -714,20 +661,18 @@ func (s *Server) raw(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) record(w http.ResponseWriter, r *http.Request) {
-	i, ok := s.index(w, r)
+	src, i, ok := s.recordOf(w, r)
 	if !ok {
 		return
 	}
-	loc, err := s.locate(r.Context(), i)
+	loc, err := src.locate(i)
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	out := map[string]any{"i": i, "key": loc.key, "of": loc.of, "kind": loc.kind, "dir": loc.dir, "record": json.RawMessage(bytes.TrimSpace(loc.line))}
-	if s.bld != nil {
-		if s.idx() == nil { // building, or the build failed
-			out["indexing"] = s.bld.indexing()
-		}
+	if in := src.indexing(); in != nil { // building, or the build failed
+		out["indexing"] = in
 	}
 	if s.swe != nil {
 		id := loc.id
