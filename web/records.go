@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
 )
 
 // recordSet is the run's live records as the handlers read them, record i
