@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // batchRows writes n rows, every other one over a 600-token budget and

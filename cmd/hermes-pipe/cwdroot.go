@@ -7,7 +7,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/web"
+	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/view"
 	"github.com/urfave/cli/v2"
 )
 
@@ -43,7 +43,7 @@ func cwdRule(c *cli.Context) (*sandbox.CwdRule, error) {
 	if err := rule.Protect("the output folder", out); err != nil {
 		return nil, usagef("%v", err)
 	}
-	if cache, err := web.DefaultCacheDir(); err == nil {
+	if cache, err := view.DefaultCacheDir(); err == nil {
 		if err := rule.Protect("the viewer's cache", cache); err != nil {
 			return nil, usagef("%v", err)
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // healRun generates 12 records in shards of at most 3 and returns the

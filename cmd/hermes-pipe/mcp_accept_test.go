@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // The acceptance of the MCP client, against the reference servers users

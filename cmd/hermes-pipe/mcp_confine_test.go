@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 

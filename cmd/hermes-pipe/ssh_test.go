@@ -8,7 +8,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh/sshtest"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // sshEnv is the test sshd's settings (sshtest.Env).

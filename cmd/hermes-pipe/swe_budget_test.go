@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // sweLoopScript makes the "loop swe" task call the model seven times: six

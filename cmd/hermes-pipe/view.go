@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
-	"github.com/hermes-pipe/hermes-pipe/web"
+	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/view"
 	"github.com/urfave/cli/v2"
 )
 
@@ -59,7 +59,7 @@ needs --allow-remote; a random token is then printed and required.`,
 				return err
 			}
 			addr := c.String("addr")
-			loop, err := web.IsLoopback(addr)
+			loop, err := view.IsLoopback(addr)
 			if err != nil {
 				return usagef("--addr %q: %v", addr, err)
 			}
@@ -68,16 +68,16 @@ needs --allow-remote; a random token is then printed and required.`,
 				if !c.Bool("allow-remote") {
 					return usagef("--addr %s is not a loopback address: anyone who reaches it could read the records; add --allow-remote to allow it (a token will be required)", addr)
 				}
-				token = web.Token()
+				token = view.Token()
 			}
 			cacheDir := c.String("cache-dir")
 			if cacheDir == "" {
-				if cacheDir, err = web.DefaultCacheDir(); err != nil {
+				if cacheDir, err = view.DefaultCacheDir(); err != nil {
 					return usagef("%v", err)
 				}
 			}
 			start := time.Now()
-			srv, err := web.Open(dirs, cacheDir, root, token)
+			srv, err := view.Open(dirs, cacheDir, root, token)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ needs --allow-remote; a random token is then printed and required.`,
 					if warn != nil {
 						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
 					}
-					if errors.Is(err, web.ErrClosed) {
+					if errors.Is(err, view.ErrClosed) {
 						return
 					}
 					if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // bigRow is one over-target row of about mb MB: tool turns of about 256 KB

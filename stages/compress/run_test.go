@@ -16,7 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 

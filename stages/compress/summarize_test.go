@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 

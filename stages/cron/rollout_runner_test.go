@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"

@@ -14,7 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 )
 
 // clientInfo is how hermes-pipe introduces itself to servers.

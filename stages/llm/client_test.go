@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/llm/fakellm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 

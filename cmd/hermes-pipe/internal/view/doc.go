@@ -1,4 +1,4 @@
-// Package web is `hermes-pipe view`: a local, read-only web UI over an output
+// Package view is `hermes-pipe view`: a local, read-only web UI over an output
 // folder (one folder or the shards of a sharded run). It reads the folder's
 // ledgers once, streamed, into a plan (which rows are live records, and
 // where each ledger line is), then every live record once, in ledger order,
@@ -22,5 +22,5 @@
 // into those inputs either.
 //
 // It imports pipeline, pipeline/report, pipeline/outdir, stages/compress and
-// stages/swe; only cmd imports it.
-package web
+// stages/swe; only cmd/hermes-pipe imports it (internal: no API).
+package view
