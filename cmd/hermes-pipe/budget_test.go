@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // loopScript makes every "loop X" rollout call the model seven times: six

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // needCeilings skips (fails in CI) when this machine cannot confine local

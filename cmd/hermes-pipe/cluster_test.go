@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore/s3test"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/urfave/cli/v2"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/compress"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
 	"github.com/urfave/cli/v2"
 )

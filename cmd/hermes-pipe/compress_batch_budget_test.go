@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/compress"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // batchBilled reads compress_batches.jsonl of out: what the endpoint billed

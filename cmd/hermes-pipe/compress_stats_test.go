@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // TestCompressStatisticsSumSummarySpend: statistics.json of a compress

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // A Hermes home (jobs.json, skills folder, SOUL.md) with a skill job, a

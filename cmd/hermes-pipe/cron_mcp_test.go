@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // TestCronAgentJobsUseMCPServers adds three agent jobs with an MCP config

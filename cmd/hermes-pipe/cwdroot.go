@@ -5,9 +5,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/view"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
-	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/view"
 	"github.com/urfave/cli/v2"
 )
 

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp/mcptest"
 )
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // The behaviour fixtures: a finished output folder per mode, checked in under

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // TestGenerateConfinesMCPServers: with the confined local sandbox (the

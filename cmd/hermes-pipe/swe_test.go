@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // hpSWE runs the CLI in-process with the swe command present (also before

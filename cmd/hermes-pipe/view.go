@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/view"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/urfave/cli/v2"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // demoFolder runs generate on datasets/demo with its fake model scripts, as

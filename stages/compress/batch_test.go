@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
-	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // TestBatcherAdoptsUnnotedBatch plays the two crashes between upload and

@@ -10,8 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 type pqTurn struct {

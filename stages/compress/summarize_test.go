@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 )
 
 // scriptedClient answers Chat with its replies in turn and counts calls.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )

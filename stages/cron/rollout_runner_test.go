@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 func server(t *testing.T, cfg fakellm.Config, js string) string {

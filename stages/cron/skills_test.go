@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // recordingServer is the fake model endpoint behind a recorder of request

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // readBack is a Python program that reads every line of the JSONL files it

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 func batchPair(t testing.TB, cfg fakellm.Config) (*fakellm.Server, Client, *BatchClient) {

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // toolTurns joins the tool turns of a record.
