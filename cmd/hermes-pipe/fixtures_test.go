@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
@@ -66,7 +65,9 @@ func TestWriteBehaviourFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	put("swe", sweFixture(t))
+	// report.json names the baseline by the path given, relative to this
+	// package, as view reads it.
+	put("swe", sweFolder(t, filepath.Join(fixturesDir(), "swe-baseline.json")))
 	put("cron", cronFixture(t))
 }
 
@@ -97,29 +98,6 @@ func cronFixture(t *testing.T) string {
 		t.Fatalf("the job's executions: %v %v", runs, err)
 	}
 	return cron.RunDir(home, id, runs[0].Name())
-}
-
-// sweFixture runs the sample suite against a baseline kept beside the
-// fixtures (report.json names it by the path given, relative to this
-// package, as view reads it).
-func sweFixture(t *testing.T) string {
-	dockertest.Require(t)
-	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
-	out := filepath.Join(t.TempDir(), "swe")
-	baseline := filepath.Join(fixturesDir(), "swe-baseline.json")
-	if err := os.WriteFile(baseline, []byte(`{"resolved_ids": ["swe-mini__py-calc", "swe-mini__py-fizz"]}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, errs := hpSWE(t, "swe", "--out", out, "--base-url", base, "--model", "fake", "--progress", "none",
-		"--tasks", filepath.Join(sweSuite(), "tasks.jsonl"), "--baseline", baseline)
-	if code != exitGate {
-		t.Fatalf("swe exit %d, want %d\n%s\n%s", code, exitGate, stdout, errs)
-	}
-	return out
 }
 
 // TestBehaviourFixtures runs cat, stats (text and --json), report, verify and

@@ -114,6 +114,33 @@ func viewRows(t *testing.T, url, query string) []struct {
 	return page.Rows
 }
 
+// sweFolder runs the sample suite (its images built first) with its fake
+// model against a baseline written to baseline, in which py-calc and
+// py-fizz were resolved: py-fizz regresses, so the gate fails. It returns the
+// output folder.
+func sweFolder(t *testing.T, baseline string) string {
+	t.Helper()
+	dockertest.Require(t)
+	if out, err := exec.Command(filepath.Join("..", "..", "scripts", "swe-images.sh")).CombinedOutput(); err != nil {
+		t.Fatalf("swe-images.sh: %v\n%s", err, out)
+	}
+	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
+	out := filepath.Join(t.TempDir(), "swe")
+	if err := os.WriteFile(baseline, []byte(`{"resolved_ids": ["swe-mini__py-calc", "swe-mini__py-fizz"]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := hpSWE(t, "swe", "--out", out, "--base-url", base, "--model", "fake", "--progress", "none",
+		"--tasks", filepath.Join(sweSuite(), "tasks.jsonl"), "--baseline", baseline)
+	if code != exitGate {
+		t.Fatalf("swe exit %d, want %d (py-fizz regressed against the baseline)\n%s\n%s", code, exitGate, stdout, errs)
+	}
+	return out
+}
+
 // count evaluates the number of elements sel matches.
 func count(t *testing.T, b *browser, sel string) int {
 	t.Helper()
@@ -240,25 +267,8 @@ func TestViewCompressRecordInBrowser(t *testing.T) {
 // The swe sample suite's report opens offline, and a task's page shows its
 // patch, its test results, the gate and its change against the baseline.
 func TestViewSWERecordInBrowser(t *testing.T) {
-	dockertest.Require(t)
-	if out, err := exec.Command(filepath.Join("..", "..", "scripts", "swe-images.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("swe-images.sh: %v\n%s", err, out)
-	}
-	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
-	out := filepath.Join(t.TempDir(), "swe")
 	baseline := filepath.Join(t.TempDir(), "baseline.json")
-	if err := os.WriteFile(baseline, []byte(`{"resolved_ids": ["swe-mini__py-calc", "swe-mini__py-fizz"]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, errs := hpSWE(t, "swe", "--out", out, "--base-url", base, "--model", "fake", "--progress", "none",
-		"--tasks", filepath.Join(sweSuite(), "tasks.jsonl"), "--baseline", baseline)
-	if code != exitGate {
-		t.Fatalf("swe exit %d, want %d (py-fizz regressed against the baseline)\n%s\n%s", code, exitGate, stdout, errs)
-	}
+	out := sweFolder(t, baseline)
 	b := newBrowser(t)
 	// The report swe writes itself, and `report` of the folder.
 	if st, err := os.Stat(filepath.Join(out, "report.html")); err != nil || st.Mode().Perm() != 0o644 {
