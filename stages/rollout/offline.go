@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // Hermes' offline toolsets, offered as built-ins: a task list kept for the
@@ -112,7 +113,7 @@ func todoTool(list *[]todoItem, args map[string]json.RawMessage) (string, error)
 	if items == nil {
 		items = []todoItem{}
 	}
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Todos   []todoItem `json:"todos"`
 		Summary struct {
 			Total      int `json:"total"`
@@ -230,7 +231,7 @@ func skillsList(dir string, args map[string]json.RawMessage) (string, error) {
 			skills = append(skills, s)
 		}
 	}
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Success bool    `json:"success"`
 		Skills  []skill `json:"skills"`
 		Count   int     `json:"count"`
@@ -289,7 +290,7 @@ func skillView(dir string, args map[string]json.RawMessage) (string, error) {
 	b := make([]byte, maxSkillFile+1)
 	n, _ := readFull(f, b)
 	content := strings.ToValidUTF8(string(b[:min(n, maxSkillFile)]), "\uFFFD")
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Success  bool   `json:"success"`
 		Name     string `json:"name"`
 		File     string `json:"file"`
@@ -358,5 +359,5 @@ func executeCode(ctx context.Context, s sandbox.Session, args map[string]json.Ra
 		msg := fmt.Sprintf("the code exited with status %d", res.ExitCode)
 		result.Status, result.Error = "error", &msg
 	}
-	return toolResult(result), nil
+	return schemas.ToolResultJSON(result), nil
 }

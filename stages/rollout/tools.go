@@ -65,10 +65,7 @@ type errBadCall struct{ msg string }
 
 func (e *errBadCall) Error() string { return e.msg }
 
-// toolResult renders a tool's result as the JSON text the model sees.
-func toolResult(v any) string { return schemas.ToolResultJSON(v) }
-
-func toolError(msg string) string { return toolResult(map[string]any{"error": msg}) }
+func toolError(msg string) string { return schemas.ToolResultJSON(map[string]any{"error": msg}) }
 
 // runTool executes one tool call in the session. It returns the result text
 // for the model, a *errBadCall for a call the model got wrong, or another error
@@ -191,7 +188,7 @@ func terminal(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 		msg := fmt.Sprintf("command timed out after %s", timeout)
 		result.Error = &msg
 	}
-	return toolResult(result), nil
+	return schemas.ToolResultJSON(result), nil
 }
 
 // commandOutput is what the model sees of a command: its stdout, then its
@@ -398,7 +395,7 @@ func readFile(ctx context.Context, s sandbox.Session, args map[string]json.RawMe
 		}
 	}
 	end := min(offset-1+limit, total)
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Content    string `json:"content"`
 		TotalLines int    `json:"total_lines"`
 		Truncated  bool   `json:"truncated"`
@@ -455,7 +452,7 @@ func writeFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 		}
 		return toolError(fmt.Sprintf("cannot write %s: %s", path, msg)), nil
 	}
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		BytesWritten int `json:"bytes_written"`
 	}{len(content)}), nil
 }
@@ -475,7 +472,7 @@ func patchFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 	}
 	all := boolArg(args, "replace_all")
 	fail := func(m string) (string, error) {
-		return toolResult(struct {
+		return schemas.ToolResultJSON(struct {
 			Success bool   `json:"success"`
 			Error   string `json:"error"`
 		}{false, m}), nil
@@ -511,7 +508,7 @@ func patchFile(ctx context.Context, s sandbox.Session, args map[string]json.RawM
 		}
 		return fail(fmt.Sprintf("cannot write %s: %s", path, msg))
 	}
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Success      bool `json:"success"`
 		Replacements int  `json:"replacements"`
 	}{true, map[bool]int{true: n, false: 1}[all]}), nil
@@ -575,7 +572,7 @@ func searchFiles(ctx context.Context, s sandbox.Session, args map[string]json.Ra
 	if matches == nil {
 		matches = []string{}
 	}
-	return toolResult(struct {
+	return schemas.ToolResultJSON(struct {
 		Target    string   `json:"target"`
 		Matches   []string `json:"matches"`
 		Count     int      `json:"count"`

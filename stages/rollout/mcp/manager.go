@@ -439,11 +439,8 @@ func (c *Config) CheckSandbox(scheme string) error {
 	return nil
 }
 
-// encode renders v as JSON the way every other tool's result is.
-func encode(v any) string { return schemas.ToolResultJSON(v) }
-
 func errorResult(msg string) string {
-	return encode(struct {
+	return schemas.ToolResultJSON(struct {
 		Error string `json:"error"`
 	}{msg})
 }
@@ -465,12 +462,12 @@ func mapResult(res *sdk.CallToolResult) string {
 		return errorResult(text)
 	}
 	if res.StructuredContent != nil {
-		return encode(struct {
+		return schemas.ToolResultJSON(struct {
 			Result            string `json:"result"`
 			StructuredContent any    `json:"structuredContent"`
 		}{text, res.StructuredContent})
 	}
-	return encode(struct {
+	return schemas.ToolResultJSON(struct {
 		Result string `json:"result"`
 	}{text})
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // npmServer returns the entry point of an MCP server package installed by
@@ -90,7 +92,7 @@ func TestRealNpmServers(t *testing.T) {
 		t.Fatalf("filesystem server read outside ${workdir}: %v", r)
 	}
 	call(t, s, "mcp_mem_create_entities", map[string]any{"entities": []map[string]any{{"name": "Ada", "entityType": "person", "observations": []string{"writes code"}}}})
-	if r := call(t, s, "mcp_mem_read_graph", nil); !strings.Contains(encode(r), "Ada") {
+	if r := call(t, s, "mcp_mem_read_graph", nil); !strings.Contains(schemas.ToolResultJSON(r), "Ada") {
 		t.Fatalf("read_graph: %v", r)
 	}
 	if r := call(t, s, "mcp_every_echo", map[string]any{"message": "over http"}); !strings.Contains(fmt.Sprint(r["result"]), "over http") {
@@ -100,7 +102,7 @@ func TestRealNpmServers(t *testing.T) {
 	// The next rollout's memory server starts empty.
 	s2 := m.NewSession(t.TempDir())
 	defer s2.Close()
-	if r := call(t, s2, "mcp_mem_read_graph", nil); strings.Contains(encode(r), "Ada") {
+	if r := call(t, s2, "mcp_mem_read_graph", nil); strings.Contains(schemas.ToolResultJSON(r), "Ada") {
 		t.Fatalf("memory leaked between rollouts: %v", r)
 	}
 }
