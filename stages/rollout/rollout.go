@@ -312,7 +312,7 @@ func (s *Stage) overCap(rec *schemas.Record) string {
 // terminal calls it lets OnTerminal end the loop.
 func (s *Stage) call(ctx context.Context, rt *rolloutTools, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
 	sess := sandbox.Session(rt.sess)
-	if out, err, handled := rt.call(ctx, sess, allowed, call); handled {
+	if out, err, handled := rt.call(ctx, allowed, call); handled {
 		return out, err
 	}
 	if s.o.OnTerminal == nil || call.Function.Name != "terminal" {

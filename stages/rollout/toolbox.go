@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
@@ -135,7 +134,7 @@ type hostDirer interface{ HostDir() string }
 // call runs the call when it is a tool of this file's toolsets; handled is
 // false for terminal and file tools and for tools not allowed in the
 // rollout (runTool answers those).
-func (rt *rolloutTools) call(ctx context.Context, sess sandbox.Session, allowed map[string]bool, call schemas.ToolCall) (out string, err error, handled bool) {
+func (rt *rolloutTools) call(ctx context.Context, allowed map[string]bool, call schemas.ToolCall) (out string, err error, handled bool) {
 	name := call.Function.Name
 	_, builtin := offlineToolSpecs[name]
 	isMCP := rt.s.o.MCP.Has(name)
@@ -172,7 +171,7 @@ func (rt *rolloutTools) call(ctx context.Context, sess sandbox.Session, allowed 
 	case "skill_view":
 		out, err = skillView(rt.s.o.SkillsDir, args)
 	case "execute_code":
-		out, err = executeCode(ctx, sess, args, rt.s.o.CommandTimeout)
+		out, err = executeCode(ctx, rt.sess, args, rt.s.o.CommandTimeout)
 	}
 	return out, err, true
 }
