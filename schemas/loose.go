@@ -55,23 +55,6 @@ func LooseInt(raw string) int64 {
 	return 0
 }
 
-// LooseFloat is a member as a float: a number, or a string holding one; true is
-// 1, anything else 0.
-func LooseFloat(raw string) float64 {
-	switch {
-	case raw == "true":
-		return 1
-	case IsJSONNumber(raw):
-		f, _ := strconv.ParseFloat(raw, 64)
-		return f
-	case raw != "" && raw[0] == '"':
-		str, _ := JSONString(raw)
-		f, _ := strconv.ParseFloat(str, 64)
-		return f
-	}
-	return 0
-}
-
 // LooseBool is a member as a boolean: true, a non-zero number, or a string
 // strconv.ParseBool reads as true in lower case.
 func LooseBool(raw string) bool {
