@@ -37,6 +37,22 @@ func hpSWE(t *testing.T, args ...string) (int, string, string) {
 
 func sweSuite() string { return filepath.Join("..", "..", "datasets", "swe-mini") }
 
+// sweSuiteModel builds the sample suite's images (once, cached after) and
+// starts its scripted fake model; it returns the model's base URL.
+func sweSuiteModel(t *testing.T) string {
+	t.Helper()
+	dockertest.Require(t)
+	if out, err := exec.Command(filepath.Join("..", "..", "scripts", "swe-images.sh")).CombinedOutput(); err != nil {
+		t.Fatalf("swe-images.sh: %v\n%s", err, out)
+	}
+	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
+	return base
+}
+
 func TestSWEUsageErrorsExit2(t *testing.T) {
 	bad := writePrompts(t, `{"instance_id": "a", "problem_statement": "x"}`)
 	tasks := filepath.Join(sweSuite(), "tasks.jsonl")
@@ -69,15 +85,7 @@ func TestSWEUsageErrorsExit2(t *testing.T) {
 // the same folder under several gates: pass (0), gate failed (4), a
 // regression against a baseline (4), and a gate an error could flip (1).
 func TestSWEExitCodes(t *testing.T) {
-	dockertest.Require(t)
-	if out, err := exec.Command(filepath.Join("..", "..", "scripts", "swe-images.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("swe-images.sh: %v\n%s", err, out)
-	}
-	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
+	base := sweSuiteModel(t)
 	out := filepath.Join(t.TempDir(), "out")
 	common := []string{"swe", "--out", out, "--base-url", base, "--model", "fake", "--progress", "none", "--commit-interval", "50ms"}
 

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
@@ -120,15 +118,7 @@ func viewRows(t *testing.T, url, query string) []struct {
 // output folder.
 func sweFolder(t *testing.T, baseline string) string {
 	t.Helper()
-	dockertest.Require(t)
-	if out, err := exec.Command(filepath.Join("..", "..", "scripts", "swe-images.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("swe-images.sh: %v\n%s", err, out)
-	}
-	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startFake(t, fakellm.Config{Scripts: scripts}, "")
+	base := sweSuiteModel(t)
 	out := filepath.Join(t.TempDir(), "swe")
 	if err := os.WriteFile(baseline, []byte(`{"resolved_ids": ["swe-mini__py-calc", "swe-mini__py-fizz"]}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
