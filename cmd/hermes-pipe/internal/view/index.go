@@ -357,6 +357,7 @@ func dictPos[T uint16 | uint32](m map[string]T, dict *[]string, counts *[]int, s
 			return 0, fmt.Errorf("more than %d distinct values", uint64(^T(0))+1)
 		}
 		p = T(len(*dict))
+		s = strings.Clone(s) // s may point into a reused buffer
 		*dict = append(*dict, s)
 		m[s] = p
 		if counts != nil {
@@ -378,7 +379,7 @@ func bit(names *[]string, name string) uint64 {
 	if len(*names) == 64 {
 		return 1 << 63
 	}
-	*names = append(*names, name)
+	*names = append(*names, strings.Clone(name))
 	return 1 << (len(*names) - 1)
 }
 
@@ -450,11 +451,11 @@ func buildFile(p *plan, tmp string, prog *progress, hold func(done int)) (string
 			c.f.Close()
 		}
 	}()
-	var buf []byte
+	var lr lineReader // its rows' keys point into its buffer: b.add copies what it keeps
 	for d := range p.dirs {
 		dp := &p.dirs[d]
 		b.h.Kind = dp.man.Kind
-		if err := b.addDir(p, d, prog, hold, &buf); err != nil {
+		if err := b.addDir(p, d, prog, hold, &lr); err != nil {
 			return "", fmt.Errorf("read %s: %w", dp.dir, err)
 		}
 	}
@@ -465,7 +466,7 @@ func buildFile(p *plan, tmp string, prog *progress, hold func(done int)) (string
 // checks: each shard's size against its ledger line, and the SHA-256 of a
 // shard not older than the ledger (written, copied or pulled since it was
 // committed).
-func (b *builder) addDir(p *plan, d int, prog *progress, hold func(done int), buf *[]byte) error {
+func (b *builder) addDir(p *plan, d int, prog *progress, hold func(done int), lr *lineReader) error {
 	dp := &p.dirs[d]
 	if dp.live == 0 {
 		return nil // its ledger may not exist yet
@@ -486,24 +487,23 @@ func (b *builder) addDir(p *plan, d int, prog *progress, hold func(done int), bu
 		if dp.lines[li].live == 0 {
 			continue
 		}
-		pl, err := p.readLine(lf, d, li, buf)
-		if err != nil {
-			return err
-		}
-		if err := checkShard(dp, pl); err != nil {
-			return err
-		}
-		jsonl := strings.HasSuffix(pl.shard, ".jsonl")
-		if jsonl {
-			if err := win.open(dp.dir, pl.shard); err != nil {
+		jsonl := false
+		start := func(pl *parsedLine) error {
+			if err := checkShard(dp, pl); err != nil {
 				return err
 			}
+			if jsonl = strings.HasSuffix(pl.shard, ".jsonl"); jsonl {
+				return win.open(dp.dir, pl.shard)
+			}
+			return nil
 		}
-		for k, r := range pl.rows {
-			if k%1024 == 0 && prog.stopped() {
+		k := 0
+		err := lr.each(p, lf, d, li, start, func(r liveRow) error {
+			if k++; k%1024 == 0 && prog.stopped() {
 				return ErrClosed
 			}
 			var line []byte
+			var err error
 			if jsonl {
 				line, err = win.line(r.ref)
 			} else {
@@ -517,6 +517,10 @@ func (b *builder) addDir(p *plan, d int, prog *progress, hold func(done int), bu
 			}
 			b.publish(prog)
 			prog.done.Add(1)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

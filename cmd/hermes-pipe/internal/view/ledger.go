@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -302,42 +302,123 @@ type parsedLine struct {
 	rows       []liveRow
 }
 
-// readLine reads ledger line li of folder d again and returns its live
-// rows (keys copied: they outlive buf). buf is reused.
-func (p *plan) readLine(f *os.File, d, li int, buf *[]byte) (*parsedLine, error) {
+// lineReader reads ledger lines again, reusing its buffers (the line's
+// bytes and its parsed rows). Not safe for concurrent use.
+type lineReader struct {
+	buf  []byte
+	line outdir.Line
+}
+
+// each reads ledger line li of folder d again and calls fn with its place
+// (no rows) and then with each of its live rows, in order. The rows' keys
+// and outcomes point into the reader's buffer and are valid only during the
+// call: the index build, which copies what it keeps, reads a million rows
+// without a string or a row copied.
+func (lr *lineReader) each(p *plan, f *os.File, d, li int, start func(pl *parsedLine) error, fn func(r liveRow) error) error {
 	dp := &p.dirs[d]
 	pl := dp.lines[li]
-	if cap(*buf) < pl.n {
-		*buf = make([]byte, pl.n)
+	if cap(lr.buf) < pl.n {
+		lr.buf = make([]byte, pl.n)
 	}
-	b := (*buf)[:pl.n]
+	b := lr.buf[:pl.n]
+	defer func() {
+		if cap(lr.buf) > 4<<20 {
+			lr.buf, lr.line.Rows = nil, nil // one long line does not stay
+		}
+	}()
 	if _, err := f.ReadAt(b, pl.off); err != nil {
-		return nil, fmt.Errorf("read %s at byte %d: %w", dp.ledger, pl.off, err)
+		return fmt.Errorf("read %s at byte %d: %w", dp.ledger, pl.off, err)
 	}
-	var l outdir.Line
-	if err := outdir.ParseLine(unsafe.String(unsafe.SliceData(b), len(b)), &l); err != nil {
-		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read: %w", dp.ledger, pl.off, err)
+	l := &lr.line
+	if err := outdir.ParseLine(unsafe.String(unsafe.SliceData(b), len(b)), l); err != nil {
+		return fmt.Errorf("%s at byte %d: the ledger changed since it was read: %w", dp.ledger, pl.off, err)
 	}
-	if len(l.Rows) != pl.rows {
-		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read", dp.ledger, pl.off)
+	if len(l.Rows) != pl.rows || pl.live != liveRows(dp, pl, l) {
+		return fmt.Errorf("%s at byte %d: the ledger changed since it was read", dp.ledger, pl.off)
 	}
-	out := &parsedLine{dir: d, line: li, shard: string([]byte(l.Shard)), sha: string([]byte(l.SHA256)), bytes: l.Bytes, rows: make([]liveRow, 0, pl.live)}
+	head := &parsedLine{dir: d, line: li, shard: strings.Clone(l.Shard), sha: strings.Clone(l.SHA256), bytes: l.Bytes}
+	if err := start(head); err != nil {
+		return err
+	}
 	var off int64
 	for k := range l.Rows {
 		r := &l.Rows[k]
 		if !dp.isDead(pl.row + k) {
-			out.rows = append(out.rows, liveRow{dir: d, pi: r.PromptIndex, sample: r.Sample,
-				ref: pipeline.RecordRef{Key: string([]byte(r.Key)), Outcome: schemas.Outcome([]byte(r.Outcome)), Shard: out.shard, Off: off, N: int32(r.Len)}})
+			err := fn(liveRow{dir: d, pi: r.PromptIndex, sample: r.Sample,
+				ref: pipeline.RecordRef{Key: r.Key, Outcome: r.Outcome, Shard: head.shard, Off: off, N: int32(r.Len)}})
+			if err != nil {
+				return err
+			}
 		}
 		if !r.Marker() {
 			off += r.Len
 		}
 	}
-	if len(out.rows) != pl.live {
-		return nil, fmt.Errorf("%s at byte %d: the ledger changed since it was read", dp.ledger, pl.off)
+	return nil
+}
+
+// read is each into a parsedLine a caller may keep: the rows' keys are
+// copied into one string of the line's, their outcomes are the plan's.
+func (lr *lineReader) read(p *plan, f *os.File, d, li int) (*parsedLine, error) {
+	var out *parsedLine
+	var keys string
+	start := func(pl *parsedLine) error {
+		out = pl
+		out.rows = make([]liveRow, 0, p.dirs[d].lines[li].live)
+		keys = liveKeys(&p.dirs[d], p.dirs[d].lines[li], &lr.line)
+		return nil
 	}
-	out.rows = slices.Clip(out.rows)
+	err := lr.each(p, f, d, li, start, func(r liveRow) error {
+		n := len(r.ref.Key)
+		r.ref.Key, keys = keys[:n], keys[n:]
+		r.ref.Outcome = p.outcomeName(r.ref.Outcome)
+		out.rows = append(out.rows, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// liveRows counts line l's live rows.
+func liveRows(dp *dirPlan, pl planLine, l *outdir.Line) int {
+	n := 0
+	for k := range l.Rows {
+		if !dp.isDead(pl.row + k) {
+			n++
+		}
+	}
+	return n
+}
+
+// liveKeys returns the keys of line l's live rows, joined in one string.
+func liveKeys(dp *dirPlan, pl planLine, l *outdir.Line) string {
+	n := 0
+	for k := range l.Rows {
+		if !dp.isDead(pl.row + k) {
+			n += len(l.Rows[k].Key)
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for k := range l.Rows {
+		if !dp.isDead(pl.row + k) {
+			sb.WriteString(l.Rows[k].Key)
+		}
+	}
+	return sb.String()
+}
+
+// outcomeName returns the plan's copy of outcome name o (a ledger holds a
+// handful of them).
+func (p *plan) outcomeName(o schemas.Outcome) schemas.Outcome {
+	for name := range p.outcomes {
+		if name == string(o) {
+			return schemas.Outcome(name)
+		}
+	}
+	return schemas.Outcome(strings.Clone(string(o)))
 }
 
 // locate returns the folder and ledger line of live record i.
@@ -355,11 +436,9 @@ type lineCache struct {
 	p     *plan
 	mu    sync.Mutex
 	files []*os.File
-	buf   []byte
-	lines []*parsedLine // most recent last
+	lr    lineReader
+	last  *parsedLine // the line read last
 }
-
-const cachedLines = 2
 
 func newLineCache(p *plan) *lineCache {
 	return &lineCache{p: p, files: make([]*os.File, len(p.dirs))}
@@ -375,7 +454,7 @@ func (c *lineCache) close() {
 			c.files[i] = nil
 		}
 	}
-	c.lines = nil
+	c.last = nil
 }
 
 // row returns live record i (0 <= i < p.live).
@@ -383,13 +462,8 @@ func (c *lineCache) row(i int) (liveRow, error) {
 	d, li := c.p.locate(i)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var pl *parsedLine
-	for _, l := range c.lines {
-		if l.dir == d && l.line == li {
-			pl = l
-		}
-	}
-	if pl == nil {
+	pl := c.last
+	if pl == nil || pl.dir != d || pl.line != li {
 		f := c.files[d]
 		if f == nil {
 			var err error
@@ -399,16 +473,10 @@ func (c *lineCache) row(i int) (liveRow, error) {
 			c.files[d] = f
 		}
 		var err error
-		if pl, err = c.p.readLine(f, d, li, &c.buf); err != nil {
+		if pl, err = c.lr.read(c.p, f, d, li); err != nil {
 			return liveRow{}, err
 		}
-		if len(c.lines) == cachedLines {
-			c.lines = c.lines[1:]
-		}
-		c.lines = append(c.lines, pl)
-		if cap(c.buf) > 4<<20 {
-			c.buf = nil // one long line does not stay
-		}
+		c.last = pl
 	}
 	return pl.rows[i-c.p.dirs[d].lines[li].base], nil
 }
