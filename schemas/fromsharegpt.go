@@ -96,6 +96,7 @@ func FromShareGPT(turns []Turn) (msgs []Message, tools []Tool, err error) {
 	r.buf, r.blocks = scratch.buf[:0], scratch.blocks[:0]
 	defer func() {
 		if cap(r.buf) <= maxPooledBuf && cap(r.blocks) <= maxPooledBuf/64 {
+			clear(r.blocks[:cap(r.blocks)]) // pin no record's text
 			scratch.buf, scratch.blocks = r.buf[:0], r.blocks[:0]
 			readerBufs.Put(scratch)
 		}
@@ -104,7 +105,7 @@ func FromShareGPT(turns []Turn) (msgs []Message, tools []Tool, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if i, why := r.differs(msgs); i >= 0 {
+	if i, _ := r.differs(msgs); i >= 0 {
 		// Some turn needs a reading other than the natural one: read again,
 		// checking each gpt turn (and its tool turn) on its own.
 		r.calls = nil
@@ -112,7 +113,7 @@ func FromShareGPT(turns []Turn) (msgs []Message, tools []Tool, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if i, why = r.differs(msgs); i >= 0 {
+		if i, why := r.differs(msgs); i >= 0 {
 			return nil, nil, notInvertible(i, why)
 		}
 	}
@@ -652,7 +653,8 @@ func ToolsOfSystemPrompt(system string) ([]Tool, error) {
 		if toolsCache.m == nil || len(toolsCache.m) >= toolsCacheMax {
 			toolsCache.m = make(map[string]toolsOfSystem, toolsCacheMax)
 		}
-		toolsCache.m[system] = e
+		// The key must not pin the memory of a whole record line.
+		toolsCache.m[strings.Clone(system)] = e
 		toolsCache.Unlock()
 	}
 	if e.err != nil {
