@@ -120,32 +120,53 @@ func ToShareGPT(messages []Message, tools []Tool) []Turn {
 // ToShareGPTWithSystem is ToShareGPT with the system turn's text given, as
 // returned by HermesSystemPrompt for the record's tools.
 func ToShareGPTWithSystem(system string, messages []Message) []Turn {
+	turns := make([]Turn, 0, len(messages)+1)
+	turns = append(turns, Turn{From: "system", Value: system})
+	eachShareGPTTurn(nil, messages, func(from string, value []byte, valueJSON string) bool {
+		turns = append(turns, Turn{From: from, Value: string(value), ValueJSON: valueJSON})
+		return true
+	})
+	return turns
+}
+
+// eachShareGPTTurn builds the turns ToShareGPTWithSystem writes after the
+// system turn, in order, calling yield with each turn's from, value and
+// value JSON until yield returns false. value is built in buf and valid
+// only during the call; the grown buf is returned for reuse. It is the one
+// place the conversion groups messages into turns: ToShareGPTWithSystem
+// keeps what it yields, FromShareGPT compares it with a record's turns.
+func eachShareGPTTurn(buf []byte, messages []Message, yield func(from string, value []byte, valueJSON string) bool) []byte {
 	k := 0
 	for k < len(messages) && messages[k].Role == "system" {
 		k++
 	}
-	turns := make([]Turn, 0, len(messages)-k+1)
-	turns = append(turns, Turn{From: "system", Value: system})
 	if k == len(messages) {
-		return turns
+		return buf
 	}
-	var buf []byte
 	buf = pyjson.AppendValidUTF8(buf[:0], messages[k].Content)
-	turns = append(turns, Turn{From: "human", Value: string(buf), ValueJSON: messages[k].ContentJSON})
+	if !yield("human", buf, messages[k].ContentJSON) {
+		return buf
+	}
 	for i := k + 1; i < len(messages); i++ {
 		m := &messages[i]
 		switch m.Role {
 		case "user":
 			buf = pyjson.AppendValidUTF8(buf[:0], m.Content)
-			turns = append(turns, Turn{From: "human", Value: string(buf), ValueJSON: m.ContentJSON})
+			if !yield("human", buf, m.ContentJSON) {
+				return buf
+			}
 		case "assistant":
 			if len(m.ToolCalls) == 0 {
 				buf = appendAnswerTurn(buf[:0], m)
-				turns = append(turns, Turn{From: "gpt", Value: pyStrip(string(buf))})
+				if !yield("gpt", pyStrip(buf), "") {
+					return buf
+				}
 				continue
 			}
 			buf = appendToolCallTurn(buf[:0], m)
-			turns = append(turns, Turn{From: "gpt", Value: pyRStrip(string(buf))})
+			if !yield("gpt", pyRStrip(buf), "") {
+				return buf
+			}
 			j := i + 1
 			buf = buf[:0]
 			for ; j < len(messages) && messages[j].Role == "tool"; j++ {
@@ -155,12 +176,14 @@ func ToShareGPTWithSystem(system string, messages []Message) []Turn {
 				buf = appendToolResponse(buf, &messages[j], m, j-i-1)
 			}
 			if j > i+1 {
-				turns = append(turns, Turn{From: "tool", Value: string(buf)})
+				if !yield("tool", buf, "") {
+					return buf
+				}
 				i = j - 1
 			}
 		}
 	}
-	return turns
+	return buf
 }
 
 // appendThinkPrefix appends Hermes' <think> block for native reasoning.
@@ -330,12 +353,16 @@ func ConvertOpenAILineWith(line []byte, opts ConvertOptions) ([]Turn, error) {
 //     as unparseable, so {} in the trajectory);
 //   - "tool_call_id", "name": strings or null;
 //   - "tools" (optional): null or an array of {"type": "function",
-//     "function": {"name", "description", "parameters"}}.
+//     "function": {"name", "description", "parameters"}}; "parameters" may
+//     be the schema or a string holding the schema's JSON text.
 //
 // Where it reads more than Hermes' converter, deliberately: "reasoning_content"
 // (Hermes reads only "reasoning"; the OpenAI-compatible servers that return
-// reasoning name it so), the "developer" role, and assistant content given as
-// parts (Hermes fails on it). Unknown fields are ignored. A line that is not
+// reasoning name it so), the "developer" role, assistant content given as
+// parts (Hermes fails on it), and "parameters" given as JSON text (Hermes
+// would write the string itself; Parquet files and Hugging Face datasets
+// hold schemas so). What export writes (schemas.FromShareGPT's messages)
+// reads back to the record's turns. Unknown fields are ignored. A line that is not
 // valid UTF-8 is an error naming the field that holds the bad bytes. It
 // allocates the messages and tools.
 func ParseOpenAILine(line []byte) ([]Message, []Tool, error) {
@@ -651,6 +678,15 @@ func parseOpenAITool(v pyjson.Value, path string, t *Tool) error {
 		return err
 	}
 	if p, ok := fn.Get("parameters"); ok {
+		if p.Kind() == pyjson.Str {
+			// The schema as JSON text, as Parquet files of mixed tool
+			// schemas hold it.
+			schema, err := pyjson.LoadsString(p.Str())
+			if err != nil || schema.Kind() != pyjson.Dict {
+				return &FieldError{Field: fp + ".parameters", Reason: "a string must hold a JSON object (the schema)"}
+			}
+			p = schema
+		}
 		t.Function.Parameters = pyjson.Append(nil, p)
 	}
 	return nil

@@ -166,9 +166,12 @@ func pyIsSpace(r rune) bool {
 	return r >= 0x2000 && r <= 0x200a
 }
 
+// pyText is text held as a string or as bytes.
+type pyText interface{ ~string | ~[]byte }
+
 // pyLStrip is Python's str.lstrip() with no argument. Invalid UTF-8 is not
 // whitespace.
-func pyLStrip(s string) string {
+func pyLStrip[T pyText](s T) T {
 	for len(s) > 0 {
 		if c := s[0]; c < utf8.RuneSelf {
 			if !pyIsSpace(rune(c)) {
@@ -177,7 +180,8 @@ func pyLStrip(s string) string {
 			s = s[1:]
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s)
+		// At most utf8.UTFMax bytes: converting them does not allocate.
+		r, size := utf8.DecodeRuneInString(string(s[:min(len(s), utf8.UTFMax)]))
 		if !pyIsSpace(r) {
 			return s
 		}
@@ -187,7 +191,7 @@ func pyLStrip(s string) string {
 }
 
 // pyRStrip is Python's str.rstrip() with no argument.
-func pyRStrip(s string) string {
+func pyRStrip[T pyText](s T) T {
 	for len(s) > 0 {
 		if c := s[len(s)-1]; c < utf8.RuneSelf {
 			if !pyIsSpace(rune(c)) {
@@ -196,7 +200,7 @@ func pyRStrip(s string) string {
 			s = s[:len(s)-1]
 			continue
 		}
-		r, size := utf8.DecodeLastRuneInString(s)
+		r, size := utf8.DecodeLastRuneInString(string(s[max(0, len(s)-utf8.UTFMax):]))
 		if !pyIsSpace(r) {
 			return s
 		}
@@ -206,4 +210,4 @@ func pyRStrip(s string) string {
 }
 
 // pyStrip is Python's str.strip() with no argument.
-func pyStrip(s string) string { return pyRStrip(pyLStrip(s)) }
+func pyStrip[T pyText](s T) T { return pyRStrip(pyLStrip(s)) }

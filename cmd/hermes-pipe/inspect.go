@@ -195,10 +195,11 @@ writes trajectories. Hermes' multimodal tool results ({"_multimodal": true,
 "content": [...], "text_summary": ...}) become their text summary, and content
 given as a list of parts is written as the list Hermes writes (image parts as
 its [screenshot] text part); --flatten-content joins such lists into one
-string instead. Read beyond Hermes: "reasoning_content", the "developer" role
-and assistant content as parts (Hermes cannot convert those). A bad line is
-reported with its line number and field on standard error and skipped; the
-exit code is then 3.`,
+string instead. Read beyond Hermes: "reasoning_content", the "developer" role,
+assistant content as parts (Hermes cannot convert those) and a tool's
+"parameters" given as a string of JSON (as Parquet files hold schemas); a
+message's optional fields may be null. A bad line is reported with its line
+number and field on standard error and skipped; the exit code is then 3.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "flatten-content", Usage: "write content given as a list of parts as one string (text parts joined with a newline, images as [screenshot]) for trainers that need string values"},
 		},
