@@ -72,7 +72,11 @@ type readerScratch struct {
 // When turns[0] is not a system turn, tools is nil and the messages give
 // back every turn (ToShareGPTWithSystem(s, msgs)[1:] equals turns for any
 // s). With a system turn, tools is non-nil (empty for "[]"); see
-// ToolsOfSystemPrompt.
+// ToolsOfSystemPrompt. A system turn that is Hermes' template followed by
+// other text (compress appends its notice there) gives the template's tools
+// and a first message of role system holding that text, which the forward
+// conversion skips: HermesSystemPrompt(tools) plus that text is the system
+// turn.
 //
 // It is called once per record by export. The common case costs one scan
 // of the turns and one forward conversion; strings of the result share
@@ -83,10 +87,18 @@ func FromShareGPT(turns []Turn) (msgs []Message, tools []Tool, err error) {
 		if turns[0].ValueJSON != "" {
 			return nil, nil, notInvertible(0, "the system turn's value is not a string")
 		}
-		if tools, err = ToolsOfSystemPrompt(turns[0].Value); err != nil {
+		var extra string
+		if tools, extra, err = systemTools(turns[0].Value); err != nil {
 			return nil, nil, fmt.Errorf("conversations[0]: %w", err)
 		}
 		first = 1
+		if extra != "" {
+			defer func() {
+				if err == nil {
+					msgs = append([]Message{{Role: "system", Content: extra}}, msgs...)
+				}
+			}()
+		}
 	}
 	r := reader{turns: turns, first: first}
 	scratch, _ := readerBufs.Get().(*readerScratch)
@@ -664,6 +676,27 @@ func ToolsOfSystemPrompt(system string) ([]Tool, error) {
 }
 
 // copyTools copies tools, their parameters in one buffer.
+// systemTools is ToolsOfSystemPrompt that also reads a system turn holding
+// text after Hermes' template (compress appends its notice there): the
+// tools of the template, and the text after it.
+func systemTools(system string) (tools []Tool, extra string, err error) {
+	tools, err = ToolsOfSystemPrompt(system)
+	if err == nil || !strings.HasPrefix(system, systemPromptHead) {
+		return tools, "", err
+	}
+	for at := len(systemPromptHead); ; {
+		i := strings.Index(system[at:], systemPromptTail)
+		if i < 0 {
+			return nil, "", err
+		}
+		end := at + i + len(systemPromptTail)
+		if t, terr := ToolsOfSystemPrompt(system[:end]); terr == nil {
+			return t, system[end:], nil
+		}
+		at = end
+	}
+}
+
 func copyTools(tools []Tool) []Tool {
 	out := make([]Tool, len(tools))
 	n := 0

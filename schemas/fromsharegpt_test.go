@@ -31,7 +31,11 @@ func checkInverse(t *testing.T, turns []Turn) ([]Message, []Tool, bool) {
 	body := turns
 	if len(turns) > 0 && turns[0].From == "system" {
 		system, body = turns[0].Value, turns[1:]
-		if got := HermesSystemPrompt(tools); got != system {
+		got := HermesSystemPrompt(tools)
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			got += msgs[0].Content // the text after Hermes' template
+		}
+		if got != system {
 			t.Fatalf("system turn not given back:\n%s", firstDiff([]byte(got), []byte(system)))
 		}
 	} else if tools != nil {
@@ -45,6 +49,10 @@ func checkInverse(t *testing.T, turns []Turn) ([]Message, []Tool, bool) {
 		m := &msgs[k]
 		switch m.Role {
 		case "user", "tool":
+		case "system":
+			if k != 0 || len(turns) == 0 || turns[0].From != "system" {
+				t.Fatalf("message %d has role system", k)
+			}
 		case "assistant":
 			for c := range m.ToolCalls {
 				if m.ToolCalls[c].ID == "" || m.ToolCalls[c].Type != "function" {
@@ -355,7 +363,6 @@ func TestFromShareGPTRefuses(t *testing.T) {
 		{"number result", []Turn{sys, human, {From: "gpt", Value: "<think>\n</think>\n" + call}, {From: "tool", Value: strings.Replace(resp, `"content": "x"`, `"content": 5`, 1)}}, "conversations[3]"},
 		{"arguments not canonical", []Turn{sys, human, {From: "gpt", Value: "<think>\n</think>\n" + strings.Replace(call, "{}", `{"a":1}`, 1)}, {From: "tool", Value: resp}}, "conversations[2]"},
 		{"escaped name not canonical", []Turn{sys, human, {From: "gpt", Value: "<think>\n</think>\n" + strings.Replace(call, `"terminal"`, `"termina\u006c"`, 1)}, {From: "tool", Value: resp}}, "conversations[2]"},
-		{"compress notice", []Turn{{From: "system", Value: sys.Value + "\n\nSome of your previous tool responses may be summarized to preserve context."}, human}, "conversations[0]"},
 		{"tool turn with an empty line", []Turn{sys, human, {From: "gpt", Value: "<think>\n</think>\n" + call}, {From: "tool", Value: resp + "\n"}}, "conversations[3]"},
 		{"invalid UTF-8", []Turn{sys, {From: "human", Value: "q\xff"}}, "conversations[1]"},
 		{"list value on a gpt turn", []Turn{sys, human, {From: "gpt", Value: "<think>\n</think>", ValueJSON: "[]"}}, "conversations[2]"},
@@ -766,4 +773,30 @@ func BenchmarkFromShareGPT(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestFromShareGPTSystemSuffix reads a system turn holding text after Hermes'
+// template, as compress appends its notice: the template's tools, and the
+// text as a first system message that the forward conversion skips.
+func TestFromShareGPTSystemSuffix(t *testing.T) {
+	const notice = "\n\nSome of your previous tool responses may be summarized to preserve context."
+	turns := []Turn{{From: "system", Value: HermesSystemPrompt(sampleTools) + notice}, {From: "human", Value: "q"},
+		{From: "gpt", Value: "<think>\n</think>\nhi"}}
+	msgs, tools, ok := checkInverse(t, turns)
+	if !ok {
+		t.Fatal("refused")
+	}
+	if len(tools) != len(sampleTools) || len(msgs) != 3 || msgs[0].Role != "system" || msgs[0].Content != notice {
+		t.Fatalf("got %d tools and %+v", len(tools), msgs)
+	}
+	// A tail of the template inside the extra text: the first split that
+	// parses wins, the rest is the extra text.
+	turns[0].Value = HermesSystemPrompt(sampleTools) + systemPromptTail
+	if _, _, ok := checkInverse(t, turns); !ok {
+		t.Fatal("refused a second tail")
+	}
+	turns[0].Value = systemPromptHead + "[" + systemPromptTail + "x"
+	if _, _, err := FromShareGPT(turns); !errors.Is(err, ErrNotInvertible) {
+		t.Fatalf("a broken tool list: got %v", err)
+	}
 }
