@@ -70,10 +70,13 @@ func consumersFolder(t *testing.T) (string, []map[string]any) {
 	var calls, reasoning, malformed bool
 	for _, r := range recs {
 		outcomes[fmt.Sprint(r["outcome"])]++
-		conv, _ := json.Marshal(r["conversations"])
-		calls = calls || bytes.Contains(conv, []byte("<tool_call>"))
-		reasoning = reasoning || bytes.Contains(conv, []byte("<think>"))
-		malformed = malformed || bytes.Contains(conv, []byte(`echo half`))
+		turns, _ := r["conversations"].([]any)
+		for _, turn := range turns {
+			v, _ := turn.(map[string]any)["value"].(string)
+			calls = calls || strings.Contains(v, "<tool_call>")
+			reasoning = reasoning || strings.Contains(v, "<think>\n") && !strings.Contains(v, "<think>\n</think>")
+			malformed = malformed || strings.Contains(v, "invalid arguments for terminal")
+		}
 	}
 	if outcomes["completed"] == 0 || outcomes["max_turns"] == 0 || !calls || !reasoning || !malformed {
 		t.Fatalf("the folder lacks a case: outcomes %v, tool calls %v, reasoning %v, malformed call %v", outcomes, calls, reasoning, malformed)
