@@ -60,8 +60,9 @@ bench() {
   local name=$1; shift
   local dir=$work/export-$name
   rm -rf "$dir"
-  read -r wall user sys rss < <(timed bin/hermes-pipe export "$src" --to "$dir" "$@")
-  local files written
+  local figures files written
+  figures=$(timed bin/hermes-pipe export "$src" --to "$dir" "$@") || { printf '%s: export %s failed:\n%s\n' "$name" "$*" "$figures"; exit 1; }
+  read -r wall user sys rss <<<"$figures"
   files=$(find "$dir/data" -type f | wc -l)
   written=$(rows_written "$dir")
   awk -v n="$name" -v r="$R" -v w="$wall" -v u="$user" -v s="$sys" -v m="$rss" -v out="$written" -v f="$files" \

@@ -57,10 +57,12 @@ func (s agentStage) Process(_ context.Context, rec *schemas.Record) ([]*schemas.
 		{Role: "tool", ToolCallID: call.ID, Name: "terminal", Content: `{"output": "` + n + `\n", "exit_code": 0, "error": null}`},
 	}
 	rec.Outcome, rec.Completed, rec.Partial, rec.APICalls = schemas.OutcomeMaxTurns, false, true, 1
+	rec.ReasoningStats = schemas.ReasoningStats{TotalAssistantTurns: 1, TurnsWithReasoning: 1, HasAnyReasoning: true}
 	if (rec.PromptIndex+rec.Sample)%10 != 9 {
 		msgs = append(msgs, schemas.Message{Role: "assistant", Reasoning: "The tool printed the count.",
 			Content: "notes-" + n + ".txt has " + n + " lines with the word answer."})
 		rec.Outcome, rec.Completed, rec.Partial, rec.APICalls = schemas.OutcomeCompleted, true, false, 2
+		rec.ReasoningStats.TotalAssistantTurns, rec.ReasoningStats.TurnsWithReasoning = 2, 2
 	}
 	rec.Conversations = schemas.ToShareGPTWithSystem(s.system, msgs)
 	rec.ToolsetsUsed = []string{"terminal"}
