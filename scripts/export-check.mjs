@@ -36,6 +36,11 @@
 //     as "fail_as_read", not as a problem.
 // A row a template refuses through its own raise_exception (Llama 3.1: one
 // tool call per turn) is counted as "refused"; any other error is a problem.
+// @huggingface/jinja is stricter than Python's jinja2 in one known way: a
+// filter on an undefined value fails (jinja2's `items` and `trim` give
+// nothing), so Hermes 3's template fails here on a tool whose parameters have
+// no properties or a property without description, where transformers
+// renders it.
 //
 // Prints {"files":{...},"rows":N,"templates":{...},"rendered":M,
 // "problems":[...]} on stdout; exits 1 when there are problems (each names
