@@ -52,7 +52,7 @@ type facts struct {
 	toolsUsed               int64
 	hasReasoning            bool
 	conv                    string // raw JSON of conversations
-	tools                   map[string]int64
+	tools                   counts
 	wantTools               bool // fill tools (pass 2's counts)
 }
 
@@ -128,7 +128,7 @@ func (f *facts) readToolStats(raw string) {
 			f.toolsUsed++
 		}
 		if f.wantTools && n > 0 {
-			count(f.tools, tool, n)
+			f.tools.add(tool, n)
 		}
 	})
 }
@@ -240,17 +240,19 @@ func canonicalJSON(s string) string {
 }
 
 // offeredTools reads the tool names of Hermes' system turn (the JSON list
-// between <tools> and </tools>); ok is false when there is none to read.
+// between the <tools> and </tools> lines); ok is false when there is none to read.
 func offeredTools(system string) (map[string]bool, bool) {
-	i := strings.Index(system, "<tools>")
-	j := strings.LastIndex(system, "</tools>")
+	// The template names the tags in its prose too: the list is on lines
+	// of its own.
+	i := strings.Index(system, "\n<tools>\n")
+	j := strings.LastIndex(system, "\n</tools>\n")
 	if i < 0 || j < i {
 		return nil, false
 	}
 	var list []struct {
 		Name string `json:"name"`
 	}
-	if json.Unmarshal([]byte(system[i+len("<tools>"):j]), &list) != nil {
+	if json.Unmarshal([]byte(system[i+len("\n<tools>\n"):j]), &list) != nil {
 		return nil, false
 	}
 	names := make(map[string]bool, len(list))

@@ -105,11 +105,11 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 			}
 		}
 	}()
-	man.Outcomes, man.Models, man.Tools = map[string]map[string]int64{}, map[string]int64{}, map[string]int64{}
-	for _, s := range p.splits {
-		man.Outcomes[s.name] = map[string]int64{}
+	outcomes, models, tools := make([]counts, len(p.splits)), counts{}, counts{}
+	for i := range p.splits {
+		outcomes[i] = counts{}
 	}
-	f := facts{wantTools: true, tools: man.Tools}
+	f := facts{wantTools: true, tools: tools}
 	var r row
 	ord := 0
 	kh := fnv.New64a()
@@ -141,9 +141,9 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 				return err
 			}
 			sp := out[st-1]
-			count(man.Outcomes[sp.name], f.outcome, 1)
+			outcomes[st-1].add(f.outcome, 1)
 			if f.model != "" {
-				count(man.Models, f.model, 1)
+				models.add(f.model, 1)
 			}
 			man.Tokens += f.tokens
 			return sp.write(&r)
@@ -158,7 +158,11 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 	if o.Progress != nil {
 		o.Progress(2, total, total)
 	}
-	man.Splits = map[string]Out{}
+	man.Splits, man.Outcomes = map[string]Out{}, map[string]map[string]int64{}
+	man.Models, man.Tools = models.plain(), tools.plain()
+	for i, s := range p.splits {
+		man.Outcomes[s.name] = outcomes[i].plain()
+	}
 	for _, s := range out {
 		if err := s.closeFile(); err != nil {
 			return err
@@ -172,14 +176,25 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 	return syncDir(filepath.Join(tmp, DataDir))
 }
 
-// count adds n to m[k], copying k when it is new (k may share a record
-// line's memory).
-func count(m map[string]int64, k string, n int64) {
-	if _, ok := m[k]; ok {
-		m[k] += n
+// counts counts by a name that may share a record line's memory: a map
+// assignment stores its key again even when the key is present, so the
+// counts are pointers and a name is copied once, when it is new.
+type counts map[string]*int64
+
+func (c counts) add(k string, n int64) {
+	if p := c[k]; p != nil {
+		*p += n
 		return
 	}
-	m[strings.Clone(k)] = n
+	c[strings.Clone(k)] = &n
+}
+
+func (c counts) plain() map[string]int64 {
+	m := make(map[string]int64, len(c))
+	for k, v := range c {
+		m[k] = *v
+	}
+	return m
 }
 
 // errChanged is pass 2 finding other records than pass 1 read.
