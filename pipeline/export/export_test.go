@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -154,28 +155,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 	for _, r := range rows {
 		rec := testRecord(int(r.PromptIndex), int(r.Sample))
-		msgs := []schemas.Message{}
-		for _, m := range r.Messages {
-			sm := schemas.Message{Role: m.Role, Content: m.Content}
-			if m.ReasoningContent != nil {
-				sm.Reasoning = *m.ReasoningContent
-			}
-			for _, tc := range m.ToolCalls {
-				sm.ToolCalls = append(sm.ToolCalls, schemas.ToolCall{ID: tc.ID, Type: tc.Type, Function: schemas.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
-			}
-			if m.ToolCallID != nil {
-				sm.ToolCallID = *m.ToolCallID
-			}
-			if m.Name != nil {
-				sm.Name = *m.Name
-			}
-			msgs = append(msgs, sm)
-		}
-		var tools []schemas.Tool
-		for _, tl := range r.Tools {
-			tools = append(tools, schemas.Tool{Type: tl.Type, Function: schemas.FunctionSpec{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: json.RawMessage(tl.Function.Parameters)}})
-		}
-		if got := schemas.ToShareGPT(msgs, tools); !reflect.DeepEqual(got, rec.Conversations) {
+		if got := schemas.ToShareGPT(messagesOf(r), toolsOf(r.Tools)); !reflect.DeepEqual(got, rec.Conversations) {
 			t.Fatalf("%s: Parquet row does not give the record back", r.Key)
 		}
 	}
@@ -567,4 +547,106 @@ func TestShardRowsAndCard(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Rows != 24 || back.Options.ShardRows != 7 || back.Sources[0].RunIDs[0] != "run-a" {
 		t.Fatalf("export.json: %v %+v", err, back)
 	}
+}
+
+// TestMessagesWriters holds the messages format's writers to the round
+// trip whatever FromShareGPT gives: a row of the chat messages a record
+// was made from, read back by `sharegpt`'s parser (JSONL, both forms of
+// arguments) or from Parquet, gives the record's conversations.
+func TestMessagesWriters(t *testing.T) {
+	type chat struct {
+		rec  *schemas.Record
+		msgs []schemas.Message
+	}
+	var chats []chat
+	for i := range 10 {
+		rec, msgs := testChat(i, 1)
+		chats = append(chats, chat{rec, msgs})
+	}
+	rowOf := func(c chat) *row {
+		f := &facts{key: c.rec.Key, id: c.rec.ID, pi: int64(c.rec.PromptIndex), sample: int64(c.rec.Sample), outcome: string(c.rec.Outcome), model: c.rec.Model}
+		return &row{f: f, source: "s", msgs: c.msgs, tools: testTools, toolsOK: true}
+	}
+	for _, args := range []string{ArgumentsString, ArgumentsObject} {
+		var b bytes.Buffer
+		w := &jsonlWriter{w: bufio.NewWriter(&b), opts: &Options{Format: FormatMessages, Arguments: args}}
+		for _, c := range chats {
+			if err := w.write(rowOf(c)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.close(); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		for i, l := range lines {
+			turns, err := schemas.ConvertOpenAILine([]byte(l))
+			if err != nil {
+				t.Fatalf("%s: %v: %s", args, err, l)
+			}
+			if !reflect.DeepEqual(turns, chats[i].rec.Conversations) {
+				t.Fatalf("%s: row %d gives\n%v\nwant\n%v", args, i, turns, chats[i].rec.Conversations)
+			}
+			calls := member(l, "messages")
+			if args == ArgumentsObject && strings.Contains(calls, `"arguments":"`) || args == ArgumentsString && strings.Contains(calls, `"arguments":{`) {
+				t.Fatalf("%s: arguments in the other form: %s", args, calls)
+			}
+		}
+	}
+	var b bytes.Buffer
+	w := newParquetWriter(&b, FormatMessages)
+	for _, c := range chats {
+		if err := w.write(rowOf(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.parquet"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := readParquet[messagesRow](t, dir, []string{"m.parquet"}, messagesConfig, messagesSchema)
+	if len(rows) != len(chats) {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, r := range rows {
+		if got := schemas.ToShareGPT(messagesOf(r), toolsOf(r.Tools)); !reflect.DeepEqual(got, chats[i].rec.Conversations) {
+			t.Fatalf("Parquet row %d gives\n%v\nwant\n%v", i, got, chats[i].rec.Conversations)
+		}
+		if r.Key != chats[i].rec.Key || r.Source != "s" || r.Reward != nil {
+			t.Fatalf("row %d columns %+v", i, r)
+		}
+	}
+}
+
+// messagesOf and toolsOf read a Parquet row back into schemas' types.
+func messagesOf(r messagesRow) []schemas.Message {
+	var msgs []schemas.Message
+	for _, m := range r.Messages {
+		sm := schemas.Message{Role: m.Role, Content: m.Content}
+		if m.ReasoningContent != nil {
+			sm.Reasoning = *m.ReasoningContent
+		}
+		for _, tc := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, schemas.ToolCall{ID: tc.ID, Type: tc.Type, Function: schemas.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+		if m.ToolCallID != nil {
+			sm.ToolCallID = *m.ToolCallID
+		}
+		if m.Name != nil {
+			sm.Name = *m.Name
+		}
+		msgs = append(msgs, sm)
+	}
+	return msgs
+}
+
+func toolsOf(ts []pqTool) []schemas.Tool {
+	var tools []schemas.Tool
+	for _, tl := range ts {
+		tools = append(tools, schemas.Tool{Type: tl.Type, Function: schemas.FunctionSpec{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: json.RawMessage(tl.Function.Parameters)}})
+	}
+	return tools
 }

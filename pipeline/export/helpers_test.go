@@ -28,6 +28,13 @@ var testTools = []schemas.Tool{
 // call; 4 a reasoning-only answer. Prompts 5 and 6 have the same text and no
 // id; the others have an id.
 func testRecord(i, s int) *schemas.Record {
+	rec, _ := testChat(i, s)
+	return rec
+}
+
+// testChat is testRecord with the chat messages its conversations were
+// made from.
+func testChat(i, s int) (*schemas.Record, []schemas.Message) {
 	prompt := fmt.Sprintf("task %d: list the files", i)
 	id := fmt.Sprintf("p%02d", i)
 	if i == 5 || i == 6 {
@@ -69,7 +76,7 @@ func testRecord(i, s int) *schemas.Record {
 	}
 	rec.Key = fmt.Sprintf("k%02d#%d", i, s)
 	rec.Conversations = schemas.ToShareGPT(msgs, testTools)
-	return rec
+	return rec, msgs
 }
 
 // testRecords are prompts 0..n-1 with samples each.
