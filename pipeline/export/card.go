@@ -104,7 +104,11 @@ func splitNames(man *Manifest, p *plan) []string {
 func card(man *Manifest, p *plan) string {
 	var b strings.Builder
 	names := splitNames(man, p)
-	b.WriteString("---\nconfigs:\n- config_name: default\n  data_files:\n")
+	b.WriteString("---\nconfigs:\n- config_name: default\n  data_files:")
+	if len(names) == 0 {
+		b.WriteString(" []")
+	}
+	b.WriteString("\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "  - split: %s\n    path: \"%s/%s-*\"\n", n, DataDir, n)
 	}

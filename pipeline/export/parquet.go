@@ -121,9 +121,18 @@ var (
 	shareGPTSchema = parquet.SchemaOf(new(shareGPTRow), shareGPTConfig)
 )
 
-// pqGroupBytes ends a row group once its rows' text reaches it, bounding
-// the memory of the writer's buffers.
-var pqGroupBytes int64 = 16 << 20
+// pqGroupBytes and pqGroupRows end a row group once its rows' text or
+// its rows reach them, bounding the memory of the writer's buffers (which
+// cost per row as well as per byte of text).
+var (
+	pqGroupBytes int64 = 8 << 20
+	pqGroupRows        = 16384
+)
+
+// pqCodec compresses every data file's pages: one codec, so that its
+// encoders (each with a history window of several MB) are shared by the
+// files instead of allocated per file.
+var pqCodec = &zstd.Codec{Level: zstd.SpeedFastest}
 
 // pqWriter writes rows of type T.
 type pqWriter[T any] struct {
@@ -131,11 +140,12 @@ type pqWriter[T any] struct {
 	row   [1]T
 	fill  func(dst *T, r *row) int64
 	bytes int64
+	rows  int
 }
 
 func newParquetWriter(w io.Writer, format string) rowWriter {
 	opts := func(schema *parquet.Schema, cfg *parquet.SchemaConfig, long ...[]string) []parquet.WriterOption {
-		o := []parquet.WriterOption{schema, cfg, parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		o := []parquet.WriterOption{schema, cfg, parquet.Compression(pqCodec),
 			parquet.DataPageStatistics(false), parquet.CreatedBy("hermes-pipe", "", "")}
 		for _, path := range long {
 			o = append(o, parquet.SkipPageBounds(path...))
@@ -160,11 +170,12 @@ func newParquetWriter(w io.Writer, format string) rowWriter {
 
 func (p *pqWriter[T]) write(r *row) error {
 	p.bytes += p.fill(&p.row[0], r)
+	p.rows++
 	if _, err := p.w.Write(p.row[:]); err != nil {
 		return err
 	}
-	if p.bytes >= pqGroupBytes {
-		p.bytes = 0
+	if p.bytes >= pqGroupBytes || p.rows >= pqGroupRows {
+		p.bytes, p.rows = 0, 0
 		return p.w.Flush()
 	}
 	return nil
