@@ -152,6 +152,9 @@ func card(man *Manifest, p *plan) string {
 		fmt.Fprintf(&b, "\n%d record(s) could not be converted exactly and were left out; the first: %s.\n",
 			man.NotConvertible.Count, strings.Join(man.NotConvertible.Keys, ", "))
 	}
+	if man.ToolsUnread > 0 {
+		fmt.Fprintf(&b, "\nThe tool list of %d row(s) could not be read back from their system turn: their `tools` is empty.\n", man.ToolsUnread)
+	}
 	cardCounts(&b, man, names)
 	return b.String()
 }
