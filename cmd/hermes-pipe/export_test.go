@@ -116,3 +116,44 @@ func TestExportRefusesACutShard(t *testing.T) {
 		t.Fatalf("written from a cut shard: %v", ents)
 	}
 }
+
+// TestExportShardedRunAndTwoSources reads a sharded run's shard folders as
+// one source (here two copies of the fixture, so every record twice) and a
+// second source after it.
+func TestExportShardedRunAndTwoSources(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	for _, shard := range []string{"shard-0-of-2", "shard-1-of-2"} {
+		if err := os.MkdirAll(run, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(fixtureCopy(t), filepath.Join(run, shard)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := fixtureCopy(t)
+	to := filepath.Join(t.TempDir(), "ds")
+	code, _, errs := hp(t, "export", run, other, "--to", to, "--format", "sharegpt", "--file-format", "jsonl", "--progress", "none")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var man export.Manifest
+	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	if man.Rows != 33 || len(man.Sources) != 2 || man.Sources[0].Folders != 2 || man.Sources[0].Records != 22 || man.Sources[1].Records != 11 {
+		t.Fatalf("rows %d, sources %+v", man.Rows, man.Sources)
+	}
+	data, err := os.ReadFile(filepath.Join(to, "data", "train-00000-of-00001.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	// The shards merged in cat's order: each record of the fixture twice in a row.
+	if len(lines) != 33 || lines[0] != lines[1] || lines[2] != lines[3] || lines[0] == lines[2] || lines[22] != lines[0] {
+		t.Fatalf("%d lines, not the shards merged in order then the second source", len(lines))
+	}
+}
