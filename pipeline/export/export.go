@@ -259,7 +259,11 @@ func Run(ctx context.Context, opts Options) (Manifest, error) {
 	if err := p.pass1(ctx, &man); err != nil {
 		return Manifest{}, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(opts.To)), filepath.Base(filepath.Clean(opts.To))+".tmp-")
+	parent := filepath.Dir(filepath.Clean(opts.To))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return Manifest{}, fmt.Errorf("export: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, filepath.Base(filepath.Clean(opts.To))+".tmp-")
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export: %w", err)
 	}
