@@ -1,7 +1,6 @@
 package export
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -56,7 +55,7 @@ type selector struct {
 	dedupe int
 	best   int
 	seen   map[[16]byte]struct{}
-	heaps  map[[16]byte]*bestHeap
+	heaps  map[[16]byte]bestHeap
 	f      facts
 	turns  []schemas.Turn
 	seed   string
@@ -83,7 +82,7 @@ func (p *plan) newSelector(man *Manifest) *selector {
 	}
 	if o.BestOf > 0 {
 		s.best = s.steps.add("best-of " + strconv.Itoa(o.BestOf))
-		s.heaps = map[[16]byte]*bestHeap{}
+		s.heaps = map[[16]byte]bestHeap{}
 	}
 	return s
 }
@@ -176,20 +175,28 @@ func (s *selector) record(ord int) error {
 }
 
 // offer puts the record at ord into its prompt's best-of heap; the worst
-// of a full heap is left out.
+// of a full heap is left out. The heaps are slices held in the map by
+// value, so a prompt costs its map entry and its candidates only.
 func (s *selector) offer(group [16]byte, ord int) {
-	h := s.heaps[group]
-	if h == nil {
-		h = &bestHeap{}
-		s.heaps[group] = h
-	}
 	f := &s.f
-	heap.Push(h, candidate{ord: ord, reward: f.reward, hasReward: f.hasReward,
-		completed: f.outcome == string(schemas.OutcomeCompleted), tokens: f.tokens, key: strings.Clone(f.key)})
-	if h.Len() > s.p.opts.BestOf {
-		worst := heap.Pop(h).(candidate)
-		s.p.state[worst.ord] = 0
+	c := candidate{ord: ord, reward: f.reward, hasReward: f.hasReward,
+		completed: f.outcome == string(schemas.OutcomeCompleted), tokens: f.tokens, key: f.key}
+	h := s.heaps[group]
+	if len(h) == s.p.opts.BestOf {
+		if !better(&c, &h[0]) {
+			s.p.state[ord] = 0 // no better than the worst kept
+			return
+		}
+		s.p.state[h[0].ord] = 0
+		c.key = strings.Clone(f.key)
+		h[0] = c
+		h.down(0)
+		return
 	}
+	c.key = strings.Clone(f.key)
+	h = append(h, c)
+	h.up(len(h) - 1)
+	s.heaps[group] = h
 }
 
 // finish counts the kept records per split and records the steps.
@@ -262,13 +269,33 @@ func better(a, b *candidate) bool {
 // bestHeap keeps a prompt's best candidates with the worst at the root.
 type bestHeap []candidate
 
-func (h bestHeap) Len() int           { return len(h) }
-func (h bestHeap) Less(i, j int) bool { return better(&h[j], &h[i]) }
-func (h bestHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *bestHeap) Push(x any)        { *h = append(*h, x.(candidate)) }
-func (h *bestHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+// worse reports whether h[i] ranks after h[j].
+func (h bestHeap) worse(i, j int) bool { return better(&h[j], &h[i]) }
+
+func (h bestHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.worse(i, parent) {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (h bestHeap) down(i int) {
+	for {
+		w, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.worse(l, w) {
+			w = l
+		}
+		if r < len(h) && h.worse(r, w) {
+			w = r
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
 }
