@@ -132,6 +132,7 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 			verifyCommand(),
 			repairCommand(),
 			sharegptCommand(),
+			exportCommand(),
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands()...)

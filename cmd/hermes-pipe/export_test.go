@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/export"
+)
+
+// fixtureCopy copies the checked-in finished generate folder into a
+// temporary folder.
+func fixtureCopy(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "datasets", "fixtures", "generate")
+	dst := filepath.Join(t.TempDir(), "generate")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestExportCommand(t *testing.T) {
+	src := fixtureCopy(t)
+	to := filepath.Join(t.TempDir(), "ds")
+	code, _, errs := hp(t, "export", src, "--to", to, "--format", "sharegpt", "--split", "train=0.5,test=0.5", "--seed", "7", "--progress", "none")
+	if code != exitOK {
+		t.Fatalf("export exit %d: %s", code, errs)
+	}
+	var man export.Manifest
+	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	if man.Rows != 11 || man.Sources[0].RunIDs[0] != "18ee211aa4dd6273-3548" || man.Options.Seed != 7 {
+		t.Fatalf("manifest %+v", man)
+	}
+	for _, out := range man.Splits {
+		for _, f := range out.Files {
+			if _, err := os.Stat(filepath.Join(to, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !strings.Contains(errs, "export: 11 rows to "+to) {
+		t.Fatalf("summary: %s", errs)
+	}
+	card, err := os.ReadFile(filepath.Join(to, export.CardFile))
+	if err != nil || !strings.HasPrefix(string(card), "---\nconfigs:\n") {
+		t.Fatalf("card: %v %.100s", err, card)
+	}
+
+	// Refused: an existing --to, a bad --where, --arguments object with Parquet.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", src, "--to", to}, "--overwrite"},
+		{[]string{"export", src, "--to", to + "2", "--where", "colour=red"}, `unknown field "colour"`},
+		{[]string{"export", src, "--to", to + "2", "--where", "tokens>>3"}, "tokens"},
+		{[]string{"export", src, "--to", to + "2", "--arguments", "object"}, "--file-format jsonl"},
+		{[]string{"export", src, "--to", to + "2", "--best-of", "0"}, "--best-of"},
+		{[]string{"export", src}, "--to"},
+	} {
+		code, _, errs := hp(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, want %d with %q: %s", c.args, code, exitUsage, c.want, errs)
+		}
+	}
+	if _, err := os.Stat(to + "2"); !os.IsNotExist(err) {
+		t.Fatal("a refused export created its folder")
+	}
+	if code, _, errs := hp(t, "export", src, "--to", to, "--overwrite", "--file-format", "jsonl", "--format", "sharegpt", "--progress", "none"); code != exitOK {
+		t.Fatalf("--overwrite: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(to, "data", "train-00000-of-00001.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExportRefusesACutShard(t *testing.T) {
+	src := fixtureCopy(t)
+	shard := filepath.Join(src, "data", "shard-00001.jsonl")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shard, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "ds")
+	code, _, errs := hp(t, "export", src, "--to", to, "--progress", "none")
+	if code != exitFatal || !strings.Contains(errs, "data/shard-00001.jsonl") {
+		t.Fatalf("exit %d, want %d naming the shard: %s", code, exitFatal, errs)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(to)); len(ents) != 0 {
+		t.Fatalf("written from a cut shard: %v", ents)
+	}
+}
+
+// TestExportShardedRunAndTwoSources reads a sharded run's shard folders as
+// one source (here two copies of the fixture, so every record twice) and a
+// second source after it.
+func TestExportShardedRunAndTwoSources(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	for _, shard := range []string{"shard-0-of-2", "shard-1-of-2"} {
+		if err := os.MkdirAll(run, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(fixtureCopy(t), filepath.Join(run, shard)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := fixtureCopy(t)
+	to := filepath.Join(t.TempDir(), "ds")
+	code, _, errs := hp(t, "export", run, other, "--to", to, "--format", "sharegpt", "--file-format", "jsonl", "--progress", "none")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var man export.Manifest
+	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	if man.Rows != 33 || len(man.Sources) != 2 || man.Sources[0].Folders != 2 || man.Sources[0].Records != 22 || man.Sources[1].Records != 11 {
+		t.Fatalf("rows %d, sources %+v", man.Rows, man.Sources)
+	}
+	data, err := os.ReadFile(filepath.Join(to, "data", "train-00000-of-00001.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	// The shards merged in cat's order: each record of the fixture twice in a row.
+	if len(lines) != 33 || lines[0] != lines[1] || lines[2] != lines[3] || lines[0] == lines[2] || lines[22] != lines[0] {
+		t.Fatalf("%d lines, not the shards merged in order then the second source", len(lines))
+	}
+}
