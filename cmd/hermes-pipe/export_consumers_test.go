@@ -171,9 +171,10 @@ func TestExportConsumers(t *testing.T) {
 		{"sharegpt-parquet", ".parquet", "sharegpt", []string{"--format", "sharegpt"}, []string{"train"}},
 	}
 	dirs := map[string]string{}
+	root := t.TempDir() // the exports outlive their subtests: the checks below break copies of them
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), c.name)
+			dir := filepath.Join(root, c.name)
 			dirs[c.name] = dir
 			exportTo(t, src, dir, c.args...)
 			res, err := check(t, dir)
@@ -229,7 +230,7 @@ func TestExportConsumers(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "drops-tools.jinja"), []byte("{% for m in messages %}{% if m.role != 'tool' %}{{ m.content }}{% endif %}{% endfor %}"), 0o644)
 	res, err := check(t, dirs["parquet"], "--templates", bad)
-	if err == nil || len(res.Problems) == 0 || !strings.Contains(res.Problems[0], ".parquet row ") || !strings.Contains(res.Problems[0], "tool result missing") {
+	if all := strings.Join(res.Problems, "\n"); err == nil || len(res.Problems) == 0 || !strings.Contains(res.Problems[0], ".parquet row ") || !strings.Contains(all, "tool result missing") {
 		t.Errorf("a template losing tool results passed: %v %q", err, res.Problems)
 	}
 	// A data file no config of the card names.
