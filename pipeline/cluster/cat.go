@@ -29,6 +29,26 @@ func CatAll(dirs []string, w io.Writer) error {
 // that a running shard appends to while it is read may disagree with its
 // ledger view; CatAllWith then fails and asks to retry.
 func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	err := EachAll(dirs, opts, func(line []byte) error {
+		if _, err := bw.Write(line); err != nil {
+			return fmt.Errorf("cat: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("cat: %w", err)
+	}
+	return nil
+}
+
+// EachAll calls fn with every line CatAllWith writes, in its order (each
+// line ends with its newline and is valid only during the call). An error
+// of fn ends it and is returned as it is.
+func EachAll(dirs []string, opts pipeline.CatOptions, fn func(line []byte) error) error {
 	streams := make([]*catStream, 0, len(dirs))
 	var wg sync.WaitGroup
 	defer func() {
@@ -65,11 +85,10 @@ func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
 			heap.Push(h, s)
 		}
 	}
-	bw := bufio.NewWriterSize(w, 256<<10)
 	for h.Len() > 0 {
 		s := (*h)[0]
-		if _, err := bw.Write(s.line); err != nil {
-			return fmt.Errorf("cat: %w", err)
+		if err := fn(s.line); err != nil {
+			return err
 		}
 		ok, err := s.next()
 		if err != nil {
@@ -80,9 +99,6 @@ func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
 		} else {
 			heap.Pop(h)
 		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("cat: %w", err)
 	}
 	return nil
 }
