@@ -119,7 +119,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         warnLogger(c),
-		ToolVersion:    version,
+		ToolVersion:    versionString(),
 		Record:         record,
 	}
 	return r, nil
