@@ -141,10 +141,10 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 }
 
 // isCLIUsage recognises urfave/cli's own usage errors (unknown flag, missing
-// required flag), which it returns as plain errors.
+// required flag, `help` of no command), which it returns as plain errors.
 func isCLIUsage(err error) bool {
 	msg := strings.ToLower(err.Error())
-	for _, p := range []string{"flag provided but not defined", "required flag", "invalid value", "flag needs an argument"} {
+	for _, p := range []string{"flag provided but not defined", "required flag", "invalid value", "flag needs an argument", "no help topic for"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

@@ -42,6 +42,9 @@ func TestUsageErrorsAreShortWithSuggestions(t *testing.T) {
 			t.Errorf("%v: printed the help:\n%s", tc.args, stdout)
 		}
 	}
+	if code, _, errs := hp(t, "help", "genrate"); code != exitUsage {
+		t.Errorf("help genrate: exit %d, want 2: %s", code, errs)
+	}
 	if strings.Contains(mustRun(t, "frobnicate"), "did you mean") {
 		t.Error("a name near no command got a suggestion")
 	}
