@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,5 +137,67 @@ func TestSamplingUsageErrors(t *testing.T) {
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%v: the output folder was made (%v)", tc.args, err)
 		}
+	}
+}
+
+// swe sends the same sampling fields with every request of a task's agent.
+func TestSamplingFlagsReachTheEndpointInSWE(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	script := `{"scripts": [{"name": "hello", "match": "^Create hello.py", "steps": [
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "printf 'print(1)\\n' > hello.py"}}]},
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo MINI_SWE_AGENT_FINAL_OUTPUT; echo created hello.py"}}]}]}]}`
+	fk := fakellm.New(fakellm.Config{KeepRequests: true, Scripts: mustScripts(t, script)})
+	srv := httptest.NewServer(fk)
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs := hpSWE(t, "swe", "--task", "Create hello.py that prints 1", "--out", out, "--base-url", srv.URL+"/v1", "--model", "fake",
+		"--sandbox", "local", "--progress", "none", "--temperature", "1", "--top-p", "0.5", "--max-tokens", "100", "--sampling-seed", "3",
+		"--extra-body", `{"min_p": 0.1}`)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errs)
+	}
+	want := map[string]string{"temperature": "1", "top_p": "0.5", "max_tokens": "100", "seed": "3", "min_p": "0.1"}
+	reqs := requestFields(t, fk.Requests())
+	if len(reqs) != 2 {
+		t.Fatalf("%d chat requests, want 2", len(reqs))
+	}
+	for i, got := range reqs {
+		if !sameFields(got, want) {
+			t.Errorf("request %d sent %v, want %v", i, got, want)
+		}
+	}
+}
+
+// compress's summary requests carry --top-p, --sampling-seed and
+// --extra-body beside their own temperature and max_tokens.
+func TestSamplingFlagsReachTheEndpointInCompress(t *testing.T) {
+	fk := fakellm.New(fakellm.Config{SummaryWords: 40, KeepRequests: true})
+	srv := httptest.NewServer(fk)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(trajLine("a", 12, 200)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", filepath.Join(dir, "out"), "--target-tokens", "1500", "--summary-tokens", "100",
+		"--base-url", srv.URL+"/v1", "--model", "m", "--progress", "none", "--top-p", "0.5", "--sampling-seed", "9", "--extra-body", `{"top_k": 5}`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	reqs := requestFields(t, fk.Requests())
+	if len(reqs) == 0 {
+		t.Fatal("no summary request")
+	}
+	want := map[string]string{"temperature": "0.3", "top_p": "0.5", "max_tokens": "200", "seed": "9", "top_k": "5"}
+	for i, got := range reqs {
+		if !sameFields(got, want) {
+			t.Errorf("summary request %d sent %v, want %v", i, got, want)
+		}
+	}
+	if code, _, errs := hpc(t, "compress", "--in", in, "--out", filepath.Join(dir, "out2"), "--base-url", srv.URL+"/v1", "--model", "m",
+		"--extra-body", `{"temperature": 1}`); code != exitUsage || !strings.Contains(errs, `compress sends "temperature" itself`) {
+		t.Errorf("--extra-body temperature: exit %d: %s", code, errs)
 	}
 }
