@@ -132,7 +132,6 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 			verifyCommand(),
 			repairCommand(),
 			sharegptCommand(),
-			versionCommand(),
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands()...)
