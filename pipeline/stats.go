@@ -264,8 +264,9 @@ func (s Statistics) WriteText(w io.Writer) error {
 	for _, oc := range sortedKeys(s.Outcomes) {
 		fmt.Fprintf(tw, "  %s\t%d\n", oc, s.Outcomes[oc])
 	}
-	fmt.Fprintf(tw, "completed\t%d\n", s.Completed)
-	fmt.Fprintf(tw, "partial\t%d\n", s.Partial)
+	// The records' completed and partial fields (Hermes'), not outcomes:
+	// one line, so "completed" is not listed twice.
+	fmt.Fprintf(tw, "flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
 	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
 	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
 	if u := s.Usage; u.CachedPromptTokens > 0 || u.ReasoningTokens > 0 {
@@ -281,7 +282,11 @@ func (s Statistics) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "tool\tcalls\tsuccess\tfailure\tsuccess rate\n")
 		for _, name := range sortedKeys(s.Tools) {
 			t := s.Tools[name]
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%.1f%%\n", name, t.Count, t.Success, t.Failure, 100*t.SuccessRate)
+			rate := "-" // never called: no rate, rather than 0.0%
+			if t.Count > 0 {
+				rate = fmt.Sprintf("%.1f%%", 100*t.SuccessRate)
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\n", name, t.Count, t.Success, t.Failure, rate)
 		}
 	}
 	if len(s.ToolErrors) > 0 {

@@ -113,10 +113,11 @@ func runMerge(c *cli.Context) error {
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
-		Usage:     "show per-shard progress of a sharded run (done, failed, remaining, rate)",
+		Usage:     "show the progress of a run, per shard when sharded (done, failed, remaining, rate)",
 		UsageText: "hermes-pipe status OUT [--prompts FILE] [--window 5m] [--json]",
 		Description: `Reads each shard's ledger (not its records) and, to count what remains, the
-prompts file the shards recorded (or --prompts). Safe while the shards run.`,
+prompts file the shards recorded (or --prompts). Safe while the shards run.
+An output folder that was not sharded is shown as its one shard, ".".`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "prompts", Usage: "generate input to count remaining rows against (default: the one recorded in run.json)"},
 			&cli.DurationFlag{Name: "window", Value: 5 * time.Minute, Usage: "rate over the records committed within this window"},
@@ -129,14 +130,11 @@ prompts file the shards recorded (or --prompts). Safe while the shards run.`,
 
 func runStatus(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("status takes one argument, the sharded output folder")
+		return usagef("status takes one argument, the output folder")
 	}
 	out, err := localRun(c, c.Args().First(), true)
 	if err != nil {
 		return err
-	}
-	if !cluster.IsSharded(out) {
-		return usagef("status %s: no shard-I-of-N folder: not a sharded run", c.Args().First())
 	}
 	if c.Duration("window") <= 0 {
 		return usagef("--window must be positive")

@@ -56,7 +56,7 @@ func clusterCLI(t *testing.T, args ...string) (int, string, string) {
 	app := newApp(&out, &errb)
 	for _, c := range []*cli.Command{mergeCommand(), statusCommand()} {
 		if app.Command(c.Name) == nil {
-			setUsageHandler(c)
+			setUsageHandler(c, "")
 			app.Commands = append(app.Commands, c)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -71,6 +72,7 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "batch-export", Usage: "write the summary requests that have no result yet to this file in the OpenAI batch input format (vllm run-batch reads it); their rows stay pending"},
 		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
+	flags = append(flags, samplingFlags(false)...)
 	flags = append(flags, compressLLMFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
@@ -119,6 +121,9 @@ func runCompress(c *cli.Context) error {
 	temp := c.Float64("temperature")
 	if temp < 0 || temp > 2 || temp != temp {
 		return usagef("--temperature must be between 0 and 2, got %v", temp)
+	}
+	if _, err := samplingOf(c); err != nil {
+		return err
 	}
 	if !c.Bool("dry-run") {
 		if err := compressEndpoint(c); err != nil {
@@ -236,6 +241,9 @@ func compressConfig(c *cli.Context) (compress.Config, int, error) {
 // --base-url and --model unless it only writes or reads batch files.
 func compressEndpoint(c *cli.Context) error {
 	for _, name := range []string{"out", "base-url", "model"} {
+		if c.IsSet(name) && strings.TrimSpace(c.String(name)) == "" {
+			return usagef("--%s is empty; give a value", name)
+		}
 		if c.String(name) != "" || name == "base-url" && offlineBatch(c) {
 			continue
 		}
@@ -313,7 +321,12 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 			// writes request bodies and reads result lines, it sends nothing.
 			base = "http://127.0.0.1/v1"
 		}
+		sampling, err := samplingOf(c)
+		if err != nil {
+			return o, err
+		}
 		bc, err := llm.NewBatch(llm.Options{
+			Sampling:       sampling,
 			BaseURL:        base,
 			APIKey:         os.Getenv(c.String("api-key-env")),
 			Model:          c.String("model"),

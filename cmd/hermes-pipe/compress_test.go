@@ -31,7 +31,7 @@ func hpc(t *testing.T, args ...string) (int, string, string) {
 	for _, c := range []func() *cli.Command{compressCommand, tokensCommand} {
 		cmd := c()
 		if !have[cmd.Name] {
-			setUsageHandler(cmd)
+			setUsageHandler(cmd, "")
 			app.Commands = append(app.Commands, cmd)
 		}
 	}

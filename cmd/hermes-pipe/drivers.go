@@ -55,6 +55,7 @@ func extraCommands() []*cli.Command {
 		preflightCommand(),
 		sandboxCommand(),
 		cronCommand(cronDeps{Agent: cronAgent()}),
+		versionCommand(),
 	}
 }
 

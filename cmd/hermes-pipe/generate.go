@@ -94,6 +94,7 @@ func generateCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
 	}
 	flags = append(flags, toolFlags("the distribution default")...)
+	flags = append(flags, samplingFlags(true)...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
@@ -140,6 +141,10 @@ func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) 
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, nil, usagef("--base-url: %q is not an http(s) URL", llm.RedactURL(base))
 	}
+	sampling, err := samplingOf(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	max := c.Int("max-concurrent-requests")
 	if max <= 0 {
 		max = workers
@@ -153,6 +158,7 @@ func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) 
 		MaxRetries:     c.Int("max-retries"),
 		Stream:         c.Bool("stream"),
 		Controller:     ctrl,
+		Sampling:       sampling,
 	})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
@@ -400,6 +406,10 @@ func flagRecord(c *cli.Context) map[string]any {
 		}
 		switch v := c.Value(name).(type) {
 		case string:
+			if name == "extra-body" {
+				m[name] = extraBodyRecord(v)
+				continue
+			}
 			m[name] = llm.RedactURL(v)
 		case cli.StringSlice:
 			m[name] = redactURLs(v.Value())

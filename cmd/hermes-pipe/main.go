@@ -32,7 +32,9 @@ const (
 	exitInterrupted = 130
 )
 
-// version is set by the linker for release builds.
+// version is set by the linker for release builds
+// (-ldflags "-X main.version=v1.2.3"); versionString adds what the build
+// recorded.
 var version = "dev"
 
 // usageError marks a bad flag or argument (exit 2).
@@ -58,7 +60,8 @@ func main() {
 // run builds the app and runs it; tests call it directly.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(reorderArgs(app, args))
+	args = reorderArgs(app, args)
+	err := app.Run(args)
 	code := exitCode(err)
 	if err != nil {
 		var st *exitStatus
@@ -66,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "hermes-pipe: %v\n", err)
 		}
 		if code == exitUsage {
-			fmt.Fprintln(stderr, "run 'hermes-pipe --help' or 'hermes-pipe COMMAND --help' for usage")
+			fmt.Fprintln(stderr, usageHint(app, args))
 		}
 	}
 	return code
@@ -100,14 +103,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:                 "hermes-pipe",
 		Usage:                "an offline factory for SFT data from LLM agents",
-		Version:              version,
+		Version:              versionString(),
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // never os.Exit inside Run
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &usageError{err.Error()}
-		},
 		Description: `Turns prompts into supervised-fine-tuning data: an agent loop per prompt
 (an OpenAI-compatible model calling tools in a sandbox) writes Hermes-format
 ShareGPT trajectories to crash-safe, resumable JSONL shards.
@@ -136,24 +136,15 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands()...)
-	for _, c := range app.Commands {
-		setUsageHandler(c)
-	}
+	setUsageHandlers(app)
 	return app
 }
 
-func setUsageHandler(c *cli.Command) {
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return &usageError{err.Error()} }
-	for _, sub := range c.Subcommands {
-		setUsageHandler(sub)
-	}
-}
-
 // isCLIUsage recognises urfave/cli's own usage errors (unknown flag, missing
-// required flag), which it returns as plain errors.
+// required flag, `help` of no command), which it returns as plain errors.
 func isCLIUsage(err error) bool {
 	msg := strings.ToLower(err.Error())
-	for _, p := range []string{"flag provided but not defined", "required flag", "invalid value", "flag needs an argument"} {
+	for _, p := range []string{"flag provided but not defined", "required flag", "invalid value", "flag needs an argument", "no help topic for"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

@@ -119,7 +119,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         warnLogger(c),
-		ToolVersion:    version,
+		ToolVersion:    versionString(),
 		Record:         record,
 	}
 	return r, nil
@@ -135,6 +135,9 @@ func checkRunFlags(c *cli.Context) (pipeline.Mode, error) {
 	}
 	if w := c.Int("workers"); w < 1 {
 		return 0, usagef("--workers must be at least 1, got %d", w)
+	}
+	if _, err := samplingOf(c); err != nil {
+		return 0, err
 	}
 	for _, f := range []string{"max-cost", "max-cost-per-rollout"} {
 		if v := c.Float64(f); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -171,6 +174,7 @@ func checkCaps(c *cli.Context, price *cost.Price) error {
 // rolloutOptions binds the agent-loop flags generate and swe share (model,
 // turns, timeouts, output limit, max tokens) with the run's client, driver
 // and run id; systemPrompt is the mode's. Modes add their own fields.
+// --max-tokens and the other sampling flags are the client's (samplingOf).
 func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.Options {
 	return rollout.Options{
 		Client:         r.client,
@@ -182,7 +186,6 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		CommandTimeout: c.Duration("command-timeout"),
 		MaxOutput:      c.Int("max-output"),
 		SystemPrompt:   systemPrompt,
-		MaxTokens:      c.Int("max-tokens"),
 		Price:          r.price,
 
 		MaxCostPerRollout:   c.Float64("max-cost-per-rollout"),

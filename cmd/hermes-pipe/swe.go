@@ -31,6 +31,7 @@ func sweCommand() *cli.Command {
 		&cli.IntFlag{Name: "summary-rows", Value: 20, Usage: "instances listed in the summary table on stdout"},
 	}
 	flags = append(flags, toolFlags("terminal; terminal is added to every task's toolsets, the agent submits through it")...)
+	flags = append(flags, samplingFlags(true)...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	for _, f := range runFlags() {

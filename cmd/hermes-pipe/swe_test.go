@@ -23,7 +23,7 @@ func hpSWE(t *testing.T, args ...string) (int, string, string) {
 	app := newApp(&out, &errb)
 	if app.Command("swe") == nil {
 		c := sweCommand()
-		setUsageHandler(c)
+		setUsageHandler(c, "")
 		app.Commands = append(app.Commands, c)
 	}
 	err := app.Run(append([]string{"hermes-pipe"}, args...))

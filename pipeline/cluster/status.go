@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 )
 
 // StatusOptions configure Status. The zero value counts remaining rows
@@ -60,7 +62,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	specs, n, err := layout(out)
+	parts, n, err := statusParts(out)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -70,9 +72,10 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		sts[i] = ShardStatus{Index: i, Dir: Spec{Index: i, Count: n}.Name(), Expected: -1, Remaining: -1}
 	}
 	path := opts.Prompts
-	for _, sp := range specs {
-		st := &sts[sp.Index]
-		dir := sp.Dir(out)
+	for _, sp := range parts {
+		st := &sts[sp.index]
+		dir := sp.dir
+		st.Dir = sp.name
 		st.Started = true
 		if path == "" {
 			if man, err := readManifestFile(dir); err == nil && man.Kind == "generate" {
@@ -81,7 +84,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		}
 		lv, err := readLedger(dir)
 		if err != nil {
-			return nil, fmt.Errorf("status %s: %w", sp.Name(), err)
+			return nil, fmt.Errorf("status %s: %w", sp.name, err)
 		}
 		for _, u := range lv.units {
 			switch {
@@ -94,7 +97,7 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 			}
 		}
 		recent := 0
-		if commits, ok := opts.Commits[sp.Name()]; ok {
+		if commits, ok := opts.Commits[sp.name]; ok {
 			for _, c := range commits {
 				if c.At.After(st.LastCommit) {
 					st.LastCommit = c.At
@@ -122,8 +125,8 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 	}
 	if path != "" && opts.InputKeys != nil {
 		samples, maxLine := 1, 0
-		if len(specs) > 0 {
-			if man, err := readManifestFile(specs[0].Dir(out)); err == nil {
+		if len(parts) > 0 {
+			if man, err := readManifestFile(parts[0].dir); err == nil {
 				o := recordedOptions(man)
 				samples, maxLine = intOption(o, "samples", 1), intOption(o, "max-line-bytes", 0)
 			}
@@ -139,6 +142,38 @@ func Status(ctx context.Context, out string, opts StatusOptions) ([]ShardStatus,
 		}
 	}
 	return sts, nil
+}
+
+// statusPart is one folder status reads: a shard folder, or the whole
+// output folder of a run that was not sharded.
+type statusPart struct {
+	index     int
+	name, dir string
+}
+
+// statusParts lists the folders of the run in out and their count: its
+// shard folders, or out itself as the one shard of a plain run (named "."),
+// so status works on any output folder. A folder that is neither is a
+// usage error.
+func statusParts(out string) ([]statusPart, int, error) {
+	if !IsSharded(out) {
+		if _, ok, err := outdir.ReadManifest(out); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%s: not an output folder (no %s, no shard-I-of-N folder)", out, outdir.ManifestFile)
+			}
+			return nil, 0, usage(err)
+		}
+		return []statusPart{{index: 0, name: ".", dir: out}}, 1, nil
+	}
+	specs, n, err := layout(out)
+	if err != nil {
+		return nil, 0, err
+	}
+	parts := make([]statusPart, len(specs))
+	for i, sp := range specs {
+		parts[i] = statusPart{index: sp.Index, name: sp.Name(), dir: sp.Dir(out)}
+	}
+	return parts, n, nil
 }
 
 // WriteStatus prints sts as an aligned table with a total line.

@@ -56,6 +56,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Seed makes the backoff jitter reproducible.
 	Seed uint64
+	// Sampling is sent with every chat request (direct, streamed and
+	// Batch API bodies alike); a Request's own MaxTokens or Temperature
+	// replaces the client's.
+	Sampling Sampling
 	// ThinkToReasoning moves a leading <think>...</think> block of the
 	// content into Message.Reasoning when the reply carries no reasoning
 	// field. Off by default, which keeps content exactly as the model sent
@@ -116,6 +120,9 @@ func New(opts Options) (Client, error) {
 		tr.MaxIdleConns = 4096
 		tr.MaxIdleConnsPerHost = 4096
 		opts.HTTPClient = &http.Client{Transport: tr}
+	}
+	if err := opts.Sampling.check(); err != nil {
+		return nil, fmt.Errorf("llm client: %w", err)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -333,12 +340,7 @@ func (c *client) params(req Request) (openai.ChatCompletionNewParams, error) {
 		fp := param.Override[openai.ChatCompletionFunctionToolParam](json.RawMessage(raw))
 		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &fp})
 	}
-	if req.MaxTokens > 0 {
-		p.MaxTokens = openai.Int(int64(req.MaxTokens))
-	}
-	if req.Temperature != nil {
-		p.Temperature = openai.Float(*req.Temperature)
-	}
+	c.opts.Sampling.apply(&p, req)
 	if c.opts.Stream {
 		p.StreamOptions.IncludeUsage = openai.Bool(true)
 	}

@@ -1,0 +1,115 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/openai/openai-go/v3"
+)
+
+// Sampling is what a client sends with every chat request besides the
+// conversation: the sampling parameters a user set, each left out of the
+// body when unset so the server's default applies, and Extra, fields merged
+// into the body as they are (top_k, min_p, repetition_penalty,
+// chat_template_kwargs of vLLM or SGLang).
+type Sampling struct {
+	Temperature *float64 // nil = not sent
+	TopP        *float64 // nil = not sent
+	MaxTokens   int      // 0 = not sent
+	Seed        *int64   // nil = not sent
+	// Extra holds JSON values keyed by body field. A field the client
+	// builds itself (ReservedFields) or one of the fields above is refused
+	// by New, so nothing is given two values.
+	Extra map[string]any
+}
+
+// ReservedFields are the request body fields the client writes from the
+// request itself; Sampling.Extra may not name them.
+var ReservedFields = []string{"model", "messages", "tools", "stream", "stream_options"}
+
+// SamplingFields are the body fields of Sampling's typed parameters.
+var SamplingFields = []string{"temperature", "top_p", "max_tokens", "seed"}
+
+// ErrSampling marks a Sampling New refuses.
+var ErrSampling = errors.New("bad sampling parameters")
+
+// check refuses values no server accepts and Extra fields that would give a
+// body field a second value.
+func (s Sampling) check() error {
+	if t := s.Temperature; t != nil && (*t < 0 || math.IsNaN(*t) || math.IsInf(*t, 0)) {
+		return fmt.Errorf("%w: temperature %v is not a number >= 0", ErrSampling, *t)
+	}
+	if p := s.TopP; p != nil && !(*p > 0 && *p <= 1) {
+		return fmt.Errorf("%w: top_p %v is not in (0, 1]", ErrSampling, *p)
+	}
+	if s.MaxTokens < 0 {
+		return fmt.Errorf("%w: max_tokens %d is negative", ErrSampling, s.MaxTokens)
+	}
+	keys := make([]string, 0, len(s.Extra))
+	for k := range s.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if slices.Contains(ReservedFields, k) {
+			return fmt.Errorf("%w: extra field %q is written by the client itself", ErrSampling, k)
+		}
+		if s.sets(k) {
+			return fmt.Errorf("%w: extra field %q is also set as a sampling parameter", ErrSampling, k)
+		}
+	}
+	return nil
+}
+
+// sets reports whether the typed parameter sent as body field k is set.
+func (s Sampling) sets(k string) bool {
+	switch k {
+	case "temperature":
+		return s.Temperature != nil
+	case "top_p":
+		return s.TopP != nil
+	case "max_tokens":
+		return s.MaxTokens > 0
+	case "seed":
+		return s.Seed != nil
+	}
+	return false
+}
+
+// apply writes the parameters into p; req's own MaxTokens and Temperature
+// replace the client's (and an Extra field of the same name).
+func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
+	maxTokens, temp := s.MaxTokens, s.Temperature
+	if req.MaxTokens > 0 {
+		maxTokens = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		temp = req.Temperature
+	}
+	if maxTokens > 0 {
+		p.MaxTokens = openai.Int(int64(maxTokens))
+	}
+	if temp != nil {
+		p.Temperature = openai.Float(*temp)
+	}
+	if s.TopP != nil {
+		p.TopP = openai.Float(*s.TopP)
+	}
+	if s.Seed != nil {
+		p.Seed = openai.Int(*s.Seed)
+	}
+	if len(s.Extra) == 0 {
+		return
+	}
+	extra := make(map[string]any, len(s.Extra))
+	for k, v := range s.Extra {
+		if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
+			continue // the request's own value wins
+		}
+		extra[k] = v
+	}
+	p.SetExtraFields(extra)
+}
