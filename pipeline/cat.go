@@ -81,6 +81,7 @@ func openReadOnly(dir string) (*ledgerIndex, Manifest, error) {
 			return nil, man, err
 		}
 	}
+	ld.ix.onePass = true
 	return ld.ix, man, nil
 }
 
@@ -123,6 +124,9 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 // only. `verify` always hashes every shard.
 func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
+	if ix.onePass {
+		ix.table, ix.entries = keyTable{}, nil
+	}
 	lr := &liveReader{dir: dir, ix: ix, check: check, files: newFileCache(dir, 64), hashes: map[uint32]*shardHash{}}
 	defer lr.close()
 	if fi, err := os.Stat(filepath.Join(dir, LedgerFile)); err == nil {

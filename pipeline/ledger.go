@@ -54,6 +54,10 @@ type ledgerIndex struct {
 	outcomeIdx map[schemas.Outcome]uint16
 	maxShard   int     // highest shard number named
 	cost       float64 // sum of every line's cost_usd, superseded lines included
+	// onePass marks an index read for one pass over its records (cat,
+	// EachRecord): eachLive drops its key table and entries once it has
+	// the live records in order, about 100 bytes a key, before reading them.
+	onePass bool
 }
 
 func newLedgerIndex(sizeHint int) *ledgerIndex {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/export"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // fixtureCopy copies the checked-in finished generate folder into a
@@ -155,5 +156,77 @@ func TestExportShardedRunAndTwoSources(t *testing.T) {
 	// The shards merged in cat's order: each record of the fixture twice in a row.
 	if len(lines) != 33 || lines[0] != lines[1] || lines[2] != lines[3] || lines[0] == lines[2] || lines[22] != lines[0] {
 		t.Fatalf("%d lines, not the shards merged in order then the second source", len(lines))
+	}
+}
+
+// TestExportCompressedRun exports a compress run of a generate folder: every
+// record converts, a compressed one's messages start with the notice
+// compress added to its system turn, and `sharegpt` of each row gives its
+// turns after the system turn back.
+func TestExportCompressedRun(t *testing.T) {
+	gen := demoFolder(t)
+	_, url := startFakeServer(t, fakellm.Config{SummaryWords: 20})
+	out := filepath.Join(t.TempDir(), "compressed")
+	if code, _, errs := hpc(t, "compress", "--in", gen, "--out", out, "--target-tokens", "300", "--summary-tokens", "50",
+		"--protect-last", "1", "--base-url", url, "--model", "m", "--progress", "none"); code != exitOK {
+		t.Fatalf("compress exit %d: %s", code, errs)
+	}
+	recs := catRecords(t, out)
+	to := filepath.Join(t.TempDir(), "sft")
+	if code, _, errs := hp(t, "export", out, "--to", to, "--file-format", "jsonl", "--progress", "none"); code != exitOK {
+		t.Fatalf("export exit %d: %s", code, errs)
+	}
+	files, _ := filepath.Glob(filepath.Join(to, "data", "*.jsonl"))
+	var rows []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, strings.Split(strings.TrimSpace(string(data)), "\n")...)
+	}
+	if len(rows) != len(recs) {
+		t.Fatalf("%d rows exported of %d records", len(rows), len(recs))
+	}
+	notices := 0
+	for i, line := range rows {
+		var row struct {
+			Messages []struct {
+				Role, Content string
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		turns, _ := recs[i]["conversations"].([]any)
+		sys, _ := turns[0].(map[string]any)["value"].(string)
+		if len(row.Messages) > 0 && row.Messages[0].Role == "system" {
+			notices++
+			if !strings.HasSuffix(sys, row.Messages[0].Content) || row.Messages[0].Content == "" {
+				t.Errorf("row %d: system message %q is not the end of the system turn", i, row.Messages[0].Content)
+			}
+		}
+		in := filepath.Join(t.TempDir(), "row.jsonl")
+		if err := os.WriteFile(in, []byte(line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, errs := hp(t, "sharegpt", in)
+		if code != exitOK {
+			t.Fatalf("sharegpt of row %d: exit %d: %s", i, code, errs)
+		}
+		var back struct {
+			Conversations []any `json:"conversations"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &back); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(turns[1:])
+		got, _ := json.Marshal(back.Conversations[1:])
+		if string(got) != string(want) {
+			t.Errorf("row %d: sharegpt gives back other turns:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	if notices == 0 {
+		t.Error("no compressed record among the rows: the test proves nothing")
 	}
 }

@@ -49,6 +49,10 @@ func CatAllWith(dirs []string, w io.Writer, opts pipeline.CatOptions) error {
 // line ends with its newline and is valid only during the call). An error
 // of fn ends it and is returned as it is.
 func EachAll(dirs []string, opts pipeline.CatOptions, fn func(line []byte) error) error {
+	if len(dirs) == 1 && !opts.Final {
+		// One folder needs no merge, nor a pipe to zip with its order.
+		return pipeline.EachRecord(dirs[0], func(_ pipeline.RecordRef, line []byte) error { return fn(line) })
+	}
 	streams := make([]*catStream, 0, len(dirs))
 	var wg sync.WaitGroup
 	defer func() {

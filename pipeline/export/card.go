@@ -164,7 +164,7 @@ func cardFormat(b *strings.Builder, man *Manifest) {
 		b.WriteString("Each row holds `messages` (OpenAI chat messages: `role` user/assistant/tool; an assistant's `content`, " +
 			"`reasoning_content` (its think text) and `tool_calls` with `id`, `type` \"function\" and `function` {`name`, `arguments`}; " +
 			"a tool message's `tool_call_id`, `name` and `content`), `tools` (the OpenAI tool schemas offered in that rollout; " +
-			"Hermes' system turn is made from them, so there is no system message) and the record's columns. ")
+			"Hermes' system turn is made from them, so there is no system message but, in a compressed record, a first one holding the notice compress added) and the record's columns. ")
 		if man.Options.Arguments == ArgumentsString {
 			b.WriteString("Tool-call `arguments` are JSON text (the OpenAI form). ")
 		} else {

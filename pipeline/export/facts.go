@@ -52,8 +52,7 @@ type facts struct {
 	toolsUsed               int64
 	hasReasoning            bool
 	conv                    string // raw JSON of conversations
-	tools                   counts
-	wantTools               bool // fill tools (pass 2's counts)
+	toolStats               string // raw JSON of tool_stats (pass 2 counts its calls: addToolCalls)
 }
 
 // str is a zero-copy string of b, valid while b is.
@@ -63,9 +62,7 @@ func str(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // where they outlive the line: key and model are cloned by the callers
 // that keep them.
 func readFacts(line []byte, f *facts) {
-	want := f.wantTools
-	tools := f.tools
-	*f = facts{wantTools: want, tools: tools}
+	*f = facts{}
 	s := strings.TrimSpace(str(line))
 	schemas.EachMember(s, func(name, raw string) {
 		switch name {
@@ -98,6 +95,7 @@ func readFacts(line []byte, f *facts) {
 			v, _, _ := schemas.FirstMember(raw, hasReasoning)
 			f.hasReasoning = v == "true"
 		case schemas.MemberToolStats:
+			f.toolStats = raw
 			f.readToolStats(raw)
 		}
 	})
@@ -127,8 +125,20 @@ func (f *facts) readToolStats(raw string) {
 		if n > 0 {
 			f.toolsUsed++
 		}
-		if f.wantTools && n > 0 {
-			f.tools.add(tool, n)
+	})
+}
+
+// addToolCalls adds the calls of each tool of a record's raw tool_stats to
+// c.
+func addToolCalls(c counts, raw string) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return
+	}
+	schemas.EachMember(raw, func(tool, st string) {
+		if v, _, ok := schemas.FirstMember(st, statCount); ok {
+			if n, _ := schemas.JSONInt(v); n > 0 {
+				c.add(tool, n)
+			}
 		}
 	})
 }

@@ -56,8 +56,6 @@ type selector struct {
 	best   int
 	seen   map[[16]byte]struct{}
 	heaps  map[[16]byte]bestHeap
-	f      facts
-	turns  []schemas.Turn
 	seed   string
 }
 
@@ -95,7 +93,8 @@ func (p *plan) pass1(ctx context.Context, man *Manifest) error {
 	for i := range p.opts.Sources {
 		src := p.opts.Sources[i]
 		before := len(p.state)
-		err := eachLine(src, func(line []byte) error {
+		each := func(fn func(line []byte) error) error { return eachLine(src, fn) }
+		err := pipelined(each, s.read1, func(_ []byte, r *lineFacts) error {
 			if len(p.state)%progressEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -106,10 +105,9 @@ func (p *plan) pass1(ctx context.Context, man *Manifest) error {
 			}
 			ord := len(p.state)
 			p.state = append(p.state, 0)
-			readFacts(line, &s.f)
-			kh.Write([]byte(s.f.key))
+			kh.Write([]byte(r.f.key))
 			kh.Write([]byte{0})
-			return s.record(ord)
+			return s.record(ord, r)
 		})
 		if err != nil {
 			return fmt.Errorf("export: %w", err)
@@ -124,18 +122,47 @@ func (p *plan) pass1(ctx context.Context, man *Manifest) error {
 	return nil
 }
 
-// record runs the selection steps on the record at ordinal ord, whose
-// facts are in s.f.
-func (s *selector) record(ord int) error {
-	f, o := &s.f, s.p.opts
-	s.steps.out[s.read]++
+// lineFacts is what pass 1 reads of one record line on its own (in
+// pipelined's workers): its facts, and what the steps ask of its turns.
+type lineFacts struct {
+	f           facts
+	turns       []schemas.Turn
+	convertible bool
+	unknownTool bool     // it calls a tool its system turn does not offer (--drop-unknown-tools)
+	hash        [16]byte // its normalised conversation (--dedupe)
+	group       [16]byte // its prompt
+}
+
+// read1 fills r from line, for record; it reads only what the selection's
+// steps need.
+func (s *selector) read1(_ int, line []byte, r *lineFacts) {
+	o := s.p.opts
+	readFacts(line, &r.f)
 	var ok bool
-	s.turns, ok = decodeTurns(f.conv, s.turns)
+	r.turns, ok = decodeTurns(r.f.conv, r.turns)
 	if ok && o.Format == FormatMessages {
-		_, _, err := schemas.FromShareGPT(s.turns)
+		_, _, err := schemas.FromShareGPT(r.turns)
 		ok = err == nil
 	}
+	r.convertible, r.unknownTool, r.hash = ok, false, [16]byte{}
 	if !ok {
+		return
+	}
+	if s.tools >= 0 {
+		r.unknownTool = callsUnknownTool(r.turns)
+	}
+	if s.dedupe >= 0 {
+		r.hash = conversationHash(r.turns)
+	}
+	r.group = promptGroup(r.f.id, r.f.conv)
+}
+
+// record runs the selection steps on the record at ordinal ord, read by
+// read1 into r.
+func (s *selector) record(ord int, r *lineFacts) error {
+	f := &r.f
+	s.steps.out[s.read]++
+	if !r.convertible {
 		s.man.NotConvertible.add(strings.Clone(f.key))
 		return nil
 	}
@@ -153,23 +180,21 @@ func (s *selector) record(ord int) error {
 		s.steps.out[s.reason]++
 	}
 	if s.tools >= 0 {
-		if callsUnknownTool(s.turns) {
+		if r.unknownTool {
 			return nil
 		}
 		s.steps.out[s.tools]++
 	}
 	if s.dedupe >= 0 {
-		h := conversationHash(s.turns)
-		if _, dup := s.seen[h]; dup {
+		if _, dup := s.seen[r.hash]; dup {
 			return nil
 		}
-		s.seen[h] = struct{}{}
+		s.seen[r.hash] = struct{}{}
 		s.steps.out[s.dedupe]++
 	}
-	group := promptGroup(f.id, f.conv)
-	s.p.state[ord] = uint8(s.p.splitOf(s.seed, group) + 1)
+	s.p.state[ord] = uint8(s.p.splitOf(s.seed, r.group) + 1)
 	if s.best >= 0 {
-		s.offer(group, ord)
+		s.offer(r.group, ord, f)
 	}
 	return nil
 }
@@ -177,8 +202,7 @@ func (s *selector) record(ord int) error {
 // offer puts the record at ord into its prompt's best-of heap; the worst
 // of a full heap is left out. The heaps are slices held in the map by
 // value, so a prompt costs its map entry and its candidates only.
-func (s *selector) offer(group [16]byte, ord int) {
-	f := &s.f
+func (s *selector) offer(group [16]byte, ord int, f *facts) {
 	c := candidate{ord: ord, reward: f.reward, hasReward: f.hasReward,
 		completed: f.outcome == string(schemas.OutcomeCompleted), tokens: f.tokens, key: f.key}
 	h := s.heaps[group]

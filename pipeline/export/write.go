@@ -109,14 +109,25 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 	for i := range p.splits {
 		outcomes[i] = counts{}
 	}
-	f := facts{wantTools: true, tools: tools}
-	var r row
 	ord := 0
 	kh := fnv.New64a()
 	total := int64(len(p.state))
 	for i := range o.Sources {
-		source := man.Sources[i].runID()
-		err := eachLine(o.Sources[i], func(line []byte) error {
+		source, base := man.Sources[i].runID(), ord
+		each := func(fn func(line []byte) error) error { return eachLine(o.Sources[i], fn) }
+		work := func(k int, line []byte, r *lineRow) {
+			r.key, _ = schemas.JSONString(firstMember(line, schemas.MemberKey))
+			r.keep, r.err = 0, nil
+			if base+k < len(p.state) {
+				r.keep = p.state[base+k]
+			}
+			if r.keep == 0 {
+				return
+			}
+			readFacts(line, &r.f)
+			r.err = p.fillRow(&r.row, &r.f, source)
+		}
+		err := pipelined(each, work, func(_ []byte, r *lineRow) error {
 			if ord%progressEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -128,25 +139,25 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 			if ord >= len(p.state) {
 				return errChanged
 			}
-			st := p.state[ord]
 			ord++
-			key, _ := schemas.JSONString(firstMember(line, schemas.MemberKey))
-			kh.Write([]byte(key))
+			kh.Write([]byte(r.key))
 			kh.Write([]byte{0})
-			if st == 0 {
+			if r.keep == 0 {
 				return nil
 			}
-			readFacts(line, &f)
-			if err := p.fillRow(&r, &f, source, man); err != nil {
-				return err
+			if r.err != nil {
+				return r.err
 			}
-			sp := out[st-1]
-			outcomes[st-1].add(f.outcome, 1)
-			if f.model != "" {
-				models.add(f.model, 1)
+			if !r.row.toolsOK && o.Format != FormatMessages {
+				man.ToolsUnread++
 			}
-			man.Tokens += f.tokens
-			return sp.write(&r)
+			addToolCalls(tools, r.f.toolStats)
+			outcomes[r.keep-1].add(r.f.outcome, 1)
+			if r.f.model != "" {
+				models.add(r.f.model, 1)
+			}
+			man.Tokens += r.f.tokens
+			return out[r.keep-1].write(&r.row)
 		})
 		if err != nil {
 			return fmt.Errorf("export: %w", err)
@@ -206,7 +217,18 @@ func firstMember(line []byte, name string) string {
 }
 
 // fillRow converts the record whose facts are f into r.
-func (p *plan) fillRow(r *row, f *facts, source string, man *Manifest) error {
+// lineRow is what pass 2 makes of one record line on its own (in
+// pipelined's workers): its key, its split (0: left out) and, when kept,
+// its facts and row.
+type lineRow struct {
+	key  string
+	keep uint8
+	f    facts
+	row  row
+	err  error
+}
+
+func (p *plan) fillRow(r *row, f *facts, source string) error {
 	var ok bool
 	*r = row{f: f, source: source, conv: f.conv, turns: r.turns[:0]}
 	r.turns, ok = decodeTurns(f.conv, r.turns)
@@ -224,9 +246,6 @@ func (p *plan) fillRow(r *row, f *facts, source string, man *Manifest) error {
 	if len(r.turns) > 0 && r.turns[0].From == fromSystem {
 		tools, err := schemas.ToolsOfSystemPrompt(r.turns[0].Value)
 		r.tools, r.toolsOK = tools, err == nil
-	}
-	if !r.toolsOK {
-		man.ToolsUnread++
 	}
 	return nil
 }
