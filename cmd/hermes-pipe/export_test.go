@@ -15,26 +15,21 @@ import (
 // temporary folder.
 func fixtureCopy(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("..", "..", "datasets", "fixtures", "generate")
-	dst := filepath.Join(t.TempDir(), "generate")
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
+	return copyTree(t, filepath.Join("..", "..", "datasets", "fixtures", "generate"))
+}
+
+// exportManifest reads an export's export.json.
+func exportManifest(t *testing.T, to string) export.Manifest {
+	t.Helper()
+	var man export.Manifest
+	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dst
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	return man
 }
 
 func TestExportCommand(t *testing.T) {
@@ -44,14 +39,7 @@ func TestExportCommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("export exit %d: %s", code, errs)
 	}
-	var man export.Manifest
-	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &man); err != nil {
-		t.Fatal(err)
-	}
+	man := exportManifest(t, to)
 	if man.Rows != 11 || man.Sources[0].RunIDs[0] != "18ee211aa4dd6273-3548" || man.Options.Seed != 7 {
 		t.Fatalf("manifest %+v", man)
 	}
@@ -137,14 +125,7 @@ func TestExportShardedRunAndTwoSources(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var man export.Manifest
-	b, err := os.ReadFile(filepath.Join(to, export.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &man); err != nil {
-		t.Fatal(err)
-	}
+	man := exportManifest(t, to)
 	if man.Rows != 33 || len(man.Sources) != 2 || man.Sources[0].Folders != 2 || man.Sources[0].Records != 22 || man.Sources[1].Records != 11 {
 		t.Fatalf("rows %d, sources %+v", man.Rows, man.Sources)
 	}
