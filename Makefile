@@ -35,4 +35,4 @@ demo: build ## start fakellm, run generate on datasets/demo, print stats; leaves
 	./scripts/demo.sh
 
 clean: ## remove build output and the demo folder
-	rm -rf $(BIN) demo-out
+	rm -rf $(BIN) demo-out demo-out-sft

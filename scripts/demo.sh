@@ -35,4 +35,7 @@ echo "== first trajectory (hermes-pipe cat $OUT | head -1)"
 # would turn into the demo's exit status).
 "$BIN/hermes-pipe" cat "$OUT" | { head -1 | cut -c1-1500; cat >/dev/null; }
 echo
-echo "== done: records are in $OUT/data, run 'bin/hermes-pipe cat $OUT' to see them all"
+echo "== hermes-pipe export $OUT --to $OUT-sft --overwrite --where outcome=completed --file-format jsonl"
+"$BIN/hermes-pipe" export "$OUT" --to "$OUT-sft" --overwrite --where outcome=completed --file-format jsonl --progress none
+echo "== done: records are in $OUT/data, run 'bin/hermes-pipe cat $OUT' to see them all;"
+echo "   the completed ones as a training set (messages + tools) in $OUT-sft (README.md, data/, export.json)"
