@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/export"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore/s3test"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
@@ -209,5 +211,61 @@ func TestExportCompressedRun(t *testing.T) {
 	}
 	if notices == 0 {
 		t.Error("no compressed record among the rows: the test proves nothing")
+	}
+}
+
+// TestExportFromS3 exports a run sharded across two machines into object
+// storage, by its s3:// URL, as cat reads it: every record, in cat's order.
+func TestExportFromS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	out := s3test.URL(s3test.Start(t), "runs/export")
+	url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := echoPrompts(t, 10)
+	for i := range 2 {
+		args := []string{"--prompts", prompts, "--base-url", url, "--out", out, "--shard", fmt.Sprintf("%d/2", i), "--spool", filepath.Join(t.TempDir(), "spool")}
+		if msg, err := shardGenerate(t, nil, args...); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, msg)
+		}
+	}
+	to := filepath.Join(t.TempDir(), "sft")
+	code, _, errs := hp(t, "export", out, "--to", to, "--format", "sharegpt", "--file-format", "jsonl", "--progress", "none",
+		"--cache", filepath.Join(t.TempDir(), "cache"))
+	if code != exitOK {
+		t.Fatalf("export exit %d: %s", code, errs)
+	}
+	catCode, catOut, catErr := hp(t, "cat", out)
+	if catCode != 0 {
+		t.Fatalf("cat exit %d: %s", catCode, catErr)
+	}
+	files, _ := filepath.Glob(filepath.Join(to, "data", "*.jsonl"))
+	var keys []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+			var row struct{ Key string }
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, row.Key)
+		}
+	}
+	var want []string
+	for _, r := range strings.Split(strings.TrimSpace(catOut), "\n") {
+		var rec struct{ Key string }
+		if err := json.Unmarshal([]byte(r), &rec); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec.Key)
+	}
+	if len(want) != 10 || strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Fatalf("exported keys %v, want cat's %v", keys, want)
+	}
+	if man := exportManifest(t, to); len(man.Sources) != 1 || len(man.Sources[0].RunIDs) == 0 {
+		t.Fatalf("manifest sources %+v", man.Sources)
 	}
 }
