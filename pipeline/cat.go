@@ -125,7 +125,7 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
 	refs := liveRefs(ix, finalOnly)
 	if ix.onePass {
-		ix.table, ix.entries = keyTable{}, nil
+		ix.detach(refs)
 	}
 	lr := &liveReader{dir: dir, ix: ix, check: check, files: newFileCache(dir, 64), hashes: map[uint32]*shardHash{}}
 	defer lr.close()

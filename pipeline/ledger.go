@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
@@ -70,6 +71,36 @@ func newLedgerIndex(sizeHint int) *ledgerIndex {
 		shardByNm:  map[string]uint32{},
 		outcomeIdx: map[schemas.Outcome]uint16{},
 	}
+}
+
+// detach readies a one-pass index (onePass) for reading its live records
+// refs: it drops the key table and entries, and copies refs' keys (into one
+// string) and the shard and outcome names, which all shared the ledger
+// file's memory, so the file's bytes (about twice the keys) are freed
+// before the records are read.
+func (ix *ledgerIndex) detach(refs []ledgerEntry) {
+	ix.table, ix.entries = keyTable{}, nil
+	n := 0
+	for i := range refs {
+		n += len(refs[i].key)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for i := range refs {
+		sb.WriteString(refs[i].key)
+	}
+	keys := sb.String()
+	for i := range refs {
+		k := len(refs[i].key)
+		refs[i].key, keys = keys[:k], keys[k:]
+	}
+	for i := range ix.shards {
+		ix.shards[i], ix.shardSHA[i] = strings.Clone(ix.shards[i]), strings.Clone(ix.shardSHA[i])
+	}
+	for i := range ix.outcomes {
+		ix.outcomes[i] = schemas.Outcome(strings.Clone(string(ix.outcomes[i])))
+	}
+	ix.shardByNm, ix.outcomeIdx = nil, nil
 }
 
 func (ix *ledgerIndex) outcomeID(o schemas.Outcome) uint16 {
