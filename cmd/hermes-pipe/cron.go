@@ -97,7 +97,7 @@ func cronJobFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "job name (default: the start of the prompt)"},
 		&cli.StringFlag{Name: "tz", Usage: "IANA time zone of the schedule (default: the local zone)"},
-		&cli.StringFlag{Name: "script", Usage: "script `NAME` inside <home>/cron/scripts; with --no-agent it is the job, otherwise its output is added to the prompt"},
+		&cli.StringFlag{Name: "script", Usage: "script: `NAME` of one in <home>/cron/scripts, or the path of a file to copy there (created 0700 if missing); with --no-agent it is the job, otherwise its output is added to the prompt"},
 		&cli.BoolFlag{Name: "no-agent", Usage: "run only the script: its stdout is delivered"},
 		&cli.StringFlag{Name: "model", Usage: "model for agent jobs"},
 		&cli.StringFlag{Name: "provider", Usage: "provider label for agent jobs"},
@@ -141,8 +141,17 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 			spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
 			spec.Paused = c.Bool("paused")
 			home := cronHome(c, deps)
+			undo := func() {}
+			if spec.Script != "" {
+				name, u, err := cron.InstallScript(home, spec.Script)
+				if err != nil {
+					return fmt.Errorf("cron add: %w", err)
+				}
+				spec.Script, undo = name, u
+			}
 			j, err := cron.AddJob(c.Context, cron.NewStore(home), home, spec, cronNow(deps))
 			if err != nil {
+				undo()
 				return fmt.Errorf("cron add: %w", err)
 			}
 			return printJob(c, j, "added", cronNow(deps))
@@ -250,8 +259,18 @@ func cronEditCommand(deps cronDeps) *cli.Command {
 			}
 			home := cronHome(c, deps)
 			now := cronNow(deps)
-			j, err := cron.EditJob(c.Context, cron.NewStore(home), home, id, jobEdit(c), now)
+			e := jobEdit(c)
+			undo := func() {}
+			if e.Script != nil && *e.Script != "" {
+				name, u, err := cron.InstallScript(home, *e.Script)
+				if err != nil {
+					return fmt.Errorf("cron edit: %w", err)
+				}
+				e.Script, undo = &name, u
+			}
+			j, err := cron.EditJob(c.Context, cron.NewStore(home), home, id, e, now)
 			if err != nil {
+				undo()
 				return fmt.Errorf("cron edit: %w", err)
 			}
 			return printJob(c, j, "edited", now)
