@@ -154,9 +154,35 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 				undo()
 				return fmt.Errorf("cron add: %w", err)
 			}
+			warnNoEndpoint(c, deps, j)
 			return printJob(c, j, "added", cronNow(deps))
 		},
 	}
+}
+
+// warnNoEndpoint warns on stderr when an agent job has no endpoint of its
+// own and the environment gives none either: its runs would fail. Only the
+// missing settings are named.
+func warnNoEndpoint(c *cli.Context, deps cronDeps, j *cron.Job) {
+	if j.NoAgent {
+		return
+	}
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var vars, flags []string
+	if j.BaseURL == "" && getenv("HERMES_PIPE_BASE_URL") == "" {
+		vars, flags = append(vars, "HERMES_PIPE_BASE_URL"), append(flags, "--base-url URL")
+	}
+	if j.Model == "" && getenv("HERMES_PIPE_MODEL") == "" {
+		vars, flags = append(vars, "HERMES_PIPE_MODEL"), append(flags, "--model NAME")
+	}
+	if len(vars) == 0 {
+		return
+	}
+	fmt.Fprintf(c.App.ErrWriter, "cron: warning: agent job %s has no endpoint, so its runs fail: set %s in the environment of cron tick, run and daemon, or give the job its own (cron edit %s %s)\n",
+		j.ID, strings.Join(vars, " and "), j.ID, strings.Join(flags, " "))
 }
 
 // cronListCommand builds `cron list`.

@@ -54,3 +54,54 @@ func TestCronAddScriptOnAFreshHome(t *testing.T) {
 		t.Fatalf("refused job left its script copied: %v", err)
 	}
 }
+
+// hermesPipe runs the whole CLI as a user would and returns the exit code,
+// stdout and stderr.
+func hermesPipe(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"hermes-pipe"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// An agent job added with no endpoint anywhere is warned about at once,
+// naming the variables; its run fails naming them too, not flags cron
+// tick and run do not have.
+func TestCronAgentJobWithoutEndpoint(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv("HERMES_PIPE_HOME", home)
+	t.Setenv("HERMES_PIPE_BASE_URL", "")
+	t.Setenv("HERMES_PIPE_MODEL", "")
+
+	code, out, errs := hermesPipe(t, "cron", "add", "@daily", "Summarise", "the", "logs")
+	if code != exitOK {
+		t.Fatalf("add: exit %d\n%s%s", code, out, errs)
+	}
+	id := strings.Fields(out)[1]
+	for _, want := range []string{"warning: agent job " + id + " has no endpoint", "HERMES_PIPE_BASE_URL and HERMES_PIPE_MODEL", "cron edit " + id + " --base-url URL --model NAME"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("add stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	code, out, errs = hermesPipe(t, "cron", "run", id)
+	if code == exitOK || !strings.Contains(out+errs, "set HERMES_PIPE_BASE_URL and HERMES_PIPE_MODEL in the environment") || strings.Contains(out+errs, "pass --base-url") {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errs)
+	}
+
+	// The job's own model and the environment's endpoint: no warning.
+	t.Setenv("HERMES_PIPE_BASE_URL", "http://127.0.0.1:1/v1")
+	if code, out, errs := hermesPipe(t, "cron", "add", "--model", "m", "@daily", "hello"); code != exitOK || errs != "" {
+		t.Fatalf("add with an endpoint: exit %d\n%s%s", code, out, errs)
+	}
+	// Only the missing one is named.
+	if code, _, errs := hermesPipe(t, "cron", "add", "@daily", "hello"); code != exitOK || !strings.Contains(errs, "set HERMES_PIPE_MODEL in") || strings.Contains(errs, "BASE_URL") {
+		t.Fatalf("model missing: exit %d\n%s", code, errs)
+	}
+	// Script jobs need no endpoint.
+	t.Setenv("HERMES_PIPE_BASE_URL", "")
+	os.MkdirAll(cron.ScriptsDir(home), 0o700)
+	os.WriteFile(filepath.Join(cron.ScriptsDir(home), "s.sh"), []byte("echo s\n"), 0o700)
+	if code, out, errs := hermesPipe(t, "cron", "add", "--no-agent", "--script", "s.sh", "@daily"); code != exitOK || errs != "" {
+		t.Fatalf("script job: exit %d\n%s%s", code, out, errs)
+	}
+}
