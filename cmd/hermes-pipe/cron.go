@@ -400,10 +400,55 @@ func cronTickCommand(deps cronDeps) *cli.Command {
 				if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
 					fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
 				}
+				if !rep.Busy && len(rep.Results) == 0 {
+					fmt.Fprintln(c.App.Writer, nothingDue(s, rep, cronNow(deps)))
+				}
 			}
 			return jobProblems("cron tick", rep.Problems())
 		},
 	}
+}
+
+// nothingDue is tick's line when it ran nothing: which job runs next and
+// when, in that job's zone, or that no job is scheduled.
+func nothingDue(s *cron.Scheduler, rep cron.TickReport, now time.Time) string {
+	tx, err := s.Store.Load()
+	if err != nil {
+		return "nothing due"
+	}
+	jobs, err := tx.Jobs()
+	if err != nil {
+		return "nothing due"
+	}
+	bad := map[string]bool{}
+	for _, e := range rep.Problems() {
+		bad[e.ID] = true
+	}
+	var next *cron.Job
+	var nextAt time.Time
+	paused := 0
+	for _, j := range jobs {
+		if !j.Runnable() {
+			paused++
+			continue
+		}
+		at, ok := j.PlannedRun(now)
+		if !ok || bad[j.ID] {
+			continue
+		}
+		if next == nil || at.Before(nextAt) {
+			next, nextAt = j, at
+		}
+	}
+	if next == nil {
+		line := "nothing due; no job is scheduled"
+		if paused > 0 {
+			line += fmt.Sprintf(" (%d paused or completed)", paused)
+		}
+		return line
+	}
+	loc := next.Location()
+	return fmt.Sprintf("nothing due; next: job %s %q at %s (%s)", next.ID, next.Name, nextAt.In(loc).Format(time.RFC3339), loc)
 }
 
 // cronDaemonCommand builds `cron daemon`.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,52 @@ func TestCronAgentJobWithoutEndpoint(t *testing.T) {
 	os.WriteFile(filepath.Join(cron.ScriptsDir(home), "s.sh"), []byte("echo s\n"), 0o700)
 	if code, out, errs := hermesPipe(t, "cron", "add", "--no-agent", "--script", "s.sh", "@daily"); code != exitOK || errs != "" {
 		t.Fatalf("script job: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// A tick that runs nothing says which job runs next and when, in that
+// job's zone, or that no job is scheduled.
+func TestCronTickNothingDue(t *testing.T) {
+	home := t.TempDir()
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	deps := cronDeps{Now: func() time.Time { return now }}
+
+	out, err := cronApp(t, deps, "--home", home, "tick")
+	if err != nil || out != "nothing due; no job is scheduled\n" {
+		t.Fatalf("empty home: %v %q", err, out)
+	}
+	os.MkdirAll(cron.ScriptsDir(home), 0o700)
+	os.WriteFile(filepath.Join(cron.ScriptsDir(home), "s.sh"), []byte("echo s\n"), 0o700)
+	add := func(args ...string) string {
+		t.Helper()
+		out, err := cronApp(t, deps, append([]string{"--home", home, "add", "--no-agent", "--script", "s.sh"}, args...)...)
+		if err != nil {
+			t.Fatalf("add: %v\n%s", err, out)
+		}
+		return strings.Fields(out)[1]
+	}
+	add("--tz", "UTC", "--name", "late", "0 18 * * *")
+	early := add("--tz", "Asia/Tokyo", "--name", "early", "0 20 * * *") // 11:00 UTC
+	out, err = cronApp(t, deps, "--home", home, "tick")
+	if want := "nothing due; next: job " + early + ` "early" at 2026-05-01T20:00:00+09:00 (Asia/Tokyo)` + "\n"; err != nil || out != want {
+		t.Fatalf("tick:\n got %q\nwant %q (%v)", out, want, err)
+	}
+	// --json keeps its shape: no extra line.
+	if out, err := cronApp(t, deps, "--home", home, "tick", "--json"); err != nil || strings.Contains(out, "nothing due") {
+		t.Fatalf("tick --json: %v\n%s", err, out)
+	}
+	out, _ = cronApp(t, deps, "--home", home, "list", "--json")
+	var jobs []cron.Job
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if _, err := cronApp(t, deps, "--home", home, "pause", j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = cronApp(t, deps, "--home", home, "tick")
+	if err != nil || out != "nothing due; no job is scheduled (2 paused or completed)\n" {
+		t.Fatalf("all paused: %v %q", err, out)
 	}
 }
