@@ -38,6 +38,16 @@ func TestCronAddScriptOnAFreshHome(t *testing.T) {
 		t.Fatalf("copied script: %q %v", b, err)
 	}
 
+	// edit --script takes a path too.
+	id := strings.Fields(stdout.String())[1]
+	os.WriteFile(filepath.Join(work, "v2.sh"), []byte("echo v2\n"), 0o600)
+	if out, err := cronApp(t, deps, "--home", home, "edit", "--script", "./v2.sh", id); err != nil || !strings.Contains(out, "runs:     script v2.sh") {
+		t.Fatalf("edit --script: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(cron.ScriptsDir(home), "v2.sh")); err != nil {
+		t.Fatalf("edit did not copy: %v", err)
+	}
+
 	// A name found nowhere: the error names the scripts folder and the path tried.
 	stdout.Reset()
 	stderr.Reset()

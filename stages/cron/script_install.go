@@ -14,8 +14,8 @@ import (
 const maxScriptSize = 1 << 20
 
 // InstallScript makes the --script argument of cron add and edit a name
-// inside <home>/cron/scripts. A bare name of a script already there is
-// kept as it is. Otherwise arg is a path to an existing regular file
+// inside <home>/cron/scripts. A relative name of a script already there
+// (x.sh, tools/x.sh; not ./x.sh) is kept as it is. Otherwise arg is a path to an existing regular file
 // (relative to the working folder), copied into the scripts folder
 // (created 0700 when missing) under its base name, mode 0700; a file of
 // that name already there is reused only when its content is the same.
@@ -28,8 +28,10 @@ func InstallScript(home, arg string) (name string, undo func(), err error) {
 	if arg == "" {
 		return "", undo, usagef("empty script name")
 	}
-	bare := !strings.ContainsRune(arg, filepath.Separator) && !strings.HasPrefix(arg, "~")
-	if bare {
+	sep := string(filepath.Separator)
+	named := !filepath.IsAbs(arg) && !strings.HasPrefix(arg, "~") &&
+		!strings.HasPrefix(arg, "."+sep) && !strings.HasPrefix(arg, ".."+sep)
+	if named {
 		if _, err := os.Lstat(filepath.Join(dir, arg)); err == nil {
 			if _, err := ResolveScript(home, arg); err != nil {
 				return "", undo, err

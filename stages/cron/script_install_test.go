@@ -92,6 +92,16 @@ func TestInstallScriptRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ScriptsDir(home), filepath.Base(outside))); !os.IsNotExist(err) {
 		t.Fatalf("a folder was copied: %v", err)
 	}
+	// A relative name inside the scripts folder still names it; ./ names the working folder.
+	os.MkdirAll(filepath.Join(ScriptsDir(home), "tools"), 0o700)
+	os.WriteFile(filepath.Join(ScriptsDir(home), "tools", "t.sh"), []byte("echo t\n"), 0o700)
+	if name, _, err := InstallScript(home, filepath.Join("tools", "t.sh")); err != nil || name != filepath.Join("tools", "t.sh") {
+		t.Fatalf("name in a subfolder: %q %v", name, err)
+	}
+	os.WriteFile(filepath.Join(outside, "t2.sh"), []byte("echo t2\n"), 0o600)
+	if name, _, err := InstallScript(home, "./t2.sh"); err != nil || name != "t2.sh" {
+		t.Fatalf("./t2.sh: %q %v", name, err)
+	}
 	// A bare name in the working folder is copied (the README's example).
 	if name, _, err := InstallScript(home, "evil.sh"); err != nil || name != "evil.sh" {
 		t.Fatalf("bare name in the working folder: %q %v", name, err)
