@@ -97,7 +97,7 @@ func cronJobFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "job name (default: the start of the prompt)"},
 		&cli.StringFlag{Name: "tz", Usage: "IANA time zone of the schedule (default: the local zone)"},
-		&cli.StringFlag{Name: "script", Usage: "script `NAME` inside <home>/cron/scripts; with --no-agent it is the job, otherwise its output is added to the prompt"},
+		&cli.StringFlag{Name: "script", Usage: "script: `NAME` of one in <home>/cron/scripts, or the path of a file to copy there (created 0700 if missing); with --no-agent it is the job, otherwise its output is added to the prompt"},
 		&cli.BoolFlag{Name: "no-agent", Usage: "run only the script: its stdout is delivered"},
 		&cli.StringFlag{Name: "model", Usage: "model for agent jobs"},
 		&cli.StringFlag{Name: "provider", Usage: "provider label for agent jobs"},
@@ -141,13 +141,48 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 			spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
 			spec.Paused = c.Bool("paused")
 			home := cronHome(c, deps)
+			undo := func() {}
+			if spec.Script != "" {
+				name, u, err := cron.InstallScript(home, spec.Script)
+				if err != nil {
+					return fmt.Errorf("cron add: %w", err)
+				}
+				spec.Script, undo = name, u
+			}
 			j, err := cron.AddJob(c.Context, cron.NewStore(home), home, spec, cronNow(deps))
 			if err != nil {
+				undo()
 				return fmt.Errorf("cron add: %w", err)
 			}
+			warnNoEndpoint(c, deps, j)
 			return printJob(c, j, "added", cronNow(deps))
 		},
 	}
+}
+
+// warnNoEndpoint warns on stderr when an agent job has no endpoint of its
+// own and the environment gives none either: its runs would fail. Only the
+// missing settings are named.
+func warnNoEndpoint(c *cli.Context, deps cronDeps, j *cron.Job) {
+	if j.NoAgent {
+		return
+	}
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var vars, flags []string
+	if j.BaseURL == "" && getenv("HERMES_PIPE_BASE_URL") == "" {
+		vars, flags = append(vars, "HERMES_PIPE_BASE_URL"), append(flags, "--base-url URL")
+	}
+	if j.Model == "" && getenv("HERMES_PIPE_MODEL") == "" {
+		vars, flags = append(vars, "HERMES_PIPE_MODEL"), append(flags, "--model NAME")
+	}
+	if len(vars) == 0 {
+		return
+	}
+	fmt.Fprintf(c.App.ErrWriter, "cron: warning: agent job %s has no endpoint, so its runs fail: set %s in the environment of cron tick, run and daemon, or give the job its own (cron edit %s %s)\n",
+		j.ID, strings.Join(vars, " and "), j.ID, strings.Join(flags, " "))
 }
 
 // cronListCommand builds `cron list`.
@@ -250,8 +285,18 @@ func cronEditCommand(deps cronDeps) *cli.Command {
 			}
 			home := cronHome(c, deps)
 			now := cronNow(deps)
-			j, err := cron.EditJob(c.Context, cron.NewStore(home), home, id, jobEdit(c), now)
+			e := jobEdit(c)
+			undo := func() {}
+			if e.Script != nil && *e.Script != "" {
+				name, u, err := cron.InstallScript(home, *e.Script)
+				if err != nil {
+					return fmt.Errorf("cron edit: %w", err)
+				}
+				e.Script, undo = &name, u
+			}
+			j, err := cron.EditJob(c.Context, cron.NewStore(home), home, id, e, now)
 			if err != nil {
+				undo()
 				return fmt.Errorf("cron edit: %w", err)
 			}
 			return printJob(c, j, "edited", now)
@@ -355,10 +400,55 @@ func cronTickCommand(deps cronDeps) *cli.Command {
 				if rep.Missed+rep.Skipped+len(rep.Recovered) > 0 {
 					fmt.Fprintf(c.App.Writer, "missed %d, skipped %d, marked unknown %d\n", rep.Missed, rep.Skipped, len(rep.Recovered))
 				}
+				if !rep.Busy && len(rep.Results) == 0 {
+					fmt.Fprintln(c.App.Writer, nothingDue(s, rep, cronNow(deps)))
+				}
 			}
 			return jobProblems("cron tick", rep.Problems())
 		},
 	}
+}
+
+// nothingDue is tick's line when it ran nothing: which job runs next and
+// when, in that job's zone, or that no job is scheduled.
+func nothingDue(s *cron.Scheduler, rep cron.TickReport, now time.Time) string {
+	tx, err := s.Store.Load()
+	if err != nil {
+		return "nothing due"
+	}
+	jobs, err := tx.Jobs()
+	if err != nil {
+		return "nothing due"
+	}
+	bad := map[string]bool{}
+	for _, e := range rep.Problems() {
+		bad[e.ID] = true
+	}
+	var next *cron.Job
+	var nextAt time.Time
+	paused := 0
+	for _, j := range jobs {
+		if !j.Runnable() {
+			paused++
+			continue
+		}
+		at, ok := j.PlannedRun(now)
+		if !ok || bad[j.ID] {
+			continue
+		}
+		if next == nil || at.Before(nextAt) {
+			next, nextAt = j, at
+		}
+	}
+	if next == nil {
+		line := "nothing due; no job is scheduled"
+		if paused > 0 {
+			line += fmt.Sprintf(" (%d paused or completed)", paused)
+		}
+		return line
+	}
+	loc := next.Location()
+	return fmt.Sprintf("nothing due; next: job %s %q at %s (%s)", next.ID, next.Name, nextAt.In(loc).Format(time.RFC3339), loc)
 }
 
 // cronDaemonCommand builds `cron daemon`.

@@ -70,6 +70,8 @@ func cronAgent() cron.AgentRunner {
 		Driver:         lazyDriver{scheme: "local"},
 		DefaultBaseURL: os.Getenv("HERMES_PIPE_BASE_URL"),
 		DefaultModel:   os.Getenv("HERMES_PIPE_MODEL"),
+		BaseURLEnv:     "HERMES_PIPE_BASE_URL",
+		ModelEnv:       "HERMES_PIPE_MODEL",
 		APIKey:         os.Getenv("OPENAI_API_KEY"),
 		PricesFile:     os.Getenv("HERMES_PIPE_PRICES"),
 		OpenDriver: func(scheme string, cfg sandbox.Config) (sandbox.Driver, error) {

@@ -26,8 +26,12 @@ type RolloutRunner struct {
 	Driver         sandbox.Driver
 	DefaultBaseURL string
 	DefaultModel   string
-	APIKey         string
-	MaxTurns       int // 0 = 20
+	// BaseURLEnv and ModelEnv name where DefaultBaseURL and DefaultModel
+	// come from (environment variables), for the error of a job with no
+	// endpoint; "" leaves them unnamed.
+	BaseURLEnv, ModelEnv string
+	APIKey               string
+	MaxTurns             int // 0 = 20
 	// NewClient builds the LLM client for a base URL; nil = llm.New.
 	NewClient func(baseURL, apiKey string) (llm.Client, error)
 	// Getenv reads a job's API key variable; nil = os.Getenv.
@@ -105,7 +109,7 @@ func (r *RolloutRunner) driverFor(job AgentJob) (sandbox.Driver, string, func(),
 func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult, error) {
 	base, model := r.endpoint(job)
 	if base == "" || model == "" {
-		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: "agent job has no base_url or model (set them on the job, or pass --base-url/--model to the cron command)"}, nil
+		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: r.noEndpoint(job, base, model)}, nil
 	}
 	key, ok := r.apiKey(job)
 	if !ok {
@@ -171,6 +175,33 @@ func (r *RolloutRunner) endpoint(job AgentJob) (base, model string) {
 		model = r.DefaultModel
 	}
 	return base, model
+}
+
+// noEndpoint says what a job without an endpoint lacks and where each
+// setting comes from: the job's own field (cron edit), else the runner's
+// default and the variable it is read from.
+func (r *RolloutRunner) noEndpoint(job AgentJob, base, model string) string {
+	var missing, fix []string
+	if base == "" {
+		missing = append(missing, "base_url")
+		fix = append(fix, "--base-url URL")
+	}
+	if model == "" {
+		missing = append(missing, "model")
+		fix = append(fix, "--model NAME")
+	}
+	var vars []string
+	if base == "" && r.BaseURLEnv != "" {
+		vars = append(vars, r.BaseURLEnv)
+	}
+	if model == "" && r.ModelEnv != "" {
+		vars = append(vars, r.ModelEnv)
+	}
+	msg := fmt.Sprintf("agent job %s has no %s: give the job its own (cron edit %s %s)", job.JobID, strings.Join(missing, " and no "), job.JobID, strings.Join(fix, " "))
+	if len(vars) > 0 {
+		msg += fmt.Sprintf(", or set %s in the environment of cron tick, run and daemon", strings.Join(vars, " and "))
+	}
+	return msg
 }
 
 // apiKey is the job's API key: the value of its own variable when it names

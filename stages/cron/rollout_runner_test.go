@@ -83,10 +83,17 @@ func TestAgentJobStreamedTokensAreActivity(t *testing.T) {
 }
 
 func TestAgentJobWithoutEndpointFailsClearly(t *testing.T) {
-	r := &RolloutRunner{Driver: fake.New()}
+	r := &RolloutRunner{Driver: fake.New(), BaseURLEnv: "HERMES_PIPE_BASE_URL", ModelEnv: "HERMES_PIPE_MODEL"}
 	res, err := r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})
-	if err != nil || res.Outcome != schemas.OutcomeAPIError || res.Error == "" {
+	want := "agent job j has no base_url and no model: give the job its own (cron edit j --base-url URL --model NAME), or set HERMES_PIPE_BASE_URL and HERMES_PIPE_MODEL in the environment of cron tick, run and daemon"
+	if err != nil || res.Outcome != schemas.OutcomeAPIError || res.Error != want {
 		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+	// Only what is missing is named; no flag cron tick or run lacks.
+	r.DefaultModel = "m"
+	res, _ = r.RunAgent(context.Background(), AgentJob{JobID: "j", Prompt: "x"})
+	if !strings.Contains(res.Error, "has no base_url:") || strings.Contains(res.Error, "MODEL") || strings.Contains(res.Error, "pass --base-url") {
+		t.Fatalf("model set: %q", res.Error)
 	}
 }
 
