@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -61,7 +60,7 @@ type Progress struct {
 	started             time.Time
 	quit                chan struct{}
 	wg                  sync.WaitGroup
-	bar                 *progressbar.ProgressBar
+	barDrawn            bool // a bar line is on the terminal (stop ends it)
 }
 
 // NewProgress returns a reporter writing to opts.Writer. Nothing is drawn
@@ -144,18 +143,6 @@ func (p *Progress) start() {
 		every := p.opts.Interval
 		if !p.plain {
 			every = 200 * time.Millisecond
-			p.bar = progressbar.NewOptions64(-1,
-				progressbar.OptionSetWriter(p.opts.Writer),
-				progressbar.OptionSetDescription(p.opts.Label),
-				progressbar.OptionShowCount(),
-				progressbar.OptionShowIts(),
-				progressbar.OptionSetItsString("rec"),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionSetElapsedTime(true),
-				progressbar.OptionShowDescriptionAtLineEnd(),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100*time.Millisecond),
-			)
 		}
 		p.wg.Add(1)
 		go p.loop(every)
@@ -263,11 +250,48 @@ func (p *Progress) draw() {
 		fmt.Fprintf(p.opts.Writer, "%s %s\n", p.opts.Now().Format(time.RFC3339), s.Line(p.opts.Label))
 		return
 	}
-	if s.Total >= 0 && p.bar.GetMax64() != s.Total {
-		p.bar.ChangeMax64(s.Total)
+	var elapsed time.Duration
+	if !p.started.IsZero() {
+		elapsed = p.opts.Now().Sub(p.started)
 	}
-	p.bar.Describe(fmt.Sprintf("%s: %d ok, %d failed, %d in flight, %d skipped, %s", p.opts.Label, s.OK, s.Failed, s.InFlight, s.Skipped, s.spendText()))
-	_ = p.bar.Set64(s.Done)
+	// Carriage return, the bar, then erase what a longer earlier line left.
+	fmt.Fprintf(p.opts.Writer, "\r%s\x1b[K", s.BarLine(p.opts.Label, elapsed))
+	p.barDrawn = true
+}
+
+// barWidth is the number of cells of the drawn bar.
+const barWidth = 30
+
+// BarLine formats a snapshot as the terminal bar: percentage and count from
+// the same Done and Total (the percentage is rounded down, so 100% means
+// all done), rate, elapsed time and ETA from the Snapshot's clock, then the
+// outcomes and spend. With the total unknown it shows the count and rate.
+func (s Snapshot) BarLine(label string, elapsed time.Duration) string {
+	eta := "?"
+	if s.ETA >= 0 {
+		eta = s.ETA.String()
+	}
+	head := fmt.Sprintf("%s %d/?", label, s.Done)
+	if s.Total > 0 {
+		frac := min(float64(s.Done)/float64(s.Total), 1)
+		fill := int(frac * barWidth)
+		bar := make([]byte, barWidth)
+		for i := range bar {
+			switch {
+			case i < fill:
+				bar[i] = '='
+			case i == fill:
+				bar[i] = '>'
+			default:
+				bar[i] = ' '
+			}
+		}
+		head = fmt.Sprintf("%s %3d%% |%s| %d/%d", label, int(frac*100), bar, s.Done, s.Total)
+	} else if s.Total == 0 {
+		head = fmt.Sprintf("%s 100%% 0/0", label)
+	}
+	return fmt.Sprintf("%s (%.2f rec/s, %s elapsed, eta %s) %d ok, %d failed, %d in flight, %d skipped, %s",
+		head, s.Rate, elapsed.Round(time.Second), eta, s.OK, s.Failed, s.InFlight, s.Skipped, s.spendText())
 }
 
 func (p *Progress) stop() {
@@ -281,8 +305,7 @@ func (p *Progress) stop() {
 		close(p.quit)
 		p.wg.Wait()
 		p.draw()
-		if p.bar != nil {
-			_ = p.bar.Exit()
+		if p.barDrawn {
 			fmt.Fprintln(p.opts.Writer)
 		}
 	})

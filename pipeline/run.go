@@ -126,6 +126,8 @@ type Summary struct {
 	MaxCost       float64
 	Duration      time.Duration
 	Stages        []StageMetrics // one per stage, in stage order
+	// Tally is what this run wrote: outcomes, tokens, spend, error messages.
+	Tally Tally
 }
 
 // StageMetrics is the timing of one stage over a run.
@@ -172,6 +174,7 @@ type runner struct {
 	stages  []Stage
 	metrics []stageStats
 	prog    *Progress
+	tally   tallyOf
 	log     *slog.Logger
 
 	cancel    context.CancelCauseFunc
@@ -412,6 +415,7 @@ func (r *runner) summarize(ctx context.Context, sum *Summary, eof bool) {
 	sum.Dropped = int(r.dropped.Load())
 	sum.Written, sum.OK, sum.Failed, sum.Filtered = r.written, r.ok, r.failed, r.filtered
 	sum.Rejected = r.out.rejectCount()
+	sum.Tally = r.tally.get()
 	sum.Interrupted = !eof && r.fatalErr == nil || ctx.Err() != nil
 	if b := r.opts.Budget; b != nil {
 		// Reached with work left: rows not dispatched, paused in flight,
@@ -476,6 +480,7 @@ func (r *runner) work(ctx context.Context, in *schemas.Record, results chan<- []
 			}
 		}
 	}
+	r.tally.add(rows)
 	results <- rows
 	r.prog.spend(outs)
 	r.prog.finish(ok, failed)

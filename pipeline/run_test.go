@@ -625,7 +625,7 @@ func TestProgressBarMode(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Progress: prog}, SliceSource(records(5)), []Stage{completeStage()}, out); err != nil {
 		t.Fatal(err)
 	}
-	if s := buf.String(); !strings.Contains(s, "5/5") || !strings.Contains(s, "generate: 5 ok") {
+	if s := buf.String(); !strings.Contains(s, "5/5") || !strings.Contains(s, "generate 100% |") || !strings.Contains(s, ") 5 ok, 0 failed") {
 		t.Fatalf("bar output %q", s)
 	}
 }
@@ -672,4 +672,52 @@ func TestSchedulingUnderRandomLatency(t *testing.T) {
 	}
 	out.Close()
 	checkWhole(t, dir, 300)
+}
+
+// TestProgressBarText draws the bar on a fake clock: the percentage agrees
+// with the count (rounded down, so never 100% before the end), the ETA is the
+// records left at the rate so far and shrinks to 0, and a projected spend
+// shows from the first priced record.
+func TestProgressBarText(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prog := NewProgress(ProgressOptions{Writer: &buf, Mode: ProgressBar, Label: "generate", Now: func() time.Time { return now }})
+	prog.started = now
+	prog.setTotal(40)
+	step := func(n int, after time.Duration) string {
+		now = now.Add(after)
+		for range n {
+			prog.dispatch()
+			prog.finish(1, 0)
+			c := 0.01
+			prog.spend([]*schemas.Record{{Usage: schemas.Usage{TotalTokens: 100}, CostUSD: &c}})
+		}
+		buf.Reset()
+		prog.draw()
+		return buf.String()
+	}
+	cases := []struct {
+		n     int
+		after time.Duration
+		want  []string
+	}{
+		{8, 8 * time.Second, []string{"\rgenerate  20% |======>", "| 8/40 (1.00 rec/s, 8s elapsed, eta 32s) 8 ok", "$0.0800 (projected $0.4000)"}},
+		{24, 24 * time.Second, []string{" 80% |", "32/40 (1.00 rec/s, 32s elapsed, eta 8s)"}},
+		{7, 7 * time.Second, []string{" 97% |", "39/40 (1.00 rec/s, 39s elapsed, eta 1s)"}},
+		{1, time.Second, []string{"100% |==============================| 40/40", "eta 0s"}},
+	}
+	for _, c := range cases {
+		got := step(c.n, c.after)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Fatalf("bar %q lacks %q", got, w)
+			}
+		}
+		if !strings.HasSuffix(got, "\x1b[K") {
+			t.Fatalf("bar %q does not erase the rest of the line", got)
+		}
+	}
+	if got := (Snapshot{Total: -1, ETA: -1, Done: 3}).BarLine("g", 0); !strings.HasPrefix(got, "g 3/? (") || !strings.Contains(got, "eta ?") {
+		t.Fatalf("unknown total bar %q", got)
+	}
 }

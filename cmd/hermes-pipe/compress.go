@@ -182,7 +182,7 @@ func runCompress(c *cli.Context) error {
 		return err
 	}
 	printCompressMetrics(c.App.ErrWriter, res, batch.Export)
-	return reportCompress(c, res)
+	return reportCompress(c, res, r.retries)
 }
 
 // compressConfig checks the flags that shape the compression of a row
@@ -343,13 +343,14 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 
 // reportCompress prints the end-of-run line and maps the summary to the exit
 // status, as generate does.
-func reportCompress(c *cli.Context, res compress.Result) error {
+func reportCompress(c *cli.Context, res compress.Result, retries *llm.RetryCounts) error {
 	s, out, w := res.Summary, c.String("out"), c.App.ErrWriter
 	if res.NothingToDo {
 		fmt.Fprintf(w, "nothing to do: all %d rows in %s are already done\n", res.PreviouslyDone, out)
 	} else {
 		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d left out by --over-limit, %d rejected, %d already done, in %s\n",
 			out, s.Written, s.OK, s.Failed, s.Filtered, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
+		printRunSummary(w, out, s, retries)
 	}
 	return exitFor(s, out, " (summary_failed rows keep their original text)")
 }

@@ -171,6 +171,10 @@ func TestCompressCLIFailuresAndUsage(t *testing.T) {
 	if code != exitRowsFailed || !strings.Contains(errs, "1 summary failed") {
 		t.Fatalf("exit %d, want 3: %s", code, errs)
 	}
+	// The closing summary counts the one retry of the summary call as 5xx.
+	if lines := summaryBlock(t, errs, dst); !hasLine(lines, `^  retries: 1 \(1 5xx server error\)$`) || !hasLine(lines, `^  outcomes: .*\d summary_failed`) {
+		t.Errorf("summary:\n%s", strings.Join(lines, "\n"))
+	}
 	recs := catRecords(t, dst)
 	if len(recs) != 2 || recs[0]["compression_metrics"].(map[string]any)["outcome"] != "summary_failed" {
 		t.Fatalf("records %v", recs)

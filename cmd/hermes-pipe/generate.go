@@ -135,8 +135,9 @@ final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
 	}
 }
 
-// buildLLM builds the shared client and rate controller from the llm flags.
-func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) {
+// buildLLM builds the shared client and rate controller from the llm flags;
+// the client counts its retries by cause into retries.
+func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client, *llm.Controller, error) {
 	base := c.String("base-url")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, nil, usagef("--base-url: %q is not an http(s) URL", llm.RedactURL(base))
@@ -159,6 +160,7 @@ func buildLLM(c *cli.Context, workers int) (llm.Client, *llm.Controller, error) 
 		Stream:         c.Bool("stream"),
 		Controller:     ctrl,
 		Sampling:       sampling,
+		Retries:        retries,
 	})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
@@ -331,7 +333,7 @@ func runGenerate(c *cli.Context) error {
 	if err = r.finish(c, err); err != nil {
 		return err
 	}
-	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
+	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages, r.retries)
 }
 
 // checkInputFile fails with a usage error unless path is a regular file this
@@ -355,7 +357,7 @@ func checkInputFile(flag, path string) error {
 }
 
 // reportRun prints the end-of-run line and turns the summary into an exit status.
-func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int, missing map[string]error) error {
+func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int, missing map[string]error, retries *llm.RetryCounts) error {
 	w := c.App.ErrWriter
 	for img, why := range missing {
 		if img != "" {
@@ -368,6 +370,7 @@ func reportRun(c *cli.Context, s pipeline.Summary, nothing bool, previously int,
 	} else {
 		fmt.Fprintf(w, "%s: %d written (%d ok, %d failed), %d rejected, %d already done, in %s\n",
 			out, s.Written, s.OK, s.Failed, s.Rejected, s.Skipped, s.Duration.Round(time.Millisecond))
+		printRunSummary(w, out, s, retries)
 	}
 	return exitFor(s, out, "")
 }

@@ -34,6 +34,8 @@ type runSetup struct {
 	runID  string
 	out    *cluster.Output
 	stop   func()
+
+	retries *llm.RetryCounts // the client's retries by cause, for the closing summary
 }
 
 // startRun binds runFlags, llmFlags and, with agent, sandboxFlags. label
@@ -53,12 +55,13 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	// Every mode needs an endpoint but compress writing and reading batch
 	// files only (--batch-export/--batch-import), which may leave it out.
 	var client llm.Client
+	retries := &llm.RetryCounts{}
 	if c.String("base-url") != "" {
-		if client, _, err = buildLLM(c, workers); err != nil {
+		if client, _, err = buildLLM(c, workers, retries); err != nil {
 			return nil, err
 		}
 	}
-	r := &runSetup{client: client, stop: func() {}}
+	r := &runSetup{client: client, retries: retries, stop: func() {}}
 	record := flagRecord(c)
 	if r.price, err = priceOf(c, label); err != nil {
 		return nil, err

@@ -184,6 +184,34 @@ func OpenSource(opts SourceOptions) *Source {
 	return &Source{opts: opts, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
 }
 
+// Total counts the records the source will yield (pipeline.Sizer), so
+// progress shows a total, an ETA and a projected spend from the first row.
+// Only plain JSONL inputs are counted, in one streamed pass with the same
+// options (bad rows and another shard's rows left out, no reject reported
+// twice); with any compressed, Parquet or run-folder input the count would
+// cost a second full decode, so it returns -1 (unknown) and the total comes
+// when the inputs are exhausted. Call it before the first Next.
+func (s *Source) Total() int {
+	for _, in := range s.opts.Inputs {
+		if in.Kind != KindJSONL {
+			return -1
+		}
+	}
+	c := OpenSource(SourceOptions{Inputs: s.opts.Inputs, MaxLineBytes: s.opts.MaxLineBytes, Filter: s.opts.Filter})
+	defer c.Close()
+	n := 0
+	for {
+		_, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return n
+		}
+		if err != nil {
+			return -1
+		}
+		n++
+	}
+}
+
 // Rows is how many records Next has returned; Rejected how many rows it
 // reported bad.
 func (s *Source) Rows() int     { return s.rows }

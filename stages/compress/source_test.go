@@ -41,6 +41,14 @@ func TestSourceRowsKeysAndRejects(t *testing.T) {
 	var rejects []schemas.Reject
 	src := OpenSource(SourceOptions{Inputs: inputs, MaxLineBytes: 200, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
 	defer src.Close()
+	// The pre-count is what Next yields, without reporting a reject; a
+	// compressed input is not counted (a second full decode).
+	if n := src.Total(); n != 4 || len(rejects) != 0 {
+		t.Fatalf("Total %d with %d rejects, want 4 with none", n, len(rejects))
+	}
+	if n := OpenSource(SourceOptions{Inputs: append(inputs, Input{Path: "x.jsonl.gz", Name: "x.jsonl.gz", Kind: KindGzip})}).Total(); n != -1 {
+		t.Fatalf("Total with a gzip input %d, want -1", n)
+	}
 	var recs []*schemas.Record
 	for {
 		rec, err := src.Next(bg)

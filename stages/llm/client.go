@@ -66,6 +66,9 @@ type Options struct {
 	// it, as Hermes does (its trajectories keep inline think blocks in the
 	// content and only wrap field reasoning in <think>).
 	ThinkToReasoning bool
+	// Retries, when set, counts every retry this client makes by its cause,
+	// so a run can report them (several clients may share one).
+	Retries *RetryCounts
 	// Now and Sleep are the clock seams for tests (defaults time.Now and a
 	// context-aware timer). Sleep must return ctx.Err() if ctx ends first.
 	Now   func() time.Time

@@ -2,9 +2,11 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +35,7 @@ func (c *client) retry(ctx context.Context, op string, attempt func() (status in
 		if !retryable || n > c.opts.MaxRetries {
 			return n, &Error{Op: op, Status: status, Attempts: n, Retryable: retryable, Err: c.red.Error(err)}
 		}
+		c.opts.Retries.count(status, err)
 		wait := c.backoff(n)
 		if retryAfter >= 0 {
 			wait = min(retryAfter, c.opts.RetryAfterMax)
@@ -41,6 +44,45 @@ func (c *client) retry(ctx context.Context, op string, attempt func() (status in
 			return n, &Error{Op: op, Status: status, Attempts: n, Err: c.red.Error(err)}
 		}
 	}
+}
+
+// RetryCounts counts retries by cause: each field is the number of failed
+// attempts of that kind that were tried again (the last failure of a
+// request that gave up is not a retry). Its methods are safe for concurrent
+// use and on a nil *RetryCounts.
+type RetryCounts struct {
+	RateLimited atomic.Int64 // HTTP 429
+	Server      atomic.Int64 // HTTP 5xx
+	Timeout     atomic.Int64 // Options.RequestTimeout hit
+	Malformed   atomic.Int64 // unreadable reply
+	Other       atomic.Int64 // connection failures, 408, 409
+}
+
+// count adds one retry of the failure with status and err.
+func (r *RetryCounts) count(status int, err error) {
+	if r == nil {
+		return
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		r.RateLimited.Add(1)
+	case status >= 500:
+		r.Server.Add(1)
+	case errors.Is(err, ErrTimeout):
+		r.Timeout.Add(1)
+	case errors.Is(err, ErrMalformed):
+		r.Malformed.Add(1)
+	default:
+		r.Other.Add(1)
+	}
+}
+
+// Total is the number of retries of every cause.
+func (r *RetryCounts) Total() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.RateLimited.Load() + r.Server.Load() + r.Timeout.Load() + r.Malformed.Load() + r.Other.Load()
 }
 
 // backoff is the wait before attempt n+1, exponential with equal jitter: a

@@ -71,6 +71,33 @@ func Open(path string, opts Options) (*Source, error) {
 // Close releases the file.
 func (s *Source) Close() error { return s.f.Close() }
 
+// Total counts the records the source will yield (pipeline.Sizer), so
+// progress shows a total, an ETA and a projected spend from the first row:
+// one streamed pass over the file with the same options (samples, filter,
+// line limit, cwd check; bad lines are not counted and not reported twice),
+// holding one line at a time. It returns -1 when the file cannot be read.
+// Call it before the first Next.
+func (s *Source) Total() int {
+	opts := s.opts
+	opts.Reject = nil
+	c, err := Open(s.path, opts)
+	if err != nil {
+		return -1
+	}
+	defer c.Close()
+	n := 0
+	for {
+		_, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return n
+		}
+		if err != nil {
+			return -1
+		}
+		n++
+	}
+}
+
 // Rows is the number of valid rows read so far.
 func (s *Source) Rows() int { return s.rows }
 

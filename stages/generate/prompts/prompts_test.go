@@ -248,3 +248,32 @@ func TestOpenRefusesAFolder(t *testing.T) {
 		t.Fatalf("Open(folder) = %v", err)
 	}
 }
+
+// TestTotalCountsWhatNextYields: the pre-count equals the records Next
+// yields (samples multiplied, bad and blank lines and another shard's units
+// left out), and it reports no reject of its own.
+func TestTotalCountsWhatNextYields(t *testing.T) {
+	path := writeFile(t, "{\"prompt\": \"a\"}\n\n{\"prompt\": \"broken\"\n{\"prompt\": \"b\", \"id\": \"x\"}\n{\"prompt\": \"c\", \"id\": \"x\"}\n{\"prompt\": \"d\"}\n")
+	for _, c := range []struct {
+		samples int
+		filter  func(*schemas.Record) bool
+		want    int
+	}{
+		{1, nil, 3},
+		{4, nil, 12},
+		{3, func(r *schemas.Record) bool { return r.Sample != 1 }, 6},
+	} {
+		var rejects int
+		src, err := Open(path, Options{Samples: c.samples, Filter: c.filter, Reject: func(schemas.Reject) { rejects++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Total(); got != c.want || rejects != 0 {
+			t.Fatalf("samples %d: Total %d, %d rejects; want %d, 0", c.samples, got, rejects, c.want)
+		}
+		if got := len(drain(t, src)); got != c.want || rejects != 2 {
+			t.Fatalf("samples %d: Next yielded %d with %d rejects; want %d with 2", c.samples, got, rejects, c.want)
+		}
+		src.Close()
+	}
+}

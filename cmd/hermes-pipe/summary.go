@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
+)
+
+// summaryErrors is how many distinct error messages the closing summary
+// lists.
+const summaryErrors = 3
+
+// printRunSummary writes the closing summary of a run to w (stderr), after
+// the one-line count: this run's outcomes, tokens and spend, the endpoint's
+// retries by cause, the most frequent error messages and where the failed
+// rows are. It stays under a dozen lines whatever the run.
+func printRunSummary(w io.Writer, out string, s pipeline.Summary, retries *llm.RetryCounts) {
+	t := s.Tally
+	var parts []string
+	for _, o := range pipeline.Top(t.Outcomes, -1) {
+		parts = append(parts, fmt.Sprintf("%d %s", o.Count, o.Name))
+	}
+	if len(parts) == 0 {
+		parts = []string{"none written"}
+	}
+	fmt.Fprintf(w, "  outcomes: %s\n", strings.Join(parts, ", "))
+	spend := "unpriced"
+	if t.Priced > 0 {
+		spend = fmt.Sprintf("$%.4f", t.CostUSD)
+		if t.Priced < t.Records {
+			spend += fmt.Sprintf(" (%d of %d records unpriced)", t.Records-t.Priced, t.Records)
+		}
+	}
+	fmt.Fprintf(w, "  tokens: %d, spend: %s\n", t.Tokens, spend)
+	fmt.Fprintf(w, "  retries: %s\n", retryText(retries))
+	if top := pipeline.Top(t.Errors, summaryErrors); len(top) > 0 {
+		fmt.Fprintf(w, "  top errors:\n")
+		for _, e := range top {
+			fmt.Fprintf(w, "    %d× %s\n", e.Count, e.Name)
+		}
+		if more := len(t.Errors) - len(top); more > 0 {
+			fmt.Fprintf(w, "    (%d more distinct messages: `hermes-pipe stats %s`)\n", more, out)
+		}
+	}
+	if s.Failed > 0 {
+		fmt.Fprintf(w, "  failed rows: %d in %s/failed/ (`hermes-pipe cat %s`, `hermes-pipe view %s`; --resume retries them)\n", s.Failed, out, out, out)
+	}
+}
+
+// retryText is the retries by cause, the causes with none left out.
+func retryText(r *llm.RetryCounts) string {
+	if r.Total() == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{
+		{"429 rate-limited", r.RateLimited.Load()},
+		{"5xx server error", r.Server.Load()},
+		{"timeout", r.Timeout.Load()},
+		{"malformed reply", r.Malformed.Load()},
+		{"connection or other", r.Other.Load()},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+		}
+	}
+	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
+}
