@@ -98,7 +98,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
-	flags = append(flags,
+	flags = append(flags, allowChangeFlag(),
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
 		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
 	flags = append(flags, sandboxFlags()...)

@@ -60,6 +60,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	}
 	r := &runSetup{client: client, stop: func() {}}
 	record := flagRecord(c)
+	recordChanges(c, record)
 	if r.price, err = priceOf(c, label); err != nil {
 		return nil, err
 	}
