@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
@@ -293,6 +294,9 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := someValidRow(c, promptsFile, cwds); err != nil {
+		return err
+	}
 	// The MCP pre-flight: a server that cannot start costs no token and
 	// leaves no output folder.
 	if err := tools.start(c); err != nil {
@@ -332,6 +336,41 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages)
+}
+
+// someValidRow refuses, before the output folder is made, a prompts file
+// whose every row is bad: exit 2 with the first reasons (file:line: field:
+// reason). A file with one good row runs, its bad rows going to
+// rejects.jsonl; --resume is left to the run (its folder exists already).
+func someValidRow(c *cli.Context, path string, cwds *sandbox.CwdRule) error {
+	if c.Bool("resume") {
+		return nil
+	}
+	opts := prompts.Options{MaxLineBytes: c.Int("max-line-bytes")}
+	if cwds != nil {
+		opts.CheckCwd = cwds.Check
+	}
+	const shown = 5
+	ok, bad, rejects, err := prompts.FirstValid(c.Context, path, opts, shown)
+	if err != nil {
+		return usagef("--prompts: %v", err)
+	}
+	if ok || bad == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--prompts %s: none of its %d rows is valid; nothing was run and no output folder made:", path, bad)
+	for _, rj := range rejects {
+		why := rj.Reason
+		if rj.Field != "" && !strings.HasPrefix(why, rj.Field+":") {
+			why = rj.Field + ": " + why
+		}
+		fmt.Fprintf(&b, "\n  %s:%d: %s", rj.File, rj.Line, why)
+	}
+	if bad > len(rejects) {
+		fmt.Fprintf(&b, "\n  ... and %d more", bad-len(rejects))
+	}
+	return usagef("%s", b.String())
 }
 
 // checkInputFile fails with a usage error unless path is a regular file this
@@ -486,3 +525,4 @@ func reachable(ctx context.Context, base string) error {
 	}
 	return nil
 }
+
