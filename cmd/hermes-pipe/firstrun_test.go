@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
@@ -54,3 +56,46 @@ func serveFake(t *testing.T, fk *fakellm.Server) string {
 	return srv.URL + "/v1"
 }
 
+// The chat route itself is probed before the output folder is made: a 404
+// (wrong path) or 401 (wrong key) there is exit 1 naming the URL and the
+// status, with no folder and no row tried. The probe sends no message, so
+// fakellm does not count it as a request.
+func TestGenerateProbesTheChatRoute(t *testing.T) {
+	prompts := writePrompts(t, `{"prompt": "hello"}`)
+	for _, tc := range []struct {
+		name, status string
+		code         int
+	}{{"not found", "404 Not Found", http.StatusNotFound}, {"unauthorized", "401 Unauthorized", http.StatusUnauthorized}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var chats atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+					chats.Add(1)
+				}
+				http.Error(w, `{"error": {"message": "nope"}}`, tc.code)
+			}))
+			t.Cleanup(srv.Close)
+			out := filepath.Join(t.TempDir(), "out")
+			code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", srv.URL+"/v1", "--model", "m", "--progress", "none")
+			if code != exitFatal || !strings.Contains(errs, "POST "+srv.URL+"/v1/chat/completions: "+tc.status) {
+				t.Fatalf("exit %d, want 1 naming the URL and %s: %s", code, tc.status, errs)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output folder made: %v", err)
+			}
+			if n := chats.Load(); n != 1 {
+				t.Errorf("%d chat requests, want the probe only", n)
+			}
+		})
+	}
+
+	fk := fakellm.New(fakellm.Config{KeepRequests: true})
+	url := serveFake(t, fk)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none"); code != 0 {
+		t.Fatalf("fakellm: exit %d: %s", code, errs)
+	}
+	if st := fk.Stats(); st.Probes != 1 || st.Requests != int64(len(fk.Requests())) || st.Requests < 1 {
+		t.Errorf("fakellm stats: %+v, %d kept", st, len(fk.Requests()))
+	}
+}

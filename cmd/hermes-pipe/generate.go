@@ -526,3 +526,18 @@ func reachable(ctx context.Context, base string) error {
 	return nil
 }
 
+// chatReady probes the chat-completions route of --base-url with --model and
+// the API key (llm.CheckChat, no token spent) before any row is read: a 401,
+// 403 or 404 there is an error naming the URL and the status.
+func chatReady(ctx context.Context, c *cli.Context, base string) error {
+	err := llm.CheckChat(ctx, base, os.Getenv(c.String("api-key-env")), c.String("model"))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, llm.ErrBadURL):
+		return usagef("--base-url: %v", err)
+	case errors.Is(err, llm.ErrEndpoint):
+		return fmt.Errorf("--base-url %s: %w (check --base-url, --model and the key in $%s)", llm.RedactURL(base), err, c.String("api-key-env"))
+	}
+	return fmt.Errorf("cannot reach --base-url %s: %w", llm.RedactURL(base), err)
+}

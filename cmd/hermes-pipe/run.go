@@ -101,7 +101,11 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		}
 	}
 	if base := c.String("base-url"); base != "" {
-		if err := reachable(ctx, base); err != nil {
+		check := reachable
+		if agent { // the chat route itself: a wrong path, key or model stops here
+			check = func(ctx context.Context, base string) error { return chatReady(ctx, c, base) }
+		}
+		if err := check(ctx, base); err != nil {
 			r.close()
 			return nil, err
 		}
