@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate"
+	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
@@ -98,7 +99,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
-	flags = append(flags,
+	flags = append(flags, allowChangeFlag(),
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
 		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
 	flags = append(flags, sandboxFlags()...)
@@ -295,6 +296,9 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := someValidRow(c, promptsFile, cwds); err != nil {
+		return err
+	}
 	// The MCP pre-flight: a server that cannot start costs no token and
 	// leaves no output folder.
 	if err := tools.start(c); err != nil {
@@ -334,6 +338,41 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	return reportRun(c, res.Summary, res.NothingToDo, res.PreviouslyDone, res.MissingImages, r.retries)
+}
+
+// someValidRow refuses, before the output folder is made, a prompts file
+// whose every row is bad: exit 2 with the first reasons (file:line: field:
+// reason). A file with one good row runs, its bad rows going to
+// rejects.jsonl; --resume is left to the run (its folder exists already).
+func someValidRow(c *cli.Context, path string, cwds *sandbox.CwdRule) error {
+	if c.Bool("resume") {
+		return nil
+	}
+	opts := prompts.Options{MaxLineBytes: c.Int("max-line-bytes")}
+	if cwds != nil {
+		opts.CheckCwd = cwds.Check
+	}
+	const shown = 5
+	ok, bad, rejects, err := prompts.FirstValid(c.Context, path, opts, shown)
+	if err != nil {
+		return usagef("--prompts: %v", err)
+	}
+	if ok || bad == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--prompts %s: none of its %d rows is valid; nothing was run and no output folder made:", path, bad)
+	for _, rj := range rejects {
+		why := rj.Reason
+		if rj.Field != "" && !strings.HasPrefix(why, rj.Field+":") {
+			why = rj.Field + ": " + why
+		}
+		fmt.Fprintf(&b, "\n  %s:%d: %s", rj.File, rj.Line, why)
+	}
+	if bad > len(rejects) {
+		fmt.Fprintf(&b, "\n  ... and %d more", bad-len(rejects))
+	}
+	return usagef("%s", b.String())
 }
 
 // checkInputFile fails with a usage error unless path is a regular file this
@@ -488,4 +527,20 @@ func reachable(ctx context.Context, base string) error {
 		return fmt.Errorf("cannot reach --base-url %s: %w", llm.RedactURL(base), err)
 	}
 	return nil
+}
+
+// chatReady probes the chat-completions route of --base-url with --model and
+// the API key (llm.CheckChat, no token spent) before any row is read: a 401,
+// 403 or 404 there is an error naming the URL and the status.
+func chatReady(ctx context.Context, c *cli.Context, base string) error {
+	err := llm.CheckChat(ctx, base, os.Getenv(c.String("api-key-env")), c.String("model"))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, llm.ErrBadURL):
+		return usagef("--base-url: %v", err)
+	case errors.Is(err, llm.ErrEndpoint):
+		return fmt.Errorf("--base-url %s: %w (check --base-url, --model and the key in $%s)", llm.RedactURL(base), err, c.String("api-key-env"))
+	}
+	return fmt.Errorf("cannot reach --base-url %s: %w", llm.RedactURL(base), err)
 }

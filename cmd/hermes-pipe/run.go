@@ -63,6 +63,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	}
 	r := &runSetup{client: client, retries: retries, stop: func() {}}
 	record := flagRecord(c)
+	recordChanges(c, record)
 	if r.price, err = priceOf(c, label); err != nil {
 		return nil, err
 	}
@@ -103,7 +104,11 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		}
 	}
 	if base := c.String("base-url"); base != "" {
-		if err := reachable(ctx, base); err != nil {
+		check := reachable
+		if agent { // the chat route itself: a wrong path, key or model stops here
+			check = func(ctx context.Context, base string) error { return chatReady(ctx, c, base) }
+		}
+		if err := check(ctx, base); err != nil {
 			r.close()
 			return nil, err
 		}

@@ -34,6 +34,7 @@ func sweCommand() *cli.Command {
 	flags = append(flags, samplingFlags(true)...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
+	flags = append(flags, allowChangeFlag())
 	for _, f := range runFlags() {
 		switch f.Names()[0] {
 		case "format", "shard-rows":

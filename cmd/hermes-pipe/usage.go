@@ -44,6 +44,11 @@ func setUsageHandler(c *cli.Command, parent string) {
 	if required := takeRequired(c.Flags); len(required) > 0 {
 		before := c.Before
 		c.Before = func(ctx *cli.Context) error {
+			// --resume takes the options run.json recorded, required
+			// ones included, before they are checked.
+			if err := applyRecorded(ctx); err != nil {
+				return err
+			}
 			if err := checkRequired(ctx, required); err != nil {
 				return err
 			}

@@ -314,3 +314,28 @@ func EachKey(ctx context.Context, path string, samples, maxLine int, fn func(key
 		fn(rec.Key)
 	}
 }
+
+// FirstValid reads the prompts file at path until its first valid row, with
+// the line limit and cwd check of a run (Options.MaxLineBytes, CheckCwd). ok
+// is whether there is one; bad is how many bad lines come before it and
+// rejects the first keep of them, so a caller can refuse, before it makes anything, a file
+// whose every row is bad. An empty file has no valid row and no reject.
+func FirstValid(ctx context.Context, path string, opts Options, keep int) (ok bool, bad int, rejects []schemas.Reject, err error) {
+	opts.Samples, opts.Filter = 1, nil
+	opts.Reject = func(rj schemas.Reject) {
+		bad++
+		if len(rejects) < keep {
+			rejects = append(rejects, rj)
+		}
+	}
+	src, err := Open(path, opts)
+	if err != nil {
+		return false, 0, nil, err
+	}
+	defer src.Close()
+	_, err = src.Next(ctx)
+	if errors.Is(err, io.EOF) {
+		return false, bad, rejects, nil
+	}
+	return err == nil, bad, rejects, err
+}

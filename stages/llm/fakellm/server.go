@@ -162,6 +162,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// isProbe reports whether body is a chat request with an empty messages
+// array (llm.CheckChat's probe).
+func isProbe(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"messages"`)) {
+		return false
+	}
+	var req struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	return json.Unmarshal(body, &req) == nil && string(bytes.TrimSpace(req.Messages)) == "[]"
+}
+
 // chatRequest is the part of a chat-completions request the server reads.
 type chatRequest struct {
 	Model               string            `json:"model"`
@@ -232,23 +244,26 @@ type plan struct {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err == nil && isProbe(b) {
+		s.stats.probes.Add(1)
+		writeError(w, http.StatusBadRequest, "messages must be a non-empty array")
+		return
+	}
 	s.stats.requests.Add(1)
 	s.stats.inFlight.Add(1)
 	defer s.stats.inFlight.Add(-1)
-
-	body := io.Reader(r.Body)
+	if err != nil {
+		s.stats.count(http.StatusBadRequest, "")
+		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
 	if s.cfg.KeepRequests {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			s.stats.count(http.StatusBadRequest, "")
-			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
-			return
-		}
 		s.keptMu.Lock()
 		s.kept = append(s.kept, string(b))
 		s.keptMu.Unlock()
-		body = bytes.NewReader(b)
 	}
+	body := bytes.NewReader(b)
 	var req chatRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		s.stats.count(http.StatusBadRequest, "")
@@ -621,7 +636,11 @@ func (t *attemptTable) forget(h uint64) {
 
 // Stats is the JSON shape served at /stats.
 type Stats struct {
-	Requests int64            `json:"requests"`
+	Requests int64 `json:"requests"`
+	// Probes counts requests with an empty messages array (answered 400,
+	// as a real server does), the endpoint check a run makes before its
+	// first row; they are not in Requests nor kept.
+	Probes   int64            `json:"probes"`
 	InFlight int64            `json:"in_flight"`
 	ByStatus map[string]int64 `json:"by_status"`
 	ByScript map[string]int64 `json:"by_script"`
@@ -635,6 +654,7 @@ type Stats struct {
 
 type stats struct {
 	requests atomic.Int64
+	probes   atomic.Int64
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	byStatus map[int]int64
@@ -668,6 +688,7 @@ func (st *stats) fault(kind string) {
 func (s *Server) Stats() Stats {
 	out := Stats{
 		Requests: s.stats.requests.Load(),
+		Probes:   s.stats.probes.Load(),
 		InFlight: s.stats.inFlight.Load(),
 		ByStatus: map[string]int64{},
 		ByScript: map[string]int64{},
