@@ -159,12 +159,28 @@ func TestRowCwdWithoutCwdRootIsRefused(t *testing.T) {
 	dir := realTempDir(t)
 	url := startFake(t, fakellm.Config{}, writeScript)
 	out := filepath.Join(t.TempDir(), "out")
+	const why = " is not under a --cwd-root (none given: give --cwd-root DIR to allow the folders under DIR)"
 	code, _, errs := hp(t, "generate", "--prompts", cwdRows(t, dir), "--out", out, "--base-url", url, "--model", "m",
+		"--toolsets", "terminal", "--progress", "none")
+	// Its only row refused, nothing runs: exit 2 naming the row and why, no folder made.
+	if code != exitUsage || !strings.Contains(errs, ":1: cwd: ") || !strings.Contains(errs, dir+why) {
+		t.Fatalf("exit %d, want 2 naming line 1's cwd: %s", code, errs)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("output folder made (%v)", err)
+	}
+	// Beside a valid row, the run goes on and the row is rejected.
+	rows, err := os.ReadFile(cwdRows(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := writePrompts(t, strings.TrimRight(string(rows), "\n"), `{"prompt": "a row without cwd"}`)
+	code, _, errs = hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m",
 		"--toolsets", "terminal", "--progress", "none")
 	if code != exitRowsFailed {
 		t.Fatalf("exit %d, want 3: %s", code, errs)
 	}
-	checkRejects(t, out, map[int]string{1: dir + " is not under a --cwd-root (none given: give --cwd-root DIR to allow the folders under DIR)"})
+	checkRejects(t, out, map[int]string{1: dir + why})
 	if _, err := os.Stat(filepath.Join(dir, "made.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("made.txt written in the refused folder (%v)", err)
 	}

@@ -31,7 +31,7 @@ type gatedLLM struct {
 	open     chan struct{}
 	once     sync.Once
 	held     atomic.Int64 // requests waiting at the gate now
-	requests atomic.Int64 // chat requests that reached the model
+	requests atomic.Int64 // chat requests with messages that reached the model
 }
 
 func (g *gatedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,8 +51,9 @@ func (g *gatedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		g.requests.Add(1)
+	var req struct{ Messages []json.RawMessage }
+	if strings.HasSuffix(r.URL.Path, "/chat/completions") && json.Unmarshal(body, &req) == nil && len(req.Messages) > 0 {
+		g.requests.Add(1) // generate's start-up probe of the path (no message) is no model call
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	g.fake.ServeHTTP(w, r)
