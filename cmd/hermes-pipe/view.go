@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +56,10 @@ needs --allow-remote; a random token is then printed and required.`,
 			&cli.StringSliceFlag{Name: "original", Usage: "compress output: where the original rows are (an output folder, a JSONL file or a folder of them; repeatable), instead of the inputs the run recorded in compress_inputs.json"},
 		},
 		Action: func(c *cli.Context) error {
+			// The index build reports from a goroutine of its own while this
+			// one prints: one lock keeps their lines whole (and a test's
+			// buffer safe).
+			errw := &lockedWriter{w: c.App.ErrWriter}
 			root, dirs, err := runFolder(c)
 			if err != nil {
 				return err
@@ -89,25 +95,25 @@ needs --allow-remote; a random token is then printed and required.`,
 				<-reported
 			}()
 			if srv.Built() {
-				fmt.Fprintf(c.App.ErrWriter, "view: first view of this folder state: served at once from the folder while its index is built (kept in %s)\n", cacheDir)
+				fmt.Fprintf(errw, "view: first view of this folder state: served at once from the folder while its index is built (kept in %s)\n", cacheDir)
 				go func() {
 					defer close(reported)
 					took, warn, err := srv.BuildResult()
 					if warn != nil {
-						fmt.Fprintf(c.App.ErrWriter, "view: warning: %v (the index is rebuilt next time)\n", warn)
+						fmt.Fprintf(errw, "view: warning: %v (the index is rebuilt next time)\n", warn)
 					}
 					if errors.Is(err, view.ErrClosed) {
 						return
 					}
 					if err != nil {
-						fmt.Fprintf(c.App.ErrWriter, "view: %v; the list stays served from the folder, in ledger order\n", err)
+						fmt.Fprintf(errw, "view: %v; the list stays served from the folder, in ledger order\n", err)
 						return
 					}
-					fmt.Fprintf(c.App.ErrWriter, "view: index ready: %d records read once in %s\n", srv.Records(), took.Round(time.Millisecond))
+					fmt.Fprintf(errw, "view: index ready: %d records read once in %s\n", srv.Records(), took.Round(time.Millisecond))
 				}()
 			} else {
 				close(reported)
-				fmt.Fprintf(c.App.ErrWriter, "view: %d records (from the index in %s) in %s\n", srv.Records(), cacheDir, time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(errw, "view: %d records (from the index in %s) in %s\n", srv.Records(), cacheDir, time.Since(start).Round(time.Millisecond))
 			}
 			if orig := c.StringSlice("original"); len(orig) > 0 {
 				if err := srv.SetOriginals(orig); err != nil {
@@ -121,9 +127,9 @@ needs --allow-remote; a random token is then printed and required.`,
 			url := "http://" + ln.Addr().String() + "/"
 			if token != "" {
 				url += "?token=" + token
-				fmt.Fprintf(c.App.ErrWriter, "view: listening on %s, reachable from other machines: the token %s is required\n", ln.Addr(), token)
+				fmt.Fprintf(errw, "view: listening on %s, reachable from other machines: the token %s is required\n", ln.Addr(), token)
 			} else {
-				fmt.Fprintf(c.App.ErrWriter, "view: listening on %s (loopback only: other machines cannot reach it)\n", ln.Addr())
+				fmt.Fprintf(errw, "view: listening on %s (loopback only: other machines cannot reach it)\n", ln.Addr())
 			}
 			fmt.Fprintln(c.App.Writer, url)
 			if f := c.String("addr-file"); f != "" {
@@ -134,7 +140,7 @@ needs --allow-remote; a random token is then printed and required.`,
 			}
 			if c.Bool("open") {
 				if err := exec.Command("xdg-open", url).Start(); err != nil {
-					fmt.Fprintf(c.App.ErrWriter, "view: --open: %v; open %s yourself\n", err, url)
+					fmt.Fprintf(errw, "view: --open: %v; open %s yourself\n", err, url)
 				}
 			}
 			ctx, stop := signal.NotifyContext(cmdContext(c), syscall.SIGINT, syscall.SIGTERM)
@@ -161,4 +167,16 @@ func writeAddrFile(path, addr string) error {
 		return fmt.Errorf("view: --addr-file: %w", err)
 	}
 	return nil
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
