@@ -132,12 +132,21 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 	if fi, err := os.Stat(filepath.Join(dir, LedgerFile)); err == nil {
 		lr.ledgerMod = fi.ModTime()
 	}
+	if err := lr.each(refs, fn); err != nil {
+		return err
+	}
+	return lr.checkHashes()
+}
+
+// each calls fn with the line of every record of refs, in their order,
+// checking each shard first when lr checks.
+func (lr *liveReader) each(refs []ledgerEntry, fn func(ref ledgerEntry, line []byte) error) error {
 	for i := 0; i < len(refs); {
 		if err := lr.checkShard(refs[i].shard); err != nil {
 			return err
 		}
 		var err error
-		if name := ix.shards[refs[i].shard]; strings.HasSuffix(name, parquetExt) {
+		if name := lr.ix.shards[refs[i].shard]; strings.HasSuffix(name, parquetExt) {
 			err = lr.parquetRecord(name, refs[i], fn)
 			i++
 		} else {
@@ -147,7 +156,7 @@ func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref le
 			return err
 		}
 	}
-	return lr.checkHashes()
+	return nil
 }
 
 // liveReader is the state of one eachLive pass: the open shards, the

@@ -24,6 +24,9 @@ type RunConfig struct {
 	Workers        int    // records processed at once (default 1)
 	MaxShardRows   int
 	CommitInterval time.Duration
+	// KeepShards leaves the small shards of data/ unmerged at the end of
+	// the run (OutputOptions.KeepShards): an object-storage output.
+	KeepShards bool
 	// VerifyShards makes opening check the SHA-256 of every shard that holds
 	// live records, not only its size (OutputOptions.VerifyShards).
 	VerifyShards bool
@@ -120,6 +123,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		InputCheck:     spec.InputCheck,
 		Artifacts:      spec.Artifacts,
 		VerifyShards:   cfg.VerifyShards,
+		KeepShards:     cfg.KeepShards,
 		MaxShardRows:   cfg.MaxShardRows,
 		CommitInterval: cfg.CommitInterval,
 		Logger:         cfg.Logger,

@@ -89,6 +89,11 @@ type OutputOptions struct {
 	// every such shard once.
 	VerifyShards bool
 
+	// KeepShards leaves every committed shard as it is at the end of a run:
+	// no merge of the small data/ shards (compact.go). An object-storage
+	// run sets it, its shards being uploaded as they commit.
+	KeepShards bool
+
 	MaxShardRows   int           // commit a shard at this many records; default 1000
 	MaxShardBytes  int64         // … or this many encoded bytes; default 64 MiB
 	CommitInterval time.Duration // … or when its oldest record is this old; default 2s
@@ -679,29 +684,35 @@ func (o *Output) Close() error {
 	return nil
 }
 
-func (o *Output) hook(step string) error {
-	if o.commitHook == nil {
+// callHook calls hook (nil: nothing) at step of a commit or merge; its
+// error, naming the step, aborts the protocol there.
+func callHook(hook func(step string) error, step string) error {
+	if hook == nil {
 		return nil
 	}
-	if err := o.commitHook(step); err != nil {
+	if err := hook(step); err != nil {
 		return fmt.Errorf("%s: %w", step, err)
 	}
 	return nil
 }
 
-// appendLedger appends one line to the ledger and fsyncs it.
-func (o *Output) appendLedger(l *ledgerLine) error {
+// appendLedger appends one line to the ledger and fsyncs it, calling
+// o.commitHook at its steps.
+func (o *Output) appendLedger(l *ledgerLine) error { return o.appendLedgerHook(l, o.commitHook) }
+
+// appendLedgerHook is appendLedger calling hook at its steps.
+func (o *Output) appendLedgerHook(l *ledgerLine, hook func(step string) error) error {
 	o.lineBuf = outdir.AppendLine(o.lineBuf[:0], l)
 	if _, err := o.ledger.Write(o.lineBuf); err != nil {
 		return fmt.Errorf("write ledger: %w", err)
 	}
-	if err := o.hook(stepLedgerWrote); err != nil {
+	if err := callHook(hook, stepLedgerWrote); err != nil {
 		return err
 	}
 	if err := o.ledger.Sync(); err != nil {
 		return fmt.Errorf("sync ledger: %w", err)
 	}
-	return o.hook(stepLedgerSynced)
+	return callHook(hook, stepLedgerSynced)
 }
 
 // pending is one record waiting in a batch.
@@ -748,7 +759,7 @@ func (o *Output) commit(b *batch) error {
 		o.nextShard++
 		line.Shard = b.sub + "/" + name
 		var err error
-		line.Bytes, line.SHA256, err = o.writeShard(filepath.Join(o.dir, b.sub), name, b.rows)
+		line.Bytes, line.SHA256, err = writeShard(o.format, filepath.Join(o.dir, b.sub), name, b.rows, o.commitHook)
 		if err != nil {
 			return fmt.Errorf("commit shard %s: %w", line.Shard, err)
 		}
@@ -781,10 +792,12 @@ func (o *Output) commit(b *batch) error {
 	return nil
 }
 
-// writeShard writes rows to dir/name through a temp file in dir: write,
-// fsync, close, rename, fsync the folder. It removes the temp file on error
-// and returns the shard's size and SHA-256; it sets each row's n.
-func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, error) {
+// writeShard writes rows to dir/name in format through a temp file in dir:
+// write, fsync, close, rename, fsync the folder, calling hook (nil: none)
+// after each step. It removes the temp file on error and returns the
+// shard's size and SHA-256; it sets each row's n. Commits and merges
+// (compact.go) write their shards through it.
+func writeShard(format shardFormat, dir, name string, rows []pending, hook func(step string) error) (int64, string, error) {
 	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
 	if err != nil {
 		return 0, "", fmt.Errorf("create temp file: %w", err)
@@ -797,12 +810,12 @@ func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, er
 			os.Remove(tmp)
 		}
 	}()
-	if err := o.hook(stepTempCreated); err != nil {
+	if err := callHook(hook, stepTempCreated); err != nil {
 		return 0, "", err
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
-	sw := o.format.newWriter(cw)
+	sw := format.newWriter(cw)
 	for i := range rows {
 		if rows[i].line == nil {
 			continue
@@ -816,7 +829,7 @@ func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, er
 	if err := sw.Close(); err != nil {
 		return 0, "", fmt.Errorf("write: %w", err)
 	}
-	if err := o.hook(stepTempWritten); err != nil {
+	if err := callHook(hook, stepTempWritten); err != nil {
 		return 0, "", err
 	}
 	if err := f.Sync(); err != nil {
@@ -825,20 +838,20 @@ func (o *Output) writeShard(dir, name string, rows []pending) (int64, string, er
 	if err := f.Close(); err != nil {
 		return 0, "", fmt.Errorf("close: %w", err)
 	}
-	if err := o.hook(stepTempSynced); err != nil {
+	if err := callHook(hook, stepTempSynced); err != nil {
 		return 0, "", err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return 0, "", fmt.Errorf("rename: %w", err)
 	}
 	ok = true
-	if err := o.hook(stepRenamed); err != nil {
+	if err := callHook(hook, stepRenamed); err != nil {
 		return 0, "", err
 	}
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return 0, "", err
 	}
-	if err := o.hook(stepDirSynced); err != nil {
+	if err := callHook(hook, stepDirSynced); err != nil {
 		return 0, "", err
 	}
 	return cw.n, hex.EncodeToString(h.Sum(nil)), nil

@@ -339,7 +339,9 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 		want    string
 	}{
 		{"duplicate key", func(dir string) {
-			addShard(t, dir, "data/shard-00090.jsonl", []string{firstLine},
+			// Other bytes of the same key (the same bytes are a merge's
+			// copy: TestMergeCrashAtEveryStep).
+			addShard(t, dir, "data/shard-00090.jsonl", []string{`{"again":true,` + firstLine[1:]},
 				[]ledgerRow{{Key: head.Key, Outcome: head.Outcome, PromptIndex: head.PromptIndex}})
 		}, "data/shard-00090.jsonl", "duplicate live key " + head.Key},
 		{"torn shard", func(dir string) {

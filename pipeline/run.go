@@ -272,6 +272,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 			r.fatal(err)
 		}
 	}
+	if r.fatalErr == nil && ctx.Err() == nil {
+		out.mergeAtEnd()
+	}
 	finishErr := out.finish()
 	r.summarize(ctx, &sum, eof)
 	sum.Duration = time.Since(start)

@@ -41,7 +41,7 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "overwrite", Usage: "delete the previous run in --out and start afresh"},
 		&cli.BoolFlag{Name: "verify-shards", Usage: "with --resume, check the SHA-256 of every shard holding live records, not only its size; records of a damaged shard are redone"},
 		&cli.StringFlag{Name: "format", Value: "jsonl", Usage: "shard format: jsonl or parquet"},
-		&cli.IntFlag{Name: "shard-rows", Value: 1000, Usage: "records per output shard at most"},
+		&cli.IntFlag{Name: "shard-rows", Value: 1000, Usage: "records per output shard at most (the small shards of data/ are merged up to it at the end of a run)"},
 		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
 		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress display: auto (a bar on a terminal, log lines otherwise), bar, plain or none"},
 		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, or once --max-cost is reached, how long rollouts in flight may finish before they are cancelled"},

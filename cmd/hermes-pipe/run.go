@@ -116,6 +116,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	r.cfg = pipeline.RunConfig{
 		Out:            r.out.Dir,
 		Filter:         r.out.Filter,
+		KeepShards:     r.out.KeepShards,
 		Mode:           mode,
 		Format:         format,
 		Workers:        workers,

@@ -55,7 +55,11 @@ type OutputOptions struct {
 type Output struct {
 	Filter func(*schemas.Record) bool
 	Dir    string
-	finish func(ctx context.Context) error
+	// KeepShards is set for a URL Out: the spool's shards are uploaded as
+	// they commit and a pull fetches every shard a ledger line names, so
+	// the run must not merge its small shards (pipeline.RunConfig.KeepShards).
+	KeepShards bool
+	finish     func(ctx context.Context) error
 }
 
 // Finish stops the periodic upload and uploads what the run committed; call
@@ -169,7 +173,7 @@ func openSpooled(ctx context.Context, o OutputOptions, root *objstore.Store, sp 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	syncer := objstore.StartSync(ctx, store, spool, o.UploadInterval, logger)
-	return &Output{Dir: spool, finish: func(ctx context.Context) error {
+	return &Output{Dir: spool, KeepShards: true, finish: func(ctx context.Context) error {
 		return errors.Join(syncer.Stop(ctx), root.Close())
 	}}, nil
 }

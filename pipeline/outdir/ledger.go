@@ -33,6 +33,12 @@ import (
 // field skip it). The sum of every line's cost_usd, superseded lines
 // included, is what the folder's runs have spent: the run budget
 // (--max-cost) starts from it, so a crash cannot reset it.
+//
+// A line may also move committed records: the merge of small shards at the
+// end of a run (pipeline/compact.go) writes one line per merged shard whose
+// rows re-point their keys to it, the same records byte for byte. Such a
+// line carries no cost_usd: the lines that first committed the records
+// counted it.
 
 // Row is one row of a ledger line.
 type Row struct {
