@@ -216,3 +216,51 @@ func BenchmarkParquetRow(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMergeShards100k measures what the end-of-run merge adds to a run
+// of 100,000 records of about 6 KB (benchRecords' lines, cycled) that
+// commits every 100 records (as --commit-interval does on a slow run): 1,000
+// small shards merged into 100 of 1,000 records. The setup (the commits) is
+// not timed; its time is reported as commit-s for comparison.
+func BenchmarkMergeShards100k(b *testing.B) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		b.Run(format, func(b *testing.B) {
+			_, lines, _ := benchRecords(b, 2000)
+			for range b.N {
+				b.StopTimer()
+				dir := b.TempDir()
+				out, err := OpenOutput(dir, OutputOptions{Kind: "bench", Format: format, MaxShardRows: 1000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				var size int64
+				for s := range 1000 {
+					bt := &batch{sub: DataDir}
+					for i := s * 100; i < (s+1)*100; i++ {
+						key := fmt.Sprintf("row:%d", i)
+						rec := &schemas.Record{Key: key, PromptIndex: i, Outcome: schemas.OutcomeCompleted}
+						line := lines[i%len(lines)]
+						size += int64(len(line))
+						bt.rows = append(bt.rows, pending{key: key, outcome: rec.Outcome, pi: int64(i), rec: rec, line: line})
+					}
+					if err := out.commit(bt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				commit := time.Since(start)
+				b.StartTimer()
+				st, err := out.mergeShards(nil)
+				b.StopTimer()
+				if err != nil || st.Written != 100 || st.Records != 100_000 {
+					b.Fatalf("merge %+v, %v", st, err)
+				}
+				b.ReportMetric(commit.Seconds(), "commit-s")
+				b.ReportMetric(float64(size)/1e6, "MB")
+				out.Close()
+				os.RemoveAll(dir)
+				b.StartTimer()
+			}
+		})
+	}
+}

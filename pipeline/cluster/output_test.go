@@ -127,3 +127,22 @@ func TestOpenOutputSlurmResubmission(t *testing.T) {
 		t.Fatalf("record written into an unsharded folder: %v", err)
 	}
 }
+
+// TestSpoolKeepsShards: a URL output's spool keeps its shards (they are
+// uploaded as they commit), a local folder merges them.
+func TestSpoolKeepsShards(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	ctx := context.Background()
+	o, err := OpenOutput(ctx, OutputOptions{Out: t.TempDir(), Getenv: noEnv})
+	if err != nil || o.KeepShards {
+		t.Fatalf("local folder: %+v %v, want its shards merged", o, err)
+	}
+	o, err = OpenOutput(ctx, OutputOptions{Out: "file://" + t.TempDir(), Spool: filepath.Join(t.TempDir(), "spool"), Getenv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Finish(ctx)
+	if !o.KeepShards {
+		t.Fatal("a URL output's spool would merge its shards after uploading them")
+	}
+}

@@ -650,3 +650,30 @@ func toolsOf(ts []pqTool) []schemas.Tool {
 	}
 	return tools
 }
+
+// TestMergedFolderExports: after a resume merged the folder's small shards
+// (the ledger still names the removed ones, every row of theirs
+// superseded), export reads it whole, as cat does.
+func TestMergedFolderExports(t *testing.T) {
+	src := testFolder(t)
+	before := catLines(t, src)
+	o, err := pipeline.OpenOutput(src, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "generate", MaxShardRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Run(context.Background(), pipeline.Options{Workers: 1}, pipeline.SliceSource(testRecords(8, 3)), []pipeline.Stage{keep{}}, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	if shards, _ := filepath.Glob(filepath.Join(src, "data", "shard-*")); len(shards) != 1 {
+		t.Fatalf("data/ holds %v after the resume, want one merged shard", shards)
+	}
+	if got := catLines(t, src); !slices.Equal(got, before) {
+		t.Fatal("cat changed by the merge")
+	}
+	to := filepath.Join(t.TempDir(), "out")
+	man := run(t, Options{To: to, Format: FormatShareGPT, FileFormat: FileJSONL}, src)
+	if got := len(readLines(t, to, man.Splits["train"].Files)); got != len(before) {
+		t.Fatalf("export wrote %d rows, want %d", got, len(before))
+	}
+}

@@ -36,7 +36,8 @@ func records(from, to int) []*schemas.Record {
 // run commits recs to the output folder dir (resuming it).
 func run(t *testing.T, dir string, recs []*schemas.Record) {
 	t.Helper()
-	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "test", MaxShardRows: 4})
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Mode: pipeline.ModeResume, Kind: "test", MaxShardRows: 4,
+		KeepShards: true}) // as cluster.OpenOutput's spool: its shards are uploaded as they commit
 	if err != nil {
 		t.Fatal(err)
 	}
