@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -29,23 +30,83 @@ type InputCheck struct {
 	Prune bool
 }
 
-// inputCheck is the state of an InputCheck during one Run.
+// inputCheck is the state of an InputCheck during one Run. It holds no map
+// of every key: a resumed 1,000,000-row run would spend most of its start
+// filling maps. What it needs per input record is one ledger lookup, which
+// the done check shares (ledgerIndex.find's sequential hint), and a bit per
+// ledger entry.
 type inputCheck struct {
-	opts    InputCheck
-	atPos   map[[2]int64]string // position → live key in the ledger at open
-	seen    map[string]bool     // keys the source yielded
-	seenAt  map[[2]int64]string // position → key the source yielded there
+	opts InputCheck
+	// n is the number of ledger entries at open: entries past it were
+	// committed by this run, so their keys came from the input (seen).
+	n int
+	// byPos holds the position (prompt_index, sample) of each entry at open,
+	// sorted by position and then by ledger order.
+	byPos []posEntry
+	// shared marks the entries whose position another entry also holds;
+	// only those (and rows whose key the ledger lacks) need byPos.
+	shared  bitset
+	seen    bitset              // entries whose key the source yielded
+	seenAt  map[[2]int64]string // position → key the source yielded, where that position holds another key
 	changed int
 }
 
+// posEntry is one ledger entry's position at open, for inputCheck.byPos.
+type posEntry struct {
+	pi     int64
+	sample int32
+	i      uint32 // index in ledgerIndex.entries, with recordBit when it was a live record
+}
+
+// recordBit marks a posEntry whose entry was a live record at open.
+const recordBit = 1 << 31
+
+func (p posEntry) index() uint32 { return p.i &^ recordBit }
+
+func cmpPos(a, b posEntry) int {
+	return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), cmp.Compare(a.index(), b.index()))
+}
+
+// bitset is a set of small integers.
+type bitset []uint64
+
+func newBitset(n int) bitset       { return make(bitset, (n+63)/64) }
+func (b bitset) set(i uint32)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) has(i uint32) bool { return b[i/64]&(1<<(i%64)) != 0 }
+
 func newInputCheck(opts InputCheck, ix *ledgerIndex) *inputCheck {
-	c := &inputCheck{opts: opts, atPos: make(map[[2]int64]string, ix.len()), seen: make(map[string]bool, ix.len()), seenAt: make(map[[2]int64]string, ix.len())}
-	for _, e := range ix.entries {
+	n := ix.len()
+	c := &inputCheck{opts: opts, n: n, byPos: make([]posEntry, n), shared: newBitset(n), seen: newBitset(n), seenAt: map[[2]int64]string{}}
+	sorted := true
+	for i, e := range ix.entries {
+		c.byPos[i] = posEntry{pi: e.pi, sample: e.sample, i: uint32(i)}
 		if e.record() {
-			c.atPos[[2]int64{e.pi, int64(e.sample)}] = e.key
+			c.byPos[i].i |= recordBit
+		}
+		if i > 0 && sorted && cmpPos(c.byPos[i-1], c.byPos[i]) > 0 {
+			sorted = false
+		}
+	}
+	if !sorted { // a finished run's ledger is nearly in input order
+		slices.SortFunc(c.byPos, cmpPos)
+	}
+	for k := 1; k < n; k++ {
+		if a, b := c.byPos[k-1], c.byPos[k]; a.pi == b.pi && a.sample == b.sample {
+			c.shared.set(a.index())
+			c.shared.set(b.index())
 		}
 	}
 	return c
+}
+
+// at returns the entries the ledger held at pos when the run opened.
+func (c *inputCheck) at(pos [2]int64) []posEntry {
+	lo, _ := slices.BinarySearchFunc(c.byPos, posEntry{pi: pos[0], sample: int32(pos[1])}, cmpPos)
+	hi := lo
+	for hi < len(c.byPos) && c.byPos[hi].pi == pos[0] && int64(c.byPos[hi].sample) == pos[1] {
+		hi++
+	}
+	return c.byPos[lo:hi]
 }
 
 // skipChanged records rec as seen and reports whether Run must skip it
@@ -53,16 +114,35 @@ func newInputCheck(opts InputCheck, ix *ledgerIndex) *inputCheck {
 // goroutine calls it.
 func (c *inputCheck) skipChanged(o *Output, rec *schemas.Record) bool {
 	pos := [2]int64{int64(rec.PromptIndex), int64(rec.Sample)}
-	c.seen[rec.Key] = true
-	c.seenAt[pos] = rec.Key
-	old, ok := c.atPos[pos]
-	if !ok || old == rec.Key {
+	o.mu.RLock()
+	i, known := o.ix.find(rec.Key)
+	var e ledgerEntry
+	if known {
+		e = o.ix.entries[i]
+	}
+	o.mu.RUnlock()
+	if known && int(i) < c.n {
+		c.seen.set(i)
+		if e.pi == pos[0] && int64(e.sample) == pos[1] && !c.shared.has(i) {
+			return false // the only entry at its position: the common case
+		}
+	}
+	// The key is new, or moved, or its position holds other keys: look at
+	// every entry the position held at open.
+	at := c.at(pos)
+	if len(at) == 0 {
 		return false
 	}
+	c.seenAt[pos] = strings.Clone(rec.Key) // a source may reuse a skipped record's key (DoneSkipper)
+	var old string
 	o.mu.RLock()
-	_, known := o.ix.find(rec.Key)
+	for _, p := range at {
+		if p.i&recordBit != 0 {
+			old = o.ix.entries[p.index()].key // the latest record at pos, in ledger order
+		}
+	}
 	o.mu.RUnlock()
-	if known {
+	if old == "" || old == rec.Key || known {
 		return false // both keys are in the ledger: finish reports the old one
 	}
 	c.changed++
@@ -85,8 +165,8 @@ func (c *inputCheck) finish(o *Output, eof bool, sum *Summary) error {
 	}
 	line := &ledgerLine{}
 	var gone []string
-	for _, e := range o.ix.entries {
-		if c.seen[e.key] || !e.record() {
+	for i, e := range o.ix.entries {
+		if i >= c.n || c.seen.has(uint32(i)) || !e.record() {
 			continue // yielded by the input, or no live record
 		}
 		gone = append(gone, e.key)

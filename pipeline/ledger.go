@@ -1,12 +1,16 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -41,8 +45,8 @@ type ledgerEntry struct {
 
 // ledgerIndex is the in-memory view of the ledger: the latest entry per key.
 // Entries live in one slice in ledger order (a superseded key is updated in
-// place), found through keyTable; keys share the memory of the ledger file.
-// Loading 1,000,000 keys costs about 100 MB (entries, table and file).
+// place), found through keyTable; keys read from the ledger file live in an
+// arena. Loading 1,000,000 keys costs about 90 MB (entries, table and keys).
 type ledgerIndex struct {
 	table      keyTable
 	entries    []ledgerEntry
@@ -55,6 +59,9 @@ type ledgerIndex struct {
 	outcomeIdx map[schemas.Outcome]uint16
 	maxShard   int     // highest shard number named
 	cost       float64 // sum of every line's cost_usd, superseded lines included
+	// arena, while loadLedger reads the file a line at a time, holds the
+	// keys the index keeps: the line they were read from is reused.
+	arena *keyArena
 	// onePass marks an index read for one pass over its records (cat,
 	// EachRecord): eachLive drops its key table and entries once it has
 	// the live records in order, about 100 bytes a key, before reading them.
@@ -108,6 +115,9 @@ func (ix *ledgerIndex) outcomeID(o schemas.Outcome) uint16 {
 		return id
 	}
 	id := uint16(len(ix.outcomes))
+	if ix.arena != nil {
+		o = schemas.Outcome(strings.Clone(string(o)))
+	}
 	ix.outcomes = append(ix.outcomes, o)
 	ix.outcomeIdx[o] = id
 	return id
@@ -117,11 +127,17 @@ var hashSeed = maphash.MakeSeed()
 
 // find returns the position of key in entries. Sources yield keys in input
 // order and the ledger holds them in nearly that order, so the entry after the
-// previous hit is tried first: a sequential read instead of a hash probe.
+// previous hit is tried first, and then the previous hit itself (a resumed
+// run looks each key up more than once): a sequential read instead of a
+// hash probe.
 func (ix *ledgerIndex) find(key string) (uint32, bool) {
-	if n := ix.next.Load(); int(n) < len(ix.entries) && ix.entries[n].key == key {
+	n := ix.next.Load()
+	if int(n) < len(ix.entries) && ix.entries[n].key == key {
 		ix.next.Store(n + 1)
 		return n, true
+	}
+	if n > 0 && int(n) <= len(ix.entries) && ix.entries[n-1].key == key {
+		return n - 1, true
 	}
 	i, ok := ix.findHashed(key)
 	if ok {
@@ -137,14 +153,19 @@ func (ix *ledgerIndex) findHashed(key string) (uint32, bool) {
 // set makes e the latest entry of its key.
 func (ix *ledgerIndex) set(e ledgerEntry) {
 	if n := ix.next.Load(); int(n) < len(ix.entries) && ix.entries[n].key == e.key {
+		e.key = ix.entries[n].key // the key as kept (arena)
 		ix.entries[n] = e
 		ix.next.Store(n + 1)
 		return
 	}
 	h := maphash.String(hashSeed, e.key)
 	if i, ok := ix.table.find(h, e.key, ix.entries); ok {
+		e.key = ix.entries[i].key
 		ix.entries[i] = e
 		return
+	}
+	if ix.arena != nil {
+		e.key = ix.arena.keep(e.key)
 	}
 	ix.entries = append(ix.entries, e)
 	ix.table.insert(h, uint32(len(ix.entries)-1), ix.entries)
@@ -221,6 +242,9 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 	ix.cost += l.CostUSD
 	var sid uint32
 	if l.Shard != "" {
+		if ix.arena != nil { // the line's memory is reused
+			l.Shard, l.SHA256 = strings.Clone(l.Shard), strings.Clone(l.SHA256)
+		}
 		if id, ok := ix.shardByNm[l.Shard]; ok {
 			sid = id // named twice: Verify reports it; the later rows win
 			ix.shardSize[sid], ix.shardSHA[sid] = l.Bytes, l.SHA256
@@ -262,27 +286,113 @@ type ledgerLoad struct {
 	tornLine int   // its 1-based line number
 }
 
-// loadLedger reads path into an index by outdir.Scan: a torn or unparsable
-// last line is reported (torn) and left out; an unparsable line before the
-// last one is an error naming its line, and so is a line naming a shard
-// outside the folder, wherever it is (its error tells how repair drops it). A missing file yields an empty index.
-// Keys share the file's memory instead of allocating one string each.
+// loadLedger reads path into an index by outdir.ScanReader: a torn or
+// unparsable last line is reported (torn) and left out; an unparsable line
+// before the last one is an error naming its line, and so is a line naming a
+// shard outside the folder, wherever it is (its error tells how repair drops
+// it). A missing file yields an empty index. The file is read twice as a
+// stream, never whole: once for its shape (shapeOf), so the index, its table
+// and the buffers are sized once, and once to index it; the keys kept are copied into an arena
+// (about half the file: the rest of a line is not kept).
 func loadLedger(path string) (*ledgerLoad, error) {
-	data, _, err := outdir.ReadLedger(path)
-	if err != nil {
-		return nil, err
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &ledgerLoad{ix: newLedgerIndex(0)}, nil
 	}
-	ld := &ledgerLoad{ix: newLedgerIndex(len(data) / 40), size: int64(len(data))}
-	t, err := outdir.Scan(data, func(_ int, l *outdir.Line) error {
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	defer f.Close()
+	sh, err := shapeOf(f)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	ld := &ledgerLoad{ix: newLedgerIndex(sh.rows)}
+	ld.ix.arena = &keyArena{}
+	t, err := outdir.ScanReader(f, outdir.ScanSize{Line: sh.maxLine, Rows: sh.maxLineRows}, func(_ int, l *outdir.Line) error {
 		ld.ix.apply(l)
 		return nil
 	})
+	ld.ix.arena = nil
 	if err != nil {
 		return nil, shardPathHint(filepath.Dir(path), err)
 	}
-	ld.good, ld.torn, ld.tornLine = t.Good, t.Torn, t.TornLine
+	ld.size, ld.good, ld.torn, ld.tornLine = t.Size, t.Good, t.Torn, t.TornLine
 	ld.ix.next.Store(0)
 	return ld, nil
+}
+
+// ledgerShape is what loadLedger's first pass learns of a ledger file: its
+// rows (superseded ones included) and its longest line, in bytes and rows,
+// so the index, the line buffer and the rows of a line are each allocated
+// once, not grown.
+type ledgerShape struct {
+	rows, maxLine, maxLineRows int
+}
+
+// shapeOf reads a ledger stream for its ledgerShape. Each row of a line is an
+// array starting `["` (a key's own quotes are escaped); a pair split across
+// two reads is counted too.
+func shapeOf(r io.Reader) (ledgerShape, error) {
+	var sh ledgerShape
+	buf := make([]byte, 1<<20)
+	line, lineRows, lastOpen := 0, 0, false
+	for {
+		k, err := r.Read(buf)
+		b := buf[:k]
+		if k > 0 && lastOpen && b[0] == '"' {
+			lineRows++
+		}
+		for len(b) > 0 {
+			seg := b
+			nl := bytes.IndexByte(b, '\n')
+			if nl >= 0 {
+				seg = b[:nl+1]
+			}
+			lineRows += bytes.Count(seg, []byte(`["`))
+			line += len(seg)
+			b = b[len(seg):]
+			if nl >= 0 {
+				sh.rows += lineRows
+				sh.maxLine, sh.maxLineRows = max(sh.maxLine, line), max(sh.maxLineRows, lineRows)
+				line, lineRows = 0, 0
+			}
+		}
+		if k > 0 {
+			lastOpen = buf[k-1] == '['
+		}
+		if errors.Is(err, io.EOF) {
+			sh.rows += lineRows
+			sh.maxLine, sh.maxLineRows = max(sh.maxLine, line), max(sh.maxLineRows, lineRows)
+			return sh, nil
+		}
+		if err != nil {
+			return sh, err
+		}
+	}
+}
+
+// keyArena keeps the keys of an index read as a stream in large shared
+// blocks instead of one allocation each.
+type keyArena struct {
+	block []byte
+}
+
+// keep returns a copy of key that lives as long as the index uses it.
+func (a *keyArena) keep(key string) string {
+	const blockSize = 1 << 20
+	if key == "" || len(key) > blockSize/16 {
+		return strings.Clone(key)
+	}
+	if len(a.block)+len(key) > cap(a.block) {
+		a.block = make([]byte, 0, blockSize)
+	}
+	start := len(a.block)
+	a.block = append(a.block, key...)
+	return unsafe.String(&a.block[start], len(key))
 }
 
 // shardPathHint adds to err, when a ledger line of dir names a shard outside

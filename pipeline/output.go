@@ -482,14 +482,14 @@ func (o *Output) adoptOrphans() error {
 // them. It is logged as a warning. It costs one stat per live shard, plus
 // reading each with VerifyShards.
 func (o *Output) checkShards() error {
-	live := make([][]uint32, len(o.ix.shards))
-	for i, e := range o.ix.entries {
+	live := make([]int, len(o.ix.shards)) // live records per shard
+	for _, e := range o.ix.entries {
 		if e.record() {
-			live[e.shard] = append(live[e.shard], uint32(i))
+			live[e.shard]++
 		}
 	}
-	for sid, entries := range live {
-		if len(entries) == 0 {
+	for sid, n := range live {
+		if n == 0 {
 			continue
 		}
 		rel := o.ix.shards[sid]
@@ -500,14 +500,15 @@ func (o *Output) checkShards() error {
 		if why == "" {
 			continue
 		}
-		o.opts.Logger.Warn("a shard of the output folder is damaged; its records will be redone", "shard", rel, "problem", why, "records", len(entries))
+		o.opts.Logger.Warn("a shard of the output folder is damaged; its records will be redone", "shard", rel, "problem", why, "records", n)
 		if err := outdir.RemoveShard(o.dir, rel); err != nil {
 			return fmt.Errorf("remove damaged shard %s: %w", rel, err)
 		}
-		line := &ledgerLine{Rows: make([]ledgerRow, 0, len(entries))}
-		for _, i := range entries {
-			e := o.ix.entries[i]
-			line.Rows = append(line.Rows, ledgerRow{Key: e.key, Outcome: schemas.OutcomeLost, PromptIndex: e.pi, Sample: int64(e.sample), Len: -1})
+		line := &ledgerLine{Rows: make([]ledgerRow, 0, n)}
+		for _, e := range o.ix.entries {
+			if e.record() && int(e.shard) == sid {
+				line.Rows = append(line.Rows, ledgerRow{Key: e.key, Outcome: schemas.OutcomeLost, PromptIndex: e.pi, Sample: int64(e.sample), Len: -1})
+			}
 		}
 		if err := o.appendLedger(line); err != nil {
 			return fmt.Errorf("mark the records of damaged shard %s lost: %w", rel, err)

@@ -33,6 +33,19 @@ type Sizer interface {
 	Total() int
 }
 
+// DoneSkipper is implemented by sources that can pass over the records the
+// output folder marks done more cheaply than by reading them whole (a
+// resumed run of a finished folder reads mostly such records). Run gives it
+// the folder's predicate (Output.Done, which keeps no reference to the key
+// it is asked about) before Total and the first Next. A
+// record the source yields for a key the predicate called done is skipped
+// by Run, so it needs only Key, PromptIndex and Sample; Run keeps no
+// reference to a record it skips nor to its key, so their memory may be
+// reused once Next is called again.
+type DoneSkipper interface {
+	SkipDone(done func(key string) bool)
+}
+
 // SliceSource returns a Source yielding recs in order. It is for tests and for
 // modes that build their work list in memory.
 func SliceSource(recs []*schemas.Record) Source { return &sliceSource{recs: recs} }
@@ -238,6 +251,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 		return sum, errors.Join(err, closeErr)
 	}
 
+	if ds, ok := src.(DoneSkipper); ok {
+		ds.SkipDone(out.Done)
+	}
 	if sz, ok := src.(Sizer); ok {
 		r.prog.setTotal(int64(sz.Total()))
 	}

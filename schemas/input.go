@@ -342,13 +342,18 @@ func RowKey(index int, id string, line []byte, sample int) string {
 		q := strconv.Quote(id) // escapes control characters and newlines
 		return "id:" + q[1:len(q)-1] + "#" + strconv.Itoa(sample)
 	}
+	return string(strconv.AppendInt(AppendRowKeyPrefix(make([]byte, 0, 40), index, line), int64(sample), 10))
+}
+
+// AppendRowKeyPrefix appends to b what the keys of every sample of a row
+// without an id share: RowKey(index, "", line, sample) is that prefix
+// followed by the sample number. A source making several samples' keys
+// hashes the line once.
+func AppendRowKeyPrefix(b []byte, index int, line []byte) []byte {
 	sum := sha256.Sum256(bytes.TrimSpace(line))
-	b := make([]byte, 0, 40)
 	b = append(b, "row:"...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, ':')
 	b = hex.AppendEncode(b, sum[:6])
-	b = append(b, '#')
-	b = strconv.AppendInt(b, int64(sample), 10)
-	return string(b)
+	return append(b, '#')
 }

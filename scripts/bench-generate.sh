@@ -82,7 +82,8 @@ resume() {
   read -r wall user sys rss < <(timed bin/hermes-pipe generate --prompts "$work/prompts.jsonl" --out "$work/out" \
     --base-url "$url" --model bench --resume --progress none)
   grep -q "nothing to do" "$work/err" || { echo "resume did not report nothing to do:"; cat "$work/err"; return 1; }
-  printf 'resume: %d finished rows, generate --resume says nothing to do in %.2fs (rss %d MB)\n' "$R" "$wall" $((rss / 1024))
+  printf 'resume: %d finished rows, generate --resume says nothing to do in %.2fs wall, %.2fs CPU (user %.2f + sys %.2f, child processes included) (rss %d MB)\n' \
+    "$R" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$user" "$sys" $((rss / 1024))
   stop_fake
 }
 

@@ -1,10 +1,12 @@
 package outdir
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -165,6 +167,59 @@ func Scan(data string, fn func(n int, l *Line) error) (Tail, error) {
 		t.Lines++
 	}
 	return t, nil
+}
+
+// ScanSize is what a reader of the whole ledger knows of its longest line,
+// in bytes (newline included) and rows: ScanReader then allocates its
+// buffers once. Zero values are fine: the buffers grow.
+type ScanSize struct {
+	Line, Rows int
+}
+
+// ScanReader is Scan over a stream: it reads the ledger from r one line at
+// a time, so memory holds one line, not the file. Its strings share a buffer
+// the next line overwrites: fn must copy every string it keeps. The torn-end
+// rule, the errors and Tail are Scan's.
+func ScanReader(r io.Reader, size ScanSize, fn func(n int, l *Line) error) (Tail, error) {
+	br := bufio.NewReaderSize(r, min(max(size.Line+1, 4096), 64<<20))
+	var t Tail
+	l := Line{Rows: make([]Row, 0, size.Rows)}
+	var long []byte // a line longer than br's buffer, gathered
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		t.Size += int64(len(line))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return t, fmt.Errorf("read ledger: %w", err)
+		}
+		if err != nil { // io.EOF: no newline ends what is left
+			if len(line) > 0 {
+				t.Torn, t.TornLine = true, n
+			}
+			return t, nil
+		}
+		text := unsafe.String(unsafe.SliceData(line), len(line)-1)
+		if perr := ParseLine(text, &l); perr != nil {
+			_, peek := br.Peek(1)
+			if TornEnd(errors.Is(peek, io.EOF), perr) {
+				t.Torn, t.TornLine = true, n
+				return t, nil
+			}
+			return t, fmt.Errorf("ledger line %d: %w", n, perr)
+		}
+		if err := fn(n, &l); err != nil {
+			return t, err
+		}
+		t.Good = t.Size
+		t.Lines++
+	}
 }
 
 // TornEnd is the one torn-end rule for a line the data holds whole (with its
@@ -376,6 +431,11 @@ func (p *jscan) rows(l *Line) error {
 	if p.peek() == ']' {
 		p.i++
 		return nil
+	}
+	// Each row starts `["` (a key's quotes are escaped): sized once, not
+	// grown by doubling, for the long lines of a big run.
+	if n := len(l.Rows) + strings.Count(p.s[p.i:], `["`); cap(l.Rows) < n {
+		l.Rows = append(make([]Row, 0, n), l.Rows...)
 	}
 	for {
 		var r Row

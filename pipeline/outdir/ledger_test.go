@@ -3,6 +3,7 @@ package outdir
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,19 +49,68 @@ func TestScanTornRule(t *testing.T) {
 		{string(good) + "{\"rows\":[[\"b\"]]}\n", 1, true, 2, ""},
 		{"{\"rows\":[[\"b\"]]}\n" + string(good), 0, false, 0, "ledger line 1"},
 	} {
-		var n int
-		tail, err := Scan(c.data, func(int, *Line) error { n++; return nil })
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%q: err %v, want %q", c.data, err, c.err)
+		for _, scan := range scanners {
+			var n int
+			tail, err := scan.fn(c.data, func(int, *Line) error { n++; return nil })
+			checkScan(t, scan.name, c.data, tail, err, n, c.lines, c.torn, c.tornLine, c.err, int64(len(good)*c.lines))
+		}
+	}
+}
+
+// scanners are the two ways to scan a ledger: data in memory and a stream.
+var scanners = []struct {
+	name string
+	fn   func(string, func(int, *Line) error) (Tail, error)
+}{
+	{"Scan", Scan},
+	{"ScanReader", func(data string, fn func(int, *Line) error) (Tail, error) {
+		return ScanReader(strings.NewReader(data), ScanSize{}, fn)
+	}},
+}
+
+func checkScan(t *testing.T, name, data string, tail Tail, err error, n, lines int, torn bool, tornLine int, wantErr string, good int64) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s %.40q: err %v, want %q", name, data, err, wantErr)
+		}
+		return
+	}
+	if err != nil || n != lines || tail.Lines != lines || tail.Torn != torn || tail.TornLine != tornLine {
+		t.Errorf("%s %.40q: %d lines, tail %+v, err %v; want %d lines torn %v at %d", name, data, n, tail, err, lines, torn, tornLine)
+	}
+	if tail.Good != good || tail.Size != int64(len(data)) {
+		t.Errorf("%s %.40q: good %d size %d, want %d %d", name, data, tail.Good, tail.Size, good, len(data))
+	}
+}
+
+// TestScanReaderLongLines: lines longer than ScanReader's buffer (no size
+// given) are read whole, keys and rows as Scan reads them, torn ends too.
+func TestScanReaderLongLines(t *testing.T) {
+	var data []byte
+	for l := range 3 {
+		line := Line{Shard: fmt.Sprintf("data/shard-%05d.jsonl", l+1), Bytes: 10, SHA256: strings.Repeat("ab", 32)}
+		for r := range 2000 * (l + 1) {
+			line.Rows = append(line.Rows, Row{Key: fmt.Sprintf("row:%d:%d#0", l, r), Outcome: schemas.OutcomeCompleted, PromptIndex: int64(r), Len: 5})
+		}
+		data = AppendLine(data, &line)
+	}
+	keys := func(fn func(string, func(int, *Line) error) (Tail, error), data string) ([]string, Tail, error) {
+		var out []string
+		tail, err := fn(data, func(_ int, l *Line) error {
+			out = append(out, strings.Clone(l.Shard))
+			for _, r := range l.Rows {
+				out = append(out, strings.Clone(r.Key))
 			}
-			continue
-		}
-		if err != nil || n != c.lines || tail.Lines != c.lines || tail.Torn != c.torn || tail.TornLine != c.tornLine {
-			t.Errorf("%q: %d lines, tail %+v, err %v; want %d lines torn %v at %d", c.data, n, tail, err, c.lines, c.torn, c.tornLine)
-		}
-		if want := int64(len(good) * c.lines); tail.Good != want {
-			t.Errorf("%q: good %d, want %d", c.data, tail.Good, want)
+			return nil
+		})
+		return out, tail, err
+	}
+	for _, d := range []string{string(data), string(data[:len(data)-1]), string(data[:len(data)-5000])} {
+		want, wantTail, wantErr := keys(Scan, d)
+		got, tail, err := keys(scanners[1].fn, d)
+		if !slices.Equal(got, want) || tail != wantTail || (err == nil) != (wantErr == nil) {
+			t.Errorf("%d bytes: ScanReader %d keys, tail %+v, err %v; Scan %d keys, tail %+v, err %v", len(d), len(got), tail, err, len(want), wantTail, wantErr)
 		}
 	}
 }

@@ -35,9 +35,11 @@ func TestScanShardPathNotTorn(t *testing.T) {
 	good := AppendLine(nil, &Line{Rows: []Row{{Key: "a", Outcome: Filtered, Len: -1}}})
 	bad := AppendLine(nil, &Line{Shard: "../x.jsonl", Bytes: 3, CostUSD: 0.5, Rows: []Row{{Key: "b", Outcome: schemas.OutcomeCompleted, Len: 3}}})
 	for _, data := range []string{string(good) + string(bad), string(bad) + string(good)} {
-		_, err := Scan(data, func(int, *Line) error { return nil })
-		if !errors.Is(err, ErrShardPath) || !strings.Contains(err.Error(), "ledger line") {
-			t.Errorf("%q: err %v", data, err)
+		for _, scan := range scanners {
+			_, err := scan.fn(data, func(int, *Line) error { return nil })
+			if !errors.Is(err, ErrShardPath) || !strings.Contains(err.Error(), "ledger line") {
+				t.Errorf("%s %q: err %v", scan.name, data, err)
+			}
 		}
 	}
 	var l Line

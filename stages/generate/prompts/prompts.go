@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -41,9 +43,17 @@ type Source struct {
 	opts    Options
 	line    int
 	index   int
-	pending []*schemas.Record
+	pending []*schemas.Record // records of the last line, from head on
+	head    int
 	ids     map[string]int // explicit id -> first line
 	rows    int
+	done    func(key string) bool // set by SkipDone
+	// keyBuf, keys, keyEnds, scratch and scratchPtr are reused by doneLine.
+	keyBuf     []byte
+	keys       []byte
+	keyEnds    []int
+	scratch    []schemas.Record
+	scratchPtr []*schemas.Record
 }
 
 // Open opens the prompts file. The caller must Close the source.
@@ -85,6 +95,7 @@ func (s *Source) Total() int {
 		return -1
 	}
 	defer c.Close()
+	c.done = s.done
 	n := 0
 	for {
 		_, err := c.Next(context.Background())
@@ -98,6 +109,55 @@ func (s *Source) Total() int {
 	}
 }
 
+// SkipDone (pipeline.DoneSkipper) gives the source the output folder's
+// "this key is done" predicate. A line that cannot hold an id (no `"id"` and
+// no escape in its text) and whose every sample's key is done is then not
+// parsed: its key is a hash of its text and position, so a done key means
+// this very line was valid when it ran. Its records carry only Key,
+// PromptIndex and Sample, which is all the runtime reads of a record it
+// skips. Resuming a finished 1,000,000-row run reads the file this way.
+func (s *Source) SkipDone(done func(key string) bool) { s.done = done }
+
+// doneLine returns the records of a line SkipDone lets pass unparsed, or
+// false when the line must be parsed. Run keeps no reference to a record it
+// skips nor to its key, so the records and their keys live in memory the
+// next such line reuses: passing over a done line allocates nothing.
+func (s *Source) doneLine(index int, trimmed []byte) ([]*schemas.Record, bool) {
+	if s.done == nil || bytes.IndexByte(trimmed, '\\') >= 0 || bytes.Contains(trimmed, []byte(`"id"`)) {
+		return nil, false
+	}
+	s.keyBuf = schemas.AppendRowKeyPrefix(s.keyBuf[:0], index, trimmed)
+	prefix := len(s.keyBuf)
+	s.keys, s.keyEnds = s.keys[:0], s.keyEnds[:0]
+	for sample := range s.opts.Samples {
+		s.keyBuf = strconv.AppendInt(s.keyBuf[:prefix], int64(sample), 10)
+		if !s.done(bytesView(s.keyBuf)) {
+			return nil, false
+		}
+		s.keys = append(s.keys, s.keyBuf...)
+		s.keyEnds = append(s.keyEnds, len(s.keys))
+	}
+	if cap(s.scratch) < s.opts.Samples {
+		s.scratch = make([]schemas.Record, s.opts.Samples)
+	}
+	recs := s.scratch[:s.opts.Samples]
+	out := s.scratchPtr[:0]
+	start := 0
+	for sample, end := range s.keyEnds { // s.keys grows no more: its views stay valid
+		recs[sample] = schemas.Record{Key: bytesView(s.keys[start:end]), PromptIndex: index, Sample: sample}
+		start = end
+		if s.opts.Filter == nil || s.opts.Filter(&recs[sample]) {
+			out = append(out, &recs[sample])
+		}
+	}
+	s.scratchPtr = out
+	return out, true
+}
+
+// bytesView is b as a string without a copy; b must not change while the
+// string is used.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // Rows is the number of valid rows read so far.
 func (s *Source) Rows() int { return s.rows }
 
@@ -106,11 +166,13 @@ func (s *Source) Rows() int { return s.rows }
 // file reads.
 func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 	for {
-		if len(s.pending) > 0 {
-			rec := s.pending[0]
-			s.pending = s.pending[1:]
+		if s.head < len(s.pending) {
+			rec := s.pending[s.head]
+			s.pending[s.head] = nil
+			s.head++
 			return rec, nil
 		}
+		s.pending, s.head = s.pending[:0], 0
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -143,6 +205,11 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 		}
 		index := s.index
 		s.index++
+		if recs, ok := s.doneLine(index, trimmed); ok {
+			s.rows++
+			s.pending = append(s.pending, recs...)
+			continue
+		}
 		row, perr := schemas.ParseInputRow(trimmed)
 		if perr != nil {
 			var fe *schemas.FieldError

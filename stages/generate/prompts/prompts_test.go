@@ -277,3 +277,75 @@ func TestTotalCountsWhatNextYields(t *testing.T) {
 		src.Close()
 	}
 }
+
+// TestSkipDonePassesOverDoneLinesWithTheirKeys: with SkipDone, a line whose
+// every sample is done yields records with the keys, indexes and samples
+// parsing gives, without its input; a line with an id, an escape or a
+// sample not done is parsed as before, and Total counts the same.
+func TestSkipDonePassesOverDoneLinesWithTheirKeys(t *testing.T) {
+	lines := []string{
+		`{"prompt": "a"}`,                // done: passed over
+		`{"prompt": "b", "id": "x"}`,     // id: parsed
+		`{"prompt": "c\n"}`,              // escape: parsed
+		`{"prompt": "d"}`,                // one sample not done: parsed
+		`{"prompt": "e", "toolsets": 1}`, // invalid, keys not done: rejected
+		`{"prompt": "f"}`,                // done
+	}
+	path := writeFile(t, strings.Join(lines, "\n")+"\n")
+	const samples = 2
+	plain, err := Open(path, Options{Samples: samples, Reject: func(schemas.Reject) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := drain(t, plain)
+	plain.Close()
+	done := map[string]bool{}
+	for _, rec := range want {
+		if rec.PromptIndex != 3 || rec.Sample != 1 {
+			done[rec.Key] = true
+		}
+	}
+	var rejects int
+	src, err := Open(path, Options{Samples: samples, Reject: func(schemas.Reject) { rejects++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	src.SkipDone(func(key string) bool { return done[key] })
+	if got := src.Total(); got != len(want) {
+		t.Fatalf("Total %d, want %d", got, len(want))
+	}
+	var got []schemas.Record // copies: a passed-over record's memory is reused
+	parsed := map[int]bool{}
+	for {
+		rec, err := src.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *rec
+		c.Key = strings.Clone(rec.Key)
+		got = append(got, c)
+		if rec.Input != nil {
+			parsed[rec.PromptIndex] = true
+		}
+	}
+	if len(got) != len(want) || rejects != 1 {
+		t.Fatalf("%d records, %d rejects; want %d, 1", len(got), rejects, len(want))
+	}
+	for i, w := range want {
+		if got[i].Key != w.Key || got[i].PromptIndex != w.PromptIndex || got[i].Sample != w.Sample {
+			t.Errorf("record %d: key %q index %d sample %d; want %q %d %d", i, got[i].Key, got[i].PromptIndex, got[i].Sample, w.Key, w.PromptIndex, w.Sample)
+		}
+	}
+	for index, wantParsed := range map[int]bool{0: false, 1: true, 2: true, 3: true, 5: false} {
+		if parsed[index] != wantParsed {
+			t.Errorf("line of index %d parsed = %v, want %v", index, parsed[index], wantParsed)
+		}
+	}
+	if src.Rows() != 5 {
+		t.Errorf("Rows %d, want 5", src.Rows())
+	}
+}
