@@ -98,38 +98,40 @@ func (e *encoder) Count(s string) int {
 func (e *encoder) run(s string, out []int, sc *scratch, countOnly bool) ([]int, int) {
 	total := 0
 	if e.added == nil {
-		out, total = e.runNormalized(s, out, sc, countOnly, total)
+		out, total = e.runNormalized(s, true, out, sc, countOnly, total)
 		return out, total + len(out)
 	}
-	e.added.split(s, func(text string, id int) {
+	e.added.split(s, func(text string, at, id int) {
 		if id >= 0 {
 			out = append(out, id)
 		} else {
-			out, total = e.runNormalized(text, out, sc, countOnly, total)
+			out, total = e.runNormalized(text, at == 0, out, sc, countOnly, total)
 		}
 	})
 	return out, total + len(out)
 }
 
-func (e *encoder) runNormalized(s string, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
+// runNormalized encodes a segment between added tokens; first says it
+// starts the input.
+func (e *encoder) runNormalized(s string, first bool, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
 	if e.normalize != nil {
 		s = e.normalize(s)
 	}
 	if e.addedNorm == nil {
-		return e.runPieces(s, out, sc, countOnly, total)
+		return e.runPieces(s, first, out, sc, countOnly, total)
 	}
-	e.addedNorm.split(s, func(text string, id int) {
+	e.addedNorm.split(s, func(text string, at, id int) {
 		if id >= 0 {
 			out = append(out, id)
 		} else {
-			out, total = e.runPieces(text, out, sc, countOnly, total)
+			out, total = e.runPieces(text, first && at == 0, out, sc, countOnly, total)
 		}
 	})
 	return out, total
 }
 
 // runPieces pre-tokenizes s and merges every piece.
-func (e *encoder) runPieces(s string, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
+func (e *encoder) runPieces(s string, first bool, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
 	m := e.model
 	if e.split != nil {
 		for i := 0; i < len(s); {
@@ -143,7 +145,7 @@ func (e *encoder) runPieces(s string, out []int, sc *scratch, countOnly bool, to
 		}
 		return out, total
 	}
-	for _, p := range runPre(e.pre, s) {
+	for _, p := range runPre(e.pre, s, first) {
 		out = m.encodePiece(p, out, sc)
 		if countOnly && len(out) > 1024 {
 			total += len(out)
