@@ -194,40 +194,8 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 	for b := range 256 {
 		m.byteID[b] = -1
 	}
-	if byteLevel {
-		_, u2b := byteLevelAlphabet()
-		m.vocab = make(map[string]int, len(f.Model.Vocab))
-		var buf []byte
-		for tok, id := range f.Model.Vocab {
-			b, ok := fromByteLevel(tok, u2b, buf)
-			buf = b
-			if ok {
-				m.vocab[string(b)] = id
-			}
-		}
-		for b := range 256 {
-			if id, ok := m.vocab[string([]byte{byte(b)})]; ok {
-				m.byteID[b] = int32(id)
-			}
-		}
-	} else {
-		m.vocab, m.charLevel, m.fuseUnk = f.Model.Vocab, true, f.Model.FuseUnk
-		if u := f.Model.UnkToken; u != nil && *u != "" {
-			id, ok := f.Model.Vocab[*u]
-			if !ok {
-				return nil, fmt.Errorf("field model.unk_token %q is not in model.vocab", *u)
-			}
-			m.unkID = int32(id)
-		}
-		if f.Model.ByteFallback {
-			m.fallback = new([256]int32)
-			for b := range 256 {
-				m.fallback[b] = -1
-				if id, ok := f.Model.Vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
-					m.fallback[b] = int32(id)
-				}
-			}
-		}
+	if err := setVocab(m, f, byteLevel); err != nil {
+		return nil, err
 	}
 	var pairs [][2]string
 	var asStrings []string
@@ -254,6 +222,47 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 		m.merges[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(i)<<32 | uint64(uint32(ab))
 	}
 	return m, nil
+}
+
+// setVocab fills the vocabulary of m: in bytes for a byte-level model,
+// as text with the byte-fallback and unknown tokens otherwise.
+func setVocab(m *bpeModel, f *hfFile, byteLevel bool) error {
+	if byteLevel {
+		_, u2b := byteLevelAlphabet()
+		m.vocab = make(map[string]int, len(f.Model.Vocab))
+		var buf []byte
+		for tok, id := range f.Model.Vocab {
+			b, ok := fromByteLevel(tok, u2b, buf)
+			buf = b
+			if ok {
+				m.vocab[string(b)] = id
+			}
+		}
+		for b := range 256 {
+			if id, ok := m.vocab[string([]byte{byte(b)})]; ok {
+				m.byteID[b] = int32(id)
+			}
+		}
+	} else {
+		m.vocab, m.charLevel, m.fuseUnk = f.Model.Vocab, true, f.Model.FuseUnk
+		if u := f.Model.UnkToken; u != nil && *u != "" {
+			id, ok := f.Model.Vocab[*u]
+			if !ok {
+				return fmt.Errorf("field model.unk_token %q is not in model.vocab", *u)
+			}
+			m.unkID = int32(id)
+		}
+		if f.Model.ByteFallback {
+			m.fallback = new([256]int32)
+			for b := range 256 {
+				m.fallback[b] = -1
+				if id, ok := f.Model.Vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+					m.fallback[b] = int32(id)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func buildNormalizer(raw json.RawMessage, field string) (func(string) string, error) {
