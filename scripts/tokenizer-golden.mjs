@@ -293,13 +293,32 @@ function tiktokenFileGoldens(req, texts) {
     { name: 'kimi-pattern-file', ranks: o2.bpe_ranks, special: { ...o2.special_tokens, ...KIMI_SPECIAL }, pat: KIMI,
       note: 'o200k_base ranks as a .tiktoken file with the Kimi K2 pattern; special tokens of the family plus tokenizer_config.json' },
   ];
+  // The first CUT_RANKS ranks of cl100k_base as a .tiktoken file (a family
+  // no rank count names): its merges are those of the cut file, so npm
+  // tiktoken encodes that very text (its Tiktoken class takes a .tiktoken
+  // file's content), with the cl100k pattern (--tokenizer-pattern cl100k)
+  // and the special tokens of a tokenizer_config.json beside the file.
+  const full = new Tiktoken(cl.bpe_ranks, {}, cl.pat_str);
+  let cut = '';
+  for (let r = 0; r < CUT_RANKS; r++) cut += `${Buffer.from(full.decode_single_token_bytes(r)).toString('base64')} ${r}\n`;
+  full.free();
+  variants.push({ name: 'cl100k-30k-file', ranks: cut, special: CUT_SPECIAL, pat: cl.pat_str,
+    sha256: crypto.createHash('sha256').update(cut).digest('hex'),
+    note: `the first ${CUT_RANKS} ranks of cl100k_base as a .tiktoken file, pattern cl100k, special tokens of a tokenizer_config.json` });
   for (const v of variants) {
     const enc = new Tiktoken(v.ranks, v.special, v.pat);
     const cases = CASES.map((c, i) => ({ name: c.name, ids: Array.from(enc.encode(texts[i], 'all')) }));
     enc.free();
-    writeJSON(path.join(testdata, 'golden', `${v.name}.json`), { tokenizer: v.name, reference: `npm tiktoken@1.0.22 encode(allowed_special="all"): ${v.note}`, cases });
+    const head = { tokenizer: v.name, reference: `npm tiktoken@1.0.22 encode(allowed_special="all"): ${v.note}` };
+    if (v.sha256) head.sha256 = v.sha256;
+    writeJSON(path.join(testdata, 'golden', `${v.name}.json`), { ...head, cases });
   }
 }
+
+// CUT_RANKS and CUT_SPECIAL make the cl100k-30k-file golden (the Go test
+// writes the same file and tokenizer_config.json).
+export const CUT_RANKS = 30000;
+export const CUT_SPECIAL = { '<|endoftext|>': 30000, '<|im_start|>': 30001, '<|im_end|>': 30002 };
 
 // SP_PACKAGES are the references of the SentencePiece-family goldens: the
 // Rust library (as above) and tokenizers.js (npm @huggingface/tokenizers,

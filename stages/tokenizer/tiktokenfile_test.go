@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,13 @@ import (
 // tiktoken-format file, the form Kimi K2 and Llama 3 ship.
 func writeTiktokenFile(t testing.TB, encoding, path string) {
 	t.Helper()
+	writeTiktokenRanks(t, encoding, path, -1)
+}
+
+// writeTiktokenRanks writes the first n ranks (all when n < 0) and returns
+// the file's SHA-256.
+func writeTiktokenRanks(t testing.TB, encoding, path string, n int) string {
+	t.Helper()
 	ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +34,9 @@ func writeTiktokenFile(t testing.TB, encoding, path string) {
 		toks = append(toks, tok)
 	}
 	slices.SortFunc(toks, func(a, b string) int { return ranks[a] - ranks[b] })
+	if n >= 0 {
+		toks = toks[:n]
+	}
 	var b strings.Builder
 	for _, tok := range toks {
 		b.WriteString(base64.StdEncoding.EncodeToString([]byte(tok)))
@@ -36,6 +47,7 @@ func writeTiktokenFile(t testing.TB, encoding, path string) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return sha([]byte(b.String()))
 }
 
 // kimiSpecial matches KIMI_SPECIAL in scripts/tokenizer-golden.mjs.
@@ -149,6 +161,87 @@ func TestFamilies(t *testing.T) {
 	for file, want := range map[string]string{"qwen3-mini": "qwen", "llama3-mini": "llama3", "kimi-mini": "kimi"} {
 		if got := Family(loadByGoldenName(t, file)); got != want {
 			t.Errorf("Family(%s) = %q, want %q", file, got, want)
+		}
+	}
+}
+
+// cutSpecial matches CUT_SPECIAL in scripts/tokenizer-golden.mjs.
+var cutSpecial = map[string]int{"<|endoftext|>": 30000, "<|im_start|>": 30001, "<|im_end|>": 30002}
+
+// TestGoldenTiktokenCutFile: the first 30,000 ranks of cl100k_base as a
+// .tiktoken file match no family by their count; loaded with the cl100k
+// pattern (--tokenizer-pattern cl100k) and the special tokens of a
+// tokenizer_config.json beside it, they give npm tiktoken's ids for the same
+// file, pattern and special tokens.
+func TestGoldenTiktokenCutFile(t *testing.T) {
+	_, inputs := corpus(t)
+	var g struct {
+		goldenFile
+		SHA256 string `json:"sha256"`
+	}
+	readJSON(t, filepath.Join("testdata", "golden", "cl100k-30k-file.json"), &g)
+	path := filepath.Join(t.TempDir(), "cut.tiktoken")
+	if sum := writeTiktokenRanks(t, "cl100k_base", path, 30000); sum != g.SHA256 {
+		t.Fatalf("the cut file has SHA-256 %s, the golden was made from %s", sum, g.SHA256)
+	}
+	added := map[string]map[string]any{}
+	for s, id := range cutSpecial {
+		added[strconv.Itoa(id)] = map[string]any{"content": s, "special": true}
+	}
+	cfg, _ := json.Marshal(map[string]any{"added_tokens_decoder": added})
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "tokenizer_config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := Load(path)
+	if !errors.Is(err, ErrNoPattern) || !strings.Contains(err.Error(), "30000 ranks") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("without a pattern: %v, want ErrNoPattern naming the file and the rank count", err)
+	}
+	tok, err := LoadWith(path, TiktokenSpec{Pattern: "cl100k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := Family(tok); f != "" {
+		t.Errorf("Family = %q: a cut file is of no known family, whatever its pattern", f)
+	}
+	checkCases(t, tok, g.Cases, inputs)
+	if got := tok.Encode("<|im_start|>hi<|im_end|>"); len(got) != 3 || got[0] != 30001 || got[2] != 30002 {
+		t.Errorf("special tokens of tokenizer_config.json: %v", got)
+	}
+	// The same pattern given as a regex, and by another name of it.
+	for _, pat := range []string{patCL100K, "llama3"} {
+		tok2, err := LoadWith(path, TiktokenSpec{Pattern: pat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inputs["random-4"]
+		if !slices.Equal(tok2.Encode(in), tok.Encode(in)) {
+			t.Errorf("pattern %.20q gives other ids than cl100k", pat)
+		}
+	}
+}
+
+func TestLoadWithPatternErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cut.tiktoken")
+	writeTiktokenRanks(t, "cl100k_base", path, 1000)
+	cases := []struct {
+		name, pattern, want string
+	}{
+		{path, "cl100", "no known name (cl100k, o200k, llama3, kimi, qwen)"},
+		{path, `(?<=a)b`, "split pattern"},
+		{"cl100k_base", "cl100k", "only to tiktoken-format files"},
+		{filepath.Join("testdata", "qwen3-mini.tokenizer.json"), "qwen", "only to tiktoken-format files"},
+	}
+	for _, c := range cases {
+		_, err := LoadWith(c.name, TiktokenSpec{Pattern: c.pattern})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("LoadWith(%s, %q): %v, want an error naming it with %q", filepath.Base(c.name), c.pattern, err, c.want)
+		}
+	}
+	for _, name := range PatternNames() {
+		if _, err := LoadWith(path, TiktokenSpec{Pattern: name}); err != nil {
+			t.Errorf("pattern %s: %v", name, err)
 		}
 	}
 }

@@ -24,8 +24,11 @@ type Tokenizer interface {
 // Load returns the tokenizer called nameOrPath: "cl100k_base" or
 // "o200k_base" (tiktoken encodings, embedded, no network), the path of a
 // tiktoken-format BPE file (*.tiktoken, tiktoken.model: see
-// LoadTiktokenFile), or the path of a Hugging Face tokenizer.json with a
-// byte-level BPE model. Callers load once
+// LoadTiktokenFile; LoadWith gives its split pattern), or the path of a
+// Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2, Llama 3,
+// Qwen, Kimi, DeepSeek styles) or of the SentencePiece family (Llama 2,
+// Gemma, Mistral: Metaspace or Prepend/Replace normalizers, byte_fallback).
+// Callers load once
 // and share the result: building the tables costs 100–500 ms and 20–100 MB.
 //
 // The built-in encodings treat special-token text such as <|endoftext|> as
@@ -33,8 +36,19 @@ type Tokenizer interface {
 // added tokens first, as Hugging Face tokenizers does, and a tiktoken-format
 // file its special tokens (tiktoken's allowed_special="all").
 func Load(nameOrPath string) (Tokenizer, error) {
+	return LoadWith(nameOrPath, TiktokenSpec{})
+}
+
+// LoadWith is Load with spec completing a tiktoken-format file (see
+// LoadTiktokenFile). A spec with a pattern or special tokens is an error for
+// anything else: built-in encodings and tokenizer.json files carry their own.
+func LoadWith(nameOrPath string, spec TiktokenSpec) (Tokenizer, error) {
+	custom := spec.Pattern != "" || spec.Special != nil
 	switch nameOrPath {
 	case "cl100k_base", "o200k_base":
+		if custom {
+			return nil, fmt.Errorf("load tokenizer %s: a split pattern or special tokens apply only to tiktoken-format files (*.tiktoken, tiktoken.model)", nameOrPath)
+		}
 		t, err := loadTiktoken(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("load tokenizer %s: %w", nameOrPath, err)
@@ -48,7 +62,10 @@ func Load(nameOrPath string) (Tokenizer, error) {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
 	if isTiktokenFile(nameOrPath) {
-		return LoadTiktokenFile(nameOrPath, TiktokenSpec{})
+		return LoadTiktokenFile(nameOrPath, spec)
+	}
+	if custom {
+		return nil, fmt.Errorf("load tokenizer %s: a split pattern or special tokens apply only to tiktoken-format files (*.tiktoken, tiktoken.model); a tokenizer.json has its own", nameOrPath)
 	}
 	t, err := loadHF(nameOrPath)
 	if err != nil {
@@ -61,8 +78,10 @@ func Load(nameOrPath string) (Tokenizer, error) {
 // matching, optional normalization, pre-tokenization, byte-pair merging.
 type encoder struct {
 	name string
-	// family is the tokenizer family when known (see Family).
-	family string
+	// family is the tokenizer family when known (see Family); with
+	// fixedFamily it is never guessed from the split.
+	family      string
+	fixedFamily bool
 	model  *bpeModel
 	// split is the fast pre-tokenizer; nil when pre is used.
 	split splitter
