@@ -82,7 +82,7 @@ type encoder struct {
 	// fixedFamily it is never guessed from the split.
 	family      string
 	fixedFamily bool
-	model  *bpeModel
+	model       *bpeModel
 	// split is the fast pre-tokenizer; nil when pre is used.
 	split splitter
 	// pre is the general pre-tokenizer pipeline of a tokenizer.json.
