@@ -207,7 +207,10 @@ func readTiktokenRanks(path string) (map[string]int, error) {
 }
 
 // configSpecial reads added_tokens_decoder ({"id": {"content": ...}}) from a
-// tokenizer_config.json; a missing file gives none.
+// tokenizer_config.json; a missing file gives none. Every entry counts,
+// special or not, as the Hugging Face wrappers of tiktoken files match them
+// all; an entry without content, an id that is no non-negative integer and
+// one content under two ids are errors naming the entry.
 func configSpecial(path string) (map[int]string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -218,21 +221,49 @@ func configSpecial(path string) (map[int]string, error) {
 	}
 	var cfg struct {
 		Added map[string]struct {
-			Content string `json:"content"`
+			Content *string `json:"content"`
 		} `json:"added_tokens_decoder"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return nil, fmt.Errorf("%s: line %d: %w", path, lineAt(data, syn.Offset), err)
+		case errors.As(err, &typ):
+			return nil, fmt.Errorf("%s: line %d: field %s: %w", path, lineAt(data, typ.Offset), typ.Field, err)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	out := make(map[int]string, len(cfg.Added))
-	for k, v := range cfg.Added {
+	byContent := make(map[string]int, len(cfg.Added))
+	keys := make([]string, 0, len(cfg.Added))
+	for k := range cfg.Added {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		id, err := strconv.Atoi(k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: added_tokens_decoder key %q is not an id", path, k)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%s: added_tokens_decoder key %q is not a token id", path, k)
 		}
-		out[id] = v.Content
+		c := cfg.Added[k].Content
+		if c == nil || *c == "" {
+			return nil, fmt.Errorf("%s: added_tokens_decoder.%s.content: missing or empty", path, k)
+		}
+		if prev, dup := byContent[*c]; dup {
+			return nil, fmt.Errorf("%s: added_tokens_decoder: %q is the content of ids %d and %d", path, *c, min(prev, id), max(prev, id))
+		}
+		byContent[*c] = id
+		out[id] = *c
 	}
 	return out, nil
+}
+
+// lineAt is the 1-based line of byte offset off in data.
+func lineAt(data []byte, off int64) int {
+	off = min(max(off, 0), int64(len(data)))
+	return bytes.Count(data[:off], []byte{'\n'}) + 1
 }
 
 // isTiktokenFile reports whether path names a tiktoken-format file by its

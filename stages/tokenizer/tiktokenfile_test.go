@@ -245,3 +245,79 @@ func TestLoadWithPatternErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTiktokenConfigSpecial: a hand-written tokenizer_config.json beside a
+// tiktoken-format file of no known family names its special tokens; each
+// counts as one token wherever it stands (tiktoken's allowed_special="all"),
+// special or not, and a file that misnames them is refused naming the entry.
+func TestTiktokenConfigSpecial(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cut.tiktoken")
+	writeTiktokenRanks(t, "cl100k_base", path, 1000)
+	cfgPath := filepath.Join(dir, "tokenizer_config.json")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, err := LoadWith(path, TiktokenSpec{Pattern: "cl100k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(`{
+  "add_bos_token": false,
+  "added_tokens_decoder": {
+    "1000": {"content": "<|im_start|>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+    "1001": {"content": "<|im_end|>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": true},
+    "1002": {"content": "<think>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": false}
+  },
+  "bos_token": null,
+  "eos_token": "<|im_end|>",
+  "model_max_length": 32768
+}`)
+	tok, err := LoadWith(path, TiktokenSpec{Pattern: "cl100k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>ok</think><|im_end|>"
+	ids := tok.Encode(text)
+	want := []int{1000}
+	want = append(want, plain.Encode("user\nhi")...)
+	want = append(want, 1001)
+	want = append(want, plain.Encode("\n")...)
+	want = append(want, 1000)
+	want = append(want, plain.Encode("assistant\n")...)
+	want = append(want, 1002)
+	want = append(want, plain.Encode("ok</think>")...)
+	want = append(want, 1001)
+	if !slices.Equal(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+	if n, m := tok.Count(text), plain.Count(text); n != len(want) || m <= n+10 {
+		t.Errorf("Count %d (want %d); without the config %d", n, len(want), m)
+	}
+	// Given special tokens replace the config's.
+	given, err := LoadWith(path, TiktokenSpec{Pattern: "cl100k", Special: map[string]int{"<|im_end|>": 1500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := given.Encode("<|im_start|><|im_end|>"); slices.Contains(got, 1000) || got[len(got)-1] != 1500 {
+		t.Errorf("with Special given: %v", got)
+	}
+
+	for _, c := range []struct{ cfg, want string }{
+		{"{\n  \"added_tokens_decoder\": {\n    \"1000\": {\"content\": \"<a>\",}\n  }\n}", "line 3"},
+		{"{\"added_tokens_decoder\": {\n\"1000\": {\"content\": 7}}}", "line 2: field added_tokens_decoder.content"},
+		{`{"added_tokens_decoder": {"x": {"content": "<a>"}}}`, `key "x" is not a token id`},
+		{`{"added_tokens_decoder": {"-3": {"content": "<a>"}}}`, `key "-3" is not a token id`},
+		{`{"added_tokens_decoder": {"1000": {"special": true}}}`, "added_tokens_decoder.1000.content: missing or empty"},
+		{`{"added_tokens_decoder": {"1000": {"content": "<a>"}, "1003": {"content": "<a>"}}}`, `"<a>" is the content of ids 1000 and 1003`},
+	} {
+		write(c.cfg)
+		_, err := LoadWith(path, TiktokenSpec{Pattern: "cl100k"})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), cfgPath) {
+			t.Errorf("config %s: %v, want an error naming %s with %q", c.cfg, err, cfgPath, c.want)
+		}
+	}
+}
