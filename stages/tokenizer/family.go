@@ -6,15 +6,15 @@ import (
 )
 
 // Family names the tokenizer family of t: cl100k, o200k, llama3, kimi, qwen,
-// deepseek, or "" when it cannot tell. Built-in encodings and tiktoken-format
-// files know theirs; a tokenizer.json is judged by its split pattern, then by
-// its file name.
+// deepseek, or "" when it cannot tell. Built-in encodings know theirs; a
+// tiktoken-format file is judged by its number of ranks, then by its file
+// name; a tokenizer.json by its split pattern, then by its file name.
 func Family(t Tokenizer) string {
 	e, ok := t.(*encoder)
 	if !ok {
 		return ""
 	}
-	if e.family != "" {
+	if e.family != "" || e.fixedFamily {
 		return e.family
 	}
 	if sp, ok := e.split.(*clSplitter); ok {

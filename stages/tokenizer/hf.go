@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -30,6 +31,9 @@ type hfFile struct {
 		Dropout                 *float64        `json:"dropout"`
 		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		UnkToken                *string         `json:"unk_token"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
 	} `json:"model"`
 }
 
@@ -51,9 +55,18 @@ type hfComponent struct {
 	Pattern        *hfPattern        `json:"pattern"`
 	Behavior       string            `json:"behavior"`
 	Invert         bool              `json:"invert"`
-	AddPrefixSpace bool              `json:"add_prefix_space"`
+	AddPrefixSpace *bool             `json:"add_prefix_space"`
 	UseRegex       *bool             `json:"use_regex"`
 	Individual     bool              `json:"individual_digits"`
+	// Replace, Prepend and Strip normalizers.
+	Content    *string `json:"content"`
+	Prepend    *string `json:"prepend"`
+	StripLeft  bool    `json:"strip_left"`
+	StripRight bool    `json:"strip_right"`
+	// Metaspace pre-tokenizer.
+	Replacement   *string `json:"replacement"`
+	PrependScheme string  `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
 }
 
 type hfPattern struct {
@@ -81,13 +94,14 @@ func loadHF(path string) (*encoder, error) {
 		return nil, fmt.Errorf("parse json: %w", err)
 	}
 	e := &encoder{name: displayName(path)}
-	if e.model, err = buildHFModel(&f); err != nil {
+	byteLevel, err := buildPre(e, f.PreTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if e.model, err = buildHFModel(&f, byteLevel); err != nil {
 		return nil, err
 	}
 	if e.normalize, err = buildNormalizer(f.Normalizer, "normalizer"); err != nil {
-		return nil, err
-	}
-	if err := buildPre(e, f.PreTokenizer); err != nil {
 		return nil, err
 	}
 	// Ids of added tokens follow Hugging Face tokenizers, which ignores the
@@ -155,38 +169,33 @@ func fromByteLevel(tok string, u2b map[rune]byte, buf []byte) ([]byte, bool) {
 	return buf, true
 }
 
-func buildHFModel(f *hfFile) (*bpeModel, error) {
+// buildHFModel builds the BPE model. A byte-level model (a ByteLevel
+// pre-tokenizer maps bytes to GPT-2's alphabet first) is kept in bytes; any
+// other is the SentencePiece family's character-level BPE (byte_fallback,
+// unk_token, fuse_unk).
+func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 	mt := f.Model.Type
 	if mt == "" && f.Model.Vocab != nil && f.Model.Merges != nil {
 		mt = "BPE"
 	}
 	if mt != "BPE" {
-		return nil, fmt.Errorf("field model.type is %q: only byte-level BPE models are supported", mt)
+		return nil, fmt.Errorf("field model.type is %q: only BPE models are supported", mt)
 	}
 	if f.Model.Dropout != nil && *f.Model.Dropout != 0 {
 		return nil, fmt.Errorf("field model.dropout is %v: BPE dropout is random and cannot be reproduced", *f.Model.Dropout)
 	}
 	if p := f.Model.ContinuingSubwordPrefix; p != nil && *p != "" {
-		return nil, fmt.Errorf("field model.continuing_subword_prefix is %q: not supported for byte-level BPE", *p)
+		return nil, fmt.Errorf("field model.continuing_subword_prefix is %q: not supported", *p)
 	}
 	if p := f.Model.EndOfWordSuffix; p != nil && *p != "" {
-		return nil, fmt.Errorf("field model.end_of_word_suffix is %q: not supported for byte-level BPE", *p)
+		return nil, fmt.Errorf("field model.end_of_word_suffix is %q: not supported", *p)
 	}
-	_, u2b := byteLevelAlphabet()
-	m := &bpeModel{vocab: make(map[string]int, len(f.Model.Vocab)), direct: f.Model.IgnoreMerges}
-	var buf []byte
-	for tok, id := range f.Model.Vocab {
-		b, ok := fromByteLevel(tok, u2b, buf)
-		buf = b
-		if ok {
-			m.vocab[string(b)] = id
-		}
-	}
+	m := &bpeModel{direct: f.Model.IgnoreMerges, unkID: -1}
 	for b := range 256 {
 		m.byteID[b] = -1
-		if id, ok := m.vocab[string([]byte{byte(b)})]; ok {
-			m.byteID[b] = int32(id)
-		}
+	}
+	if err := setVocab(m, f, byteLevel); err != nil {
+		return nil, err
 	}
 	var pairs [][2]string
 	var asStrings []string
@@ -213,6 +222,47 @@ func buildHFModel(f *hfFile) (*bpeModel, error) {
 		m.merges[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(i)<<32 | uint64(uint32(ab))
 	}
 	return m, nil
+}
+
+// setVocab fills the vocabulary of m: in bytes for a byte-level model,
+// as text with the byte-fallback and unknown tokens otherwise.
+func setVocab(m *bpeModel, f *hfFile, byteLevel bool) error {
+	if byteLevel {
+		_, u2b := byteLevelAlphabet()
+		m.vocab = make(map[string]int, len(f.Model.Vocab))
+		var buf []byte
+		for tok, id := range f.Model.Vocab {
+			b, ok := fromByteLevel(tok, u2b, buf)
+			buf = b
+			if ok {
+				m.vocab[string(b)] = id
+			}
+		}
+		for b := range 256 {
+			if id, ok := m.vocab[string([]byte{byte(b)})]; ok {
+				m.byteID[b] = int32(id)
+			}
+		}
+	} else {
+		m.vocab, m.charLevel, m.fuseUnk = f.Model.Vocab, true, f.Model.FuseUnk
+		if u := f.Model.UnkToken; u != nil && *u != "" {
+			id, ok := f.Model.Vocab[*u]
+			if !ok {
+				return fmt.Errorf("field model.unk_token %q is not in model.vocab", *u)
+			}
+			m.unkID = int32(id)
+		}
+		if f.Model.ByteFallback {
+			m.fallback = new([256]int32)
+			for b := range 256 {
+				m.fallback[b] = -1
+				if id, ok := f.Model.Vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+					m.fallback[b] = int32(id)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func buildNormalizer(raw json.RawMessage, field string) (func(string) string, error) {
@@ -242,6 +292,30 @@ func buildNormalizer(raw json.RawMessage, field string) (func(string) string, er
 		return form(norm.NFKD), nil
 	case "Lowercase":
 		return strings.ToLower, nil
+	case "Replace":
+		return buildReplace(&c, field)
+	case "Prepend":
+		if c.Prepend == nil {
+			return nil, fmt.Errorf("field %s.prepend is missing", field)
+		}
+		pre := *c.Prepend
+		return func(s string) string {
+			if s == "" {
+				return s
+			}
+			return pre + s
+		}, nil
+	case "Strip":
+		left, right := c.StripLeft, c.StripRight
+		return func(s string) string {
+			if left {
+				s = strings.TrimLeftFunc(s, unicode.IsSpace)
+			}
+			if right {
+				s = strings.TrimRightFunc(s, unicode.IsSpace)
+			}
+			return s
+		}, nil
 	case "Sequence":
 		var fs []func(string) string
 		for i, sub := range c.Normalizers {
@@ -263,7 +337,55 @@ func buildNormalizer(raw json.RawMessage, field string) (func(string) string, er
 			return s
 		}, nil
 	}
-	return nil, fmt.Errorf("field %s.type is %q: not supported (NFC, NFD, NFKC, NFKD, Lowercase, Sequence)", field, c.Type)
+	return nil, fmt.Errorf("field %s.type is %q: not supported (NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip, Sequence)", field, c.Type)
+}
+
+// buildReplace is the Replace normalizer: every match of a literal or a
+// regex, left to right and not overlapping, becomes content.
+func buildReplace(c *hfComponent, field string) (func(string) string, error) {
+	if c.Content == nil {
+		return nil, fmt.Errorf("field %s.content is missing", field)
+	}
+	content := *c.Content
+	switch {
+	case c.Pattern == nil:
+		return nil, fmt.Errorf("field %s.pattern is missing", field)
+	case c.Pattern.String != nil:
+		lit := *c.Pattern.String
+		if lit == "" {
+			return nil, fmt.Errorf("field %s.pattern.String is empty", field)
+		}
+		return func(s string) string { return strings.ReplaceAll(s, lit, content) }, nil
+	case c.Pattern.Regex != nil:
+		re, err := compileLook(*c.Pattern.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("field %s.pattern.Regex: %w", field, err)
+		}
+		return func(s string) string {
+			var b strings.Builder
+			last := 0
+			for i := 0; i < len(s); {
+				a, z := re.find(s, i)
+				if a < 0 {
+					break
+				}
+				if z == a { // empty match: nothing replaced, step over one rune
+					_, w := utf8.DecodeRuneInString(s[a:])
+					i = a + w
+					continue
+				}
+				b.WriteString(s[last:a])
+				b.WriteString(content)
+				last, i = z, z
+			}
+			if last == 0 {
+				return s
+			}
+			b.WriteString(s[last:])
+			return b.String()
+		}, nil
+	}
+	return nil, fmt.Errorf("field %s.pattern: want Regex or String", field)
 }
 
 // preStep is one pre-tokenizer of the general pipeline.
@@ -271,11 +393,9 @@ type preStep interface {
 	apply(piece string, out []string) []string
 }
 
-// buildPre sets e.split (the fast path) or e.pre from the pre_tokenizer.
-func buildPre(e *encoder, raw json.RawMessage) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return fmt.Errorf("field pre_tokenizer is null: only byte-level BPE (a ByteLevel pre-tokenizer) is supported")
-	}
+// buildPre sets e.split (the fast path) or e.pre from the pre_tokenizer,
+// and reports whether it has a ByteLevel step (a byte-level model).
+func buildPre(e *encoder, raw json.RawMessage) (bool, error) {
 	var steps []preStep
 	byteLevel := false
 	var flatten func(raw json.RawMessage, field string) error
@@ -295,6 +415,7 @@ func buildPre(e *encoder, raw json.RawMessage) error {
 		case "ByteLevel":
 			byteLevel = true
 			useRegex := c.UseRegex == nil || *c.UseRegex
+			prefix := c.AddPrefixSpace != nil && *c.AddPrefixSpace
 			var re *lookRegex
 			if useRegex {
 				var err error
@@ -302,8 +423,8 @@ func buildPre(e *encoder, raw json.RawMessage) error {
 					return fmt.Errorf("field %s: %w", field, err)
 				}
 			}
-			if c.AddPrefixSpace || useRegex {
-				steps = append(steps, &byteLevelStep{prefixSpace: c.AddPrefixSpace, re: re})
+			if prefix || useRegex {
+				steps = append(steps, &byteLevelStep{prefixSpace: prefix, re: re})
 			}
 			return nil
 		case "Split":
@@ -316,26 +437,56 @@ func buildPre(e *encoder, raw json.RawMessage) error {
 		case "Digits":
 			steps = append(steps, &digitsStep{individual: c.Individual})
 			return nil
+		case "Metaspace":
+			st, err := buildMetaspace(&c, field)
+			if err != nil {
+				return err
+			}
+			steps = append(steps, st)
+			return nil
 		}
-		return fmt.Errorf("field %s.type is %q: not supported (Sequence, Split, ByteLevel, Digits)", field, c.Type)
+		return fmt.Errorf("field %s.type is %q: not supported (Sequence, Split, ByteLevel, Digits, Metaspace)", field, c.Type)
 	}
-	if err := flatten(raw, "pre_tokenizer"); err != nil {
-		return err
-	}
-	if !byteLevel {
-		return fmt.Errorf("field pre_tokenizer has no ByteLevel step: only byte-level BPE is supported")
+	if len(raw) != 0 && string(raw) != "null" {
+		if err := flatten(raw, "pre_tokenizer"); err != nil {
+			return false, err
+		}
 	}
 	if len(steps) == 1 {
 		if sp, ok := steps[0].(*splitStep); ok && sp.fast != nil && sp.behavior == "Isolated" && !sp.invert {
 			e.split = sp.fast
-			return nil
+			return byteLevel, nil
 		}
 	}
 	if len(steps) == 0 {
 		steps = append(steps, wholeStep{})
 	}
 	e.pre = steps
-	return nil
+	return byteLevel, nil
+}
+
+// buildMetaspace reads a Metaspace pre-tokenizer: the current form
+// (prepend_scheme, split) and the older one (add_prefix_space).
+func buildMetaspace(c *hfComponent, field string) (*metaspaceStep, error) {
+	st := &metaspaceStep{rep: "▁", split: c.Split == nil || *c.Split}
+	if c.Replacement != nil {
+		if utf8.RuneCountInString(*c.Replacement) != 1 {
+			return nil, fmt.Errorf("field %s.replacement is %q: want one character", field, *c.Replacement)
+		}
+		st.rep = *c.Replacement
+	}
+	switch c.PrependScheme {
+	case "always", "first", "never":
+		st.scheme = c.PrependScheme
+	case "":
+		st.scheme = "always"
+		if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
+			st.scheme = "never"
+		}
+	default:
+		return nil, fmt.Errorf("field %s.prepend_scheme is %q: want always, first or never", field, c.PrependScheme)
+	}
+	return st, nil
 }
 
 // patGPT2 is the regex of the ByteLevel pre-tokenizer with use_regex.
@@ -371,8 +522,10 @@ func buildSplit(c *hfComponent, field string) (*splitStep, error) {
 	return st, nil
 }
 
-// runPre applies the general pre-tokenizer pipeline to s.
-func runPre(steps []preStep, s string) []string {
+// runPre applies the general pre-tokenizer pipeline to s; first says that
+// s starts the input (a Metaspace step with prepend_scheme "first" prepends
+// only there).
+func runPre(steps []preStep, s string, first bool) []string {
 	if s == "" {
 		return nil
 	}
@@ -380,12 +533,46 @@ func runPre(steps []preStep, s string) []string {
 	var next []string
 	for _, st := range steps {
 		next = next[:0]
-		for _, p := range pieces {
-			next = st.apply(p, next)
+		ms, isMeta := st.(*metaspaceStep)
+		for k, p := range pieces {
+			if isMeta {
+				next = ms.applyAt(p, first && k == 0, next)
+			} else {
+				next = st.apply(p, next)
+			}
 		}
 		pieces, next = next, pieces
 	}
 	return pieces
+}
+
+// metaspaceStep is the Metaspace pre-tokenizer: spaces become the
+// replacement character, which is prepended as the scheme says, and with
+// split each replacement starts a new piece.
+type metaspaceStep struct {
+	rep    string
+	scheme string // always, first, never
+	split  bool
+}
+
+func (m *metaspaceStep) apply(p string, out []string) []string { return m.applyAt(p, false, out) }
+
+func (m *metaspaceStep) applyAt(p string, first bool, out []string) []string {
+	p = strings.ReplaceAll(p, " ", m.rep)
+	if !strings.HasPrefix(p, m.rep) && (m.scheme == "always" || m.scheme == "first" && first) {
+		p = m.rep + p
+	}
+	if !m.split {
+		return append(out, p)
+	}
+	rep := m.rep
+	return splitBehavior(p, out, "MergedWithNext", false, func(s string, i int) (int, int) {
+		k := strings.Index(s[i:], rep)
+		if k < 0 {
+			return -1, -1
+		}
+		return i + k, i + k + len(rep)
+	})
 }
 
 type wholeStep struct{}
@@ -517,27 +704,30 @@ func splitBehavior(s string, out []string, behavior string, invert bool, find fu
 			}
 		}
 	case "MergedWithPrevious":
-		start := len(out)
+		// A match joins the part before it unless that part is a match
+		// too, as in Hugging Face: "a" "," "," gives "a," and ",".
+		start, prevMatch := len(out), false
 		for _, p := range parts {
-			if p.match && len(out) > start {
+			if p.match && !prevMatch && len(out) > start {
 				out[len(out)-1] += p.text
 			} else {
 				out = append(out, p.text)
 			}
+			prevMatch = p.match
 		}
 	case "MergedWithNext":
-		pending := ""
-		for _, p := range parts {
-			if p.match {
-				pending += p.text
+		// The mirror image: "▁" "▁" "a" gives "▁" and "▁a".
+		start, nextMatch := len(out), false
+		for k := len(parts) - 1; k >= 0; k-- {
+			p := parts[k]
+			if p.match && !nextMatch && len(out) > start {
+				out[len(out)-1] = p.text + out[len(out)-1]
 			} else {
-				out = append(out, pending+p.text)
-				pending = ""
+				out = append(out, p.text)
 			}
+			nextMatch = p.match
 		}
-		if pending != "" {
-			out = append(out, pending)
-		}
+		slices.Reverse(out[start:])
 	case "Contiguous":
 		prevMatch := false
 		start := len(out)
@@ -575,8 +765,9 @@ func newAddedMatcher(toks []hfAddedToken) *addedMatcher {
 	return a
 }
 
-// split calls yield for each text gap (id -1) and each added token, in order.
-func (a *addedMatcher) split(s string, yield func(text string, id int)) {
+// split calls yield for each text gap (id -1, at its byte offset in s) and
+// each added token, in order.
+func (a *addedMatcher) split(s string, yield func(text string, at, id int)) {
 	last := 0
 	for i := 0; i < len(s); i++ {
 		cands := a.byFirst[s[i]]
@@ -613,16 +804,16 @@ func (a *addedMatcher) split(s string, yield func(text string, id int)) {
 				}
 			}
 			if start > last {
-				yield(s[last:start], -1)
+				yield(s[last:start], last, -1)
 			}
-			yield("", t.ID)
+			yield("", start, t.ID)
 			last = end
 			i = end - 1
 			break
 		}
 	}
 	if last < len(s) {
-		yield(s[last:], -1)
+		yield(s[last:], last, -1)
 	}
 }
 

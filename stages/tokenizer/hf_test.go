@@ -86,10 +86,25 @@ func TestLoadErrorsNameFileAndField(t *testing.T) {
 		{"unigram", func(m map[string]any) { m["model"].(map[string]any)["type"] = "Unigram" }, "model.type"},
 		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, "model.type"},
 		{"dropout", func(m map[string]any) { m["model"].(map[string]any)["dropout"] = 0.1 }, "model.dropout"},
-		{"metaspace", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, "pre_tokenizer.type"},
-		{"no-bytelevel", func(m map[string]any) {
-			m["pre_tokenizer"] = map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\s+`}, "behavior": "Isolated"}
-		}, "pre_tokenizer"},
+		{"metaspace-scheme", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Metaspace", "prepend_scheme": "sometimes"}
+		}, "pre_tokenizer.prepend_scheme"},
+		{"metaspace-replacement", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "__"}
+		}, "pre_tokenizer.replacement"},
+		{"unk-oov", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Metaspace"}
+			m["model"].(map[string]any)["unk_token"] = "<no such token>"
+		}, "model.unk_token"},
+		{"pre-tokenizer", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "Whitespace"} }, "pre_tokenizer.type"},
+		{"replace-content", func(m map[string]any) {
+			m["normalizer"] = map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}}
+		}, "normalizer.content"},
+		{"replace-regex", func(m map[string]any) {
+			m["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{
+				map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": `(?<=a)b`}, "content": "x"}}}
+		}, "normalizer.normalizers[0].pattern.Regex"},
+		{"prepend", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "Prepend"} }, "normalizer.prepend"},
 		{"bad-regex", func(m map[string]any) {
 			seq := m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
 			seq[0].(map[string]any)["pattern"] = map[string]any{"Regex": `(?<=a)b`}

@@ -19,8 +19,8 @@ import (
 // ships with it. The zero value means "as the file's family has them" (see
 // LoadTiktokenFile).
 type TiktokenSpec struct {
-	// Pattern is the split regex, or the name of a known one: cl100k,
-	// o200k, llama3, kimi, qwen2.
+	// Pattern is the split regex, or the name of a known one (see
+	// PatternNames).
 	Pattern string
 	// Special maps special-token text to its id. They are matched in the
 	// text before splitting, as tiktoken's encode(allowed_special="all")
@@ -36,9 +36,19 @@ var tiktokenFamilies = map[int]string{
 	163584: "kimi",   // Kimi K2 tiktoken.model
 }
 
+// namedPatterns are the split patterns a TiktokenSpec may name. Llama 3
+// uses cl100k's; Qwen2, Qwen2.5 and Qwen3 share one (cl100k's with single
+// digits), also called qwen2.
 var namedPatterns = map[string]string{
-	"cl100k": patCL100K, "llama3": patCL100K, "o200k": patO200K, "kimi": patKimi, "qwen2": patQwen2,
+	"cl100k": patCL100K, "llama3": patCL100K, "o200k": patO200K, "kimi": patKimi, "qwen": patQwen2, "qwen2": patQwen2,
 }
+
+// PatternNames lists the names TiktokenSpec.Pattern accepts besides a regex.
+func PatternNames() []string { return []string{"cl100k", "o200k", "llama3", "kimi", "qwen"} }
+
+// ErrNoPattern is returned (wrapped) for a tiktoken-format file of no known
+// family loaded without a split pattern.
+var ErrNoPattern = errors.New("give the split pattern")
 
 // familySpecial returns the special tokens a family defines in code, for
 // the ids after its n ranks.
@@ -91,10 +101,13 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 	pattern := spec.Pattern
 	if p, ok := namedPatterns[pattern]; ok {
 		pattern = p
+	} else if isBareName(pattern) {
+		return nil, fmt.Errorf("load tokenizer %s: split pattern %q is no known name (%s) and looks like none meant as a regex", path, pattern, strings.Join(PatternNames(), ", "))
 	}
 	if pattern == "" {
 		if family == "" {
-			return nil, fmt.Errorf("load tokenizer %s: %d ranks match no known family (cl100k, o200k, llama3, kimi): give the split pattern", path, len(ranks))
+			return nil, fmt.Errorf("load tokenizer %s: %d ranks match no known family (cl100k %d, o200k %d, llama3 %d, kimi %d ranks): %w",
+				path, len(ranks), 100256, 199998, 128000, 163584, ErrNoPattern)
 		}
 		pattern = namedPatterns[family]
 	}
@@ -128,7 +141,11 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 		m.byteID[b] = int32(id)
 	}
 	m.merges = pairMerges(ranks)
-	e := &encoder{name: displayName(path), model: m, family: family}
+	if family == "" {
+		family = nameFamily(path)
+	}
+	// The family is the file's, never guessed from the split pattern given.
+	e := &encoder{name: displayName(path), model: m, family: family, fixedFamily: true}
 	if e.split = knownSplitter(pattern); e.split == nil {
 		re, err := compileLook(pattern)
 		if err != nil {
@@ -190,7 +207,10 @@ func readTiktokenRanks(path string) (map[string]int, error) {
 }
 
 // configSpecial reads added_tokens_decoder ({"id": {"content": ...}}) from a
-// tokenizer_config.json; a missing file gives none.
+// tokenizer_config.json; a missing file gives none. Every entry counts,
+// special or not, as the Hugging Face wrappers of tiktoken files match them
+// all; an entry without content, an id that is no non-negative integer and
+// one content under two ids are errors naming the entry.
 func configSpecial(path string) (map[int]string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -201,21 +221,49 @@ func configSpecial(path string) (map[int]string, error) {
 	}
 	var cfg struct {
 		Added map[string]struct {
-			Content string `json:"content"`
+			Content *string `json:"content"`
 		} `json:"added_tokens_decoder"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return nil, fmt.Errorf("%s: line %d: %w", path, lineAt(data, syn.Offset), err)
+		case errors.As(err, &typ):
+			return nil, fmt.Errorf("%s: line %d: field %s: %w", path, lineAt(data, typ.Offset), typ.Field, err)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	out := make(map[int]string, len(cfg.Added))
-	for k, v := range cfg.Added {
+	byContent := make(map[string]int, len(cfg.Added))
+	keys := make([]string, 0, len(cfg.Added))
+	for k := range cfg.Added {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		id, err := strconv.Atoi(k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: added_tokens_decoder key %q is not an id", path, k)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%s: added_tokens_decoder key %q is not a token id", path, k)
 		}
-		out[id] = v.Content
+		c := cfg.Added[k].Content
+		if c == nil || *c == "" {
+			return nil, fmt.Errorf("%s: added_tokens_decoder.%s.content: missing or empty", path, k)
+		}
+		if prev, dup := byContent[*c]; dup {
+			return nil, fmt.Errorf("%s: added_tokens_decoder: %q is the content of ids %d and %d", path, *c, min(prev, id), max(prev, id))
+		}
+		byContent[*c] = id
+		out[id] = *c
 	}
 	return out, nil
+}
+
+// lineAt is the 1-based line of byte offset off in data.
+func lineAt(data []byte, off int64) int {
+	off = min(max(off, 0), int64(len(data)))
+	return bytes.Count(data[:off], []byte{'\n'}) + 1
 }
 
 // isTiktokenFile reports whether path names a tiktoken-format file by its
@@ -242,4 +290,18 @@ func isTiktokenFile(path string) bool {
 	_, errB := base64.StdEncoding.DecodeString(tok)
 	_, errR := strconv.Atoi(rank)
 	return errB == nil && errR == nil
+}
+
+// isBareName reports whether p is a plain word such as "cl100" or
+// "qwen3": a misspelt pattern name rather than a split regex.
+func isBareName(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

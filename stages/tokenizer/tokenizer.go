@@ -24,8 +24,11 @@ type Tokenizer interface {
 // Load returns the tokenizer called nameOrPath: "cl100k_base" or
 // "o200k_base" (tiktoken encodings, embedded, no network), the path of a
 // tiktoken-format BPE file (*.tiktoken, tiktoken.model: see
-// LoadTiktokenFile), or the path of a Hugging Face tokenizer.json with a
-// byte-level BPE model. Callers load once
+// LoadTiktokenFile; LoadWith gives its split pattern), or the path of a
+// Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2, Llama 3,
+// Qwen, Kimi, DeepSeek styles) or of the SentencePiece family (Llama 2,
+// Gemma, Mistral: Metaspace or Prepend/Replace normalizers, byte_fallback).
+// Callers load once
 // and share the result: building the tables costs 100–500 ms and 20–100 MB.
 //
 // The built-in encodings treat special-token text such as <|endoftext|> as
@@ -33,8 +36,19 @@ type Tokenizer interface {
 // added tokens first, as Hugging Face tokenizers does, and a tiktoken-format
 // file its special tokens (tiktoken's allowed_special="all").
 func Load(nameOrPath string) (Tokenizer, error) {
+	return LoadWith(nameOrPath, TiktokenSpec{})
+}
+
+// LoadWith is Load with spec completing a tiktoken-format file (see
+// LoadTiktokenFile). A spec with a pattern or special tokens is an error for
+// anything else: built-in encodings and tokenizer.json files carry their own.
+func LoadWith(nameOrPath string, spec TiktokenSpec) (Tokenizer, error) {
+	custom := spec.Pattern != "" || spec.Special != nil
 	switch nameOrPath {
 	case "cl100k_base", "o200k_base":
+		if custom {
+			return nil, fmt.Errorf("load tokenizer %s: a split pattern or special tokens apply only to tiktoken-format files (*.tiktoken, tiktoken.model)", nameOrPath)
+		}
 		t, err := loadTiktoken(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("load tokenizer %s: %w", nameOrPath, err)
@@ -48,7 +62,10 @@ func Load(nameOrPath string) (Tokenizer, error) {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
 	if isTiktokenFile(nameOrPath) {
-		return LoadTiktokenFile(nameOrPath, TiktokenSpec{})
+		return LoadTiktokenFile(nameOrPath, spec)
+	}
+	if custom {
+		return nil, fmt.Errorf("load tokenizer %s: a split pattern or special tokens apply only to tiktoken-format files (*.tiktoken, tiktoken.model); a tokenizer.json has its own", nameOrPath)
 	}
 	t, err := loadHF(nameOrPath)
 	if err != nil {
@@ -61,9 +78,11 @@ func Load(nameOrPath string) (Tokenizer, error) {
 // matching, optional normalization, pre-tokenization, byte-pair merging.
 type encoder struct {
 	name string
-	// family is the tokenizer family when known (see Family).
-	family string
-	model  *bpeModel
+	// family is the tokenizer family when known (see Family); with
+	// fixedFamily it is never guessed from the split.
+	family      string
+	fixedFamily bool
+	model       *bpeModel
 	// split is the fast pre-tokenizer; nil when pre is used.
 	split splitter
 	// pre is the general pre-tokenizer pipeline of a tokenizer.json.
@@ -98,38 +117,40 @@ func (e *encoder) Count(s string) int {
 func (e *encoder) run(s string, out []int, sc *scratch, countOnly bool) ([]int, int) {
 	total := 0
 	if e.added == nil {
-		out, total = e.runNormalized(s, out, sc, countOnly, total)
+		out, total = e.runNormalized(s, true, out, sc, countOnly, total)
 		return out, total + len(out)
 	}
-	e.added.split(s, func(text string, id int) {
+	e.added.split(s, func(text string, at, id int) {
 		if id >= 0 {
 			out = append(out, id)
 		} else {
-			out, total = e.runNormalized(text, out, sc, countOnly, total)
+			out, total = e.runNormalized(text, at == 0, out, sc, countOnly, total)
 		}
 	})
 	return out, total + len(out)
 }
 
-func (e *encoder) runNormalized(s string, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
+// runNormalized encodes a segment between added tokens; first says it
+// starts the input.
+func (e *encoder) runNormalized(s string, first bool, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
 	if e.normalize != nil {
 		s = e.normalize(s)
 	}
 	if e.addedNorm == nil {
-		return e.runPieces(s, out, sc, countOnly, total)
+		return e.runPieces(s, first, out, sc, countOnly, total)
 	}
-	e.addedNorm.split(s, func(text string, id int) {
+	e.addedNorm.split(s, func(text string, at, id int) {
 		if id >= 0 {
 			out = append(out, id)
 		} else {
-			out, total = e.runPieces(text, out, sc, countOnly, total)
+			out, total = e.runPieces(text, first && at == 0, out, sc, countOnly, total)
 		}
 	})
 	return out, total
 }
 
 // runPieces pre-tokenizes s and merges every piece.
-func (e *encoder) runPieces(s string, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
+func (e *encoder) runPieces(s string, first bool, out []int, sc *scratch, countOnly bool, total int) ([]int, int) {
 	m := e.model
 	if e.split != nil {
 		for i := 0; i < len(s); {
@@ -143,7 +164,7 @@ func (e *encoder) runPieces(s string, out []int, sc *scratch, countOnly bool, to
 		}
 		return out, total
 	}
-	for _, p := range runPre(e.pre, s) {
+	for _, p := range runPre(e.pre, s, first) {
 		out = m.encodePiece(p, out, sc)
 		if countOnly && len(out) > 1024 {
 			total += len(out)
