@@ -178,6 +178,11 @@ func TestUsageErrorsExit2(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2: %s", args, code, errs)
 		}
 	}
+	out := filepath.Join(t.TempDir(), "o")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--batch-size", "0")
+	if _, err := os.Stat(out); code != exitUsage || !strings.Contains(errs, "--batch-size must be at least 1, got 0") || err == nil {
+		t.Errorf("--batch-size 0: exit %d, out folder %v: %s", code, err, errs)
+	}
 }
 
 // TestFaultyEndpointEveryRowEndsWithOutcome runs against an endpoint failing
