@@ -36,6 +36,9 @@ type RunConfig struct {
 	// Options.Budget for what happens when it is reached, and Grace.
 	MaxCost float64
 	Grace   time.Duration
+	// BatchSize numbers records' metadata.batch_num as Hermes' batch_runner
+	// --batch_size does (Options.BatchSize); default 1.
+	BatchSize int
 	// Stop ends dispatch softly (the first Ctrl-C): records in flight finish.
 	Stop     <-chan struct{}
 	Progress *Progress
@@ -142,12 +145,13 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		defer c.Close()
 	}
 	sum, runErr := Run(ctx, Options{
-		Workers:  cfg.Workers,
-		Stop:     cfg.Stop,
-		Progress: cfg.Progress,
-		Logger:   cfg.Logger,
-		Budget:   cost.NewBudget(cfg.MaxCost, out.Spent()),
-		Grace:    cfg.Grace,
+		Workers:   cfg.Workers,
+		Stop:      cfg.Stop,
+		Progress:  cfg.Progress,
+		Logger:    cfg.Logger,
+		Budget:    cost.NewBudget(cfg.MaxCost, out.Spent()),
+		Grace:     cfg.Grace,
+		BatchSize: cfg.BatchSize,
 	}, src, stages, out)
 	res.Summary = sum
 	var finishErr error

@@ -35,7 +35,7 @@ const (
 	// parquetSchemaKey names the key-value metadata entry that versions the
 	// schema below.
 	parquetSchemaKey     = "hermes_pipe.schema"
-	parquetSchemaVersion = "1"
+	parquetSchemaVersion = "2" // 2 added success; 1 (parquetSchemaV1) is still read
 	// parquetLineColumn is the column holding each record's JSONL line.
 	parquetLineColumn = "raw_json"
 )
@@ -72,6 +72,7 @@ type parquetRecord struct {
 	Sample          int64
 	Conversations   []parquetTurn     `parquet:",list,optional"`
 	Outcome         string            `parquet:",dict"`
+	Success         *bool             `parquet:",optional"`
 	Completed       *bool             `parquet:",optional"`
 	Partial         *bool             `parquet:",optional"`
 	APICalls        *int64            `parquet:",optional"`
@@ -132,8 +133,26 @@ var parquetSchemaConfig = func() *parquet.SchemaConfig {
 	return &parquet.SchemaConfig{StructTags: tags}
 }()
 
-// parquetSchema is the schema of every Parquet shard.
+// parquetSchema is the schema of every Parquet shard hermes-pipe writes.
 var parquetSchema = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
+
+// parquetSchemaV1 is the schema of shards written before records carried
+// success (schema version 1): parquetRecord without that column. Readers
+// accept it, so output folders of earlier versions stay readable and
+// resumable; their rows read with Success nil, as their lines lack it.
+var parquetSchemaV1 = func() *parquet.Schema {
+	rt := reflect.TypeFor[parquetRecord]()
+	var fields []reflect.StructField
+	for i := range rt.NumField() {
+		if f := rt.Field(i); f.Name != "Success" {
+			fields = append(fields, f)
+		}
+	}
+	t := reflect.StructOf(fields)
+	var tags []parquet.StructTagOption
+	parquetColumns(t, reflect.TypeFor[schemas.Record](), nil, &tags)
+	return parquet.SchemaOf(reflect.New(t).Interface(), &parquet.SchemaConfig{StructTags: tags})
+}()
 
 // parquetColumns returns the column names of the fields of the Parquet row
 // type pt, in order: the JSON name of st's field of the same Go name, or ""
@@ -230,7 +249,7 @@ func (p *parquetWriter) Close() error {
 type parquetScratch struct {
 	id, model, errStr                    string
 	toolStats, toolErrs, metadata, extra string
-	completed, partial                   bool
+	success, completed, partial          bool
 	apiCalls, duration                   int64
 	cost                                 float64
 	usage                                parquetUsage
@@ -284,6 +303,8 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 			row.ID = str(&sc.id, raw)
 		case schemas.MemberConversations:
 			row.Conversations = jsonList(convs, raw, parquetTurnOf)
+		case schemas.MemberSuccess:
+			row.Success = boolean(&sc.success, raw)
 		case schemas.MemberCompleted:
 			row.Completed = boolean(&sc.completed, raw)
 		case schemas.MemberPartial:
@@ -427,7 +448,7 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 	if err != nil {
 		return nil, fmt.Errorf("not a whole parquet file: %w", err)
 	}
-	if !parquet.EqualNodes(pf.Schema(), parquetSchema) {
+	if !parquet.EqualNodes(pf.Schema(), parquetSchema) && !parquet.EqualNodes(pf.Schema(), parquetSchemaV1) {
 		return nil, errors.New("schema is not the hermes-pipe record schema")
 	}
 	return pf, nil
@@ -624,7 +645,7 @@ func (p *parquetLines) shard(name string) (*parquetShard, error) {
 	if err != nil {
 		return nil, err
 	}
-	leaf, _ := parquetSchema.Lookup(parquetLineColumn)
+	leaf, _ := pf.Schema().Lookup(parquetLineColumn) // its place differs between schema versions
 	s := &parquetShard{f: f, pf: pf, col: leaf.ColumnIndex}
 	var start int64
 	for _, rg := range pf.RowGroups() {

@@ -90,7 +90,7 @@ func runFormat(t testing.TB, format string, n int, opts OutputOptions, stage Sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), Options{Workers: 4}, SliceSource(records(n)), []Stage{stage}, out); err != nil {
+	if _, err := Run(context.Background(), Options{Workers: 4, Now: testNow}, SliceSource(records(n)), []Stage{stage}, out); err != nil {
 		t.Fatal(err)
 	}
 	if err := out.Close(); err != nil {
@@ -98,6 +98,10 @@ func runFormat(t testing.TB, format string, n int, opts OutputOptions, stage Sta
 	}
 	return dir
 }
+
+// testNow is the fixed clock of records' metadata.timestamp in runs whose
+// output tests compare byte for byte.
+func testNow() time.Time { return time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC) }
 
 func catString(t testing.TB, dir string, final bool) string {
 	t.Helper()
@@ -180,7 +184,7 @@ func TestParquetSmallRowGroupsAfterResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Run(context.Background(), Options{Workers: 4}, SliceSource(records(n)), []Stage{completeStage()}, out); err != nil {
+		if _, err := Run(context.Background(), Options{Workers: 4, Now: testNow}, SliceSource(records(n)), []Stage{completeStage()}, out); err != nil {
 			t.Fatal(err)
 		}
 		out.Close()
@@ -215,6 +219,7 @@ type readBack struct {
 	PromptIndex   int64  `parquet:"prompt_index"`
 	Sample        int64  `parquet:"sample"`
 	Outcome       string `parquet:"outcome"`
+	Success       *bool  `parquet:"success,optional"`
 	Conversations []struct {
 		From  string `parquet:"from"`
 		Value string `parquet:"value"`
@@ -315,6 +320,9 @@ func checkParquetIndependently(t *testing.T, pdir, jsonlCat string) {
 					t.Fatalf("%s: %s turn %d = %+v, JSONL %v", shard, r.Key, i, r.Conversations[i], turn)
 				}
 			}
+			if s, ok := m["success"].(bool); ok != (r.Success != nil) || ok && *r.Success != s {
+				t.Fatalf("%s: %s success %v, JSONL %v", shard, r.Key, r.Success, m["success"])
+			}
 			if api, ok := m["api_calls"].(float64); ok != (r.APICalls != nil) || ok && float64(*r.APICalls) != api {
 				t.Fatalf("%s: %s api_calls %v, JSONL %v", shard, r.Key, r.APICalls, m["api_calls"])
 			}
@@ -370,6 +378,7 @@ func TestParquetSchema(t *testing.T) {
 		"optional group usage {",
 		"optional double cost_usd;",
 		"optional binary tool_stats (STRING);",
+		"required binary outcome (STRING);\n\toptional boolean success;",
 	} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("schema lacks %q:\n%s", want, got)
@@ -379,8 +388,34 @@ func TestParquetSchema(t *testing.T) {
 
 // parquetRecordV1 and the types below are the row types of schema version 1
 // with their column names written out: the names parquet.go derives from
-// schemas' tags must give the same schema, so shards written before and
-// after read the same.
+// schemas' tags must give the same schema (parquetSchemaV1), so shards
+// written before and after read the same. parquetRecordV2 is version 2,
+// which added success.
+type parquetRecordV2 struct {
+	Key             string              `parquet:"key"`
+	ID              *string             `parquet:"id,optional"`
+	PromptIndex     int64               `parquet:"prompt_index"`
+	Sample          int64               `parquet:"sample"`
+	Conversations   []parquetTurnV1     `parquet:"conversations,list,optional"`
+	Outcome         string              `parquet:"outcome,dict"`
+	Success         *bool               `parquet:"success,optional"`
+	Completed       *bool               `parquet:"completed,optional"`
+	Partial         *bool               `parquet:"partial,optional"`
+	APICalls        *int64              `parquet:"api_calls,optional"`
+	Usage           *parquetUsageV1     `parquet:"usage,optional"`
+	CostUSD         *float64            `parquet:"cost_usd,optional"`
+	ToolsetsUsed    []string            `parquet:"toolsets_used,list,optional"`
+	ToolStats       *string             `parquet:"tool_stats,optional"`
+	ToolErrorCounts *string             `parquet:"tool_error_counts,optional"`
+	ReasoningStats  *parquetReasoningV1 `parquet:"reasoning_stats,optional"`
+	Model           *string             `parquet:"model,optional,dict"`
+	DurationMS      *int64              `parquet:"duration_ms,optional"`
+	Error           *string             `parquet:"error,optional"`
+	Metadata        *string             `parquet:"metadata,optional"`
+	Extra           *string             `parquet:"extra,optional"`
+	RawJSON         string              `parquet:"raw_json"`
+}
+
 type parquetRecordV1 struct {
 	Key             string              `parquet:"key"`
 	ID              *string             `parquet:"id,optional"`
@@ -423,11 +458,14 @@ type parquetReasoningV1 struct {
 }
 
 func TestParquetSchemaDerived(t *testing.T) {
-	want := parquet.SchemaOf(new(parquetRecordV1))
+	if v1 := parquet.SchemaOf(new(parquetRecordV1)); !parquet.EqualNodes(parquetSchemaV1, v1) {
+		t.Fatalf("schema version 1\n%s\nwant\n%s", parquetSchemaV1, v1)
+	}
+	want := parquet.SchemaOf(new(parquetRecordV2))
 	if !parquet.EqualNodes(parquetSchema, want) {
 		t.Fatalf("schema\n%s\nwant\n%s", parquetSchema, want)
 	}
-	if got, want := parquetSchema.String(), strings.Replace(want.String(), "parquetRecordV1", "parquetRecord", 1); got != want {
+	if got, want := parquetSchema.String(), strings.Replace(want.String(), "parquetRecordV2", "parquetRecord", 1); got != want {
 		t.Fatalf("schema\n%s\nwant\n%s", got, want)
 	}
 	if got := parquetSchema.Name(); got != "parquetRecord" {

@@ -95,6 +95,12 @@ type Options struct {
 	// Grace is how long records in flight may run on once Budget is
 	// reached; default 2 minutes.
 	Grace time.Duration
+	// BatchSize is Hermes' batch_runner --batch_size: a finished record's
+	// metadata.batch_num is its prompt_index divided by it; default 1.
+	BatchSize int
+	// Now is the clock of a finished record's metadata.timestamp; default
+	// time.Now.
+	Now func() time.Time
 }
 
 func (o *Options) fill() error {
@@ -112,6 +118,15 @@ func (o *Options) fill() error {
 	}
 	if o.Grace <= 0 {
 		o.Grace = 2 * time.Minute
+	}
+	if o.BatchSize < 0 {
+		return fmt.Errorf("run options: batch size must not be negative (got %d)", o.BatchSize)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 1
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return nil
 }
@@ -617,10 +632,12 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 			rec.Error = fmt.Sprintf("a stage set the unknown outcome %q", rec.Outcome)
 			rec.Outcome = schemas.OutcomeInternal
 		}
+		r.finishRecord(rec)
 		line, err := EncodeRecord(rec)
 		if err != nil {
 			rec = &schemas.Record{Key: rec.Key, PromptIndex: rec.PromptIndex, Sample: rec.Sample,
 				Outcome: schemas.OutcomeInternal, Error: err.Error()}
+			r.finishRecord(rec)
 			line, _ = EncodeRecord(rec) // a record of plain fields always encodes
 		}
 		if rec.Outcome.Retryable() && !marker.Retryable() {
@@ -632,6 +649,20 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 		rows = append(rows, pending{key: key, outcome: marker, pi: pi, sample: sample})
 	}
 	return rows
+}
+
+// finishRecord fills the members Hermes' batch_runner writes on every
+// trajectory entry: success (the rollout ended without an infrastructure
+// fault: Outcome.OK) and metadata's batch_num, timestamp and model
+// (schemas.HermesMetadata). A verbatim record (Raw: compress) is left as its
+// input had it.
+func (r *runner) finishRecord(rec *schemas.Record) {
+	if len(rec.Raw) > 0 {
+		return
+	}
+	ok := rec.Outcome.OK()
+	rec.Success = &ok
+	rec.Metadata = schemas.HermesMetadata(rec.Metadata, rec.PromptIndex/r.opts.BatchSize, r.opts.Now(), rec.Model)
 }
 
 // writeLoop batches finished records into the data and failed shards and

@@ -34,13 +34,52 @@ type Statistics struct {
 
 // CostStatistics sum the records' cost_usd. Records whose cost is null (no
 // price for their model) are counted, never priced at 0: TotalUSD covers
-// PricedRecords only.
+// PricedRecords only. With no priced record the spend is unknown, and
+// statistics.json says so: total_usd and per_1k_rows_usd are null there
+// (MarshalJSON), while a priced run whose real spend is $0 writes 0.
 type CostStatistics struct {
 	TotalUSD        float64                     `json:"total_usd"`
 	PricedRecords   int                         `json:"priced_records"`
 	UnpricedRecords int                         `json:"unpriced_records"`
 	ByOutcomeUSD    map[schemas.Outcome]float64 `json:"by_outcome_usd"`
 	Per1kRowsUSD    float64                     `json:"per_1k_rows_usd"` // TotalUSD per 1,000 priced records
+}
+
+// costJSON is CostStatistics as statistics.json writes it: the sums are
+// null when no record was priced.
+type costJSON struct {
+	TotalUSD        *float64                    `json:"total_usd"`
+	PricedRecords   int                         `json:"priced_records"`
+	UnpricedRecords int                         `json:"unpriced_records"`
+	ByOutcomeUSD    map[schemas.Outcome]float64 `json:"by_outcome_usd"`
+	Per1kRowsUSD    *float64                    `json:"per_1k_rows_usd"`
+}
+
+// MarshalJSON writes total_usd and per_1k_rows_usd as null when no record
+// has a price: an unpriced run's spend is unknown, never $0.
+func (c CostStatistics) MarshalJSON() ([]byte, error) {
+	j := costJSON{PricedRecords: c.PricedRecords, UnpricedRecords: c.UnpricedRecords, ByOutcomeUSD: c.ByOutcomeUSD}
+	if c.PricedRecords > 0 {
+		j.TotalUSD, j.Per1kRowsUSD = &c.TotalUSD, &c.Per1kRowsUSD
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads both forms: a null sum (unpriced) reads as 0 with
+// PricedRecords 0, which MarshalJSON writes back as null.
+func (c *CostStatistics) UnmarshalJSON(b []byte) error {
+	var j costJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = CostStatistics{PricedRecords: j.PricedRecords, UnpricedRecords: j.UnpricedRecords, ByOutcomeUSD: j.ByOutcomeUSD}
+	if j.TotalUSD != nil {
+		c.TotalUSD = *j.TotalUSD
+	}
+	if j.Per1kRowsUSD != nil {
+		c.Per1kRowsUSD = *j.Per1kRowsUSD
+	}
+	return nil
 }
 
 // writeText prints the spend lines of WriteText.

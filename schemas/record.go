@@ -116,7 +116,10 @@ type ReasoningStats struct {
 // follow Hermes' batch_runner where it has them, so existing readers keep working.
 //
 // Key is the stable resume key (see RowKey); Input is the parsed input row for
-// generate. Stages fill the rest. Extra holds mode-specific fields (compression
+// generate. Stages fill the rest; the runtime fills Success and Hermes'
+// members of Metadata (see HermesMetadata) when the record is finished.
+// Success is nil in records written before hermes-pipe wrote it (readers
+// tell it from the outcome: Outcome.OK). Extra holds mode-specific fields (compression
 // metrics, SWE grading) that are written as-is.
 type Record struct {
 	Key             string                     `json:"key"`
@@ -125,6 +128,7 @@ type Record struct {
 	Sample          int                        `json:"sample"`
 	Conversations   []Turn                     `json:"conversations"`
 	Outcome         Outcome                    `json:"outcome"`
+	Success         *bool                      `json:"success,omitempty"`
 	Completed       bool                       `json:"completed"`
 	Partial         bool                       `json:"partial"`
 	APICalls        int                        `json:"api_calls"`

@@ -18,6 +18,7 @@ const (
 	MemberSample          = "sample"
 	MemberConversations   = "conversations"
 	MemberOutcome         = "outcome"
+	MemberSuccess         = "success"
 	MemberCompleted       = "completed"
 	MemberPartial         = "partial"
 	MemberAPICalls        = "api_calls"
@@ -43,7 +44,7 @@ const (
 // RecordMembers lists the members of a record in the order Record writes
 // them.
 var RecordMembers = [...]string{MemberKey, MemberID, MemberPromptIndex, MemberSample, MemberConversations, MemberOutcome,
-	MemberCompleted, MemberPartial, MemberAPICalls, MemberUsage, MemberCostUSD, MemberToolsetsUsed, MemberToolStats,
+	MemberSuccess, MemberCompleted, MemberPartial, MemberAPICalls, MemberUsage, MemberCostUSD, MemberToolsetsUsed, MemberToolStats,
 	MemberToolErrorCounts, MemberReasoningStats, MemberModel, MemberDurationMS, MemberError, MemberMetadata, MemberExtra}
 
 // field returns a pointer to r's field of the JSON name, or nil.
@@ -61,6 +62,8 @@ func (r *Record) field(name string) any {
 		return &r.Conversations
 	case MemberOutcome:
 		return &r.Outcome
+	case MemberSuccess:
+		return &r.Success
 	case MemberCompleted:
 		return &r.Completed
 	case MemberPartial:

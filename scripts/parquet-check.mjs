@@ -5,9 +5,12 @@
 // typed column must hold what the line holds (null when the field is absent
 // or of another JSON type; see pipeline/parquet.go). It also checks the
 // column types external readers rely on, e.g. conversations as
-// STRUCT("from" VARCHAR, "value" VARCHAR)[].
+// STRUCT("from" VARCHAR, "value" VARCHAR)[]. With --union-by-name the
+// shards are read as DuckDB reads a folder that mixes schema versions
+// (read_parquet(..., union_by_name = true)): a column a shard lacks (success,
+// before schema version 2) is null in its rows.
 //
-// Usage: node scripts/parquet-check.mjs --jsonl FILE SHARD.parquet...
+// Usage: node scripts/parquet-check.mjs [--union-by-name] --jsonl FILE SHARD.parquet...
 //
 // Prints {"rows":N,"compared":M,"problems":[...]} on stdout and exits 1 when
 // there are problems. Install the package once: npm ci --prefix scripts.
@@ -15,10 +18,11 @@
 import fs from 'node:fs';
 import { DuckDBInstance } from '@duckdb/node-api';
 
-const args = process.argv.slice(2);
+const union = process.argv.includes('--union-by-name');
+const args = process.argv.slice(2).filter((a) => a !== '--union-by-name');
 const at = args.indexOf('--jsonl');
 if (at < 0 || at + 1 >= args.length) {
-  console.error('usage: parquet-check.mjs --jsonl FILE SHARD.parquet...');
+  console.error('usage: parquet-check.mjs [--union-by-name] --jsonl FILE SHARD.parquet...');
   process.exit(2);
 }
 const jsonlPath = args[at + 1];
@@ -46,6 +50,7 @@ const wantTypes = {
   sample: 'BIGINT',
   conversations: 'STRUCT("from" VARCHAR, "value" VARCHAR)[]',
   outcome: 'VARCHAR',
+  success: 'BOOLEAN',
   completed: 'BOOLEAN',
   partial: 'BOOLEAN',
   api_calls: 'BIGINT',
@@ -66,7 +71,7 @@ const wantTypes = {
 const db = await DuckDBInstance.create(':memory:');
 const con = await db.connect();
 const list = '[' + shards.map((p) => `'${p.replaceAll("'", "''")}'`).join(', ') + ']';
-const source = `read_parquet(${list})`;
+const source = union ? `read_parquet(${list}, union_by_name = true)` : `read_parquet(${list})`;
 
 const described = (await con.runAndReadAll(`DESCRIBE SELECT * FROM ${source}`)).getRowObjectsJS();
 const gotTypes = Object.fromEntries(described.map((r) => [r.column_name, r.column_type]));
@@ -117,7 +122,7 @@ for (const row of rows) {
       }
     });
   }
-  const scalar = { id: str, completed: bool, partial: bool, api_calls: int, cost_usd: dbl, model: str, duration_ms: int, error: str };
+  const scalar = { id: str, success: bool, completed: bool, partial: bool, api_calls: int, cost_usd: dbl, model: str, duration_ms: int, error: str };
   for (const [f, conv] of Object.entries(scalar)) {
     const want = rec[f] === undefined ? null : conv(rec[f]);
     if (num(row[f]) !== want) problem(`${where}: ${f} ${row[f]}, JSONL ${JSON.stringify(rec[f])}`);

@@ -77,7 +77,7 @@ func echoPrompts(t *testing.T, n int) string {
 }
 
 // recordsOf reads every record of a sharded run through CatAll, with the
-// wall-clock field removed, keyed by key.
+// wall-clock fields (duration_ms, metadata.timestamp) removed, keyed by key.
 func recordsOf(t *testing.T, out string) map[string]string {
 	t.Helper()
 	dirs, err := cluster.ShardDirs(out)
@@ -95,6 +95,9 @@ func recordsOf(t *testing.T, out string) map[string]string {
 			t.Fatal(err)
 		}
 		delete(m, "duration_ms")
+		if md, ok := m["metadata"].(map[string]any); ok {
+			delete(md, "timestamp")
+		}
 		key := m["key"].(string)
 		if _, dup := recs[key]; dup {
 			t.Fatalf("key %s twice", key)

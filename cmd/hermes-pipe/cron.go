@@ -602,6 +602,7 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 			&cli.StringFlag{Name: "tz", Usage: "zone for jobs without one (default: the local zone)"},
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "import the valid jobs and list the others"},
 			&cli.StringFlag{Name: "skills-dir", Usage: "Hermes skills `DIR` (e.g. ~/.hermes/skills) to link under <home>/skills, where jobs' skills are loaded from"},
+			&cli.StringFlag{Name: "scripts-dir", Usage: "Hermes scripts `DIR` the jobs' scripts are copied from into <home>/cron/scripts (default: <hermes home>/scripts when FILE is <hermes home>/cron/jobs.json or a Hermes home)"},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -624,21 +625,28 @@ func cronImportCommand(deps cronDeps) *cli.Command {
 					fmt.Fprintf(c.App.Writer, "linked %d skill folders from %s into %s\n", len(linked), dir, cron.SkillsDir(home))
 				}
 			}
-			rep, err := cron.ImportHermes(c.Context, cron.NewStore(home), home, file, c.String("tz"), cronNow(deps), c.Bool("skip-invalid"))
+			rep, err := cron.ImportHermesWith(c.Context, cron.NewStore(home), home, file, cron.ImportOptions{
+				TZ: c.String("tz"), Now: cronNow(deps), SkipInvalid: c.Bool("skip-invalid"), ScriptsDir: c.String("scripts-dir")})
 			if err != nil {
 				return fmt.Errorf("cron import: %w", err)
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, rep)
+				if err := writeJSON(c.App.Writer, rep); err != nil {
+					return err
+				}
+				return notTaken(rep)
 			}
 			fmt.Fprintf(c.App.Writer, "imported %d jobs\n", len(rep.Imported))
+			if len(rep.Scripts) > 0 {
+				fmt.Fprintf(c.App.Writer, "copied %d scripts from %s into %s\n", len(rep.Scripts), rep.ScriptsDir, cron.ScriptsDir(home))
+			}
 			for id, why := range rep.Rejected {
 				fmt.Fprintf(c.App.Writer, "skipped %s: %s\n", id, why)
 			}
 			for id, why := range rep.Warnings {
 				fmt.Fprintf(c.App.Writer, "warning %s: %s\n", id, why)
 			}
-			return nil
+			return notTaken(rep)
 		},
 	}
 }

@@ -93,6 +93,7 @@ func generateCommand() *cli.Command {
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "wall-clock deadline of one rollout (outcome timeout, retried by --resume); 0 = none"},
 		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens per completion; 0 = not sent"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
+		&cli.IntFlag{Name: "batch-size", Value: 1, Usage: "prompts per batch as Hermes' batch_runner --batch_size counts them: each record's metadata.batch_num is its prompt_index divided by it (the run itself is not batched)"},
 	}
 	flags = append(flags, toolFlags("the distribution default")...)
 	flags = append(flags, samplingFlags(true)...)

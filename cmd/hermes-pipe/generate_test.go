@@ -94,10 +94,13 @@ func TestGenerateWritesRecordsRejectsAndExitCodes(t *testing.T) {
 		`{"prompt": "echo two"}`,
 		`{"prompt": "echo two"}`)
 	out := filepath.Join(t.TempDir(), "out")
-	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--samples", "2")
+	before := time.Now().UTC().Truncate(time.Microsecond)
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none", "--samples", "2",
+		"--batch_size", "2") // Hermes' spelling
 	if code != exitRowsFailed {
 		t.Fatalf("exit %d, want 3 (rejected rows): %s", code, errs)
 	}
+	after := time.Now().UTC()
 	recs := catRecords(t, out)
 	if len(recs) != 6 {
 		t.Fatalf("got %d records, want 3 rows × 2 samples", len(recs))
@@ -116,8 +119,22 @@ func TestGenerateWritesRecordsRejectsAndExitCodes(t *testing.T) {
 	if recs[0]["prompt_index"].(float64) != 0 || recs[1]["sample"].(float64) != 1 || recs[2]["prompt_index"].(float64) != 3 {
 		t.Errorf("order: %v %v %v", recs[0]["prompt_index"], recs[1]["sample"], recs[2]["prompt_index"])
 	}
-	if md, _ := json.Marshal(recs[0]["metadata"]); string(md) != `{"src":"a"}` {
-		t.Errorf("metadata = %s", md)
+	// Hermes' batch_runner members: success, and metadata's batch_num
+	// (prompt_index / --batch-size), timestamp and model before the row's
+	// own metadata.
+	for i, r := range recs {
+		md, _ := r["metadata"].(map[string]any)
+		ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(md["timestamp"]))
+		if r["success"] != true || md["batch_num"] != float64(int(r["prompt_index"].(float64))/2) ||
+			md["model"] != "m" || err != nil || ts.Before(before) || ts.After(after) {
+			t.Errorf("record %d: success %v, metadata %v (%v)", i, r["success"], md, err)
+		}
+	}
+	if md := recs[0]["metadata"].(map[string]any); md["src"] != "a" || len(md) != 4 {
+		t.Errorf("the row's metadata: %v", md)
+	}
+	if md := recs[2]["metadata"].(map[string]any); recs[2]["prompt_index"] != 3.0 || md["batch_num"] != 1.0 {
+		t.Errorf("prompt 3 with --batch-size 2: metadata %v", md)
 	}
 	rj, err := os.ReadFile(filepath.Join(out, "rejects.jsonl"))
 	if err != nil {
@@ -160,6 +177,11 @@ func TestUsageErrorsExit2(t *testing.T) {
 		if code, _, errs := hp(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2: %s", args, code, errs)
 		}
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--batch-size", "0")
+	if _, err := os.Stat(out); code != exitUsage || !strings.Contains(errs, "--batch-size must be at least 1, got 0") || err == nil {
+		t.Errorf("--batch-size 0: exit %d, out folder %v: %s", code, err, errs)
 	}
 }
 
@@ -509,7 +531,7 @@ func TestGenerateParquetMatchesJSONL(t *testing.T) {
 		}
 		mustVerify(t, out)
 		_, cat, _ := hp(t, "cat", out)
-		outs[format] = regexp.MustCompile(`"duration_ms":\d+`).ReplaceAllString(cat, "")
+		outs[format] = regexp.MustCompile(`"duration_ms":\d+|"timestamp":"[^"]*"`).ReplaceAllString(cat, "")
 	}
 	if outs["jsonl"] == "" || outs["jsonl"] != outs["parquet"] {
 		t.Fatalf("cat differs:\njsonl:   %.300s\nparquet: %.300s", outs["jsonl"], outs["parquet"])

@@ -125,6 +125,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		VerifyShards:   c.Bool("verify-shards"),
 		MaxCost:        c.Float64("max-cost"),
 		Grace:          c.Duration("grace"),
+		BatchSize:      c.Int("batch-size"), // generate's; 0 (default 1) elsewhere
 		Stop:           soft,
 		Progress:       progress,
 		Logger:         warnLogger(c),
@@ -144,6 +145,9 @@ func checkRunFlags(c *cli.Context) (pipeline.Mode, error) {
 	}
 	if w := c.Int("workers"); w < 1 {
 		return 0, usagef("--workers must be at least 1, got %d", w)
+	}
+	if b := c.Int("batch-size"); c.IsSet("batch-size") && b < 1 {
+		return 0, usagef("--batch-size must be at least 1, got %d", b)
 	}
 	if _, err := samplingOf(c); err != nil {
 		return 0, err

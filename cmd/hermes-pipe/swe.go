@@ -71,8 +71,11 @@ down). Errors never count as model failures and --resume runs them again;
 tasks whose image is missing cost no token.
 
 A task without an image runs in --default-image (python:3.11-slim, as Hermes);
-with --sandbox local or ssh images are not used. A task's "env" object sets
-environment variables in its agent and grading sessions. A simple task without
+with --sandbox local or ssh images are not used. A task's "env" names its
+backend as in Hermes' mini_swe_runner ("local", "docker"; "ssh"): without
+--sandbox the tasks choose the run's sandbox, with it a task asking for
+another is refused (exit 2). Its "environment" object (or, as before, an
+object-valued "env") sets variables in its agent and grading sessions. A simple task without
 test_cmd is judged by its submission (its patch must not be empty; in an image
 without git, the submission alone). The text after the sentinel line of the
 submitting command is kept as extra.final_result.
@@ -132,7 +135,7 @@ func runSWE(c *cli.Context) error {
 	if err != nil {
 		return usagef("--min-resolved: %v", err)
 	}
-	src := swe.TaskSource{Text: c.String("task"), DefaultImage: c.String("default-image"), NeedImage: c.String("sandbox") == "docker"}
+	src := swe.TaskSource{Text: c.String("task"), DefaultImage: c.String("default-image")}
 	switch {
 	case c.IsSet("task") && c.IsSet("tasks"):
 		return usagef("give --tasks or --task, not both")
@@ -152,6 +155,11 @@ func runSWE(c *cli.Context) error {
 		}
 		src.File = tasksFile
 	}
+	if err := tasksSandbox(c, src); err != nil {
+		return err
+	}
+	src.Sandbox = sandboxKind(c.String("sandbox"))
+	src.NeedImage = src.Sandbox == "docker"
 	// local and ssh clone each task's cwd from a folder of a host: it must
 	// be under a --cwd-root (docker: a path inside the task's image).
 	cwds, err := cwdRule(c)
@@ -214,6 +222,35 @@ func runSWE(c *cli.Context) error {
 		return err
 	}
 	return reportSWE(c, res, err)
+}
+
+// tasksSandbox lets the tasks choose the run's sandbox, as Hermes'
+// mini_swe_runner's "env" does, when --sandbox is not given: the backend
+// every task naming one names. Tasks naming two are a usage error (one run
+// has one sandbox); with --sandbox given, LoadTasks refuses a task asking
+// for another (TaskSource.Sandbox).
+func tasksSandbox(c *cli.Context, src swe.TaskSource) error {
+	if c.IsSet("sandbox") {
+		return nil
+	}
+	tasks, err := swe.LoadTasks(src)
+	if err != nil {
+		return usagef("--tasks: %v", err)
+	}
+	b, err := swe.TasksBackend(tasks)
+	if err != nil {
+		return usagef("--tasks: %s: %v", src.File, err)
+	}
+	if b == "" {
+		return nil
+	}
+	return c.Set("sandbox", b)
+}
+
+// sandboxKind is the backend of a --sandbox value (docker, local, ssh).
+func sandboxKind(v string) string {
+	kind, _, _ := strings.Cut(v, ":")
+	return kind
 }
 
 // reportSWE prints the summary table and maps the run to the CI exit code.

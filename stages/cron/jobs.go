@@ -463,6 +463,15 @@ func RemoveJob(ctx context.Context, st *Store, id string) error {
 type ImportReport struct {
 	Imported []string          `json:"imported"`
 	Rejected map[string]string `json:"rejected,omitempty"` // id -> reason
+	// NotTaken are jobs left out because their script is in neither the
+	// scripts folder given (ImportOptions.ScriptsDir) nor <home>/cron/scripts
+	// (id -> which script, where it was looked for). They never refuse the
+	// import: the other jobs are imported.
+	NotTaken map[string]string `json:"not_taken,omitempty"`
+	// Scripts are the scripts copied from ImportOptions.ScriptsDir into
+	// <home>/cron/scripts, and ScriptsDir the folder they came from.
+	Scripts    []string `json:"scripts_copied,omitempty"`
+	ScriptsDir string   `json:"scripts_dir,omitempty"`
 	// Warnings are imported jobs that will not run as they did in Hermes
 	// until edited (id -> what to change): toolsets hermes-pipe lacks.
 	Warnings map[string]string `json:"warnings,omitempty"`
@@ -483,7 +492,37 @@ func (r *ImportReport) warn(id, msg string) {
 // skills hermes-pipe lacks are imported with a warning. With skipInvalid, bad jobs are reported and skipped;
 // otherwise any bad job refuses the whole import and nothing is written.
 func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now time.Time, skipInvalid bool) (ImportReport, error) {
-	rep := ImportReport{Rejected: map[string]string{}, Warnings: map[string]string{}}
+	return ImportHermesWith(ctx, st, home, file, ImportOptions{TZ: tz, Now: now, SkipInvalid: skipInvalid})
+}
+
+// ImportOptions are the settings of ImportHermesWith.
+type ImportOptions struct {
+	TZ          string // zone of jobs without one; "" = the local zone
+	Now         time.Time
+	SkipInvalid bool
+	// ScriptsDir is the folder Hermes' script jobs' scripts are in
+	// (Hermes keeps them in <hermes home>/scripts); the scripts the
+	// imported jobs name are copied from it into <home>/cron/scripts.
+	// "" = that folder of the Hermes home the file is in, when the file is
+	// <hermes home>/cron/jobs.json and the folder exists.
+	ScriptsDir string
+}
+
+// ImportHermesWith is ImportHermes with its options. file may also be a
+// Hermes home (its cron/jobs.json is read). A job whose script is in
+// neither opts.ScriptsDir nor <home>/cron/scripts is not taken (reported in
+// NotTaken); the others are imported.
+func ImportHermesWith(ctx context.Context, st *Store, home, file string, opts ImportOptions) (ImportReport, error) {
+	rep := ImportReport{Rejected: map[string]string{}, Warnings: map[string]string{}, NotTaken: map[string]string{}}
+	tz, now, skipInvalid := opts.TZ, opts.Now, opts.SkipInvalid
+	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+		file = filepath.Join(file, "cron", "jobs.json")
+	}
+	scripts, err := importScriptsDir(file, opts.ScriptsDir)
+	if err != nil {
+		return rep, err
+	}
+	rep.ScriptsDir = scripts.dir
 	src := &Store{Dir: filepath.Dir(file)}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -497,8 +536,14 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 	if err != nil {
 		return rep, usagef("import %s: %v", file, err)
 	}
+	// A job Jobs left out (it did not decode, or its stored check failed)
+	// is refused with the check's reason; the others are checked below.
+	listed := map[string]bool{}
+	for _, j := range jobs {
+		listed[j.ID] = true
+	}
 	for _, inv := range tx0.Invalid() {
-		if _, err := tx0.Get(inv.ID); err != nil { // did not decode; the others are checked below
+		if !listed[inv.ID] {
 			rep.Rejected[inv.ID] = inv.Error
 		}
 	}
@@ -512,54 +557,9 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 		}
 		var ok []*Job
 		for _, j := range jobs {
-			if j.Timezone == "" {
-				j.Timezone = tz
+			if importJob(tx, home, j, ids, scripts, &rep, tz, now) {
+				ok = append(ok, j)
 			}
-			if j.Deliver == "" {
-				j.Deliver = "local"
-			}
-			if j.State == "" {
-				j.State = StateScheduled
-			}
-			reason := ""
-			// Hermes targets hermes-pipe lacks (telegram, origin...) are kept:
-			// they fall back to local delivery at run time.
-			check := *j
-			if ValidateDeliver(check.Deliver) != nil {
-				check.Deliver = "local"
-			}
-			// Toolsets Hermes has and hermes-pipe lacks (web, browser...) do
-			// not refuse the import: each execution fails naming them, with
-			// an alert, until the job is edited. The report says so now.
-			for _, name := range jobSkills(j) {
-				if _, err := LoadSkill(home, name); err != nil {
-					rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until the skill is installed (cron import --skills-dir links Hermes' skills folder)", err))
-				}
-			}
-			if err := checkToolsets(j.EnabledToolsets, mustToolsets(jobMCP(j))); err != nil {
-				rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID))
-			}
-			if err := ValidateJob(home, &check); err != nil {
-				reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
-			} else if _, err := tx.Get(j.ID); err == nil {
-				reason = "a job with this id already exists"
-			}
-			for _, c := range j.ContextFrom {
-				if _, err := tx.Get(c); err != nil && !ids[c] && reason == "" {
-					reason = "context_from names unknown job " + c
-				}
-			}
-			if reason != "" {
-				rep.Rejected[j.ID] = reason
-				continue
-			}
-			// A job keeps its next_run_at even when it is past: the next
-			// pass runs what is within its grace window and records the rest
-			// missed, with an alert, instead of dropping it here unheard.
-			if _, ok := j.NextRun(); !ok && j.Runnable() {
-				arm(j, now)
-			}
-			ok = append(ok, j)
 		}
 		if len(rep.Rejected) > 0 && !skipInvalid {
 			ids := make([]string, 0, len(rep.Rejected))
@@ -567,6 +567,7 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 				ids = append(ids, id+": "+why)
 			}
 			slices.Sort(ids)
+			scripts.undoAll(home)
 			return usagef("import refused, nothing written (use --skip-invalid to import the rest):\n  %s", strings.Join(ids, "\n  "))
 		}
 		for _, j := range ok {
@@ -575,9 +576,78 @@ func ImportHermes(ctx context.Context, st *Store, home, file, tz string, now tim
 			}
 			rep.Imported = append(rep.Imported, j.ID)
 		}
+		rep.Scripts = scripts.names()
 		return nil
 	})
+	if err != nil {
+		scripts.undoAll(home)
+	}
 	return rep, err
+}
+
+// importJob checks one job of an import and completes it (zone, delivery,
+// state, its script copied in, next_run_at); false when it is not taken
+// (rep.NotTaken) or refused (rep.Rejected). ids are the import's jobs.
+func importJob(tx *Tx, home string, j *Job, ids map[string]bool, scripts *importScripts, rep *ImportReport, tz string, now time.Time) bool {
+	if j.Timezone == "" {
+		j.Timezone = tz
+	}
+	if j.Deliver == "" {
+		j.Deliver = "local"
+	}
+	if j.State == "" {
+		j.State = StateScheduled
+	}
+	// The job's script, copied from Hermes' scripts folder; a job whose
+	// script is nowhere is left out, the others imported.
+	reason, missing := scripts.take(home, j)
+	if missing {
+		rep.NotTaken[j.ID] = reason
+		return false
+	}
+	// Hermes targets hermes-pipe lacks (telegram, origin...) are kept:
+	// they fall back to local delivery at run time.
+	check := *j
+	if ValidateDeliver(check.Deliver) != nil {
+		check.Deliver = "local"
+	}
+	// Toolsets Hermes has and hermes-pipe lacks (web, browser...) do
+	// not refuse the import: each execution fails naming them, with
+	// an alert, until the job is edited. The report says so now.
+	for _, name := range jobSkills(j) {
+		if _, err := LoadSkill(home, name); err != nil {
+			rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until the skill is installed (cron import --skills-dir links Hermes' skills folder)", err))
+		}
+	}
+	if err := checkToolsets(j.EnabledToolsets, mustToolsets(jobMCP(j))); err != nil {
+		rep.warn(j.ID, fmt.Sprintf("%v: its runs fail until `cron edit %s --toolsets ...`", err, j.ID))
+	}
+	switch err := ValidateJob(home, &check); {
+	case reason != "": // the script could not be copied in
+	case err != nil:
+		reason = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
+	default:
+		if _, err := tx.Get(j.ID); err == nil {
+			reason = "a job with this id already exists"
+		}
+	}
+	for _, c := range j.ContextFrom {
+		if _, err := tx.Get(c); err != nil && !ids[c] && reason == "" {
+			reason = "context_from names unknown job " + c
+		}
+	}
+	if reason != "" {
+		rep.Rejected[j.ID] = reason
+		scripts.undoJob(home, j.ID)
+		return false
+	}
+	// A job keeps its next_run_at even when it is past: the next
+	// pass runs what is within its grace window and records the rest
+	// missed, with an alert, instead of dropping it here unheard.
+	if _, ok := j.NextRun(); !ok && j.Runnable() {
+		arm(j, now)
+	}
+	return true
 }
 
 // MarshalIndent renders a job for `cron show --json`.

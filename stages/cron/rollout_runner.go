@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -142,9 +143,9 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	}
 	defer servers.Close() // a no-op when the job has no MCP servers (nil)
 	stage, err := rollout.New(rollout.Options{
-		Client:         activityClient{client, act.touch},
+		Client:         activityClient{client, act},
 		Model:          model,
-		Driver:         activityDriver{driver, act.touch},
+		Driver:         activityDriver{driver, act},
 		RunID:          "cron-" + job.JobID,
 		MaxTurns:       maxTurns,
 		CommandTimeout: job.CommandTimeout,
@@ -244,18 +245,33 @@ func (r *RolloutRunner) maxTurns(job AgentJob) int {
 
 // activity is an execution's inactivity watch: every LLM reply, streamed
 // event and tool result counts as progress (touch); with a timeout, ctx is
-// cancelled with errInactive once none came for that long.
+// cancelled with errInactive once none came for that long. It also keeps
+// what the execution was doing (the iteration, the last activity and how
+// long each step took), so the timeout's error says where it stalled.
 type activity struct {
 	ctx         context.Context
 	stop        func()
 	last        atomic.Int64
-	errInactive error
+	errInactive error // the sentinel the cause wraps
+	now         func() time.Time
+
+	mu    sync.Mutex
+	steps activitySteps
+}
+
+// activitySteps is what an execution did, for the timeout's error.
+type activitySteps struct {
+	iteration int       // model calls started (iteration n = the n-th call)
+	waiting   string    // what is in flight: "model reply", a tool call, or ""
+	since     time.Time // when it started
+	tools     []string  // the tool calls the last reply asked for
+	lastDone  string    // the last activity that ended, and how long it took
 }
 
 // watchActivity starts the watch of one execution under ctx; a timeout of
 // 0 means none. stop ends it.
 func watchActivity(ctx context.Context, timeout time.Duration) *activity {
-	a := &activity{}
+	a := &activity{now: time.Now}
 	a.touch()
 	actx, cancel := context.WithCancelCause(ctx)
 	a.ctx, a.stop = actx, func() { cancel(nil) }
@@ -270,7 +286,7 @@ func watchActivity(ctx context.Context, timeout time.Duration) *activity {
 					return
 				case <-t.C:
 					if time.Since(time.Unix(0, a.last.Load())) > timeout {
-						cancel(a.errInactive)
+						cancel(fmt.Errorf("%w: %s", a.errInactive, a.describe()))
 						return
 					}
 				}
@@ -283,13 +299,90 @@ func watchActivity(ctx context.Context, timeout time.Duration) *activity {
 // touch records progress now.
 func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
 
+// modelCall marks the start of a model call (the next iteration).
+func (a *activity) modelCall() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.steps.iteration++
+	a.steps.waiting, a.steps.since, a.steps.tools = "model reply", a.now(), nil
+}
+
+// modelReply marks the end of a model call, with the tools its reply asks for.
+func (a *activity) modelReply(resp llm.Response, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	took := a.now().Sub(a.steps.since).Round(time.Millisecond)
+	if err != nil {
+		a.steps.lastDone = fmt.Sprintf("model call of iteration %d failed after %s", a.steps.iteration, took)
+	} else {
+		a.steps.lastDone = fmt.Sprintf("model reply of iteration %d (took %s)", a.steps.iteration, took)
+	}
+	a.steps.waiting, a.steps.tools = "", nil
+	for _, tc := range resp.Message.ToolCalls {
+		a.steps.tools = append(a.steps.tools, tc.Function.Name)
+	}
+}
+
+// toolStart marks the start of a sandbox operation of a tool call.
+func (a *activity) toolStart() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.steps.waiting, a.steps.since = a.toolName(), a.now()
+}
+
+// toolEnd marks the end of a sandbox operation of a tool call.
+func (a *activity) toolEnd() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	took := a.now().Sub(a.steps.since).Round(time.Millisecond)
+	a.steps.lastDone = fmt.Sprintf("%s of iteration %d (took %s)", a.toolName(), a.steps.iteration, took)
+	a.steps.waiting = ""
+}
+
+// toolName names the tool call the sandbox is working for: the one the
+// last reply asked for, or the list when it asked for several. Called
+// with mu held.
+func (a *activity) toolName() string {
+	switch len(a.steps.tools) {
+	case 0:
+		return "tool call"
+	case 1:
+		return "tool call " + a.steps.tools[0]
+	}
+	return "tool calls " + strings.Join(a.steps.tools, ", ")
+}
+
+// describe says where the execution stalled: the iteration, what it was
+// waiting for and since when, and the last activity with how long it took.
+func (a *activity) describe() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.steps
+	if st.iteration == 0 && st.waiting != "" {
+		return fmt.Sprintf("waiting for the sandbox before the first model call for %s", a.now().Sub(st.since).Round(time.Millisecond))
+	}
+	if st.iteration == 0 {
+		return "before the first model call"
+	}
+	var parts []string
+	if st.waiting != "" {
+		parts = append(parts, fmt.Sprintf("waiting for the %s of iteration %d for %s", st.waiting, st.iteration, a.now().Sub(st.since).Round(time.Millisecond)))
+	} else if len(st.tools) > 0 {
+		parts = append(parts, fmt.Sprintf("iteration %d asked for %s", st.iteration, a.toolName()))
+	}
+	if st.lastDone != "" {
+		parts = append(parts, "last activity: "+st.lastDone)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // result is the execution's result from the record the rollout made: an
 // error after the watch or ctx (the wall-clock cap) ended the run is a
 // timeout, any other error an infrastructure fault.
 func (a *activity) result(ctx context.Context, out *schemas.Record, err error) (AgentResult, error) {
 	switch {
 	case err != nil && errors.Is(context.Cause(a.ctx), a.errInactive):
-		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: a.errInactive.Error()}, nil
+		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: context.Cause(a.ctx).Error()}, nil
 	case err != nil && ctx.Err() != nil:
 		return AgentResult{Outcome: schemas.OutcomeTimeout, Error: fmt.Sprintf("wall-clock cap reached: %v", ctx.Err())}, nil
 	case err != nil:
@@ -412,19 +505,21 @@ func finalAnswer(turns []schemas.Turn) string {
 
 type activityClient struct {
 	llm.Client
-	touch func()
+	act *activity
 }
 
 func (a activityClient) Chat(ctx context.Context, req llm.Request) (llm.Response, error) {
-	req.OnEvent = a.touch
+	req.OnEvent = a.act.touch
+	a.act.modelCall()
 	resp, err := a.Client.Chat(ctx, req)
-	a.touch()
+	a.act.modelReply(resp, err)
+	a.act.touch()
 	return resp, err
 }
 
 type activityDriver struct {
 	sandbox.Driver
-	touch func()
+	act *activity
 }
 
 func (a activityDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
@@ -432,18 +527,27 @@ func (a activityDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Se
 	if err != nil {
 		return nil, err
 	}
-	return activitySession{s, a.touch}, nil
+	return activitySession{s, a.act}, nil
 }
 
 type activitySession struct {
 	sandbox.Session
-	touch func()
+	act *activity
+}
+
+// op brackets one sandbox operation of a tool call: its start and end
+// are the execution's activity.
+func (a activitySession) op() func() {
+	a.act.toolStart()
+	return func() {
+		a.act.toolEnd()
+		a.act.touch()
+	}
 }
 
 func (a activitySession) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	res, err := a.Session.Exec(ctx, cmd)
-	a.touch()
-	return res, err
+	defer a.op()()
+	return a.Session.Exec(ctx, cmd)
 }
 
 // HostDir is the session's folder on this machine when it has one (the
@@ -458,19 +562,16 @@ func (a activitySession) HostDir() string {
 // ReadRange, Stat and WriteFile count as activity too: a rollout busy with
 // file tools is making progress.
 func (a activitySession) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
-	b, size, err := a.Session.ReadRange(ctx, path, off, n)
-	a.touch()
-	return b, size, err
+	defer a.op()()
+	return a.Session.ReadRange(ctx, path, off, n)
 }
 
 func (a activitySession) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	fi, err := a.Session.Stat(ctx, path)
-	a.touch()
-	return fi, err
+	defer a.op()()
+	return a.Session.Stat(ctx, path)
 }
 
 func (a activitySession) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	err := a.Session.WriteFile(ctx, path, data, perm)
-	a.touch()
-	return err
+	defer a.op()()
+	return a.Session.WriteFile(ctx, path, data, perm)
 }

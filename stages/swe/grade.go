@@ -103,7 +103,7 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Gr
 		Image:     t.Image,
 		Cwd:       sessionCwd(t, o.Clone),
 		ReadOnly:  cloneSource(t, o.Clone),
-		Env:       withEnv(nil, t.Env),
+		Env:       withEnv(nil, t.Environment),
 		Timeout:   o.TestTimeout,
 		MaxOutput: o.MaxOutput,
 	})

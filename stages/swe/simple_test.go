@@ -31,7 +31,7 @@ func TestLoadTasksDefaultImageEnvAndOneTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tasks[0].Image != "python:3.11-slim" || tasks[1].Image != "img:1" || tasks[1].Env["B"] != "two words" {
+	if tasks[0].Image != "python:3.11-slim" || tasks[1].Image != "img:1" || tasks[1].Environment["B"] != "two words" {
 		t.Errorf("tasks %+v", tasks)
 	}
 	if _, err := LoadTasks(TaskSource{File: p, NeedImage: true}); err == nil || !strings.Contains(err.Error(), "line 1: image: missing") {

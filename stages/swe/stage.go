@@ -369,7 +369,7 @@ type holdDriver struct {
 
 func (d *holdDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	spec.ReadOnly = append(spec.ReadOnly, cloneSource(d.h.task, d.h.clone)...)
-	spec.Env = withEnv(spec.Env, d.h.task.Env)
+	spec.Env = withEnv(spec.Env, d.h.task.Environment)
 	sess, err := d.Driver.Open(ctx, spec)
 	if err == nil {
 		var res sandbox.Result

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,9 +20,9 @@ import (
 const DefaultCwd = "/testbed"
 
 // Task is one evaluation instance. SWE-bench instances fill every field; the
-// simple Hermes form ({"task", "image"?, "test_cmd"?, "env"?}) sets Simple
-// and leaves the SWE-bench fields empty. A task without an image gets the
-// run's default image (see LoadTasks).
+// simple Hermes form ({"task", "env"?, "image"?, "test_cmd"?,
+// "environment"?}) sets Simple and leaves the SWE-bench fields empty. A task
+// without an image gets the run's default image (see LoadTasks).
 type Task struct {
 	InstanceID       string
 	Repo             string
@@ -35,9 +36,13 @@ type Task struct {
 	PassToPass       []string
 	GoldPatch        string // the reference fix ("patch"), used only by tests and checks
 	Simple           bool
-	// Env holds environment variables set in the task's agent and grading
-	// sessions ("env": {"NAME": "value"}).
-	Env map[string]string
+	// Backend is the sandbox the task asks for, as Hermes' mini_swe_runner
+	// names it ("env": "local" or "docker"; Backends); "" = the run's.
+	Backend string
+	// Environment holds environment variables set in the task's agent and
+	// grading sessions ("environment": {"NAME": "value"}; an object-valued
+	// "env", the form before Backend, is read as the same).
+	Environment map[string]string
 
 	Line int    // 1-based line in the tasks file
 	Key  string // stable resume key
@@ -89,6 +94,30 @@ type TaskSource struct {
 	// (local, ssh) to sandbox.CwdRule.Check: a tasks file is untrusted
 	// input and may not name any folder of the host.
 	CheckCwd func(dir string) error
+	// Sandbox is the run's backend (local, docker or ssh): a task whose
+	// "env" names another is an error naming its line (field env). "" = no
+	// check (see TasksBackend for a run whose tasks choose it).
+	Sandbox string
+}
+
+// TasksBackend is the one backend the tasks name in "env" ("" when none
+// names one); tasks that name two are an error naming a line of each.
+func TasksBackend(tasks []Task) (string, error) {
+	var first *Task
+	for i := range tasks {
+		t := &tasks[i]
+		switch {
+		case t.Backend == "":
+		case first == nil:
+			first = t
+		case t.Backend != first.Backend:
+			return "", &TaskError{Line: t.Line, Field: "env", Reason: fmt.Sprintf("%q, while line %d asks for %q: one run has one sandbox: split the file by env", t.Backend, first.Line, first.Backend)}
+		}
+	}
+	if first == nil {
+		return "", nil
+	}
+	return first.Backend, nil
 }
 
 // LoadTasks reads the tasks of src and gives every task without an image
@@ -106,7 +135,9 @@ func LoadTasks(src TaskSource) ([]Task, error) {
 		line, _ := json.Marshal(map[string]string{"task": src.Text})
 		tasks, err = ParseTasks(line)
 	case src.File != "":
-		tasks, err = ReadTasks(src.File)
+		if tasks, err = ReadTasks(src.File); err != nil {
+			err = fmt.Errorf("%s: %w", src.File, err)
+		}
 	default:
 		return nil, errors.New("no tasks: give a tasks file or one task")
 	}
@@ -118,6 +149,9 @@ func LoadTasks(src TaskSource) ([]Task, error) {
 		if tasks[i].Image == "" {
 			tasks[i].Image = src.DefaultImage
 		}
+		if b := tasks[i].Backend; b != "" && src.Sandbox != "" && b != src.Sandbox {
+			errs = append(errs, &TaskError{Line: tasks[i].Line, Field: "env", Reason: fmt.Sprintf("asks for the %s backend, but this run's sandbox is %s (give --sandbox %s, or leave --sandbox out and the tasks choose)", b, src.Sandbox, b)})
+		}
 		if tasks[i].Image == "" && src.NeedImage {
 			errs = append(errs, &TaskError{Line: tasks[i].Line, Field: "image", Reason: "missing, and no default image (the container image the task runs in)"})
 		}
@@ -128,9 +162,17 @@ func LoadTasks(src TaskSource) ([]Task, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("tasks file: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("%s: %w", taskSourceName(src), errors.Join(errs...))
 	}
 	return tasks, nil
+}
+
+// taskSourceName names where the tasks come from in an error.
+func taskSourceName(src TaskSource) string {
+	if src.File != "" {
+		return "tasks file " + src.File
+	}
+	return "--task"
 }
 
 // ParseTasks is ReadTasks on the file's content.
@@ -313,14 +355,46 @@ func readTaskLists(raw map[string]json.RawMessage, n int, t *Task) error {
 	if t.PassToPass, err = testList(raw, "PASS_TO_PASS", n); err != nil {
 		return err
 	}
+	return readTaskEnv(raw, n, t)
+}
+
+// Backends are the sandboxes a task's "env" may name: Hermes'
+// mini_swe_runner's local and docker, and hermes-pipe's ssh. Hermes' others
+// (modal...) are refused.
+var Backends = []string{"local", "docker", "ssh"}
+
+// readTaskEnv reads "env" as Hermes does, the backend's name, and the
+// variables from "environment" or, as before, from an object-valued "env".
+func readTaskEnv(raw map[string]json.RawMessage, n int, t *Task) error {
+	varsField := "environment"
+	vars, hasVars := raw["environment"]
 	if v, ok := raw["env"]; ok && string(v) != "null" {
-		if err := json.Unmarshal(v, &t.Env); err != nil {
-			return &TaskError{Line: n, Field: "env", Reason: "must be an object of string values"}
-		}
-		for k := range t.Env {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("%q is not a variable name", k)}
+		switch bytes.TrimSpace(v)[0] {
+		case '"':
+			var b string
+			_ = json.Unmarshal(v, &b)
+			if !slices.Contains(Backends, b) {
+				return &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("%q is not a backend hermes-pipe runs (%s)", b, strings.Join(Backends, ", "))}
 			}
+			t.Backend = b
+		case '{':
+			if hasVars && string(vars) != "null" {
+				return &TaskError{Line: n, Field: "env", Reason: "an object of variables beside \"environment\": give the variables in \"environment\" only"}
+			}
+			vars, hasVars, varsField = v, true, "env"
+		default:
+			return &TaskError{Line: n, Field: "env", Reason: fmt.Sprintf("must be a backend's name (%s) or, as before \"environment\", an object of variables", strings.Join(Backends, ", "))}
+		}
+	}
+	if !hasVars || string(vars) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(vars, &t.Environment); err != nil {
+		return &TaskError{Line: n, Field: varsField, Reason: "must be an object of string values"}
+	}
+	for k := range t.Environment {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return &TaskError{Line: n, Field: varsField, Reason: fmt.Sprintf("%q is not a variable name", k)}
 		}
 	}
 	return nil
