@@ -164,6 +164,9 @@ func runCompress(c *cli.Context) error {
 	if batch.API && c.String("progress") != "none" {
 		batch.Status = c.App.ErrWriter
 	}
+	if batch.Client, err = batchClient(c, batch, r.retries); err != nil {
+		return err
+	}
 	res, err := compress.Run(r.ctx, compress.Options{
 		RunConfig: r.cfg,
 		Inputs:    inputs,
@@ -286,8 +289,8 @@ func offlineBatch(c *cli.Context) bool {
 	return !c.Bool("batch") && (c.String("batch-export") != "" || c.String("batch-import") != "")
 }
 
-// batchOptions binds the --batch* flags. The Batch API client shares the
-// llm flags' base URL, key, timeout and retries.
+// batchOptions binds and checks the --batch* flags, before any I/O; the
+// Batch API client is made by batchClient once the run has started.
 func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 	o := compress.BatchOptions{
 		API: c.Bool("batch"), Export: c.String("batch-export"), Import: c.String("batch-import"),
@@ -314,31 +317,41 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 			return o, usagef("--batch-import: %v", err)
 		}
 	}
-	if o.API || o.Export != "" || o.Import != "" {
-		base := c.String("base-url")
-		if base == "" {
-			// --batch-export/--batch-import with no endpoint: the client only
-			// writes request bodies and reads result lines, it sends nothing.
-			base = "http://127.0.0.1/v1"
-		}
-		sampling, err := samplingOf(c)
-		if err != nil {
-			return o, err
-		}
-		bc, err := llm.NewBatch(llm.Options{
-			Sampling:       sampling,
-			BaseURL:        base,
-			APIKey:         os.Getenv(c.String("api-key-env")),
-			Model:          c.String("model"),
-			RequestTimeout: c.Duration("request-timeout"),
-			MaxRetries:     c.Int("max-retries"),
-		})
-		if err != nil {
-			return o, usagef("%v", err)
-		}
-		o.Client = bc
-	}
 	return o, nil
+}
+
+// batchClient makes the Batch API client of a run that uses one (--batch,
+// --batch-export, --batch-import; nil otherwise). It shares the llm flags'
+// base URL, key, timeout and retry policy, and counts its retries into
+// retries, the run's counts the closing summary prints (as the direct
+// client does: startRun).
+func batchClient(c *cli.Context, o compress.BatchOptions, retries *llm.RetryCounts) (*llm.BatchClient, error) {
+	if !o.API && o.Export == "" && o.Import == "" {
+		return nil, nil
+	}
+	base := c.String("base-url")
+	if base == "" {
+		// --batch-export/--batch-import with no endpoint: the client only
+		// writes request bodies and reads result lines, it sends nothing.
+		base = "http://127.0.0.1/v1"
+	}
+	sampling, err := samplingOf(c)
+	if err != nil {
+		return nil, err
+	}
+	bc, err := llm.NewBatch(llm.Options{
+		Sampling:       sampling,
+		BaseURL:        base,
+		APIKey:         os.Getenv(c.String("api-key-env")),
+		Model:          c.String("model"),
+		RequestTimeout: c.Duration("request-timeout"),
+		MaxRetries:     c.Int("max-retries"),
+		Retries:        retries,
+	})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return bc, nil
 }
 
 // reportCompress prints the end-of-run line and maps the summary to the exit
