@@ -73,13 +73,14 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
 	flags = append(flags, samplingFlags(false)...)
+	flags = append(flags, allowChangeFlag())
 	flags = append(flags, compressLLMFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
 	return &cli.Command{
 		Name:      "compress",
 		Usage:     "fit trajectories into a token budget by summarising their middle turns",
-		UsageText: "hermes-pipe compress --in PATH... --out DIR --base-url URL --model NAME [options]\n   hermes-pipe compress --in PATH... --dry-run [--tokenizer T]",
+		UsageText: "hermes-pipe compress --in PATH... --out DIR --base-url URL --model NAME [options]\n   hermes-pipe compress --out DIR --resume [--allow-change ...]\n   hermes-pipe compress --in PATH... --dry-run [--tokenizer T]",
 		Description: `Counts each row's tokens with an exact offline tokenizer (plus --turn-overhead
 per turn). Rows within --target-tokens pass through byte-identical (outcome
 under_target). For a longer row, the first system, human, gpt and tool turns
@@ -96,7 +97,11 @@ outcome summary_failed, and the run exits 3.
 
 Every other field of a record keeps its bytes and its place; compressed rows
 get a compression_metrics object, and compression_metrics.json sums the run.
-Output is crash-safe and --resume never pays twice for a finished row.`,
+Output is crash-safe and --resume never pays twice for a finished row.
+--out DIR --resume needs no other flag: the options run.json recorded (inputs,
+endpoint, model, budget, tokenizer, sampling, ...) are taken from it; one given
+that decides the records and differs from the run's is refused naming both
+values, unless --allow-change (recorded in run.json).`,
 		Flags:  flags,
 		Action: runCompress,
 	}
