@@ -75,13 +75,14 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
 	flags = append(flags, samplingFlags(false)...)
+	flags = append(flags, allowChangeFlag())
 	flags = append(flags, compressLLMFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
 	return &cli.Command{
 		Name:      "compress",
 		Usage:     "fit trajectories into a token budget by summarising their middle turns",
-		UsageText: "hermes-pipe compress --in PATH... --out DIR --base-url URL --model NAME [options]\n   hermes-pipe compress --in PATH... --dry-run [--tokenizer T]",
+		UsageText: "hermes-pipe compress --in PATH... --out DIR --base-url URL --model NAME [options]\n   hermes-pipe compress --out DIR --resume [--allow-change ...]\n   hermes-pipe compress --in PATH... --dry-run [--tokenizer T]",
 		Description: `Counts each row's tokens with an exact offline tokenizer (plus --turn-overhead
 per turn). Rows within --target-tokens pass through byte-identical (outcome
 under_target). For a longer row, the first system, human, gpt and tool turns
@@ -98,7 +99,11 @@ outcome summary_failed, and the run exits 3.
 
 Every other field of a record keeps its bytes and its place; compressed rows
 get a compression_metrics object, and compression_metrics.json sums the run.
-Output is crash-safe and --resume never pays twice for a finished row.`,
+Output is crash-safe and --resume never pays twice for a finished row.
+--out DIR --resume needs no other flag: the options run.json recorded (inputs,
+endpoint, model, budget, tokenizer, sampling, ...) are taken from it; one given
+that decides the records and differs from the run's is refused naming both
+values, unless --allow-change (recorded in run.json).`,
 		Flags:  flags,
 		Action: runCompress,
 	}
@@ -165,6 +170,9 @@ func runCompress(c *cli.Context) error {
 	}
 	if batch.API && c.String("progress") != "none" {
 		batch.Status = c.App.ErrWriter
+	}
+	if batch.Client, err = batchClient(c, batch, r.retries); err != nil {
+		return err
 	}
 	res, err := compress.Run(r.ctx, compress.Options{
 		RunConfig: r.cfg,
@@ -288,8 +296,8 @@ func offlineBatch(c *cli.Context) bool {
 	return !c.Bool("batch") && (c.String("batch-export") != "" || c.String("batch-import") != "")
 }
 
-// batchOptions binds the --batch* flags. The Batch API client shares the
-// llm flags' base URL, key, timeout and retries.
+// batchOptions binds and checks the --batch* flags, before any I/O; the
+// Batch API client is made by batchClient once the run has started.
 func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 	o := compress.BatchOptions{
 		API: c.Bool("batch"), Export: c.String("batch-export"), Import: c.String("batch-import"),
@@ -316,31 +324,41 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 			return o, usagef("--batch-import: %v", err)
 		}
 	}
-	if o.API || o.Export != "" || o.Import != "" {
-		base := c.String("base-url")
-		if base == "" {
-			// --batch-export/--batch-import with no endpoint: the client only
-			// writes request bodies and reads result lines, it sends nothing.
-			base = "http://127.0.0.1/v1"
-		}
-		sampling, err := samplingOf(c)
-		if err != nil {
-			return o, err
-		}
-		bc, err := llm.NewBatch(llm.Options{
-			Sampling:       sampling,
-			BaseURL:        base,
-			APIKey:         os.Getenv(c.String("api-key-env")),
-			Model:          c.String("model"),
-			RequestTimeout: c.Duration("request-timeout"),
-			MaxRetries:     c.Int("max-retries"),
-		})
-		if err != nil {
-			return o, usagef("%v", err)
-		}
-		o.Client = bc
-	}
 	return o, nil
+}
+
+// batchClient makes the Batch API client of a run that uses one (--batch,
+// --batch-export, --batch-import; nil otherwise). It shares the llm flags'
+// base URL, key, timeout and retry policy, and counts its retries into
+// retries, the run's counts the closing summary prints (as the direct
+// client does: startRun).
+func batchClient(c *cli.Context, o compress.BatchOptions, retries *llm.RetryCounts) (*llm.BatchClient, error) {
+	if !o.API && o.Export == "" && o.Import == "" {
+		return nil, nil
+	}
+	base := c.String("base-url")
+	if base == "" {
+		// --batch-export/--batch-import with no endpoint: the client only
+		// writes request bodies and reads result lines, it sends nothing.
+		base = "http://127.0.0.1/v1"
+	}
+	sampling, err := samplingOf(c)
+	if err != nil {
+		return nil, err
+	}
+	bc, err := llm.NewBatch(llm.Options{
+		Sampling:       sampling,
+		BaseURL:        base,
+		APIKey:         os.Getenv(c.String("api-key-env")),
+		Model:          c.String("model"),
+		RequestTimeout: c.Duration("request-timeout"),
+		MaxRetries:     c.Int("max-retries"),
+		Retries:        retries,
+	})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return bc, nil
 }
 
 // reportCompress prints the end-of-run line and maps the summary to the exit

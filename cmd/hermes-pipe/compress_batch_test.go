@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -396,5 +398,46 @@ func TestCompressDryRunProjectsSpend(t *testing.T) {
 	code, out, _ := hpc(t, "compress", "--in", in, "--dry-run", "--target-tokens", "600", "--summary-tokens", "80")
 	if code != 0 || !strings.Contains(out, "projected spend") || !strings.Contains(out, "unknown") {
 		t.Errorf("dry run without a price: %d %q", code, out)
+	}
+}
+
+// TestCompressBatchRetriesCounted: the Batch API answers its first three
+// requests (file uploads, batch creation or polls) 429; the batch client
+// retries them and the closing summary counts those three retries, as it
+// counts a direct client's.
+func TestCompressBatchRetriesCounted(t *testing.T) {
+	const n, refused = 10, 3
+	in := batchRows(t, n)
+	fk := fakellm.New(fakellm.Config{SummaryWords: 40})
+	var mu sync.Mutex
+	left := refused
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/files") || strings.Contains(r.URL.Path, "/batches") {
+			mu.Lock()
+			refuse := left > 0
+			left--
+			mu.Unlock()
+			if refuse {
+				w.Header().Set("retry-after-ms", "1")
+				http.Error(w, `{"error":{"message":"slow down"}}`, http.StatusTooManyRequests)
+				return
+			}
+		}
+		fk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", out, "--target-tokens", "600", "--summary-tokens", "80",
+		"--model", "m", "--base-url", srv.URL+"/v1", "--progress", "none",
+		"--batch", "--batch-collect", "50ms", "--batch-poll", "10ms", "--batch-poll-max", "50ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := summaryBlock(t, errs, out)
+	if !hasLine(lines, fmt.Sprintf(`^  retries: %d \(%d 429 rate-limited\)$`, refused, refused)) {
+		t.Fatalf("summary does not count the %d Batch API retries:\n%s", refused, strings.Join(lines, "\n"))
+	}
+	if len(fk.BatchSubmitted()) == 0 {
+		t.Fatalf("no batch reached the fake")
 	}
 }

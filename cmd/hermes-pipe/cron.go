@@ -94,7 +94,10 @@ func cronCommand(deps cronDeps) *cli.Command {
 
 // cronJobFlags are the job fields add and edit set.
 func cronJobFlags() []cli.Flag {
-	return []cli.Flag{
+	// The sampling flags (--temperature, --top-p, --max-tokens,
+	// --sampling-seed, --extra-body) are stored on the job and sent with
+	// every chat request of its agent executions.
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "name", Usage: "job name (default: the start of the prompt)"},
 		&cli.StringFlag{Name: "tz", Usage: "IANA time zone of the schedule (default: the local zone)"},
 		&cli.StringFlag{Name: "script", Usage: "script: `NAME` of one in <home>/cron/scripts, or the path of a file to copy there (created 0700 if missing); with --no-agent it is the job, otherwise its output is added to the prompt"},
@@ -119,8 +122,34 @@ func cronJobFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "command-timeout", Usage: "timeout of each tool command of the agent (0: the rollout default)"},
 		&cli.StringFlag{Name: "sandbox", Usage: "where the agent's commands run: local (default), docker:IMAGE or ssh:[USER@]HOST[:PORT]"},
 		&cli.StringFlag{Name: "api-key-env", Usage: "environment `VAR` holding the job's API key (default: PROVIDER_API_KEY when --provider is set, else OPENAI_API_KEY)"},
-	}
+		&cli.IntFlag{Name: "max-tokens", Usage: "max_tokens sent with every chat request of the job's agent (0: not sent)"},
+	}, samplingFlags(true)...)
 }
+
+// jobSampling reads the sampling flags of cron add, checked as generate
+// checks them.
+func jobSampling(c *cli.Context) (cron.Sampling, error) {
+	ls, err := samplingOf(c)
+	if err != nil {
+		return cron.Sampling{}, err
+	}
+	s := cron.Sampling{Temperature: ls.Temperature, TopP: ls.TopP, MaxTokens: ls.MaxTokens, Seed: ls.Seed}
+	if c.IsSet("extra-body") {
+		if s.ExtraBody, err = cron.ExtraBody(c.String("extra-body")); err != nil {
+			return s, usagef("--extra-body: %v", err)
+		}
+	}
+	return s, nil
+}
+
+// cronSamplingHelp is what add and edit say of the sampling flags.
+const cronSamplingHelp = `Sampling (agent jobs): --temperature, --top-p, --max-tokens, --sampling-seed
+(the request's "seed") and --extra-body JSON are spelled and checked as generate's,
+stored in the job (policy.sampling in jobs.json, shown by cron show) and sent with
+every chat request of its executions; an unset one is not sent (the server's default):
+
+   hermes-pipe cron add "0 6 * * *" --temperature 0.7 --top-p 0.95 --max-tokens 2048 \
+     --extra-body '{"top_k": 20, "chat_template_kwargs": {"enable_thinking": false}}' "Summarise the logs"`
 
 // jsonFlag makes a cron subcommand print JSON. Each command gets its own
 // flag value: urfave/cli flags carry state once applied.
@@ -130,13 +159,18 @@ func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON
 func cronAddCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
 		Name: "add", Usage: "add a job", ArgsUsage: "SCHEDULE [PROMPT...]",
-		Description: "Prints the normalised schedule and the next three fire times.\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
+		Description: "Prints the normalised schedule and the next three fire times.\n\n" + cronSamplingHelp + "\n\n" + cronGrammarHelp + "\n\n" + cronDSTHelp,
 		Flags:       append(cronJobFlags(), &cli.BoolFlag{Name: "paused", Usage: "add the job paused"}, jsonFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 1 {
 				return cronUsage("add needs a SCHEDULE (quote cron expressions) and usually a PROMPT")
 			}
 			spec := specFromFlags(c)
+			sampling, err := jobSampling(c)
+			if err != nil {
+				return err
+			}
+			spec.Sampling = sampling
 			spec.Schedule = c.Args().First()
 			spec.Prompt = strings.Join(c.Args().Slice()[1:], " ")
 			spec.Paused = c.Bool("paused")
@@ -275,7 +309,12 @@ func cronShowCommand(deps cronDeps) *cli.Command {
 func cronEditCommand(deps cronDeps) *cli.Command {
 	return &cli.Command{
 		Name: "edit", Usage: "change a job (only the flags given)", ArgsUsage: "ID",
+		Description: cronSamplingHelp + "\n\n" +
+			"An edit replaces the sampling parameters it gives and keeps the others;\n" +
+			"--max-tokens 0 and --extra-body '' (or '{}') remove theirs, --no-sampling drops them all:\n\n" +
+			"   hermes-pipe cron edit JOB_ID --temperature 0.2 --extra-body ''",
 		Flags: append(cronJobFlags(),
+			&cli.BoolFlag{Name: "no-sampling", Usage: "drop the job's sampling parameters (the sampling flags given with it are then its only ones)"},
 			&cli.StringFlag{Name: "schedule", Usage: "new schedule"},
 			&cli.StringFlag{Name: "prompt", Usage: "new prompt"}, jsonFlag()),
 		Action: func(c *cli.Context) error {
@@ -285,7 +324,10 @@ func cronEditCommand(deps cronDeps) *cli.Command {
 			}
 			home := cronHome(c, deps)
 			now := cronNow(deps)
-			e := jobEdit(c)
+			e, err := jobEdit(c)
+			if err != nil {
+				return err
+			}
 			undo := func() {}
 			if e.Script != nil && *e.Script != "" {
 				name, u, err := cron.InstallScript(home, *e.Script)
@@ -813,7 +855,7 @@ func splitList(v []string) []string {
 
 // jobEdit reads the job flags the user set into a cron.JobEdit (cron edit);
 // the rules of applying it live in the library.
-func jobEdit(c *cli.Context) cron.JobEdit {
+func jobEdit(c *cli.Context) (cron.JobEdit, error) {
 	var e cron.JobEdit
 	str := func(name string) *string {
 		if !c.IsSet(name) {
@@ -858,7 +900,27 @@ func jobEdit(c *cli.Context) cron.JobEdit {
 	}
 	e.CommandTimeout, e.APIKeyEnv, e.Sandbox = dur("command-timeout"), str("api-key-env"), str("sandbox")
 	e.MCPConfig, e.SkillsDir = str("mcp-config"), str("skills-dir")
-	return e
+	return e, editSampling(c, &e)
+}
+
+// editSampling reads the sampling flags of cron edit into e: each one given
+// replaces the job's (--max-tokens 0 and an empty --extra-body or '{}'
+// remove theirs), --no-sampling drops the job's first.
+func editSampling(c *cli.Context, e *cron.JobEdit) error {
+	ls, err := samplingOf(c)
+	if err != nil {
+		return err
+	}
+	e.ClearSampling = c.Bool("no-sampling")
+	e.Temperature, e.TopP, e.Seed = ls.Temperature, ls.TopP, ls.Seed
+	if c.IsSet("max-tokens") {
+		e.MaxTokens = &ls.MaxTokens
+	}
+	if c.IsSet("extra-body") {
+		v := c.String("extra-body")
+		e.ExtraBody = &v
+	}
+	return nil
 }
 
 // printJob echoes a job back: the normalised schedule and next three fire times.
@@ -897,6 +959,9 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 	if p := j.Policy.MCPConfig; p != "" {
 		fmt.Fprintf(w, "mcp:      %s\n", p)
 	}
+	if s := samplingText(j.Policy.Sampling); s != "" {
+		fmt.Fprintf(w, "sampling: %s\n", s)
+	}
 	if !j.Enabled {
 		fmt.Fprintf(w, "state:    %s\n", j.State)
 	}
@@ -911,6 +976,31 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 		fmt.Fprintln(w, "next:     none")
 	}
 	return nil
+}
+
+// samplingText is a job's sampling parameters as `cron show` prints them
+// (body field names); "" when it has none.
+func samplingText(s *cron.Sampling) string {
+	if s.IsZero() {
+		return ""
+	}
+	var parts []string
+	if s.Temperature != nil {
+		parts = append(parts, fmt.Sprintf("temperature %v", *s.Temperature))
+	}
+	if s.TopP != nil {
+		parts = append(parts, fmt.Sprintf("top_p %v", *s.TopP))
+	}
+	if s.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max_tokens %d", s.MaxTokens))
+	}
+	if s.Seed != nil {
+		parts = append(parts, fmt.Sprintf("seed %d", *s.Seed))
+	}
+	if len(s.ExtraBody) > 0 {
+		parts = append(parts, "extra body "+string(s.ExtraBody))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func printResult(w io.Writer, r cron.Result) {

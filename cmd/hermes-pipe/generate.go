@@ -343,13 +343,15 @@ func runGenerate(c *cli.Context) error {
 
 // someValidRow refuses, before the output folder is made, a prompts file
 // whose every row is bad: exit 2 with the first reasons (file:line: field:
-// reason). A file with one good row runs, its bad rows going to
+// reason). A row is bad here as in the run: unreadable, over-long, a cwd
+// the rule refuses, or, with --sandbox docker and no --docker-image, no
+// image (needImage). A file with one good row runs, its bad rows going to
 // rejects.jsonl; --resume is left to the run (its folder exists already).
 func someValidRow(c *cli.Context, path string, cwds *sandbox.CwdRule) error {
 	if c.Bool("resume") {
 		return nil
 	}
-	opts := prompts.Options{MaxLineBytes: c.Int("max-line-bytes")}
+	opts := prompts.Options{MaxLineBytes: c.Int("max-line-bytes"), NeedImage: needImage(c)}
 	if cwds != nil {
 		opts.CheckCwd = cwds.Check
 	}
@@ -374,6 +376,14 @@ func someValidRow(c *cli.Context, path string, cwds *sandbox.CwdRule) error {
 		fmt.Fprintf(&b, "\n  ... and %d more", bad-len(rejects))
 	}
 	return usagef("%s", b.String())
+}
+
+// needImage reports whether a prompts row must name an image: the docker
+// sandbox runs every row in one, and no --docker-image stands in. Such rows
+// are rejected (prompts.Options.NeedImage) by generate and listed by
+// preflight.
+func needImage(c *cli.Context) bool {
+	return c.String("sandbox") == "docker" && c.String("docker-image") == ""
 }
 
 // checkInputFile fails with a usage error unless path is a regular file this

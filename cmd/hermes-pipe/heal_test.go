@@ -227,7 +227,8 @@ func TestCompressResumeRetriesSummaryFailed(t *testing.T) {
 		t.Errorf("stats outcomes after the failing run: %v, want summary_failed 2, under_target 1", got)
 	}
 	fk, good := startFakeServer(t, fakellm.Config{SummaryWords: 40})
-	code, _, errs = hpc(t, append(args, "--base-url", good, "--resume")...)
+	// Another endpoint than the run's: --resume needs --allow-change.
+	code, _, errs = hpc(t, append(args, "--base-url", good, "--resume", "--allow-change")...)
 	if code != 0 || strings.Contains(errs, "nothing to do") || fk.Stats().Requests == 0 {
 		t.Fatalf("resume: exit %d, %d requests, want the failed rows compressed: %s", code, fk.Stats().Requests, errs)
 	}

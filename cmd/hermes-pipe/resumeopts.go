@@ -23,17 +23,22 @@ const changesKey = "run-option-changes"
 // recorded, unless --allow-change.
 var guardedFlags = []string{"prompts", "tasks", "task", "samples", "base-url", "model",
 	"temperature", "top-p", "max-tokens", "sampling-seed", "extra-body",
-	"toolsets", "distribution", "distribution-file", "seed", "mcp-config", "system-prompt"}
+	"toolsets", "distribution", "distribution-file", "seed", "mcp-config", "system-prompt",
+	// compress: its input, budget, tokenizer and what a summary replaces
+	"in", "target-tokens", "summary-tokens", "tokenizer", "turn-overhead", "protect-last",
+	"protect-first-system", "protect-first-human", "protect-first-gpt", "protect-first-tool",
+	"summary-role", "no-notice", "max-passes", "over-limit"}
 
 // notCarried are recorded flags of one invocation that --resume does not
 // take from run.json.
 var notCarried = []string{"out", "resume", "overwrite", "allow-change", "progress",
 	"verify-shards", "redo-changed", "prune", "shard", "shard-count",
-	"min-resolved", "baseline", "summary-rows"} // swe's gate judges each invocation anew
+	"min-resolved", "baseline", "summary-rows", // swe's gate judges each invocation anew
+	"dry-run", "json", "batch-export", "batch-import"} // compress's one-off rounds
 
 // allowChangeFlag lets --resume change a recorded option.
 func allowChangeFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "allow-change", Usage: "with --resume, accept options (model, base URL, sampling, toolsets, input, samples) that differ from the ones run.json recorded; the change is recorded in run.json"}
+	return &cli.BoolFlag{Name: "allow-change", Usage: "with --resume, accept options that decide the records (model, base URL, sampling, input, samples, toolsets; compress's budget, tokenizer and protected turns) that differ from the ones run.json recorded; the change is recorded in run.json"}
 }
 
 // optionChange is one entry of run.json's options.changes: a recorded
@@ -164,11 +169,21 @@ func sameJSON(a, b []byte) bool {
 	return bytes.Equal(x.Bytes(), y.Bytes())
 }
 
-// shown is a recorded value as the user would type it: a string unquoted.
+// shown is a recorded value as the user would type it: a string unquoted,
+// a list of strings (--in, --toolsets) joined by commas, other JSON on one
+// line.
 func shown(raw []byte) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, ",")
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) == nil {
+		return b.String()
 	}
 	return string(raw)
 }

@@ -93,8 +93,12 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 	return s, nil
 }
 
-// parseExtraBody reads --extra-body: one JSON object.
+// parseExtraBody reads --extra-body: one JSON object; an empty value is
+// none (cron edit's way to remove a job's).
 func parseExtraBody(v string) (map[string]any, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.UseNumber() // 1.05 and large integers reach the server as written
 	var m map[string]any

@@ -168,6 +168,21 @@ func TestSamplingFlagsReachTheEndpointInSWE(t *testing.T) {
 			t.Errorf("request %d sent %v, want %v", i, got, want)
 		}
 	}
+	// run.json records them as generate's does, and --resume holds the
+	// run to them: a bare resume is enough, another value is refused.
+	opts := recordedOptions(t, out)
+	for flag, v := range map[string]string{"temperature": "1", "top-p": "0.5", "max-tokens": "100", "sampling-seed": "3", "extra-body": `{"min_p":0.1}`} {
+		if !sameJSON(opts[flag], []byte(v)) {
+			t.Errorf("run.json %s = %s, want %s", flag, opts[flag], v)
+		}
+	}
+	if code, _, errs := hpSWE(t, "swe", "--out", out, "--resume", "--progress", "none", "--top-p", "0.9"); code != exitUsage ||
+		!strings.Contains(errs, "--top-p 0.9 differs from the run's 0.5") {
+		t.Errorf("resume --top-p 0.9: exit %d: %s", code, errs)
+	}
+	if code, stdout, errs := hpSWE(t, "swe", "--out", out, "--resume", "--progress", "none"); code != 0 || len(fk.Requests()) != 2 {
+		t.Errorf("bare resume: exit %d, %d requests\n%s\n%s", code, len(fk.Requests()), stdout, errs)
+	}
 }
 
 // compress's summary requests carry --top-p, --sampling-seed and

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/generate/prompts"
 	"github.com/hermes-pipe/hermes-pipe/stages/preflight"
 	"github.com/urfave/cli/v2"
@@ -69,6 +71,44 @@ every run, so only use it when no run is going on.`,
 	}
 }
 
+// promptImages reads the images of the --prompts rows for the preflight
+// command, with generate's check of rows that name none: without
+// --docker-image such a row would be rejected by generate, so it is listed
+// here (the first five, file:line: image: reason, on the output) and
+// counted in noImage. A file none of whose rows names an image (and no
+// --docker-image) is refused with exit 2, as generate refuses it.
+func promptImages(c *cli.Context) (images []string, noImage int, err error) {
+	const shown = 5
+	path := c.String("prompts")
+	var first []schemas.Reject
+	opts := prompts.Options{NeedImage: needImage(c), Reject: func(rj schemas.Reject) {
+		if rj.Field != "image" {
+			return // other bad rows are not the pre-flight's business
+		}
+		noImage++
+		if len(first) < shown {
+			first = append(first, rj)
+		}
+	}}
+	if images, err = prompts.Images(path, opts); err != nil {
+		return nil, 0, usagef("--prompts: %v", err)
+	}
+	var b strings.Builder
+	for _, rj := range first {
+		fmt.Fprintf(&b, "\n  %s:%d: image: %s", rj.File, rj.Line, rj.Reason)
+	}
+	if noImage > len(first) {
+		fmt.Fprintf(&b, "\n  ... and %d more", noImage-len(first))
+	}
+	if noImage > 0 && len(images) == 0 {
+		return nil, 0, usagef("--prompts %s: none of its rows names an image and no --docker-image is set; --sandbox docker runs every row in an image:%s", path, b.String())
+	}
+	if noImage > 0 {
+		fmt.Fprintf(c.App.Writer, "no image %d rows (generate rejects them; give them an image or set --docker-image):%s\n", noImage, b.String())
+	}
+	return images, noImage, nil
+}
+
 func preflightCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "preflight",
@@ -76,7 +116,10 @@ func preflightCommand() *cli.Command {
 		UsageText: "hermes-pipe preflight --prompts FILE [--sandbox docker] [--docker-image IMAGE]",
 		Description: `Collects the distinct images of all rows (image or docker_image), inspects
 them, pulls missing ones with bounded concurrency and a timeout, and checks the
-platform. Prints one line per image; exits 3 when any image is unavailable.`,
+platform. Prints one line per image; exits 3 when any image is unavailable.
+Without --docker-image, rows that name no image are listed (generate rejects
+them) and the exit status is 3; when no row names one, nothing is checked
+and the exit status is 2.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "prompts", Required: true, Usage: "JSONL prompts file"},
 			&cli.StringFlag{Name: "sandbox", Value: "docker", Usage: "driver that runs the images: docker"},
@@ -84,9 +127,9 @@ platform. Prints one line per image; exits 3 when any image is unavailable.`,
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "bound of the whole check"},
 		},
 		Action: func(c *cli.Context) error {
-			images, err := prompts.Images(c.String("prompts"))
+			images, noImage, err := promptImages(c)
 			if err != nil {
-				return usagef("%v", err)
+				return err
 			}
 			d, err := openSandbox(c.String("sandbox"), sandbox.Config{})
 			if err != nil {
@@ -112,6 +155,9 @@ platform. Prints one line per image; exits 3 when any image is unavailable.`,
 			fmt.Fprintf(c.App.Writer, "%d images, %d unavailable, checked in %s\n", len(res.Images), len(res.Missing), res.Duration.Round(time.Millisecond))
 			if !res.OK() {
 				return &exitStatus{code: exitRowsFailed, msg: fmt.Sprintf("%d of %d images unavailable", len(res.Missing), len(res.Images))}
+			}
+			if noImage > 0 {
+				return &exitStatus{code: exitRowsFailed, msg: fmt.Sprintf("%d rows name no image and no --docker-image is set: generate rejects them", noImage)}
 			}
 			return nil
 		},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
 
@@ -54,6 +55,9 @@ type AgentJob struct {
 	// Sandbox is the job's sandbox spec (see ParseSandbox); "" = the
 	// runner's driver.
 	Sandbox string
+	// Sampling is sent with every chat request of the execution (the
+	// job's stored sampling parameters); the zero value sends none.
+	Sampling llm.Sampling
 	// MaxRuntime is the wall-clock cap (0: none, the default); when set, the
 	// context passed to RunAgent also carries it as a deadline.
 	MaxRuntime time.Duration

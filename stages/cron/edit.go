@@ -27,6 +27,15 @@ type JobEdit struct {
 	// MCPConfig and SkillsDir: "" removes the job's own (no MCP servers;
 	// the skills toolset reads <home>/skills); a path is made absolute.
 	MCPConfig, SkillsDir *string
+	// Sampling parameters of the job's agent executions: ClearSampling
+	// drops the job's own first; a given one replaces the job's (MaxTokens
+	// 0 and ExtraBody "" or "{}" remove theirs). See Sampling.
+	ClearSampling bool
+	Temperature   *float64
+	TopP          *float64
+	MaxTokens     *int
+	Seed          *int64
+	ExtraBody     *string
 }
 
 // Apply copies the edit onto j. The zone is applied before the schedule, so a
@@ -43,6 +52,9 @@ func (e JobEdit) Apply(j *Job, now time.Time) error {
 		return err
 	}
 	e.applyPolicy(j)
+	if err := e.applySampling(j); err != nil {
+		return err
+	}
 	if e.Deliver != nil {
 		if err := ValidateDeliver(*e.Deliver); err != nil {
 			return err

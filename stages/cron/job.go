@@ -108,6 +108,9 @@ type Policy struct {
 	// gives the confined script the host's network (default none).
 	ScriptIsolation string `json:"script_isolation,omitempty"`
 	ScriptNetwork   string `json:"script_network,omitempty"`
+	// Sampling is sent with every chat request of the job's agent
+	// executions; nil = none (the server's defaults).
+	Sampling *Sampling `json:"sampling,omitempty"`
 }
 
 // ParseSandbox splits a job's sandbox spec into the driver scheme and its

@@ -47,6 +47,7 @@ type JobSpec struct {
 	SkillsDir        string        // folder of the skills toolset (made absolute); "" = <home>/skills
 	ScriptIsolation  string        // bwrap (default) or none: the script runs unconfined
 	ScriptNetwork    string        // none (default) or host: network of the confined script
+	Sampling         Sampling      // sent with every chat request of the job's agent executions; zero = none
 }
 
 // LocalZone names the local time zone for new jobs ("UTC" when unnamed).
@@ -109,6 +110,8 @@ func NewJob(home string, spec JobSpec, now time.Time) (*Job, error) {
 		MaxTurns: spec.MaxTurns, CommandTimeoutSeconds: int(spec.CommandTimeout / time.Second), APIKeyEnv: spec.APIKeyEnv,
 		Sandbox: spec.Sandbox, MCPConfig: absPath(spec.MCPConfig), SkillsDir: absPath(spec.SkillsDir),
 		ScriptIsolation: spec.ScriptIsolation, ScriptNetwork: spec.ScriptNetwork}
+	sampling := spec.Sampling
+	j.Policy.Sampling = sampling.orNil()
 	if spec.Timeout != nil {
 		n := int(*spec.Timeout / time.Second)
 		j.Policy.TimeoutSeconds = &n
@@ -287,6 +290,9 @@ func checkJobPolicy(j *Job) error {
 	}
 	if negativeDurations(j.Policy) {
 		return usagef("job %s: durations must not be negative", j.ID)
+	}
+	if _, err := j.Policy.Sampling.LLM(); err != nil {
+		return usagef("job %s: %v", j.ID, err)
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ func (r *RolloutRunner) RunAgent(ctx context.Context, job AgentJob) (AgentResult
 	if !ok {
 		return AgentResult{Outcome: schemas.OutcomeAPIError, Error: fmt.Sprintf("the job's API key variable %s is not set (--api-key-env, or the provider's PROVIDER_API_KEY)", job.APIKeyEnv)}, nil
 	}
-	client, err := r.clientMaker(model)(base, key)
+	client, err := r.clientMaker(model, job.Sampling)(base, key)
 	if err != nil {
 		return AgentResult{}, fmt.Errorf("cron agent %s: %w", job.JobID, err)
 	}
@@ -219,15 +219,16 @@ func (r *RolloutRunner) apiKey(job AgentJob) (key string, ok bool) {
 	return key, key != ""
 }
 
-// clientMaker is NewClient, or llm.New streaming for model.
-func (r *RolloutRunner) clientMaker(model string) func(baseURL, apiKey string) (llm.Client, error) {
+// clientMaker is NewClient, or llm.New streaming for model with the job's
+// sampling parameters.
+func (r *RolloutRunner) clientMaker(model string, sampling llm.Sampling) func(baseURL, apiKey string) (llm.Client, error) {
 	if r.NewClient != nil {
 		return r.NewClient
 	}
 	return func(u, key string) (llm.Client, error) {
 		// Streamed, so that a long reply that keeps coming counts as
 		// activity (each event resets the inactivity timeout).
-		return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model, Stream: true})
+		return llm.New(llm.Options{BaseURL: u, APIKey: key, Model: model, Stream: true, Sampling: sampling})
 	}
 }
 

@@ -815,6 +815,10 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 		return AgentJob{}, fmt.Errorf("%v; edit the job's toolsets", err)
 	}
 	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	sampling, err := job.Policy.Sampling.LLM()
+	if err != nil {
+		return AgentJob{}, fmt.Errorf("%v; `cron edit %s` with the sampling flags (--no-sampling drops them)", err, job.ID)
+	}
 	skillsDir := job.Policy.SkillsDir
 	if skillsDir == "" {
 		skillsDir = SkillsDir(s.Home)
@@ -835,7 +839,8 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 		BaseURL: string(job.BaseURL), Skills: skills, Toolsets: toolsets, Workdir: workdir, MCP: mcpCfg, SkillsDir: skillsDir,
 		InactivityTimeout: inactivity, MaxRuntime: maxRun,
 		MaxTurns: job.Policy.MaxTurns, CommandTimeout: time.Duration(job.Policy.CommandTimeoutSeconds) * time.Second, APIKeyEnv: job.KeyEnv(), Sandbox: job.Policy.Sandbox,
-		OutDir: RunDir(s.Home, job.ID, c.ExecutionID),
+		Sampling: sampling,
+		OutDir:   RunDir(s.Home, job.ID, c.ExecutionID),
 	}, nil
 }
 

@@ -290,6 +290,9 @@ func validateStored(j *Job) error {
 			return fmt.Errorf("next_run_at: %v", err)
 		}
 	}
+	if _, err := j.Policy.Sampling.LLM(); err != nil {
+		return err
+	}
 	// The files these name are read when an execution starts, which fails
 	// that execution alone when they are missing or bad.
 	return storedPaths(j)

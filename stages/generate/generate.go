@@ -29,7 +29,8 @@ type Options struct {
 	// retries them. Every mode that runs images settles them this way.
 	CheckImages func(ctx context.Context, images []string) map[string]error
 	// DefaultImage is the image of rows that name none (--docker-image). With
-	// CheckImages set and no default, such rows end sandbox_error the same way.
+	// CheckImages set and no default, such rows are rejected when read
+	// (rejects.jsonl, field "image": prompts.Options.NeedImage).
 	DefaultImage string
 
 	MaxLineBytes int
@@ -67,7 +68,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	var pf *preflight.Stage
 	if o.CheckImages != nil {
-		images, err := prompts.Images(o.Prompts)
+		images, err := prompts.Images(o.Prompts, prompts.Options{MaxLineBytes: o.MaxLineBytes})
 		if err != nil {
 			return res, fmt.Errorf("generate: pre-flight: %w", err)
 		}
@@ -94,6 +95,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				Reject:       out.AddReject,
 				Filter:       o.Filter,
 				CheckCwd:     o.CheckCwd,
+				NeedImage:    o.CheckImages != nil && o.DefaultImage == "",
 			})
 			if err != nil {
 				return nil, nil, err

@@ -335,10 +335,10 @@ func TestRunModelFailureIsARetryableRecord(t *testing.T) {
 }
 
 // TestRunImagePreflight: CheckImages is asked once, before any model call,
-// with every distinct image (and the default); rows whose image is missing,
-// and rows without an image when no default is set, end sandbox_error with
-// the reason, cost no model call, and are retried by --resume (as in every
-// mode that runs images).
+// with every distinct image (and the default); rows whose image is missing
+// end sandbox_error with the reason, cost no model call, and are retried by
+// --resume (as in every mode that runs images). A row without an image when
+// no default is set is rejected as it is read (rejects.jsonl, field image).
 func TestRunImagePreflight(t *testing.T) {
 	prompts := writePrompts(t,
 		`{"prompt": "echo good", "image": "img/good"}`,
@@ -353,13 +353,14 @@ func TestRunImagePreflight(t *testing.T) {
 		wantAsked    []string          // distinct, sorted
 		wantDone     []string          // words of the rows that ran
 		wantFailed   map[string]string // word of the row -> error prefix
+		wantRejected int
 	}{
 		{"no default", "", []string{"img/bad", "img/good"}, []string{"good", "good again"},
-			map[string]string{"bad": "image unavailable: img/bad: not here", "none": "image unavailable: the row names no image"}},
+			map[string]string{"bad": "image unavailable: img/bad: not here"}, 1},
 		{"default present", "img/good", []string{"img/bad", "img/good"}, []string{"good", "none", "good again"},
-			map[string]string{"bad": "image unavailable: img/bad: not here"}},
+			map[string]string{"bad": "image unavailable: img/bad: not here"}, 0},
 		{"default missing", "img/bad", []string{"img/bad", "img/good"}, []string{"good", "good again"},
-			map[string]string{"bad": "image unavailable: img/bad: not here", "none": "image unavailable: img/bad: not here"}},
+			map[string]string{"bad": "image unavailable: img/bad: not here", "none": "image unavailable: img/bad: not here"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, url := startFake(t, fakellm.Config{}, `{"scripts": [{"match": "^echo (.*)$", "steps": [{"content": "did {{m1}}"}]}]}`)
@@ -416,8 +417,13 @@ func TestRunImagePreflight(t *testing.T) {
 					t.Errorf("row %q failed with %q, want %q…", word, failed[word], want)
 				}
 			}
-			if len(failed) != len(tc.wantFailed) || res.Summary.Failed != len(tc.wantFailed) || res.Summary.Rejected != 0 {
-				t.Errorf("failed %v (summary %d failed, %d rejected), want %d", failed, res.Summary.Failed, res.Summary.Rejected, len(tc.wantFailed))
+			if len(failed) != len(tc.wantFailed) || res.Summary.Failed != len(tc.wantFailed) || res.Summary.Rejected != tc.wantRejected {
+				t.Errorf("failed %v (summary %d failed, %d rejected), want %d failed, %d rejected", failed, res.Summary.Failed, res.Summary.Rejected, len(tc.wantFailed), tc.wantRejected)
+			}
+			rejects, _ := os.ReadFile(filepath.Join(out, pipeline.RejectsFile))
+			if got := strings.Count(string(rejects), `"field":"image"`); got != tc.wantRejected ||
+				tc.wantRejected > 0 && !strings.Contains(string(rejects), "names no image") {
+				t.Errorf("rejects.jsonl holds %d image rejects, want %d:\n%s", got, tc.wantRejected, rejects)
 			}
 			mustVerify(t, out)
 		})

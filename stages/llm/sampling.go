@@ -36,6 +36,12 @@ var SamplingFields = []string{"temperature", "top_p", "max_tokens", "seed"}
 // ErrSampling marks a Sampling New refuses.
 var ErrSampling = errors.New("bad sampling parameters")
 
+// Check is the check New makes of a client's Sampling, for a caller that
+// stores one to use later (a cron job's): values no server accepts and
+// Extra fields that would give a body field a second value are refused
+// (ErrSampling).
+func (s Sampling) Check() error { return s.check() }
+
 // check refuses values no server accepts and Extra fields that would give a
 // body field a second value.
 func (s Sampling) check() error {

@@ -32,7 +32,15 @@ type Options struct {
 	// local and ssh sandboxes set it to sandbox.CwdRule.Check: a prompts
 	// file is untrusted input and may not bind any folder of the host.
 	CheckCwd func(dir string) error
+	// NeedImage rejects rows that name no image (image or docker_image),
+	// field "image" with ReasonNoImage: set for a sandbox that runs every
+	// row in an image (docker) when no default image is given, so such a
+	// row goes to rejects.jsonl when it is read, not to a failed record.
+	NeedImage bool
 }
+
+// ReasonNoImage is the reason of a row rejected by Options.NeedImage.
+const ReasonNoImage = "the row names no image (image or docker_image) and no default image is set (--docker-image); --sandbox docker runs every row in an image"
 
 // Source streams records from a prompts file in file order. It is not safe for
 // concurrent use: the runtime calls Next from one goroutine.
@@ -235,6 +243,10 @@ func (s *Source) Next(ctx context.Context) (*schemas.Record, error) {
 				continue
 			}
 		}
+		if row.Image == "" && s.opts.NeedImage {
+			s.reject(line, "image", ReasonNoImage)
+			continue
+		}
 		s.rows++
 		for sample := 0; sample < s.opts.Samples; sample++ {
 			r := row
@@ -337,8 +349,11 @@ func (s *Source) reject(line []byte, field, reason string) {
 // Images scans a prompts file and returns the distinct images its valid rows
 // name, in first-seen order. It reads the file once and holds only the image
 // set in memory; called before any LLM call so pre-flight can check them all.
-func Images(path string) ([]string, error) {
-	src, err := Open(path, Options{})
+// opts checks the rows as a run's source would (NeedImage, CheckCwd, ...),
+// its Reject seeing the bad ones; Samples and Filter are ignored.
+func Images(path string, opts Options) ([]string, error) {
+	opts.Samples, opts.Filter = 1, nil
+	src, err := Open(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +398,8 @@ func EachKey(ctx context.Context, path string, samples, maxLine int, fn func(key
 }
 
 // FirstValid reads the prompts file at path until its first valid row, with
-// the line limit and cwd check of a run (Options.MaxLineBytes, CheckCwd). ok
+// the line limit, cwd and image checks of a run (Options.MaxLineBytes,
+// CheckCwd, NeedImage). ok
 // is whether there is one; bad is how many bad lines come before it and
 // rejects the first keep of them, so a caller can refuse, before it makes anything, a file
 // whose every row is bad. An empty file has no valid row and no reject.

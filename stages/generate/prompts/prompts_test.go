@@ -137,7 +137,7 @@ func TestSamplesAndDuplicatedPromptsHaveDistinctKeys(t *testing.T) {
 
 func TestImagesListsEveryRowsImage(t *testing.T) {
 	path := writeFile(t, `{"prompt": "a", "image": "good:1"}`+"\n"+`{"prompt": "b", "docker_image": "gone:1"}`+"\n"+`{"prompt": "c"}`+"\n")
-	imgs, err := Images(path)
+	imgs, err := Images(path, Options{})
 	if err != nil || strings.Join(imgs, ",") != "good:1,gone:1" {
 		t.Fatalf("Images = %v, %v", imgs, err)
 	}
@@ -347,5 +347,34 @@ func TestSkipDonePassesOverDoneLinesWithTheirKeys(t *testing.T) {
 	}
 	if src.Rows() != 5 {
 		t.Errorf("Rows %d, want 5", src.Rows())
+	}
+}
+
+// TestNeedImageRejectsRowsWithoutOne: with NeedImage a row naming no image
+// (image or docker_image) is rejected with field "image" and its line, the
+// others go on; FirstValid finds no valid row in a file of such rows only.
+func TestNeedImageRejectsRowsWithoutOne(t *testing.T) {
+	path := writeFile(t, `{"prompt": "a"}`+"\n"+`{"prompt": "b", "image": "x"}`+"\n"+`{"prompt": "c", "docker_image": "y"}`+"\n")
+	var rejects []schemas.Reject
+	src, err := Open(path, Options{NeedImage: true, Reject: func(r schemas.Reject) { rejects = append(rejects, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	recs := drain(t, src)
+	if len(recs) != 2 || recs[0].Input.Image != "x" || recs[1].Input.Image != "y" {
+		t.Fatalf("records %+v", recs)
+	}
+	if len(rejects) != 1 || rejects[0].Line != 1 || rejects[0].Field != "image" || rejects[0].Reason != ReasonNoImage {
+		t.Fatalf("rejects %+v", rejects)
+	}
+
+	none := writeFile(t, `{"prompt": "a"}`+"\n"+`{"prompt": "b"}`+"\n")
+	ok, bad, rj, err := FirstValid(context.Background(), none, Options{NeedImage: true}, 5)
+	if err != nil || ok || bad != 2 || len(rj) != 2 || rj[1].Line != 2 || rj[1].Field != "image" {
+		t.Fatalf("FirstValid: ok %v bad %d rejects %+v err %v", ok, bad, rj, err)
+	}
+	if ok, _, _, _ := FirstValid(context.Background(), none, Options{}, 5); !ok {
+		t.Fatalf("without NeedImage the rows are valid")
 	}
 }
