@@ -9,6 +9,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -30,6 +31,10 @@ type Statistics struct {
 	schemas.ToolTally[ToolStatistics]
 	Reasoning ReasoningStatistics `json:"reasoning"`
 	Duration  DurationStatistics  `json:"duration"`
+	// Retries are the model requests tried again by cause over every run of
+	// the folder, as run.json records them (absent when no run recorded
+	// them: folders of older versions, modes that make no model call).
+	Retries *outdir.Retries `json:"retries,omitempty"`
 }
 
 // CostStatistics sum the records' cost_usd. Records whose cost is null (no
@@ -41,6 +46,15 @@ type CostStatistics struct {
 	UnpricedRecords int                         `json:"unpriced_records"`
 	ByOutcomeUSD    map[schemas.Outcome]float64 `json:"by_outcome_usd"`
 	Per1kRowsUSD    float64                     `json:"per_1k_rows_usd"` // TotalUSD per 1,000 priced records
+}
+
+// writeRetries prints the retries line of WriteText: the total and each
+// cause that happened, or nothing when no run recorded them.
+func writeRetries(w io.Writer, r *outdir.Retries) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "retries\t%s\n", r.Text())
 }
 
 // writeText prints the spend lines of WriteText.
@@ -117,6 +131,10 @@ func Stats(dir string) (Statistics, error) {
 // (Manifest.ModeOutcome, Manifest.ModeSpend).
 func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
 	st := NewStatistics()
+	if man != nil && man.Retries != nil {
+		r := *man.Retries
+		st.Retries = &r
+	}
 	var durations []int64
 	err := eachLive(dir, ix, false, check, func(ref ledgerEntry, line []byte) error {
 		var r schemas.Record
@@ -207,6 +225,12 @@ func (s *Statistics) Add(o Statistics) {
 	s.Completed += o.Completed
 	s.Partial += o.Partial
 	s.APICalls += o.APICalls
+	if o.Retries != nil {
+		if s.Retries == nil {
+			s.Retries = &outdir.Retries{}
+		}
+		s.Retries.Add(*o.Retries)
+	}
 	s.Usage.Add(o.Usage)
 	s.Cost.TotalUSD += o.Cost.TotalUSD
 	s.Cost.PricedRecords += o.Cost.PricedRecords
@@ -268,6 +292,7 @@ func (s Statistics) WriteText(w io.Writer) error {
 	// one line, so "completed" is not listed twice.
 	fmt.Fprintf(tw, "flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
 	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
+	writeRetries(tw, s.Retries)
 	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
 	if u := s.Usage; u.CachedPromptTokens > 0 || u.ReasoningTokens > 0 {
 		fmt.Fprintf(tw, "  of which\t%d cached prompt, %d reasoning\n", u.CachedPromptTokens, u.ReasoningTokens)

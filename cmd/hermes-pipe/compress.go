@@ -144,7 +144,8 @@ func runCompress(c *cli.Context) error {
 		}
 		return dryRunCompress(c, inputs, tok, cfg, workers, price)
 	}
-	batch, err := batchOptions(c)
+	retries := &llm.RetryCounts{} // the direct and the Batch API client's alike
+	batch, err := batchOptions(c, retries)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func runCompress(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := startRun(c, "compress", format, false)
+	r, err := startRunCounting(c, "compress", format, false, retries)
 	if err != nil {
 		return err
 	}
@@ -287,8 +288,9 @@ func offlineBatch(c *cli.Context) bool {
 }
 
 // batchOptions binds the --batch* flags. The Batch API client shares the
-// llm flags' base URL, key, timeout and retries.
-func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
+// llm flags' base URL, key, timeout and retries, and counts its retries into
+// retries.
+func batchOptions(c *cli.Context, retries *llm.RetryCounts) (compress.BatchOptions, error) {
 	o := compress.BatchOptions{
 		API: c.Bool("batch"), Export: c.String("batch-export"), Import: c.String("batch-import"),
 		Fallback: c.String("batch-fallback"), Attempts: c.Int("batch-attempts"),
@@ -332,6 +334,7 @@ func batchOptions(c *cli.Context) (compress.BatchOptions, error) {
 			Model:          c.String("model"),
 			RequestTimeout: c.Duration("request-timeout"),
 			MaxRetries:     c.Int("max-retries"),
+			Retries:        retries,
 		})
 		if err != nil {
 			return o, usagef("%v", err)
