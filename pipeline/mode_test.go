@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -140,7 +141,7 @@ func TestRunModeRecordsRetriesAcrossResumes(t *testing.T) {
 	if err := st.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "retries      10 (5 429 rate-limited, 1 5xx server error, 4 timeout)") {
+	if !regexp.MustCompile(`(?m)^retries +10 \(5 429 rate-limited, 1 5xx server error, 4 timeout\)$`).MatchString(text.String()) {
 		t.Errorf("stats text:\n%s", text.String())
 	}
 	sum := NewStatistics()

@@ -288,9 +288,12 @@ func (s Statistics) WriteText(w io.Writer) error {
 	for _, oc := range sortedKeys(s.Outcomes) {
 		fmt.Fprintf(tw, "  %s\t%d\n", oc, s.Outcomes[oc])
 	}
-	// The records' completed and partial fields (Hermes'), not outcomes:
-	// one line, so "completed" is not listed twice.
-	fmt.Fprintf(tw, "flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
+	// The records' completed and partial fields (Hermes'), only when they
+	// say more than the outcomes: a generate folder's completed field is
+	// its completed outcome, and "completed" is then not listed twice.
+	if s.Completed != s.Outcomes[schemas.OutcomeCompleted] || s.Partial != 0 {
+		fmt.Fprintf(tw, "record flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
+	}
 	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
 	writeRetries(tw, s.Retries)
 	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
@@ -299,8 +302,12 @@ func (s Statistics) WriteText(w io.Writer) error {
 	}
 	s.Cost.writeText(tw)
 	r := s.Reasoning
-	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%.1f%%); %d rows with, %d without\n",
-		r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
+	coverage := "-" // no assistant turn: no share, rather than 0.0%
+	if r.AssistantTurns > 0 {
+		coverage = fmt.Sprintf("%.1f%%", 100*r.TurnCoverage)
+	}
+	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%s); %d rows with, %d without\n",
+		r.TurnsWithReasoning, r.AssistantTurns, coverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
 	d := s.Duration
 	fmt.Fprintf(tw, "duration\ttotal %dms, mean %dms, p50 %dms, p95 %dms, max %dms\n", d.TotalMS, d.MeanMS, d.P50MS, d.P95MS, d.MaxMS)
 	if len(s.Tools) > 0 {
@@ -314,11 +321,16 @@ func (s Statistics) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\n", name, t.Count, t.Success, t.Failure, rate)
 		}
 	}
-	if len(s.ToolErrors) > 0 {
-		fmt.Fprintf(tw, "tool errors\n")
-		for _, name := range sortedKeys(s.ToolErrors) {
-			fmt.Fprintf(tw, "  %s\t%d\n", name, s.ToolErrors[name])
+	header := false
+	for _, name := range sortedKeys(s.ToolErrors) {
+		if s.ToolErrors[name] == 0 { // a tool that never failed: no line
+			continue
 		}
+		if !header {
+			fmt.Fprintf(tw, "tool errors\n")
+			header = true
+		}
+		fmt.Fprintf(tw, "  %s\t%d\n", name, s.ToolErrors[name])
 	}
 	return tw.Flush()
 }

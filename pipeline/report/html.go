@@ -50,11 +50,11 @@ const pageHTML = `<!DOCTYPE html>
 {{end}}</table>
 <h2>Tools</h2>
 {{if .Tools}}<table id="tools"><tr><th>tool</th><th class="n">calls</th><th class="n">success</th><th class="n">failure</th><th class="n">success rate</th></tr>
-{{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{pct .SuccessRate}}</td></tr>
+{{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{if .Count}}{{pct .SuccessRate}}{{else}}–{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No tool was called.</p>{{end}}
-{{if .ToolErrors}}<table><tr><th>tool error</th><th class="n">count</th></tr>{{range $k, $v := .ToolErrors}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>{{end}}
+{{with failing .ToolErrors}}<table id="tool-errors"><tr><th>tool error</th><th class="n">count</th></tr>{{range .}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td></tr>{{end}}</table>{{end}}
 <h2>Reasoning</h2>
-<p id="reasoning">{{.Reasoning.TurnsWithReasoning}} of {{.Reasoning.AssistantTurns}} assistant turns carry reasoning ({{pct .Reasoning.TurnCoverage}}); {{.Reasoning.RowsWithReasoning}} records with, {{.Reasoning.RowsWithoutReasoning}} without.</p>
+<p id="reasoning">{{.Reasoning.TurnsWithReasoning}} of {{.Reasoning.AssistantTurns}} assistant turns carry reasoning ({{if .Reasoning.AssistantTurns}}{{pct .Reasoning.TurnCoverage}}{{else}}–{{end}}); {{.Reasoning.RowsWithReasoning}} records with, {{.Reasoning.RowsWithoutReasoning}} without.</p>
 <h2>Spend</h2>
 {{if .Cost.PricedRecords}}<p id="spend">{{usd .Cost.TotalUSD}} over {{.Cost.PricedRecords}} priced records, {{usd .Cost.Per1kRowsUSD}} per 1,000 rows{{if .Cost.UnpricedRecords}}; {{.Cost.UnpricedRecords}} records without a price not counted{{end}}.</p>
 <table>{{range $k, $v := .Cost.ByOutcomeUSD}}<tr><td>{{$k}}</td><td class="n">{{usd $v}}</td></tr>{{end}}</table>
@@ -123,6 +123,25 @@ func sortedOutcomes(m map[schemas.Outcome]int) []outcomeCount {
 type toolRow struct {
 	Name string
 	pipeline.ToolStatistics
+}
+
+// toolErrorCount is one row of the report's tool error table.
+type toolErrorCount struct {
+	Name  string
+	Count int
+}
+
+// failingTools is the tools with at least one error, by name: a tool that
+// never failed gets no row.
+func failingTools(m map[string]int) []toolErrorCount {
+	var out []toolErrorCount
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, toolErrorCount{k, v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func sortedTools(m map[string]pipeline.ToolStatistics) []toolRow {

@@ -51,8 +51,9 @@ func sampleRecords() []*schemas.Record {
 			Key: "k" + string(rune('a'+i)), PromptIndex: i, Outcome: schemas.OutcomeCompleted, Completed: true,
 			Conversations: []schemas.Turn{{From: "human", Value: "q"}, {From: "gpt", Value: "<think>\nhm\n</think>\nok"}},
 			APICalls:      i + 1, Usage: schemas.Usage{PromptTokens: int64(10 * i), CompletionTokens: 5, TotalTokens: int64(10*i + 5)},
-			ToolStats:  map[string]schemas.ToolStat{"terminal": {Count: 2, Success: 1, Failure: 1}},
-			DurationMS: int64(100 * (i + 1)),
+			ToolStats:       map[string]schemas.ToolStat{"terminal": {Count: 2, Success: 1, Failure: 1}, "patch": {}},
+			ToolErrorCounts: map[string]int{"terminal": 1, "patch": 0},
+			DurationMS:      int64(100 * (i + 1)),
 		}
 		if i%3 == 0 {
 			r.Outcome, r.Completed = schemas.OutcomeAPIError, false
@@ -100,6 +101,8 @@ func TestReportFiguresAreStatsAndSelfContained(t *testing.T) {
 		`<td class="ok">completed</td><td class="n">4</td>`,
 		`<td class="bad">api_error</td><td class="n">3</td>`,
 		`<td>terminal</td><td class="n">14</td><td class="n">7</td><td class="n">7</td><td class="n">50.0%</td>`,
+		`<td>patch</td><td class="n">0</td><td class="n">0</td><td class="n">0</td><td class="n">–</td>`, // never called: no rate
+		`<table id="tool-errors"><tr><th>tool error</th><th class="n">count</th></tr><tr><td>terminal</td><td class="n">7</td></tr></table>`,
 		`$1.0000 over 4 priced records`,
 		`3 records without a price not counted`,
 		`turns per record <span class="mute">(7 records)</span>`,

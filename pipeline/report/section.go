@@ -39,6 +39,7 @@ func Funcs() template.FuncMap {
 		"hist":     histSVG,
 		"outcomes": sortedOutcomes,
 		"tools":    sortedTools,
+		"failing":  failingTools,
 		"json":     func(v any) (template.JS, error) { b, err := json.Marshal(v); return template.JS(b), err },
 		"css":      func() template.CSS { return template.CSS(Style) },
 		"indent":   indentJSON,
