@@ -102,7 +102,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, allowChangeFlag(),
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
 		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
-	flags = append(flags, sandboxFlags()...)
+	flags = append(flags, inCategory("Sandbox", sandboxFlags()...)...)
 	return &cli.Command{
 		Name:      "generate",
 		Usage:     "run an agent rollout per prompt and write ShareGPT trajectories",
@@ -131,7 +131,7 @@ flight when the cap is reached: one per worker. --resume with a higher
 --max-cost goes on; with the same cap it makes no model call and exits 5.
 --max-cost-per-rollout / --max-tokens-per-rollout end one rollout with the
 final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
-		Flags:  flags,
+		Flags:  groupFlags(flags, generateGroups),
 		Action: runGenerate,
 	}
 }
