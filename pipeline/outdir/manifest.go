@@ -96,6 +96,12 @@ func (r Retries) Text() string {
 	if r.Total() == 0 {
 		return "none"
 	}
+	return fmt.Sprintf("%d (%s)", r.Total(), r.Causes())
+}
+
+// Causes is each cause that happened with its count, "4 429 rate-limited,
+// 1 timeout" ("" when none did).
+func (r Retries) Causes() string {
 	var parts []string
 	for _, c := range []struct {
 		name string
@@ -111,7 +117,7 @@ func (r Retries) Text() string {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
 		}
 	}
-	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 // ReadManifest reads dir's run.json. ok is false when the file does not

@@ -23,6 +23,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.mute{color:var(--m
 .bar{display:inline-block;height:10px;background:var(--acc);border-radius:2px;vertical-align:middle}
 svg text{font:11px system-ui,sans-serif;fill:var(--mute)}svg rect.b{fill:var(--acc)}
 .charts{display:flex;flex-wrap:wrap;gap:18px}
+table.run{margin:0 0 12px}table.run td{border:0;padding:1px 10px 1px 0}table.run td:first-child{color:var(--mute);white-space:nowrap}
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 `
 
@@ -36,13 +37,20 @@ const pageHTML = `<!DOCTYPE html>
 <body>
 <h1>hermes-pipe report{{with .Title}}: <code>{{.}}</code>{{end}}</h1>
 <p class="mute">{{with .Kind}}{{.}} output, {{end}}{{.Stats.Records}} records. Figures are those of <code>hermes-pipe stats --json</code> (embedded below as JSON).</p>
+<table class="run" id="run">
+<tr><td>model</td><td id="run-model">{{with .Run.Model}}<code>{{.}}</code>{{else}}<span class="mute">not recorded</span>{{end}}</td></tr>
+<tr><td>date</td><td id="run-date">{{if not .Run.Created.IsZero}}{{date .Run.Created}}{{if ne (date .Run.Created) (date .Run.Updated)}} – {{date .Run.Updated}}{{end}}{{else}}<span class="mute">not recorded</span>{{end}}{{with .Run.Runs}} <span class="mute">({{.}} run{{if gt . 1}}s{{end}})</span>{{end}}{{with .Run.Version}} <span class="mute">hermes-pipe {{.}}</span>{{end}}</td></tr>
+<tr><td>settings</td><td id="run-settings">{{range $i, $s := .Run.Settings}}{{if $i}} · {{end}}<code>--{{$s.Name}} {{$s.Value}}</code>{{else}}<span class="mute">defaults</span>{{end}}</td></tr>
+</table>
 {{with .Stats}}
 <div class="cards">
+<div class="card" id="spend-top"><b>{{if .Cost.PricedRecords}}{{usd .Cost.TotalUSD}}{{else}}unpriced{{end}}</b>spend{{if .Cost.UnpricedRecords}}{{if .Cost.PricedRecords}} ({{.Cost.UnpricedRecords}} records unpriced){{end}}{{end}}</div>
 <div class="card" id="records"><b>{{.Records}}</b>records</div>
 <div class="card"><b>{{.Completed}}</b>completed</div>
 <div class="card"><b>{{.Partial}}</b>partial</div>
 <div class="card"><b>{{.APICalls}}</b>API calls</div>
 <div class="card"><b>{{.Usage.TotalTokens}}</b>tokens ({{.Usage.PromptTokens}} prompt, {{.Usage.CompletionTokens}} completion)</div>
+{{with .Retries}}<div class="card" id="retries"><b>{{.Total}}</b>retries{{with .Causes}} ({{.}}){{end}}</div>{{end}}
 </div>
 <h2>Outcomes</h2>
 <table id="outcomes"><tr><th>outcome</th><th class="n">records</th><th class="n">share</th><th></th></tr>
