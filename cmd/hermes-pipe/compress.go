@@ -327,13 +327,17 @@ func batchOptions(c *cli.Context, retries *llm.RetryCounts) (compress.BatchOptio
 		if err != nil {
 			return o, err
 		}
+		maxRetries, err := maxRetriesOf(c)
+		if err != nil {
+			return o, err
+		}
 		bc, err := llm.NewBatch(llm.Options{
 			Sampling:       sampling,
 			BaseURL:        base,
 			APIKey:         os.Getenv(c.String("api-key-env")),
 			Model:          c.String("model"),
 			RequestTimeout: c.Duration("request-timeout"),
-			MaxRetries:     c.Int("max-retries"),
+			MaxRetries:     maxRetries,
 			Retries:        retries,
 		})
 		if err != nil {

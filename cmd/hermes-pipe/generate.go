@@ -24,7 +24,7 @@ func llmFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Usage: "model name sent with every request", Required: true},
 		&cli.StringFlag{Name: "api-key-env", Value: "OPENAI_API_KEY", Usage: "environment variable holding the API key (may be unset for local servers)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 10 * time.Minute, Usage: "timeout of one HTTP attempt; a hung request is retried"},
-		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured)"},
+		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured); 0 = none"},
 		&cli.BoolFlag{Name: "stream", Usage: "use server-sent-event streaming for completions"},
 		&cli.IntFlag{Name: "max-concurrent-requests", Usage: "upper bound of the shared rate controller (AIMD: halves on 429, grows back on success); 0 = --workers"},
 		&cli.StringFlag{Name: "prices", Usage: "price table: LiteLLM's model_prices_and_context_window.json or {\"MODEL\": {\"input\": USD/1M, \"output\": USD/1M, \"cached_input\": ..., \"batch_discount\": 0.5}}; records get cost_usd"},
@@ -136,6 +136,19 @@ final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
 	}
 }
 
+// maxRetriesOf is --max-retries in llm.Options' form, where 0 is the
+// default and a negative number none: --max-retries 0 means no retry.
+func maxRetriesOf(c *cli.Context) (int, error) {
+	n := c.Int("max-retries")
+	switch {
+	case n < 0:
+		return 0, usagef("--max-retries must be 0 or more, got %d", n)
+	case n == 0:
+		return -1, nil
+	}
+	return n, nil
+}
+
 // buildLLM builds the shared client and rate controller from the llm flags;
 // the client counts its retries by cause into retries.
 func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client, *llm.Controller, error) {
@@ -144,6 +157,10 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 		return nil, nil, usagef("--base-url: %q is not an http(s) URL", llm.RedactURL(base))
 	}
 	sampling, err := samplingOf(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	maxRetries, err := maxRetriesOf(c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,7 +174,7 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 		APIKey:         os.Getenv(c.String("api-key-env")),
 		Model:          c.String("model"),
 		RequestTimeout: c.Duration("request-timeout"),
-		MaxRetries:     c.Int("max-retries"),
+		MaxRetries:     maxRetries,
 		Stream:         c.Bool("stream"),
 		Controller:     ctrl,
 		Sampling:       sampling,

@@ -188,3 +188,25 @@ func TestStatsCountRetriesOfEachMode(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxRetriesZeroMeansNone: --max-retries 0 tries each request once (it
+// used to be read as the client's default, five retries); a negative
+// count is a usage error.
+func TestMaxRetriesZeroMeansNone(t *testing.T) {
+	url := startFake(t, fakellm.Config{Fail500: 1, MaxFaults: -1}, echoScript)
+	prompts := writePrompts(t, `{"prompt": "echo a"}`, `{"prompt": "echo b"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m",
+		"--progress", "none", "--max-retries", "0", "--toolsets", "terminal")
+	if code != exitRowsFailed {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if lines := summaryBlock(t, errs, out); !hasLine(lines, `^  retries: none$`) || !hasLine(lines, `^    2× .*500`) {
+		t.Errorf("summary:\n%s", strings.Join(lines, "\n"))
+	}
+	code, _, errs = hp(t, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "o2"), "--base-url", url, "--model", "m",
+		"--max-retries", "-1")
+	if code != 2 || !strings.Contains(errs, "--max-retries") {
+		t.Errorf("--max-retries -1: exit %d: %s", code, errs)
+	}
+}
