@@ -17,7 +17,7 @@ const PromptRunes = 120
 type Summary struct {
 	Key           string
 	ID            string
-	Prompt        string // the first line of the first human turn, cut to PromptRunes runes ("…" when cut)
+	Prompt        string // the first line of the first human turn (read in its first 2 KiB), cut to PromptRunes runes ("…" when cut)
 	PromptIndex   int64
 	Sample        int64
 	Outcome       string // the mode's own outcome (run.json's OutcomeField, when the mode names one)
@@ -103,7 +103,7 @@ func (s *Summary) member(name, raw string) bool {
 			s.Turns++
 			if !human && schemas.LooseText(firstOf(turn, "from")) == "human" {
 				human = true
-				s.Prompt = promptLine(schemas.LooseText(firstOf(turn, "value")))
+				s.Prompt = promptLine(schemas.LooseText(promptHead(firstOf(turn, "value"))))
 			}
 		})
 	case schemas.MemberUsage:
@@ -147,6 +147,37 @@ func (s *Summary) member(name, raw string) bool {
 		s.Model = schemas.LooseText(raw)
 	}
 	return true
+}
+
+// promptHeadBytes bounds the part of a prompt Summarize decodes: enough for
+// PromptRunes runes after some leading blank space, even as \u escapes.
+const promptHeadBytes = 2048
+
+// promptHead is the JSON string raw cut, between two characters, to about
+// promptHeadBytes and closed again, so a long prompt costs no more to
+// summarise than a short one; other values are returned as they are.
+func promptHead(raw string) string {
+	if len(raw) <= promptHeadBytes || raw[0] != '"' {
+		return raw
+	}
+	i := 1
+	for i < promptHeadBytes && i < len(raw)-1 {
+		switch {
+		case raw[i] == '\\' && i+1 < len(raw) && raw[i+1] == 'u':
+			i += 6
+		case raw[i] == '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	if i >= len(raw)-1 {
+		return raw
+	}
+	for i > 1 && raw[i]&0xc0 == 0x80 { // not inside a UTF-8 sequence
+		i--
+	}
+	return raw[:i] + `"`
 }
 
 // promptLine is the first non-blank line of a prompt, cut to PromptRunes

@@ -134,11 +134,16 @@ func TestSummaryOwnsItsStrings(t *testing.T) {
 }
 
 // TestSummaryPrompt: the first line of the first human turn, blank lines
-// before it skipped, cut to PromptRunes runes.
+// before it skipped, cut to PromptRunes runes; only the first 2 KiB of a
+// prompt are read, cut between two characters.
 func TestSummaryPrompt(t *testing.T) {
 	for line, want := range map[string]string{
 		`{"conversations":[{"from":"system","value":"s"},{"from":"human","value":"\n  Fix the bug  \nin parser.go"}]}`: "Fix the bug",
 		`{"conversations":[{"from":"human","value":"` + strings.Repeat("a", 200) + `"}]}`:                              strings.Repeat("a", report.PromptRunes) + "…",
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(`\u00e9\\`, 1000) + `"}]}`:                      strings.Repeat(`é\`, report.PromptRunes/2) + "…",
+		`{"conversations":[{"from":"human","value":"short\nthen ` + strings.Repeat("x", 5000) + `"}]}`:                 "short",
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(" ", 2040) + strings.Repeat("世", 200) + `"}]}`:  "世世", // cut between two runes
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(" ", 2039) + strings.Repeat("世", 200) + `"}]}`:  "世世",
 		`{"conversations":[{"from":"gpt","value":"no prompt"}]}`:                                                       "",
 	} {
 		if got := report.Summarize([]byte(line), nil).Prompt; got != want {
