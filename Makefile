@@ -34,5 +34,5 @@ bench: build ## run the Go benchmarks and the benchmark scripts in scripts/
 demo: build ## start fakellm, run generate on datasets/demo, print stats; leaves nothing running
 	./scripts/demo.sh
 
-clean: ## remove build output and the demo folder
-	rm -rf $(BIN) demo-out demo-out-sft
+clean: ## remove build output, the demo and the Quickstart folders
+	rm -rf $(BIN) demo-out demo-out-sft quickstart

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -51,6 +52,10 @@ type RunConfig struct {
 	// run split across machines). The mode's source applies it, so rows of
 	// other shards are neither read as work nor counted.
 	Filter func(rec *schemas.Record) bool
+	// Retries, when set, returns the model requests this run tried again, by
+	// cause; the end of the run adds them to run.json's (every run of the
+	// folder), which stats and statistics.json report.
+	Retries func() outdir.Retries
 }
 
 // ModeSpec is what one mode adds to the skeleton RunMode runs: its run kind,
@@ -130,6 +135,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		MaxShardRows:   cfg.MaxShardRows,
 		CommitInterval: cfg.CommitInterval,
 		Logger:         cfg.Logger,
+		Retries:        cfg.Retries,
 	})
 	if err != nil {
 		return res, err

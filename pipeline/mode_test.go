@@ -2,11 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -95,5 +100,90 @@ func TestRunModeReportsFinishAndOpenErrors(t *testing.T) {
 	res, err := RunMode(context.Background(), RunConfig{Out: filepath.Join(t.TempDir(), "o2")}, spec)
 	if err == nil || err.Error() != "test: no input" || !res.Opened {
 		t.Fatalf("Open error: %v", err)
+	}
+}
+
+// TestRunModeRecordsRetriesAcrossResumes: each run's retries (RunConfig.Retries)
+// are added to run.json's; statistics.json, Stats and its text report the sum;
+// a run without the hook leaves them as they were.
+func TestRunModeRecordsRetriesAcrossResumes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	finished := 0
+	first := func() outdir.Retries { return outdir.Retries{RateLimited: 3, Server: 1} }
+	if _, err := RunMode(context.Background(), RunConfig{Out: dir, Retries: first}, modeSpec(2, &finished)); err != nil {
+		t.Fatal(err)
+	}
+	second := func() outdir.Retries { return outdir.Retries{RateLimited: 2, Timeout: 4} }
+	if _, err := RunMode(context.Background(), RunConfig{Out: dir, Mode: ModeResume, Retries: second}, modeSpec(3, &finished)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RunMode(context.Background(), RunConfig{Out: dir, Mode: ModeResume}, modeSpec(3, &finished)); err != nil {
+		t.Fatal(err)
+	}
+	want := outdir.Retries{RateLimited: 5, Server: 1, Timeout: 4}
+	man, _, err := outdir.ReadManifest(dir)
+	if err != nil || man.Retries == nil || *man.Retries != want {
+		t.Fatalf("run.json retries = %+v (%v), want %+v", man.Retries, err, want)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, StatisticsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file Statistics
+	if err := json.Unmarshal(data, &file); err != nil || file.Retries == nil || *file.Retries != want {
+		t.Fatalf("statistics.json retries = %+v (%v), want %+v", file.Retries, err, want)
+	}
+	st, err := Stats(dir)
+	if err != nil || st.Retries == nil || *st.Retries != want {
+		t.Fatalf("Stats retries = %+v (%v), want %+v", st.Retries, err, want)
+	}
+	var text strings.Builder
+	if err := st.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^retries +10 \(5 429 rate-limited, 1 5xx server error, 4 timeout\)$`).MatchString(text.String()) {
+		t.Errorf("stats text:\n%s", text.String())
+	}
+	sum := NewStatistics()
+	sum.Add(st)
+	sum.Add(st)
+	if sum.Retries == nil || sum.Retries.Total() != 20 {
+		t.Errorf("Add of two folders' retries = %+v", sum.Retries)
+	}
+}
+
+// TestRunModeWithoutRetriesReadsAsBefore: a folder whose run.json has no
+// retries (older versions, modes without a model) reads as it did: none in
+// run.json, statistics.json or the text; a later run with the hook starts
+// counting from there.
+func TestRunModeWithoutRetriesReadsAsBefore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	finished := 0
+	if _, err := RunMode(context.Background(), RunConfig{Out: dir}, modeSpec(2, &finished)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{outdir.ManifestFile, StatisticsFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "retries") {
+			t.Errorf("%s names retries:\n%s", name, data)
+		}
+	}
+	st, err := Stats(dir)
+	if err != nil || st.Retries != nil {
+		t.Fatalf("Stats retries = %+v (%v)", st.Retries, err)
+	}
+	var text strings.Builder
+	if err := st.WriteText(&text); err != nil || strings.Contains(text.String(), "retries") {
+		t.Errorf("stats text (%v):\n%s", err, text.String())
+	}
+	more := func() outdir.Retries { return outdir.Retries{Malformed: 2} }
+	if _, err := RunMode(context.Background(), RunConfig{Out: dir, Mode: ModeResume, Retries: more}, modeSpec(3, &finished)); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Stats(dir); err != nil || st.Retries == nil || *st.Retries != (outdir.Retries{Malformed: 2}) {
+		t.Fatalf("after a run with the hook: %+v (%v)", st.Retries, err)
 	}
 }

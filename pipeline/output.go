@@ -57,6 +57,9 @@ type OutputOptions struct {
 	Kind        string // run kind recorded in run.json ("generate", "compress", …); resume refuses another kind
 	Format      string // shard format; "" = jsonl; resume refuses another format
 	ToolVersion string // recorded in run.json
+	// Retries, when set, gives the run's retried model requests by cause at
+	// its end, added to run.json's (RunConfig.Retries).
+	Retries func() outdir.Retries
 	// Options is the caller's run options, recorded in run.json as JSON.
 	Options any
 	// Outcomes lists outcomes beyond the schemas constants that this kind of
@@ -899,14 +902,31 @@ func (o *Output) writeRejects() error {
 	return atomicfile.Write(o.dir, RejectsFile, buf.Bytes())
 }
 
+// addRetries adds the run's retried requests (OutputOptions.Retries) to
+// run.json's, and says whether there were any.
+func (o *Output) addRetries() bool {
+	if o.opts.Retries == nil {
+		return false
+	}
+	r := o.opts.Retries()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.man.Retries == nil {
+		o.man.Retries = &outdir.Retries{}
+	}
+	o.man.Retries.Add(r)
+	return r.Total() > 0
+}
+
 // finish writes what a run leaves besides shards: rejects.jsonl,
 // statistics.json (recomputed from the live records when anything was
 // committed or the file is missing) and run.json.
 func (o *Output) finish() error {
 	var errs []error
 	errs = append(errs, o.writeRejects())
+	retried := o.addRetries()
 	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
-	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || statErr != nil {
+	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || retried || statErr != nil {
 		o.mu.RLock()
 		st, err := statsFromIndex(o.dir, o.ix, &o.man, false) // opening checked the shards' sizes
 		o.mu.RUnlock()

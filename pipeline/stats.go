@@ -9,6 +9,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -30,6 +31,10 @@ type Statistics struct {
 	schemas.ToolTally[ToolStatistics]
 	Reasoning ReasoningStatistics `json:"reasoning"`
 	Duration  DurationStatistics  `json:"duration"`
+	// Retries are the model requests tried again by cause over every run of
+	// the folder, as run.json records them (absent when no run recorded
+	// them: folders of older versions, modes that make no model call).
+	Retries *outdir.Retries `json:"retries,omitempty"`
 }
 
 // CostStatistics sum the records' cost_usd. Records whose cost is null (no
@@ -80,6 +85,15 @@ func (c *CostStatistics) UnmarshalJSON(b []byte) error {
 		c.Per1kRowsUSD = *j.Per1kRowsUSD
 	}
 	return nil
+}
+
+// writeRetries prints the retries line of WriteText: the total and each
+// cause that happened, or nothing when no run recorded them.
+func writeRetries(w io.Writer, r *outdir.Retries) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "retries\t%s\n", r.Text())
 }
 
 // writeText prints the spend lines of WriteText.
@@ -156,6 +170,10 @@ func Stats(dir string) (Statistics, error) {
 // (Manifest.ModeOutcome, Manifest.ModeSpend).
 func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
 	st := NewStatistics()
+	if man != nil && man.Retries != nil {
+		r := *man.Retries
+		st.Retries = &r
+	}
 	var durations []int64
 	err := eachLive(dir, ix, false, check, func(ref ledgerEntry, line []byte) error {
 		var r schemas.Record
@@ -246,6 +264,12 @@ func (s *Statistics) Add(o Statistics) {
 	s.Completed += o.Completed
 	s.Partial += o.Partial
 	s.APICalls += o.APICalls
+	if o.Retries != nil {
+		if s.Retries == nil {
+			s.Retries = &outdir.Retries{}
+		}
+		s.Retries.Add(*o.Retries)
+	}
 	s.Usage.Add(o.Usage)
 	s.Cost.TotalUSD += o.Cost.TotalUSD
 	s.Cost.PricedRecords += o.Cost.PricedRecords
@@ -303,18 +327,26 @@ func (s Statistics) WriteText(w io.Writer) error {
 	for _, oc := range sortedKeys(s.Outcomes) {
 		fmt.Fprintf(tw, "  %s\t%d\n", oc, s.Outcomes[oc])
 	}
-	// The records' completed and partial fields (Hermes'), not outcomes:
-	// one line, so "completed" is not listed twice.
-	fmt.Fprintf(tw, "flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
+	// The records' completed and partial fields (Hermes'), only when they
+	// say more than the outcomes: a generate folder's completed field is
+	// its completed outcome, and "completed" is then not listed twice.
+	if s.Completed != s.Outcomes[schemas.OutcomeCompleted] || s.Partial != 0 {
+		fmt.Fprintf(tw, "record flags\tcompleted %d, partial %d\n", s.Completed, s.Partial)
+	}
 	fmt.Fprintf(tw, "api calls\t%d\n", s.APICalls)
+	writeRetries(tw, s.Retries)
 	fmt.Fprintf(tw, "tokens\t%d prompt, %d completion, %d total\n", s.Usage.PromptTokens, s.Usage.CompletionTokens, s.Usage.TotalTokens)
 	if u := s.Usage; u.CachedPromptTokens > 0 || u.ReasoningTokens > 0 {
 		fmt.Fprintf(tw, "  of which\t%d cached prompt, %d reasoning\n", u.CachedPromptTokens, u.ReasoningTokens)
 	}
 	s.Cost.writeText(tw)
 	r := s.Reasoning
-	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%.1f%%); %d rows with, %d without\n",
-		r.TurnsWithReasoning, r.AssistantTurns, 100*r.TurnCoverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
+	coverage := "-" // no assistant turn: no share, rather than 0.0%
+	if r.AssistantTurns > 0 {
+		coverage = fmt.Sprintf("%.1f%%", 100*r.TurnCoverage)
+	}
+	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%s); %d rows with, %d without\n",
+		r.TurnsWithReasoning, r.AssistantTurns, coverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
 	d := s.Duration
 	fmt.Fprintf(tw, "duration\ttotal %dms, mean %dms, p50 %dms, p95 %dms, max %dms\n", d.TotalMS, d.MeanMS, d.P50MS, d.P95MS, d.MaxMS)
 	if len(s.Tools) > 0 {
@@ -328,11 +360,16 @@ func (s Statistics) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\n", name, t.Count, t.Success, t.Failure, rate)
 		}
 	}
-	if len(s.ToolErrors) > 0 {
-		fmt.Fprintf(tw, "tool errors\n")
-		for _, name := range sortedKeys(s.ToolErrors) {
-			fmt.Fprintf(tw, "  %s\t%d\n", name, s.ToolErrors[name])
+	header := false
+	for _, name := range sortedKeys(s.ToolErrors) {
+		if s.ToolErrors[name] == 0 { // a tool that never failed: no line
+			continue
 		}
+		if !header {
+			fmt.Fprintf(tw, "tool errors\n")
+			header = true
+		}
+		fmt.Fprintf(tw, "  %s\t%d\n", name, s.ToolErrors[name])
 	}
 	return tw.Flush()
 }

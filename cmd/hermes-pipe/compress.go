@@ -346,13 +346,17 @@ func batchClient(c *cli.Context, o compress.BatchOptions, retries *llm.RetryCoun
 	if err != nil {
 		return nil, err
 	}
+	maxRetries, err := maxRetriesOf(c)
+	if err != nil {
+		return nil, err
+	}
 	bc, err := llm.NewBatch(llm.Options{
 		Sampling:       sampling,
 		BaseURL:        base,
 		APIKey:         os.Getenv(c.String("api-key-env")),
 		Model:          c.String("model"),
 		RequestTimeout: c.Duration("request-timeout"),
-		MaxRetries:     c.Int("max-retries"),
+		MaxRetries:     maxRetries,
 		Retries:        retries,
 	})
 	if err != nil {

@@ -24,7 +24,7 @@ func llmFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Usage: "model name sent with every request", Required: true},
 		&cli.StringFlag{Name: "api-key-env", Value: "OPENAI_API_KEY", Usage: "environment variable holding the API key (may be unset for local servers)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 10 * time.Minute, Usage: "timeout of one HTTP attempt; a hung request is retried"},
-		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured)"},
+		&cli.IntFlag{Name: "max-retries", Value: 6, Usage: "retries of a call after 429, 5xx, timeouts and connection errors (jittered exponential backoff, Retry-After honoured); 0 = none"},
 		&cli.BoolFlag{Name: "stream", Usage: "use server-sent-event streaming for completions"},
 		&cli.IntFlag{Name: "max-concurrent-requests", Usage: "upper bound of the shared rate controller (AIMD: halves on 429, grows back on success); 0 = --workers"},
 		&cli.StringFlag{Name: "prices", Usage: "price table: LiteLLM's model_prices_and_context_window.json or {\"MODEL\": {\"input\": USD/1M, \"output\": USD/1M, \"cached_input\": ..., \"batch_discount\": 0.5}}; records get cost_usd"},
@@ -103,7 +103,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, allowChangeFlag(),
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
 		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
-	flags = append(flags, sandboxFlags()...)
+	flags = append(flags, inCategory("Sandbox", sandboxFlags()...)...)
 	return &cli.Command{
 		Name:      "generate",
 		Usage:     "run an agent rollout per prompt and write ShareGPT trajectories",
@@ -132,9 +132,22 @@ flight when the cap is reached: one per worker. --resume with a higher
 --max-cost goes on; with the same cap it makes no model call and exits 5.
 --max-cost-per-rollout / --max-tokens-per-rollout end one rollout with the
 final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
-		Flags:  flags,
+		Flags:  groupFlags(flags, generateGroups),
 		Action: runGenerate,
 	}
+}
+
+// maxRetriesOf is --max-retries in llm.Options' form, where 0 is the
+// default and a negative number none: --max-retries 0 means no retry.
+func maxRetriesOf(c *cli.Context) (int, error) {
+	n := c.Int("max-retries")
+	switch {
+	case n < 0:
+		return 0, usagef("--max-retries must be 0 or more, got %d", n)
+	case n == 0:
+		return -1, nil
+	}
+	return n, nil
 }
 
 // buildLLM builds the shared client and rate controller from the llm flags;
@@ -148,6 +161,10 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 	if err != nil {
 		return nil, nil, err
 	}
+	maxRetries, err := maxRetriesOf(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	max := c.Int("max-concurrent-requests")
 	if max <= 0 {
 		max = workers
@@ -158,7 +175,7 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 		APIKey:         os.Getenv(c.String("api-key-env")),
 		Model:          c.String("model"),
 		RequestTimeout: c.Duration("request-timeout"),
-		MaxRetries:     c.Int("max-retries"),
+		MaxRetries:     maxRetries,
 		Stream:         c.Bool("stream"),
 		Controller:     ctrl,
 		Sampling:       sampling,

@@ -199,7 +199,13 @@ string instead. Read beyond Hermes: "reasoning_content", the "developer" role,
 assistant content as parts (Hermes cannot convert those) and a tool's
 "parameters" given as a string of JSON (as Parquet files hold schemas); a
 message's optional fields may be null. A bad line is reported with its line
-number and field on standard error and skipped; the exit code is then 3.`,
+number and field on standard error and skipped; the exit code is then 3.
+
+The input's own system messages are dropped, as Hermes drops them: the system
+turn is always Hermes' function-calling prompt listing the line's tools, as in
+generate's trajectories (its --system-prompt is sent, not recorded). There is
+no flag to keep them: text of a system message that must reach training has to
+be moved into the first user message before conversion.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "flatten-content", Usage: "write content given as a list of parts as one string (text parts joined with a newline, images as [screenshot]) for trainers that need string values"},
 		},
@@ -219,6 +225,9 @@ number and field on standard error and skipped; the exit code is then 3.`,
 					return usagef("%v", err)
 				}
 				defer f.Close()
+				if st, err := f.Stat(); err == nil && st.IsDir() {
+					return usagef("sharegpt: %s is a folder, not a JSONL file of {\"messages\", \"tools\"} lines (an output folder's records are ShareGPT already: hermes-pipe cat %s)", name, name)
+				}
 				in = f
 			}
 			opts := schemas.ConvertOptions{FlattenContent: c.Bool("flatten-content")}

@@ -136,6 +136,7 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands()...)
+	addExamples("", app.Commands)
 	setUsageHandlers(app)
 	return app
 }

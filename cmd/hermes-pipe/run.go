@@ -43,6 +43,10 @@ type runSetup struct {
 // without --format). Bad flags are usage errors found before any I/O; the
 // caller must call close when startRun succeeds.
 func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, error) {
+	// The counter of the run's retries by cause: the model client's, and any
+	// other client the mode makes from r.retries (compress's Batch API
+	// client); run.json and the closing summary report it.
+	retries := &llm.RetryCounts{}
 	mode, err := checkRunFlags(c)
 	if err != nil {
 		return nil, err
@@ -55,7 +59,6 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	// Every mode needs an endpoint but compress writing and reading batch
 	// files only (--batch-export/--batch-import), which may leave it out.
 	var client llm.Client
-	retries := &llm.RetryCounts{}
 	if c.String("base-url") != "" {
 		if client, _, err = buildLLM(c, workers, retries); err != nil {
 			return nil, err
@@ -131,8 +134,18 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		Logger:         warnLogger(c),
 		ToolVersion:    versionString(),
 		Record:         record,
+		Retries:        func() outdir.Retries { return retriesOf(retries) },
 	}
 	return r, nil
+}
+
+// retriesOf is the client's retry counts in run.json's form (none for nil).
+func retriesOf(r *llm.RetryCounts) outdir.Retries {
+	if r == nil {
+		return outdir.Retries{}
+	}
+	return outdir.Retries{RateLimited: r.RateLimited.Load(), Server: r.Server.Load(), Timeout: r.Timeout.Load(),
+		Malformed: r.Malformed.Load(), Other: r.Other.Load()}
 }
 
 // checkRunFlags checks the flags startRun binds that need no I/O, so a

@@ -105,3 +105,34 @@ func TestShareGPTCommandMatchesPythonOnMultimodal(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGPTCommandDropsSystemAndRefusesFolder: as its --help says, the
+// input's own system message is dropped (the system turn is Hermes'
+// template); a folder given as FILE is a usage error naming it, not a read
+// error.
+func TestShareGPTCommandDropsSystemAndRefusesFolder(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "logs.jsonl")
+	line := `{"messages": [{"role": "system", "content": "SECRET HOUSE STYLE"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}` + "\n"
+	if err := os.WriteFile(in, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"hermes-pipe", "sharegpt", in}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), "SECRET HOUSE STYLE") || !strings.Contains(out.String(), `"from": "system", "value": "You are a function calling AI model.`) {
+		t.Errorf("the input's system message was kept or the template is missing: %s", out.String())
+	}
+	var help bytes.Buffer
+	run([]string{"hermes-pipe", "sharegpt", "--help"}, &help, &errb)
+	if !strings.Contains(help.String(), "system messages are dropped") {
+		t.Errorf("--help does not say the system message is dropped:\n%s", help.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code := run([]string{"hermes-pipe", "sharegpt", dir}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), dir+" is a folder") || strings.Contains(errb.String(), "is a directory") {
+		t.Errorf("sharegpt DIR: exit %d, stderr %q", code, errb.String())
+	}
+}

@@ -35,7 +35,7 @@ func printRunSummary(w io.Writer, out string, s pipeline.Summary, retries *llm.R
 		}
 	}
 	fmt.Fprintf(w, "  tokens: %d, spend: %s\n", t.Tokens, spend)
-	fmt.Fprintf(w, "  retries: %s\n", retryText(retries))
+	fmt.Fprintf(w, "  retries: %s\n", retriesOf(retries).Text())
 	if top := pipeline.Top(t.Errors, summaryErrors); len(top) > 0 {
 		fmt.Fprintf(w, "  top errors:\n")
 		for _, e := range top {
@@ -48,27 +48,4 @@ func printRunSummary(w io.Writer, out string, s pipeline.Summary, retries *llm.R
 	if s.Failed > 0 {
 		fmt.Fprintf(w, "  failed rows: %d in %s/failed/ (`hermes-pipe cat %s`, `hermes-pipe view %s`; --resume retries them)\n", s.Failed, out, out, out)
 	}
-}
-
-// retryText is the retries by cause, the causes with none left out.
-func retryText(r *llm.RetryCounts) string {
-	if r.Total() == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, c := range []struct {
-		name string
-		n    int64
-	}{
-		{"429 rate-limited", r.RateLimited.Load()},
-		{"5xx server error", r.Server.Load()},
-		{"timeout", r.Timeout.Load()},
-		{"malformed reply", r.Malformed.Load()},
-		{"connection or other", r.Other.Load()},
-	} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
-		}
-	}
-	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
 }

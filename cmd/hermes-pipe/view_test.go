@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,9 +59,11 @@ func viewFolder(t *testing.T) string {
 	t.Helper()
 	url := startFake(t, fakellm.Config{}, `{"scripts": [
 	  {"match": "^think one", "steps": [{"reasoning": "The okapi is related to the giraffe.", "content": "Answer one."}]},
+	  {"match": "^think two", "steps": [{"tool_calls": [{"name": "terminal", "arguments": {"command": "echo fine"}}, {"name": "no_such_tool", "arguments": {}}]},
+	    {"reasoning": "Plain thoughts.", "content": "Another answer."}]},
 	  {"match": "^think", "steps": [{"reasoning": "Plain thoughts.", "content": "Another answer."}]},
 	  {"match": "^fail", "steps": [{"fault": {"kind": "500", "times": -1}}]}]}`)
-	prompts := writePrompts(t, `{"prompt": "think one"}`, `{"prompt": "think two"}`, `{"prompt": "think three"}`, `{"prompt": "fail one"}`, `{"prompt": "fail two"}`)
+	prompts := writePrompts(t, `{"prompt": "think one\nwith a second line"}`, `{"prompt": "think two"}`, `{"prompt": "think three"}`, `{"prompt": "fail one"}`, `{"prompt": "fail two"}`)
 	out := filepath.Join(t.TempDir(), "out")
 	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m",
 		"--progress", "none", "--max-retries", "0", "--price-in", "1", "--price-out", "2")
@@ -196,6 +200,21 @@ func screenshot(t *testing.T, b *browser, path string) {
 	}
 }
 
+// rowOf is the position in the list shown of the row whose prompt is
+// prompt.
+func rowOf(t *testing.T, b *browser, prompt string) int {
+	t.Helper()
+	prompts, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#records tbody td.prompt")].map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(prompts, prompt)
+	if i < 0 {
+		t.Fatalf("no row with prompt %q in %q", prompt, prompts)
+	}
+	return i
+}
+
 // ready waits until the page has rendered the route hash.
 func ready(hash string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitReady(chromedp.CSS(`body[data-ready="` + hash + `"]`))
@@ -224,6 +243,40 @@ func TestViewInBrowser(t *testing.T) {
 		t.Fatalf("status %q", got)
 	}
 	screenshot(t, b, filepath.Join(arts, "list.png"))
+	// A prompt column: each row's prompt, its first line only.
+	prompts, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#records tbody td.prompt")].map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(prompts)
+	if want := []string{"fail one", "fail two", "think one", "think three", "think two"}; !slices.Equal(prompts, want) {
+		t.Errorf("prompt column %q, want %q", prompts, want)
+	}
+	if got := b.text(t, "#records thead"); !strings.Contains(got, "prompt") {
+		t.Errorf("list header %q has no prompt column", got)
+	}
+
+	// A tool error is shown apart from a tool result: its own class and
+	// another colour.
+	b.run(t, "open the record with tool calls", eval(`location.hash = "#/"`), ready("#/"),
+		chromedp.Click(chromedp.CSS(`#records tbody tr:nth-child(`+strconv.Itoa(rowOf(t, b, "think two")+1)+`)`)), chromedp.WaitVisible(chromedp.CSS("#conversation")))
+	calls, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#conversation .call.tool-error, #conversation .call.tool-result")].map(
+	  el => el.className + "|" + el.querySelector("b").textContent + "|" + getComputedStyle(el).borderTopColor)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 {
+		t.Fatalf("tool responses %q, want a result and an error", calls)
+	}
+	okCall, errCall := strings.Split(calls[0], "|"), strings.Split(calls[1], "|")
+	if okCall[0] != "call tool-result" || okCall[1] != "terminal" || errCall[0] != "call tool-error" || errCall[1] != "no_such_tool" {
+		t.Errorf("tool responses %q", calls)
+	}
+	if okCall[2] == errCall[2] {
+		t.Errorf("a tool error has the colour of a result: %q", calls)
+	}
+	screenshot(t, b, filepath.Join(arts, "tool-error.png"))
+	b.run(t, "back to the list", eval(`location.hash = "#/"`), ready("#/"))
 
 	// Filter by outcome through the select.
 	b.run(t, "filter by outcome", chromedp.SetValue(chromedp.CSS("#f-outcome"), "api_error"),
@@ -300,6 +353,24 @@ func TestReportOpensOffline(t *testing.T) {
 		t.Errorf("outcomes table %q", got)
 	}
 	screenshot(t, b, filepath.Join(artifactDir(t), "report.png"))
+	// The header: the model, the date, the settings given and the spend,
+	// all in the first screen (the window is 900 pixels high).
+	if got := b.text(t, "#run-model"); got != "m" {
+		t.Errorf("model %q", got)
+	}
+	if got := b.text(t, "#run-date"); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d UTC`).MatchString(got) {
+		t.Errorf("date %q", got)
+	}
+	if got := b.text(t, "#run-settings"); !strings.Contains(got, "--price-in 1") || !strings.Contains(got, "--max-retries 0") || strings.Contains(got, "--out") {
+		t.Errorf("settings %q", got)
+	}
+	if got := b.text(t, "#spend-top"); !strings.HasPrefix(got, "$") {
+		t.Errorf("spend card %q", got)
+	}
+	bottom, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](`Math.max(...["#run", "#spend-top"].map(s => document.querySelector(s).getBoundingClientRect().bottom))`))
+	if err != nil || bottom <= 0 || bottom > 900 {
+		t.Errorf("the header ends at %v px (%v), below the first screen", bottom, err)
+	}
 	for _, u := range b.urls() {
 		if u != "file://"+file {
 			t.Errorf("the report requested %s", u)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
@@ -55,11 +56,68 @@ type Manifest struct {
 	// does, declares where it puts what its own calls used and cost); stats
 	// sum them. A record without either member
 	// made no call of the mode and costs $0.
-	UsageField string    `json:"usage_field,omitempty"`
-	CostField  string    `json:"cost_field,omitempty"`
-	Runs       int       `json:"runs"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	UsageField string `json:"usage_field,omitempty"`
+	CostField  string `json:"cost_field,omitempty"`
+	// Retries counts the model requests tried again by cause, summed over
+	// every run of the folder (nil: no run recorded any).
+	Retries   *Retries  `json:"retries,omitempty"`
+	Runs      int       `json:"runs"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Retries counts failed model requests that were tried again, by cause (the
+// llm client's RetryCounts as a run hands them over).
+type Retries struct {
+	RateLimited int64 `json:"rate_limited"` // HTTP 429
+	Server      int64 `json:"server_error"` // HTTP 5xx
+	Timeout     int64 `json:"timeout"`      // request timeout
+	Malformed   int64 `json:"malformed"`    // unreadable reply
+	Other       int64 `json:"other"`        // connection failures, 408, 409
+}
+
+// Add adds o's counts to r.
+func (r *Retries) Add(o Retries) {
+	r.RateLimited += o.RateLimited
+	r.Server += o.Server
+	r.Timeout += o.Timeout
+	r.Malformed += o.Malformed
+	r.Other += o.Other
+}
+
+// Total is the number of retries of every cause.
+func (r Retries) Total() int64 {
+	return r.RateLimited + r.Server + r.Timeout + r.Malformed + r.Other
+}
+
+// Text is the total and each cause that happened, as the closing summary
+// and stats print them: "none", or "5 (4 429 rate-limited, 1 timeout)".
+func (r Retries) Text() string {
+	if r.Total() == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d (%s)", r.Total(), r.Causes())
+}
+
+// Causes is each cause that happened with its count, "4 429 rate-limited,
+// 1 timeout" ("" when none did).
+func (r Retries) Causes() string {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{
+		{"429 rate-limited", r.RateLimited},
+		{"5xx server error", r.Server},
+		{"timeout", r.Timeout},
+		{"malformed reply", r.Malformed},
+		{"connection or other", r.Other},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ReadManifest reads dir's run.json. ok is false when the file does not

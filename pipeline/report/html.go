@@ -23,6 +23,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.mute{color:var(--m
 .bar{display:inline-block;height:10px;background:var(--acc);border-radius:2px;vertical-align:middle}
 svg text{font:11px system-ui,sans-serif;fill:var(--mute)}svg rect.b{fill:var(--acc)}
 .charts{display:flex;flex-wrap:wrap;gap:18px}
+table.run{margin:0 0 12px}table.run td{border:0;padding:1px 10px 1px 0}table.run td:first-child{color:var(--mute);white-space:nowrap}
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 `
 
@@ -36,13 +37,20 @@ const pageHTML = `<!DOCTYPE html>
 <body>
 <h1>hermes-pipe report{{with .Title}}: <code>{{.}}</code>{{end}}</h1>
 <p class="mute">{{with .Kind}}{{.}} output, {{end}}{{.Stats.Records}} records. Figures are those of <code>hermes-pipe stats --json</code> (embedded below as JSON).</p>
+<table class="run" id="run">
+<tr><td>model</td><td id="run-model">{{with .Run.Model}}<code>{{.}}</code>{{else}}<span class="mute">not recorded</span>{{end}}</td></tr>
+<tr><td>date</td><td id="run-date">{{if not .Run.Created.IsZero}}{{date .Run.Created}}{{if ne (date .Run.Created) (date .Run.Updated)}} – {{date .Run.Updated}}{{end}}{{else}}<span class="mute">not recorded</span>{{end}}{{with .Run.Runs}} <span class="mute">({{.}} run{{if gt . 1}}s{{end}})</span>{{end}}{{with .Run.Version}} <span class="mute">hermes-pipe {{.}}</span>{{end}}</td></tr>
+<tr><td>settings</td><td id="run-settings">{{range $i, $s := .Run.Settings}}{{if $i}} · {{end}}<code>--{{$s.Name}} {{$s.Value}}</code>{{else}}<span class="mute">defaults</span>{{end}}</td></tr>
+</table>
 {{with .Stats}}
 <div class="cards">
+<div class="card" id="spend-top"><b>{{if .Cost.PricedRecords}}{{usd .Cost.TotalUSD}}{{else}}unpriced{{end}}</b>spend{{if .Cost.UnpricedRecords}}{{if .Cost.PricedRecords}} ({{.Cost.UnpricedRecords}} records unpriced){{end}}{{end}}</div>
 <div class="card" id="records"><b>{{.Records}}</b>records</div>
 <div class="card"><b>{{.Completed}}</b>completed</div>
 <div class="card"><b>{{.Partial}}</b>partial</div>
 <div class="card"><b>{{.APICalls}}</b>API calls</div>
 <div class="card"><b>{{.Usage.TotalTokens}}</b>tokens ({{.Usage.PromptTokens}} prompt, {{.Usage.CompletionTokens}} completion)</div>
+{{with .Retries}}<div class="card" id="retries"><b>{{.Total}}</b>retries{{with .Causes}} ({{.}}){{end}}</div>{{end}}
 </div>
 <h2>Outcomes</h2>
 <table id="outcomes"><tr><th>outcome</th><th class="n">records</th><th class="n">share</th><th></th></tr>
@@ -50,11 +58,11 @@ const pageHTML = `<!DOCTYPE html>
 {{end}}</table>
 <h2>Tools</h2>
 {{if .Tools}}<table id="tools"><tr><th>tool</th><th class="n">calls</th><th class="n">success</th><th class="n">failure</th><th class="n">success rate</th></tr>
-{{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{pct .SuccessRate}}</td></tr>
+{{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{if .Count}}{{pct .SuccessRate}}{{else}}–{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No tool was called.</p>{{end}}
-{{if .ToolErrors}}<table><tr><th>tool error</th><th class="n">count</th></tr>{{range $k, $v := .ToolErrors}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>{{end}}
+{{with failing .ToolErrors}}<table id="tool-errors"><tr><th>tool error</th><th class="n">count</th></tr>{{range .}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td></tr>{{end}}</table>{{end}}
 <h2>Reasoning</h2>
-<p id="reasoning">{{.Reasoning.TurnsWithReasoning}} of {{.Reasoning.AssistantTurns}} assistant turns carry reasoning ({{pct .Reasoning.TurnCoverage}}); {{.Reasoning.RowsWithReasoning}} records with, {{.Reasoning.RowsWithoutReasoning}} without.</p>
+<p id="reasoning">{{.Reasoning.TurnsWithReasoning}} of {{.Reasoning.AssistantTurns}} assistant turns carry reasoning ({{if .Reasoning.AssistantTurns}}{{pct .Reasoning.TurnCoverage}}{{else}}–{{end}}); {{.Reasoning.RowsWithReasoning}} records with, {{.Reasoning.RowsWithoutReasoning}} without.</p>
 <h2>Spend</h2>
 {{if .Cost.PricedRecords}}<p id="spend">{{usd .Cost.TotalUSD}} over {{.Cost.PricedRecords}} priced records, {{usd .Cost.Per1kRowsUSD}} per 1,000 rows{{if .Cost.UnpricedRecords}}; {{.Cost.UnpricedRecords}} records without a price not counted{{end}}.</p>
 <table>{{range $k, $v := .Cost.ByOutcomeUSD}}<tr><td>{{$k}}</td><td class="n">{{usd $v}}</td></tr>{{end}}</table>
@@ -123,6 +131,25 @@ func sortedOutcomes(m map[schemas.Outcome]int) []outcomeCount {
 type toolRow struct {
 	Name string
 	pipeline.ToolStatistics
+}
+
+// toolErrorCount is one row of the report's tool error table.
+type toolErrorCount struct {
+	Name  string
+	Count int
+}
+
+// failingTools is the tools with at least one error, by name: a tool that
+// never failed gets no row.
+func failingTools(m map[string]int) []toolErrorCount {
+	var out []toolErrorCount
+	for k, v := range m {
+		if v > 0 {
+			out = append(out, toolErrorCount{k, v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func sortedTools(m map[string]pipeline.ToolStatistics) []toolRow {

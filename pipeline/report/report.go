@@ -3,16 +3,20 @@ package report
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // File is the report's name when a mode writes it into its output folder.
@@ -20,8 +24,11 @@ const File = "report.html"
 
 // Data is everything the HTML report shows.
 type Data struct {
-	Title     string
-	Kind      string
+	Title string
+	Kind  string
+	// Run is what the header says of the run, from the first folder's
+	// run.json.
+	Run       RunInfo
 	Stats     pipeline.Statistics // cluster.StatsAll: `stats --json`
 	Turns     Histogram
 	Tokens    Histogram
@@ -29,6 +36,44 @@ type Data struct {
 	// Blocks are the sections' blocks (Options.Sections), in their order.
 	Blocks []template.HTML
 	Shards []cluster.ShardStatus
+}
+
+// RunInfo is the run's model, dates and main settings, as run.json
+// recorded them.
+type RunInfo struct {
+	Model            string
+	Created, Updated time.Time // the first run's start, the latest run's end
+	Runs             int
+	Version          string    // hermes-pipe's version that wrote the folder last
+	Settings         []Setting // the options the run was given, by name; the model and places (out, spool) left out
+}
+
+// Setting is one recorded option of a run.
+type Setting struct{ Name, Value string }
+
+// notSettings are recorded options the header does not list as settings:
+// the model (shown on its own) and where the run wrote and how it showed
+// progress, which say nothing of the data.
+var notSettings = map[string]bool{"model": true, "out": true, "spool": true, "progress": true, "run_id": true, "addr-file": true}
+
+// runInfo reads the header's facts from run.json.
+func runInfo(man *outdir.Manifest) RunInfo {
+	ri := RunInfo{Created: man.CreatedAt, Updated: man.UpdatedAt, Runs: man.Runs, Version: man.ToolVersion}
+	var opts map[string]json.RawMessage
+	if json.Unmarshal(man.Options, &opts) != nil {
+		return ri
+	}
+	if m, ok := opts["model"]; ok {
+		ri.Model = schemas.JSONText(string(m))
+	}
+	names := slices.Sorted(maps.Keys(opts))
+	for _, name := range names {
+		if notSettings[name] {
+			continue
+		}
+		ri.Settings = append(ri.Settings, Setting{Name: name, Value: schemas.JSONText(string(opts[name]))})
+	}
+	return ri
 }
 
 // Histogram counts values into Bins equal-width bins from Min to Max.
@@ -71,12 +116,15 @@ func Build(ctx context.Context, dirs []string, opts Options) (*Data, error) {
 		tallies[i] = sec.Tally()
 	}
 	var turns, tokens, durs []float64
-	for _, dir := range dirs {
+	for i, dir := range dirs {
 		man, _, err := outdir.ReadManifest(dir)
 		if err != nil {
 			return nil, fmt.Errorf("report: %w", err)
 		}
 		d.Kind = man.Kind
+		if i == 0 {
+			d.Run = runInfo(&man)
+		}
 		err = pipeline.EachRecord(dir, func(_ pipeline.RecordRef, line []byte) error {
 			s := Summarize(line, &man)
 			turns = append(turns, float64(s.Turns))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -51,8 +52,9 @@ func sampleRecords() []*schemas.Record {
 			Key: "k" + string(rune('a'+i)), PromptIndex: i, Outcome: schemas.OutcomeCompleted, Completed: true,
 			Conversations: []schemas.Turn{{From: "human", Value: "q"}, {From: "gpt", Value: "<think>\nhm\n</think>\nok"}},
 			APICalls:      i + 1, Usage: schemas.Usage{PromptTokens: int64(10 * i), CompletionTokens: 5, TotalTokens: int64(10*i + 5)},
-			ToolStats:  map[string]schemas.ToolStat{"terminal": {Count: 2, Success: 1, Failure: 1}},
-			DurationMS: int64(100 * (i + 1)),
+			ToolStats:       map[string]schemas.ToolStat{"terminal": {Count: 2, Success: 1, Failure: 1}, "patch": {}},
+			ToolErrorCounts: map[string]int{"terminal": 1, "patch": 0},
+			DurationMS:      int64(100 * (i + 1)),
 		}
 		if i%3 == 0 {
 			r.Outcome, r.Completed = schemas.OutcomeAPIError, false
@@ -100,6 +102,8 @@ func TestReportFiguresAreStatsAndSelfContained(t *testing.T) {
 		`<td class="ok">completed</td><td class="n">4</td>`,
 		`<td class="bad">api_error</td><td class="n">3</td>`,
 		`<td>terminal</td><td class="n">14</td><td class="n">7</td><td class="n">7</td><td class="n">50.0%</td>`,
+		`<td>patch</td><td class="n">0</td><td class="n">0</td><td class="n">0</td><td class="n">–</td>`, // never called: no rate
+		`<table id="tool-errors"><tr><th>tool error</th><th class="n">count</th></tr><tr><td>terminal</td><td class="n">7</td></tr></table>`,
 		`$1.0000 over 4 priced records`,
 		`3 records without a price not counted`,
 		`turns per record <span class="mute">(7 records)</span>`,
@@ -176,5 +180,53 @@ func TestHistogram(t *testing.T) {
 	}
 	if h := report.NewHistogram("x", "", []float64{4, 4}, 5); len(h.Counts) != 1 || h.Counts[0] != 2 {
 		t.Fatalf("one value: %v", h.Counts)
+	}
+}
+
+// TestReportHeaderShowsRunAndSpend: the header names the model, the run's
+// dates and the options it was given (not where it wrote), and the spend
+// and retries come before the first section.
+func TestReportHeaderShowsRunAndSpend(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	o, err := pipeline.OpenOutput(dir, pipeline.OutputOptions{Kind: "generate",
+		Options: map[string]any{"model": "m-1", "samples": 2, "temperature": 0.7, "out": dir, "progress": "none"},
+		Retries: func() outdir.Retries { return outdir.Retries{RateLimited: 4, Timeout: 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = pipeline.Run(context.Background(), pipeline.Options{Workers: 2}, pipeline.SliceSource(sampleRecords()), []pipeline.Stage{keep{}}, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.Build(context.Background(), []string{dir}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	first := strings.Index(html, "<h2>")
+	if first < 0 {
+		t.Fatal("no section")
+	}
+	head := html[:first]
+	date := d.Run.Created.UTC().Format("2006-01-02")
+	for _, want := range []string{
+		`<td id="run-model"><code>m-1</code></td>`,
+		`<td id="run-date">` + date,
+		`<code>--samples 2</code> · <code>--temperature 0.7</code>`,
+		`<div class="card" id="spend-top"><b>$1.0000</b>spend (3 records unpriced)</div>`,
+		`<div class="card" id="retries"><b>5</b>retries (4 429 rate-limited, 1 timeout)</div>`,
+	} {
+		if !strings.Contains(head, want) {
+			t.Errorf("header lacks %q:\n%s", want, head)
+		}
+	}
+	if strings.Contains(head, "--out") || strings.Contains(head, "--progress") || strings.Contains(head, "--model") {
+		t.Errorf("header lists where the run wrote or the model as a setting:\n%s", head)
 	}
 }

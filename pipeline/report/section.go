@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"strings"
+	"time"
 )
 
 // A Section is one mode's part of the report: what it shows of the mode's
@@ -39,6 +40,8 @@ func Funcs() template.FuncMap {
 		"hist":     histSVG,
 		"outcomes": sortedOutcomes,
 		"tools":    sortedTools,
+		"failing":  failingTools,
+		"date":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 		"json":     func(v any) (template.JS, error) { b, err := json.Marshal(v); return template.JS(b), err },
 		"css":      func() template.CSS { return template.CSS(Style) },
 		"indent":   indentJSON,

@@ -9,11 +9,15 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
+// PromptRunes is the most of a prompt's first line a Summary keeps.
+const PromptRunes = 120
+
 // Summary is what report and view know of one record without its
-// conversation text.
+// conversation text (but the first line of its prompt).
 type Summary struct {
 	Key           string
 	ID            string
+	Prompt        string // the first line of the first human turn (read in its first 2 KiB), cut to PromptRunes runes ("…" when cut)
 	PromptIndex   int64
 	Sample        int64
 	Outcome       string // the mode's own outcome (run.json's OutcomeField, when the mode names one)
@@ -50,7 +54,7 @@ func Summarize(line []byte, man *outdir.Manifest) Summary {
 		})
 	}
 	// The strings read point into line, which the caller may reuse.
-	for _, p := range []*string{&s.Key, &s.ID, &s.RecordOutcome, &s.Model} {
+	for _, p := range []*string{&s.Key, &s.ID, &s.Prompt, &s.RecordOutcome, &s.Model} {
 		*p = strings.Clone(*p)
 	}
 	for _, l := range [][]string{s.Toolsets, s.Tools} {
@@ -94,7 +98,14 @@ func (s *Summary) member(name, raw string) bool {
 			s.Turns = int(schemas.LooseInt(n))
 			return n != ""
 		}
-		schemas.EachElement(raw, func(string) { s.Turns++ })
+		human := false
+		schemas.EachElement(raw, func(turn string) {
+			s.Turns++
+			if !human && schemas.LooseText(firstOf(turn, "from")) == "human" {
+				human = true
+				s.Prompt = promptLine(schemas.LooseText(promptHead(firstOf(turn, "value"))))
+			}
+		})
 	case schemas.MemberUsage:
 		n := firstOf(raw, "total_tokens")
 		s.Tokens = schemas.LooseInt(n)
@@ -136,6 +147,54 @@ func (s *Summary) member(name, raw string) bool {
 		s.Model = schemas.LooseText(raw)
 	}
 	return true
+}
+
+// promptHeadBytes bounds the part of a prompt Summarize decodes: enough for
+// PromptRunes runes after some leading blank space, even as \u escapes.
+const promptHeadBytes = 2048
+
+// promptHead is the JSON string raw cut, between two characters, to about
+// promptHeadBytes and closed again, so a long prompt costs no more to
+// summarise than a short one; other values are returned as they are.
+func promptHead(raw string) string {
+	if len(raw) <= promptHeadBytes || raw[0] != '"' {
+		return raw
+	}
+	i := 1
+	for i < promptHeadBytes && i < len(raw)-1 {
+		switch {
+		case raw[i] == '\\' && i+1 < len(raw) && raw[i+1] == 'u':
+			i += 6
+		case raw[i] == '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	if i >= len(raw)-1 {
+		return raw
+	}
+	for i > 1 && raw[i]&0xc0 == 0x80 { // not inside a UTF-8 sequence
+		i--
+	}
+	return raw[:i] + `"`
+}
+
+// promptLine is the first non-blank line of a prompt, cut to PromptRunes
+// runes.
+func promptLine(v string) string {
+	v = strings.TrimSpace(v)
+	if i := strings.IndexByte(v, '\n'); i >= 0 {
+		v = strings.TrimSpace(v[:i])
+	}
+	n := 0
+	for i := range v {
+		if n == PromptRunes {
+			return v[:i] + "…"
+		}
+		n++
+	}
+	return v
 }
 
 // firstOf is the raw value of the first member name of the JSON value raw,

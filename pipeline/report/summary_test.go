@@ -42,6 +42,13 @@ func summarizeGJSON(line []byte, man *outdir.Manifest) report.Summary {
 		s.ToolFailures += int(v.Get("failure").Int())
 		return true
 	})
+	if p := gjson.GetBytes(line, `conversations.#(from=="human").value`); p.Exists() {
+		first := strings.TrimSpace(strings.SplitN(strings.TrimSpace(p.String()), "\n", 2)[0])
+		if r := []rune(first); len(r) > report.PromptRunes {
+			first = string(r[:report.PromptRunes]) + "…"
+		}
+		s.Prompt = first
+	}
 	s.Outcome = s.RecordOutcome
 	if man != nil && man.OutcomeField != "" {
 		if own := gjson.GetBytes(line, man.OutcomeField); own.Type == gjson.String && own.Str != "" {
@@ -83,6 +90,8 @@ func TestSummarizeAsGJSON(t *testing.T) {
 	}
 	lines = append(lines,
 		`{"key":"k","prompt_index":3,"sample":1,"outcome":"completed","conversations":[{"from":"human","value":"a"},{"from":"gpt","value":"b"}],"usage":{"total_tokens":12},"duration_ms":40,"cost_usd":0.25,"toolsets_used":["terminal","file"],"tool_stats":{"terminal":{"count":2,"success":1,"failure":1}},"reasoning_stats":{"has_any_reasoning":true},"model":"m"}`,
+		`{"key":"k3","conversations":[{"from":"system","value":"sys"},{"from":"human","value":"  \n  Fix the bug\nin parser.go"},{"from":"human","value":"later"}]}`,
+		`{"key":"k4","conversations":[{"from":"human","value":"`+strings.Repeat("é", 130)+`"}]}`,
 		` {"key":"k2","conversations":[],"compression_metrics":{"outcome":"still_over_limit","original_tokens":100,"compressed_tokens":90,"compression_ratio":0.9}} `,
 		`[1,2]`, `"text"`, `{}`, ``)
 	mans := []*outdir.Manifest{nil, {}, {OutcomeField: "compression_metrics.outcome", OutcomeDefault: "unchanged"}, {OutcomeField: "compression_metrics.outcome"}}
@@ -113,7 +122,7 @@ func TestSummarizeOutcomeAsStats(t *testing.T) {
 
 // TestSummaryOwnsItsStrings: the caller may reuse the line's buffer.
 func TestSummaryOwnsItsStrings(t *testing.T) {
-	line := []byte(`{"key":"k1","id":"i","outcome":"completed","model":"m","toolsets_used":["terminal"],"tool_stats":{"terminal":{"count":1}},"compression_metrics":{"outcome":"compressed"}}`)
+	line := []byte(`{"key":"k1","id":"i","conversations":[{"from":"human","value":"p"}],"outcome":"completed","model":"m","toolsets_used":["terminal"],"tool_stats":{"terminal":{"count":1}},"compression_metrics":{"outcome":"compressed"}}`)
 	s := report.Summarize(line, nil)
 	want := fmt.Sprintf("%+v", s)
 	for i := range line {
@@ -121,5 +130,24 @@ func TestSummaryOwnsItsStrings(t *testing.T) {
 	}
 	if got := fmt.Sprintf("%+v", s); got != want {
 		t.Fatalf("summary changed with its line:\n%s\nwas\n%s", got, want)
+	}
+}
+
+// TestSummaryPrompt: the first line of the first human turn, blank lines
+// before it skipped, cut to PromptRunes runes; only the first 2 KiB of a
+// prompt are read, cut between two characters.
+func TestSummaryPrompt(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"conversations":[{"from":"system","value":"s"},{"from":"human","value":"\n  Fix the bug  \nin parser.go"}]}`: "Fix the bug",
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat("a", 200) + `"}]}`:                              strings.Repeat("a", report.PromptRunes) + "…",
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(`\u00e9\\`, 1000) + `"}]}`:                      strings.Repeat(`é\`, report.PromptRunes/2) + "…",
+		`{"conversations":[{"from":"human","value":"short\nthen ` + strings.Repeat("x", 5000) + `"}]}`:                 "short",
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(" ", 2040) + strings.Repeat("世", 200) + `"}]}`:  "世世", // cut between two runes
+		`{"conversations":[{"from":"human","value":"` + strings.Repeat(" ", 2039) + strings.Repeat("世", 200) + `"}]}`:  "世世",
+		`{"conversations":[{"from":"gpt","value":"no prompt"}]}`:                                                       "",
+	} {
+		if got := report.Summarize([]byte(line), nil).Prompt; got != want {
+			t.Errorf("%s: prompt %q, want %q", line, got, want)
+		}
 	}
 }

@@ -192,6 +192,7 @@ func (e errIndexing) Error() string {
 // the same read from the record while the index is built.
 type recFields struct {
 	ID, Outcome, Compress string
+	Prompt                string // the first line of the prompt, cut (report.Summary's)
 	Toolsets, Tools       []string
 	Failures, Turns       uint16
 	Tokens, Duration      uint32
@@ -203,7 +204,7 @@ type recFields struct {
 func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFields {
 	s := report.Summarize(line, man)
 	c, _ := compress.ShownOf(line)
-	f := recFields{ID: s.ID, Outcome: s.Outcome, Compress: c.Outcome, Toolsets: s.Toolsets, Tools: s.Tools,
+	f := recFields{ID: s.ID, Prompt: s.Prompt, Outcome: s.Outcome, Compress: c.Outcome, Toolsets: s.Toolsets, Tools: s.Tools,
 		Failures: sat16(s.ToolFailures), Turns: sat16(s.Turns), Tokens: sat32(s.Tokens), Duration: sat32(s.DurationMS),
 		Cost: float32(math.NaN()), Ratio: float32(c.Ratio)}
 	if f.Outcome == "" {
@@ -216,7 +217,7 @@ func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFiel
 }
 
 func (f *recFields) row(i int, key string) Row {
-	r := Row{I: i, Key: key, ID: f.ID, Outcome: f.Outcome, Compress: f.Compress, Toolsets: nonNil(f.Toolsets), Tools: nonNil(f.Tools),
+	r := Row{I: i, Key: key, ID: f.ID, Prompt: f.Prompt, Outcome: f.Outcome, Compress: f.Compress, Toolsets: nonNil(f.Toolsets), Tools: nonNil(f.Tools),
 		Failures: f.Failures, Turns: f.Turns, Tokens: f.Tokens, Duration: f.Duration, Ratio: f.Ratio}
 	if c := float64(f.Cost); !math.IsNaN(c) {
 		r.Cost = &c

@@ -25,15 +25,16 @@ import (
 
 // indexVersion changes when the index layout does; older cache files are
 // rebuilt (the version is part of the cache file's name and its header).
-const indexVersion = 4
+const indexVersion = 5
 
 // Index is what the viewer knows of every live record, in ledger order (the
 // plan's numbering; Order holds cat's): where it is and the
 // fields its filters and sort read, column by column. The columns are views
 // of the cache file mapped into memory (read-only), so opening an index
 // reads only its header, and a filter touches only the pages of the columns
-// it reads: about 60 bytes per record in all, of which a filter by outcome
-// reads 2. Names (shards, outcomes, tools) are in small dictionaries the
+// it reads: about 60 bytes per record in all plus the first line of its
+// prompt (at most report.PromptRunes runes, read only for the rows of a
+// page), of which a filter by outcome reads 2. Names (shards, outcomes, tools) are in small dictionaries the
 // columns refer to by position; counts are saturated to their column's
 // width (65535 turns, 4294967295 tokens).
 type Index struct {
@@ -65,9 +66,9 @@ type Index struct {
 	// and key (the records themselves are in ledger order).
 	Order []int32
 
-	keys, ids strs
-	n         int
-	release   func() error // unmaps the file
+	keys, ids, prompts strs
+	n                  int
+	release            func() error // unmaps the file
 }
 
 // Len is the number of records.
@@ -78,6 +79,10 @@ func (ix *Index) Key(i int) string { return ix.keys.at(i) }
 
 // ID is record i's id ("" when it has none).
 func (ix *Index) ID(i int) string { return ix.ids.at(i) }
+
+// Prompt is the first line of record i's prompt, cut (report.Summary's
+// Prompt; "" when it has none).
+func (ix *Index) Prompt(i int) string { return ix.prompts.at(i) }
 
 // OutcomeName is record i's outcome.
 func (ix *Index) OutcomeName(i int) string { return name(ix.Outcomes, int(ix.Outcome[i])) }
@@ -137,7 +142,7 @@ var columns = []struct {
 	{"dir", 2}, {"shard", 4}, {"off", 8}, {"n", 4}, {"outcome", 2}, {"compress", 2},
 	{"toolsets", 8}, {"tools", 8}, {"failures", 2}, {"turns", 2}, {"tokens", 4}, {"duration", 4},
 	{"cost", 4}, {"ratio", 4}, {"key_ends", 8}, {"keys", 0}, {"id_ends", 8}, {"ids", 0},
-	{"order", 4},
+	{"order", 4}, {"prompt_ends", 8}, {"prompts", 0},
 }
 
 // The columns written while building that the file does not keep: what
@@ -340,14 +345,15 @@ func (c *colFile) u64(v uint64) { c.put(binary.NativeEndian.AppendUint64(c.buf[:
 
 // builder collects the index of dirs while it reads them.
 type builder struct {
-	h        indexHeader
-	cols     []*colFile
-	sortCols []*colFile // pi, sample
-	outcomes map[string]uint16
-	compress map[string]uint16
-	shards   map[string]uint32
-	keyEnd   uint64
-	idEnd    uint64
+	h         indexHeader
+	cols      []*colFile
+	sortCols  []*colFile // pi, sample
+	outcomes  map[string]uint16
+	compress  map[string]uint16
+	shards    map[string]uint32
+	keyEnd    uint64
+	idEnd     uint64
+	promptEnd uint64
 }
 
 func dictPos[T uint16 | uint32](m map[string]T, dict *[]string, counts *[]int, s string) (T, error) {
@@ -671,6 +677,9 @@ func (b *builder) add(dir uint16, r liveRow, f recFields) error {
 	b.idEnd += uint64(len(f.ID))
 	c[16].u64(b.idEnd)
 	c[17].str(f.ID)
+	b.promptEnd += uint64(len(f.Prompt))
+	c[19].u64(b.promptEnd)
+	c[20].str(f.Prompt)
 	b.h.Records++
 	return nil
 }
@@ -862,6 +871,7 @@ func viewIndex(data []byte) (*Index, error) {
 	ix.keys = strs{ends: view[uint64](raw[14], n), blob: raw[15]}
 	ix.ids = strs{ends: view[uint64](raw[16], n), blob: raw[17]}
 	ix.Order = view[int32](raw[18], n)
+	ix.prompts = strs{ends: view[uint64](raw[19], n), blob: raw[20]}
 	return ix, nil
 }
 

@@ -448,6 +448,7 @@ type Row struct {
 	I        int      `json:"i"`
 	Key      string   `json:"key"`
 	ID       string   `json:"id,omitempty"`
+	Prompt   string   `json:"prompt,omitempty"` // its first line, cut
 	Outcome  string   `json:"outcome"`
 	Compress string   `json:"compress,omitempty"`
 	Toolsets []string `json:"toolsets"`
@@ -479,7 +480,7 @@ func (s *Server) row(i int) Row {
 // fields are record i's columns as the list knows a record (what the build
 // wrote from fieldsOf).
 func (ix *Index) fields(i int) recFields {
-	return recFields{ID: ix.ID(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
+	return recFields{ID: ix.ID(i), Prompt: ix.Prompt(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
 		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Cost: ix.Cost[i], Ratio: ix.Ratio[i]}
 }
@@ -674,6 +675,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if in := src.indexing(); in != nil { // building, or the build failed
 		out["indexing"] = in
 	}
+	out["tool_failures"] = toolFailures(loc.line)
 	if s.swe != nil {
 		id := loc.id
 		if id == "" {

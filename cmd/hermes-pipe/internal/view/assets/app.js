@@ -56,11 +56,12 @@ async function showList() {
   const sort = p.get("sort") || "";
   const th = (label, key, num) => h("th", { class: num ? "n" : "", "data-sort": key, onclick: () => { const q = params(); q.set("sort", sort === key ? "-" + key : key); setParams(q); } },
     label + (sort === key ? " ▲" : sort === "-" + key ? " ▼" : ""));
-  const head = h("tr", {}, th("#", "key"), h("th", {}, "key / id"), h("th", {}, "outcome"), meta.kind === "compress" ? h("th", {}, "compress") : null,
+  const head = h("tr", {}, th("#", "key"), h("th", {}, "key / id"), h("th", {}, "prompt"), h("th", {}, "outcome"), meta.kind === "compress" ? h("th", {}, "compress") : null,
     h("th", {}, "tools"), th("failures", "failures", 1), th("turns", "turns", 1), th("tokens", "tokens", 1), th("ms", "duration", 1), th("cost", "cost", 1),
     meta.kind === "compress" ? th("ratio", "ratio", 1) : null);
   const body = h("tbody", {}, res.rows.map((r, k) => h("tr", { "data-i": r.i, class: k === list.sel ? "sel" : "", onclick: () => openRecord(r.i) },
     h("td", { class: "n" }, r.i), h("td", {}, h("code", {}, r.key), r.id ? h("span", { class: "mute" }, " " + r.id) : ""),
+    h("td", { class: "prompt", title: r.prompt || "" }, r.prompt || ""),
     h("td", { class: cls(r.outcome) + " outcome" }, r.outcome), meta.kind === "compress" ? h("td", { class: cls(r.compress) }, r.compress) : null,
     h("td", {}, r.tools.join(", ")), h("td", { class: "n" + (r.failures ? " bad" : "") }, r.failures), h("td", { class: "n" }, r.turns),
     h("td", { class: "n" }, r.tokens), h("td", { class: "n" }, r.duration_ms), h("td", { class: "n" }, fmtCost(r.cost_usd)),
@@ -145,7 +146,7 @@ function renderTurn(t, k, ctx) {
   }
   if (el.classList.contains("summary")) el.append(h("div", { class: "mute" }, "summary of the compressed region"));
   const re = /<think>([\s\S]*?)<\/think>|<tool_call>([\s\S]*?)<\/tool_call>|<tool_response>([\s\S]*?)<\/tool_response>/g;
-  let last = 0, m;
+  let last = 0, m, nresp = 0;
   while ((m = re.exec(v))) {
     const before = v.slice(last, m.index).trim();
     if (before) el.append(textBlock(before));
@@ -159,7 +160,11 @@ function renderTurn(t, k, ctx) {
     } else {
       const call = ctx.calls[ctx.resp++];
       let name = ""; try { name = JSON.parse(call).name; } catch { }
-      el.append(h("div", { class: "call" }, "response" + (name ? " to " : ""), name ? h("b", {}, name) : "", toolResponse(m[3].trim())));
+      // A result that failed (tool_stats' rule, judged by the server) is
+      // shown apart from one that succeeded.
+      const failed = ((ctx.failed || {})[k] || []).includes(nresp++);
+      el.append(h("div", { class: "call " + (failed ? "tool-error" : "tool-result") }, h("span", { class: "label" }, failed ? "error from" : "response" + (name ? " to" : "")), " ",
+        name ? h("b", {}, name) : "", toolResponse(m[3].trim())));
     }
     last = re.lastIndex;
   }
@@ -198,9 +203,9 @@ async function showRecord(i) {
   if (d.swe || swePatch) parts.push(swePanel(d.swe, swePatch));
   const turns = r.conversations || [];
   if (cm && cm.outcome) {
-    parts.push(await compareView(i, cm, turns));
+    parts.push(await compareView(i, cm, turns, d.tool_failures));
   } else {
-    const ctx = { calls: [], resp: 0 };
+    const ctx = { calls: [], resp: 0, failed: d.tool_failures };
     const conv = h("div", { id: "conversation" }, turns.map((t, k) => renderTurn(t, k, ctx)));
     parts.push(h("h3", {}, `conversation (${turns.length} turns)`), conv);
   }
@@ -233,7 +238,7 @@ const enc = new TextEncoder();
 const estTokens = turns => turns.map(t => Math.ceil(enc.encode(typeof t.value === "string" ? t.value : JSON.stringify(t.value)).length / 4));
 const sum = a => a.reduce((x, y) => x + y, 0);
 
-async function compareView(i, cm, turns) {
+async function compareView(i, cm, turns, failed) {
   const reg = cm.compression_region || {};
   let o;
   try { o = await getJSON("/api/record/" + i + "/original"); } catch (e) { o = { found: false, why: e.message }; }
@@ -251,7 +256,7 @@ async function compareView(i, cm, turns) {
   } else {
     left.append(h("h4", {}, "original"), h("p", { class: "warn", id: "original-missing" }, o.why || "not found"));
   }
-  const ctx = { calls: [], resp: 0, tokens: cs.tokens, est: cs.est };
+  const ctx = { calls: [], resp: 0, tokens: cs.tokens, est: cs.est, failed };
   const right = h("div", { id: "conversation", class: "side" }, h("h4", {}, `compressed: ${turns.length} turns, ${cs.est ? "≈" : ""}${sum(cs.tokens)} tokens`),
     h("p", { class: "mute src" }, "this record"), ...turns.map((t, k) => renderTurn(t, k, ctx)));
   const note = cs.est ? "Token counts marked ≈ are estimates (UTF-8 bytes / 4): this record carries no per-turn counts." :
