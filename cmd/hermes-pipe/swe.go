@@ -163,6 +163,10 @@ func runSWE(c *cli.Context) error {
 		src.CheckCwd = cwds.Check
 	}
 	if _, err := swe.LoadTasks(src); err != nil { // bad tasks cost nothing, not even a connection
+		var te *swe.TaskError
+		if cwds != nil && errors.As(err, &te) && te.Field == "cwd" {
+			return usagef("--tasks: %v\n%s", err, cwdHint)
+		}
 		return usagef("--tasks: %v", err)
 	}
 	if b := c.String("baseline"); b != "" {
@@ -216,6 +220,10 @@ func runSWE(c *cli.Context) error {
 	}
 	return reportSWE(c, res, err, r.retries)
 }
+
+// cwdHint follows a tasks file refused for its cwds with --sandbox local
+// or ssh: SWE-bench tasks name a folder of their image.
+const cwdHint = `With --sandbox local or ssh a task's cwd is a git checkout on that host at the task's base commit, not a folder of its image (/testbed); for the sample suite, scripts/swe-repos.sh DIR writes the checkouts and DIR/tasks.jsonl naming them (then --tasks DIR/tasks.jsonl --cwd-root DIR).`
 
 // reportSWE prints the summary table (stdout), the run's closing summary
 // (stderr: this run's tasks by category, then printRunSummary's block, as

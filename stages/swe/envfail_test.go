@@ -19,14 +19,17 @@ import (
 
 // TestLocalEnvironmentFailuresAreErrors runs tasks whose environment is
 // wrong with the confined local driver (with a memory ceiling, as the CLI
-// sets one). Each must end error (sandbox_error, retried by --resume) with
-// a reason naming the cause, never unresolved: a folder that is not a git
-// checkout, a test script that is not in the repository, a test program
-// not installed, and the suite's simple task without a cwd (an empty
-// folder: its test.sh is missing). Beside them the same repository graded
-// normally is resolved, and a simple task whose text asks for the script
-// its test runs, which the agent never writes, is unresolved: the agent's
-// failure.
+// sets one: on cgroup v1 the sandbox then joins its group late, the path
+// where a missing repository once ended as "the sandbox did not start:
+// EOF"). Each must end error (sandbox_error, retried by --resume) with a
+// reason naming the cause, never unresolved: the repository folder gone
+// (the driver refuses to open a session that would mount it), a folder
+// that is not a git checkout, a test script that is not in the
+// repository, a test program not installed, and the suite's simple task
+// without a cwd (an empty folder: its test.sh is missing). Beside them the
+// same repository graded normally is resolved, and a simple task whose
+// text asks for the script its test runs, which the agent never writes,
+// is unresolved: the agent's failure.
 func TestLocalEnvironmentFailuresAreErrors(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -62,7 +65,9 @@ func TestLocalEnvironmentFailuresAreErrors(t *testing.T) {
 		add(map[string]any{"instance_id": id, "problem_statement": wc.ProblemStatement, "image": "none", "cwd": cwd,
 			"base_commit": wc.BaseCommit, "test_patch": wc.TestPatch, "test_cmd": cmd, "FAIL_TO_PASS": wc.FailToPass, "PASS_TO_PASS": wc.PassToPass})
 	}
+	gone := filepath.Join(t.TempDir(), "gone")
 	swe("ok", repo, wc.TestCmd)
+	swe("gone", gone, wc.TestCmd)
 	swe("plain", plain, wc.TestCmd)
 	swe("no-script", repo, "sh tests/nothere.sh")
 	swe("no-program", repo, "no-such-runner-xyz tests/run.sh")
@@ -86,6 +91,7 @@ func TestLocalEnvironmentFailuresAreErrors(t *testing.T) {
 	for id, want := range map[string][]string{
 		"ok":         {string(OutcomeResolved)},
 		"asked":      {string(OutcomeUnresolved), "the test command exited"},
+		"gone":       {CatError, "folder to read " + gone + " does not exist"},
 		"plain":      {CatError, plain + " is not a git checkout"},
 		"no-script":  {CatError, "the test command cannot run: it runs tests/nothere.sh, which is neither in the task's repository"},
 		"no-program": {CatError, "its program no-such-runner-xyz is not installed in the sandbox"},
@@ -128,7 +134,7 @@ func suiteTask(t *testing.T, id string) Task {
 }
 
 // suiteCheckout commits the sample suite's repository name into a git
-// checkout as scripts/swe-images.sh does (fixed author, committer and date,
+// checkout as scripts/swe-repos.sh does (fixed author, committer and date,
 // so its head is the task's base commit).
 func suiteCheckout(t *testing.T, name string) string {
 	t.Helper()
