@@ -210,3 +210,39 @@ func TestMaxRetriesZeroMeansNone(t *testing.T) {
 		t.Errorf("--max-retries -1: exit %d: %s", code, errs)
 	}
 }
+
+// TestSWERunSummary: swe ends with generate's closing block on stderr, after
+// this run's tasks by category: here one task resolved after a 429 on each
+// request, counted as such, with no error and no failed rows.
+func TestSWERunSummary(t *testing.T) {
+	script := `{"scripts": [{"match": "^Create hello.py", "steps": [
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "printf 'print(1)\\n' > hello.py"}}]},
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo MINI_SWE_AGENT_FINAL_OUTPUT"}}]}]}]}`
+	url := startFake(t, fakellm.Config{Fail429: 1, MaxFaults: 1, RetryAfter: time.Millisecond}, script)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs := hpSWE(t, "swe", "--task", "Create hello.py that prints 1", "--out", out, "--base-url", url, "--model", "fake",
+		"--sandbox", "local", "--local-isolation", "none", "--progress", "none")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errs)
+	}
+	lines := summaryBlock(t, errs, out)
+	for _, re := range []string{
+		`^` + regexp.QuoteMeta(out) + `: 1 run \(1 resolved, 0 unresolved, 0 empty_patch, 0 error\), 0 already done, in \S+$`,
+		`^  outcomes: 1 resolved$`,
+		`^  tokens: [1-9]\d*, spend: unpriced$`,
+		`^  retries: ([1-9]\d*) \(([1-9]\d*) 429 rate-limited\)$`,
+	} {
+		if !hasLine(lines, re) {
+			t.Errorf("summary lacks a line matching %q:\n%s", re, strings.Join(lines, "\n"))
+		}
+	}
+	if hasLine(lines, `top errors|failed rows`) {
+		t.Errorf("a clean run lists errors or failed rows:\n%s", strings.Join(lines, "\n"))
+	}
+	// A resumed run with nothing left says so in the same line.
+	code, _, errs = hpSWE(t, "swe", "--task", "Create hello.py that prints 1", "--out", out, "--base-url", url, "--model", "fake",
+		"--sandbox", "local", "--local-isolation", "none", "--progress", "none", "--resume")
+	if code != 0 || !hasLine(summaryBlock(t, errs, out), `^`+regexp.QuoteMeta(out)+`: 0 run \(0 resolved, 0 unresolved, 0 empty_patch, 0 error\), 1 already done, in `) {
+		t.Errorf("resume: exit %d\n%s", code, errs)
+	}
+}

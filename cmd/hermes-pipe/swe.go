@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
 )
@@ -170,6 +171,10 @@ func runSWE(c *cli.Context) error {
 		src.CheckCwd = cwds.Check
 	}
 	if _, err := swe.LoadTasks(src); err != nil { // bad tasks cost nothing, not even a connection
+		var te *swe.TaskError
+		if cwds != nil && errors.As(err, &te) && te.Field == "cwd" {
+			return usagef("--tasks: %v\n%s", err, cwdHint)
+		}
 		return usagef("--tasks: %v", err)
 	}
 	if b := c.String("baseline"); b != "" {
@@ -221,7 +226,7 @@ func runSWE(c *cli.Context) error {
 	if errors.Is(err, swe.ErrInput) || errors.Is(err, pipeline.ErrRefused) {
 		return err
 	}
-	return reportSWE(c, res, err)
+	return reportSWE(c, res, err, r.retries)
 }
 
 // tasksSandbox lets the tasks choose the run's sandbox, as Hermes'
@@ -253,8 +258,14 @@ func sandboxKind(v string) string {
 	return kind
 }
 
-// reportSWE prints the summary table and maps the run to the CI exit code.
-func reportSWE(c *cli.Context, res swe.Result, runErr error) error {
+// cwdHint follows a tasks file refused for its cwds with --sandbox local
+// or ssh: SWE-bench tasks name a folder of their image.
+const cwdHint = `With --sandbox local or ssh a task's cwd is a git checkout on that host at the task's base commit, not a folder of its image (/testbed); for the sample suite, scripts/swe-repos.sh DIR writes the checkouts and DIR/tasks.jsonl naming them (then --tasks DIR/tasks.jsonl --cwd-root DIR).`
+
+// reportSWE prints the summary table (stdout), the run's closing summary
+// (stderr: this run's tasks by category, then printRunSummary's block, as
+// generate and compress print it) and maps the run to the CI exit code.
+func reportSWE(c *cli.Context, res swe.Result, runErr error, retries *llm.RetryCounts) error {
 	out := c.String("out")
 	w := c.App.ErrWriter
 	for img, why := range res.MissingImages {
@@ -266,6 +277,9 @@ func reportSWE(c *cli.Context, res swe.Result, runErr error) error {
 		}
 		fmt.Fprintf(c.App.Writer, "report: %s/%s  junit: %s/%s  preds: %s/%s\n", out, swe.ReportFile, out, swe.JUnitFile, out, swe.PredsFile)
 	}
+	s := res.Summary
+	fmt.Fprintf(w, "%s: %d run (%s), %d already done, in %s\n", out, s.Written, sweCounts(s.Tally), s.Skipped, s.Duration.Round(time.Millisecond))
+	printRunSummary(w, out, s, retries)
 	switch {
 	case res.Summary.BudgetReached:
 		return budgetStop(res.Summary, out, "tasks")
@@ -285,4 +299,18 @@ func reportSWE(c *cli.Context, res swe.Result, runErr error) error {
 	default:
 		return &exitStatus{code: exitFatal, msg: "gate cannot be judged: " + strings.Join(g.Reasons, "; ")}
 	}
+}
+
+// sweCounts is this run's tasks by report category (resolved, unresolved,
+// empty_patch, error), the four always named.
+func sweCounts(t pipeline.Tally) string {
+	n := map[string]int{}
+	for o, k := range t.Outcomes {
+		n[swe.Category(o)] += k
+	}
+	var parts []string
+	for _, cat := range []string{string(swe.OutcomeResolved), string(swe.OutcomeUnresolved), string(swe.OutcomeEmptyPatch), swe.CatError} {
+		parts = append(parts, fmt.Sprintf("%d %s", n[cat], cat))
+	}
+	return strings.Join(parts, ", ")
 }

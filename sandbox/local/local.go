@@ -123,12 +123,13 @@ func New(cfg sandbox.Config) (*Driver, error) {
 func (d *Driver) Confined() bool { return d.bwrap != "" }
 
 // Open creates the session's private folder (home, tmp and state inside,
-// all mode 0700). It costs a few system calls and starts no process.
+// all mode 0700). A confined session whose ReadOnly folder is missing is
+// refused (openable). It costs a few system calls and starts no process.
 func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	if err := ctx.Err(); err != nil {
+	spec = sandbox.Resolve(spec, d.cfg)
+	if err := d.openable(ctx, spec); err != nil {
 		return nil, fmt.Errorf("local sandbox open: %w", err)
 	}
-	spec = sandbox.Resolve(spec, d.cfg)
 	key := ""
 	if d.bwrap != "" && d.cfg.ShellMode != sandbox.ShellFresh && isBash(d.shell) && d.pool.max >= 0 {
 		key = specKey(specView{Cwd: spec.Cwd, ReadOnly: spec.ReadOnly, Env: spec.Env, Timeout: spec.Timeout, MaxOutput: spec.MaxOutput})
@@ -706,6 +707,41 @@ func removeAll(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// openable reports why a session of spec cannot open: ctx is done, or
+// (confined) a ReadOnly folder is not one (checkReadOnly).
+func (d *Driver) openable(ctx context.Context, spec sandbox.Spec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.bwrap == "" {
+		return nil // unconfined, nothing is mounted
+	}
+	return checkReadOnly(spec.ReadOnly)
+}
+
+// checkReadOnly reports the first of paths (a spec's ReadOnly) that is not
+// a folder on this host. bubblewrap cannot mount such a path: it would
+// exit before the sandbox starts, so the session is refused here with the
+// path named instead. It costs one stat per path.
+func checkReadOnly(paths []string) error {
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("folder to read %s does not exist", p)
+		case err != nil:
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is named already
+			}
+			return fmt.Errorf("folder to read %s: %w", p, err)
+		case !fi.IsDir():
+			return fmt.Errorf("folder to read %s is not a folder", p)
+		}
+	}
+	return nil
 }
 
 // readOnly mounts each of paths read-only at its own path.

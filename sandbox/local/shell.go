@@ -209,7 +209,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 	}
 	pid := c.Process.Pid
 	if join != nil {
-		if err := joinLate(join, pid, outR, ctlW); err != nil {
+		if err := joinLate(join, pid, outR, errR, ctlW); err != nil {
 			s.kill(pid)
 			_ = c.Wait()
 			for _, f := range []*os.File{inW, outR, errR, ctlW} {
@@ -267,8 +267,10 @@ const joinHello = "__hs_join"
 // before it starts the shell. bwrap, its init and the supervisor then join
 // the group, and the shell and every command start inside it. Nothing
 // forks in between: bwrap is waiting for its init, the init for the
-// supervisor, and the supervisor for the line.
-func joinLate(cg *confine.Cgroup, pid int, out, ctl *os.File) error {
+// supervisor, and the supervisor for the line. When the sandbox ends
+// before its hello (bwrap refused a mount, say), the error carries what it
+// wrote on stderr (errOut), so the reason is not lost.
+func joinLate(cg *confine.Cgroup, pid int, out, errOut, ctl *os.File) error {
 	_ = out.SetReadDeadline(time.Now().Add(30 * time.Second))
 	defer func() { _ = out.SetReadDeadline(time.Time{}) }()
 	var got []byte
@@ -277,11 +279,11 @@ func joinLate(cg *confine.Cgroup, pid int, out, ctl *os.File) error {
 		n, err := out.Read(buf)
 		got = append(got, buf[:n]...)
 		if err != nil {
-			return fmt.Errorf("the sandbox did not start: %w (it printed %q)", err, got)
+			return fmt.Errorf("the sandbox did not start: %w (it printed %q%s)", err, got, stderrOf(errOut))
 		}
 	}
 	if string(got) != joinHello+"\n" {
-		return fmt.Errorf("the sandbox did not start: it printed %q", got)
+		return fmt.Errorf("the sandbox did not start: it printed %q%s", got, stderrOf(errOut))
 	}
 	sup := childOf(pid) // the namespace's init
 	if sup == 0 {
@@ -292,6 +294,28 @@ func joinLate(cg *confine.Cgroup, pid int, out, ctl *os.File) error {
 	}
 	_, err := ctl.WriteString("go\n")
 	return err
+}
+
+// stderrOf is what a sandbox that failed to start wrote on stderr (r),
+// read until its end or for a second at most, as ", stderr: TEXT", or ""
+// when it wrote nothing.
+func stderrOf(r *os.File) string {
+	_ = r.SetReadDeadline(time.Now().Add(time.Second))
+	defer func() { _ = r.SetReadDeadline(time.Time{}) }()
+	var got []byte
+	buf := make([]byte, 512)
+	for len(got) < 2000 {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	msg := strings.TrimSpace(string(got))
+	if msg == "" {
+		return ""
+	}
+	return ", stderr: " + msg
 }
 
 // startIn starts c (a confined session's bwrap, or an unconfined shell) in

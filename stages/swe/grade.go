@@ -142,6 +142,8 @@ func GradePatch(ctx context.Context, o GradeOptions, t Task, patch string) (g Gr
 		return infra("grade: the task's test patch does not apply on its base commit: %s", tail(res.Stderr, 300))
 	case res.ExitCode == exitNoRepo:
 		return infra("grade: %s", tail(res.Stderr, 300))
+	case res.ExitCode == exitNoTestProgram, res.ExitCode == exitNoTestScript:
+		return infra("grade: %s", cannotTest(t, o.Clone, res.ExitCode))
 	case res.ExitCode != 0:
 		return infra("grade: apply patches: exit %d: %s", res.ExitCode, tail(res.Stderr, 300))
 	}
@@ -203,8 +205,9 @@ func short(names []string) string {
 
 // applyScript applies the model patch, resets the files the test patch
 // touches to the base commit, and applies the test patch, as the SWE-bench
-// evaluation script does. Exit codes: 10 model patch, 11 test patch, 12 no
-// repository.
+// evaluation script does, and then checks that the test command can run
+// (testCheck). Exit codes: 10 model patch, 11 test patch, 12 no
+// repository, 13 no test program, 14 no test script.
 func applyScript(t Task, clone bool) string {
 	ref := t.BaseCommit
 	if ref == "" {
@@ -226,6 +229,15 @@ func applyScript(t Task, clone bool) string {
 			fmt.Fprintf(&b, "git checkout -q %s -- %s 2>/dev/null || rm -rf -- %s\n", q(ref), q(f), q(f))
 		}
 		fmt.Fprintf(&b, "git apply -v --whitespace=nowarn %s || exit %d\n", testPatchPath, exitTestPatchFailed)
+	}
+	if chk := testCheck(t); chk != "" {
+		// In the folder the tests run in (GradePatch), in a subshell so
+		// the shell stays at the repository's top.
+		b.WriteString("(\n")
+		if t.Cwd != "" && !clone {
+			fmt.Fprintf(&b, "cd %s || exit %d\n", q(t.Cwd), exitNoRepo)
+		}
+		fmt.Fprintf(&b, "%s) || exit $?\n", chk)
 	}
 	return b.String()
 }
@@ -263,9 +275,13 @@ func cloneScript(t Task) string {
 		// A simple task over no folder starts from an empty one.
 		return "{ mkdir -p " + cloneDir + " && cd " + cloneDir + "; }"
 	}
-	s := "git clone -q --no-hardlinks " + q(t.Cwd) + " " + cloneDir + " && cd " + cloneDir
+	// A missing folder and one that is not a checkout are said so: the
+	// task's environment is wrong, which clone's own message hides.
+	s := "if ! [ -d " + q(t.Cwd) + " ]; then echo " + q("the task's repository "+t.Cwd+" is missing") + " >&2; false; " +
+		"elif ! [ -e " + q(t.Cwd+"/.git") + " ]; then echo " + q("the task's cwd "+t.Cwd+" is not a git checkout (with --sandbox local or ssh a task's cwd must be one, at its base commit)") + " >&2; false; " +
+		"else git clone -q --no-hardlinks " + q(t.Cwd) + " " + cloneDir + " && cd " + cloneDir
 	if t.BaseCommit != "" {
-		s += " && git checkout -q " + q(t.BaseCommit)
+		s += " && { git checkout -q " + q(t.BaseCommit) + " || { echo " + q("the task's repository "+t.Cwd+" lacks its base commit "+t.BaseCommit) + " >&2; false; }; }"
 	}
-	return "{ " + s + "; }"
+	return "{ " + s + "; fi; }"
 }
