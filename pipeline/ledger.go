@@ -130,10 +130,14 @@ var hashSeed = maphash.MakeSeed()
 // previous hit is tried first, and then the previous hit itself (a resumed
 // run looks each key up more than once): a sequential read instead of a
 // hash probe.
-func (ix *ledgerIndex) find(key string) (uint32, bool) {
-	n := ix.next.Load()
+func (ix *ledgerIndex) find(key string) (uint32, bool) { return ix.findFrom(&ix.next, key) }
+
+// findFrom is find with the hint next: a reader going through the keys
+// apart from the runtime's (a count at the same time) keeps its own.
+func (ix *ledgerIndex) findFrom(next *atomic.Uint32, key string) (uint32, bool) {
+	n := next.Load()
 	if int(n) < len(ix.entries) && ix.entries[n].key == key {
-		ix.next.Store(n + 1)
+		next.Store(n + 1)
 		return n, true
 	}
 	if n > 0 && int(n) <= len(ix.entries) && ix.entries[n-1].key == key {
@@ -141,7 +145,7 @@ func (ix *ledgerIndex) find(key string) (uint32, bool) {
 	}
 	i, ok := ix.findHashed(key)
 	if ok {
-		ix.next.Store(i + 1)
+		next.Store(i + 1)
 	}
 	return i, ok
 }

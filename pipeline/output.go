@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
@@ -619,7 +620,28 @@ func (o *Output) Done(key string) bool {
 	o.mu.RLock()
 	oc, ok := o.ix.lookup(key)
 	o.mu.RUnlock()
+	return o.isDone(oc, ok)
+}
+
+func (o *Output) isDone(oc schemas.Outcome, ok bool) bool {
 	return ok && !oc.Retryable() && !o.retry[oc] && oc != outdir.Pruned
+}
+
+// doneReader returns Done for one reader going through the keys in input
+// order (DoneSkipper): it keeps its own place in the ledger, so two readers
+// at once do not undo each other's sequential lookups.
+func (o *Output) doneReader() func(key string) bool {
+	next := new(atomic.Uint32)
+	return func(key string) bool {
+		o.mu.RLock()
+		i, ok := o.ix.findFrom(next, key)
+		var oc schemas.Outcome
+		if ok {
+			oc = o.ix.outcomes[o.ix.entries[i].outcome]
+		}
+		o.mu.RUnlock()
+		return o.isDone(oc, ok)
+	}
 }
 
 // Settled reports whether key's latest ledger outcome is final, whether or

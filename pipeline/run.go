@@ -33,17 +33,27 @@ type Sizer interface {
 	Total() int
 }
 
+// SizerContext is a Sizer whose count stops early, returning -1, once ctx
+// is done. Run counts in the background, while it passes over the records
+// the folder already holds, and waits for the count before the first record
+// it runs.
+type SizerContext interface {
+	TotalContext(ctx context.Context) int
+}
+
 // DoneSkipper is implemented by sources that can pass over the records the
 // output folder marks done more cheaply than by reading them whole (a
-// resumed run of a finished folder reads mostly such records). Run gives it
-// the folder's predicate (Output.Done, which keeps no reference to the key
-// it is asked about) before Total and the first Next. A
-// record the source yields for a key the predicate called done is skipped
-// by Run, so it needs only Key, PromptIndex and Sample; Run keeps no
-// reference to a record it skips nor to its key, so their memory may be
-// reused once Next is called again.
+// resumed run of a finished folder reads mostly such records). Run gives it,
+// before Total and the first Next, a maker of the folder's "key is done"
+// predicate: each call returns one predicate for one reader (Next, or a
+// Total counting at the same time), which keeps its own place in the
+// ledger and no reference to the key it is asked about. A record the
+// source yields for a key the predicate called done is skipped by Run, so
+// it needs only Key, PromptIndex and Sample; Run keeps no reference to a
+// record it skips nor to its key, so their memory may be reused once Next
+// is called again.
 type DoneSkipper interface {
-	SkipDone(done func(key string) bool)
+	SkipDone(done func() func(key string) bool)
 }
 
 // SliceSource returns a Source yielding recs in order. It is for tests and for
@@ -217,6 +227,11 @@ type runner struct {
 
 	// Written by the writer goroutine only, read after it ends.
 	written, ok, failed, filtered, paused int
+
+	// counted is closed once the progress total is known (count); started
+	// (dispatch's goroutine only) once the first record was sent to work.
+	counted <-chan struct{}
+	started bool
 }
 
 func (r *runner) fatal(err error) {
@@ -267,12 +282,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	}
 
 	if ds, ok := src.(DoneSkipper); ok {
-		ds.SkipDone(out.Done)
+		ds.SkipDone(out.doneReader)
 	}
-	if sz, ok := src.(Sizer); ok {
-		r.prog.setTotal(int64(sz.Total()))
-	}
-	r.prog.start()
+	r.counted = r.count(runCtx, src)
 	results := make(chan []pending, 2*opts.Workers)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- r.writeLoop(results) }()
@@ -287,6 +299,8 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 
 	p := pool.New().WithMaxGoroutines(opts.Workers)
 	eof := r.dispatch(runCtx, stageCtx, src, p, results, &sum)
+	<-r.counted // the count stops with runCtx
+	r.prog.start()
 	if eof {
 		r.prog.setTotal(int64(sum.Read))
 	}
@@ -409,6 +423,19 @@ produce:
 		if opts.Budget.Reached() { // checked after the skips: a finished folder has nothing to stop
 			break
 		}
+		if !r.started {
+			// The first record to run: the count goes first, so the first
+			// progress line has the total, ETA and projected spend.
+			select {
+			case <-r.counted:
+			case <-runCtx.Done():
+				break produce
+			case <-opts.Stop:
+				break produce
+			}
+			r.prog.start()
+			r.started = true
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-runCtx.Done():
@@ -429,6 +456,28 @@ produce:
 		})
 	}
 	return eof
+}
+
+// count counts src's records for the progress total in the background
+// (Sizer; SizerContext stops with ctx). The channel is closed once the
+// total is set, or at once when src cannot count.
+func (r *runner) count(ctx context.Context, src Source) <-chan struct{} {
+	done := make(chan struct{})
+	var total func() int
+	switch sz := src.(type) {
+	case SizerContext:
+		total = func() int { return sz.TotalContext(ctx) }
+	case Sizer:
+		total = sz.Total
+	default:
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		r.prog.setTotal(int64(total()))
+	}()
+	return done
 }
 
 // skip reports whether rec needs no work: the input check set it aside

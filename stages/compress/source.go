@@ -190,8 +190,13 @@ func OpenSource(opts SourceOptions) *Source {
 // options (bad rows and another shard's rows left out, no reject reported
 // twice); with any compressed, Parquet or run-folder input the count would
 // cost a second full decode, so it returns -1 (unknown) and the total comes
-// when the inputs are exhausted. Call it before the first Next.
-func (s *Source) Total() int {
+// when the inputs are exhausted. It may run while Next reads (it opens the
+// inputs apart).
+func (s *Source) Total() int { return s.TotalContext(context.Background()) }
+
+// TotalContext is Total, returning -1 once ctx is done
+// (pipeline.SizerContext).
+func (s *Source) TotalContext(ctx context.Context) int {
 	for _, in := range s.opts.Inputs {
 		if in.Kind != KindJSONL {
 			return -1
@@ -201,7 +206,7 @@ func (s *Source) Total() int {
 	defer c.Close()
 	n := 0
 	for {
-		_, err := c.Next(context.Background())
+		_, err := c.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return n
 		}

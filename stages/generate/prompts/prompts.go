@@ -55,7 +55,8 @@ type Source struct {
 	head    int
 	ids     map[string]int // explicit id -> first line
 	rows    int
-	done    func(key string) bool // set by SkipDone
+	done    func() func(key string) bool // set by SkipDone
+	isDone  func(key string) bool        // Next's predicate, from done
 	// keyBuf, keys, keyEnds, scratch and scratchPtr are reused by doneLine.
 	keyBuf     []byte
 	keys       []byte
@@ -94,8 +95,12 @@ func (s *Source) Close() error { return s.f.Close() }
 // one streamed pass over the file with the same options (samples, filter,
 // line limit, cwd check; bad lines are not counted and not reported twice),
 // holding one line at a time. It returns -1 when the file cannot be read.
-// Call it before the first Next.
-func (s *Source) Total() int {
+// It may run while Next reads (it has its own file and predicate).
+func (s *Source) Total() int { return s.TotalContext(context.Background()) }
+
+// TotalContext is Total, returning -1 once ctx is done
+// (pipeline.SizerContext).
+func (s *Source) TotalContext(ctx context.Context) int {
 	opts := s.opts
 	opts.Reject = nil
 	c, err := Open(s.path, opts)
@@ -103,10 +108,10 @@ func (s *Source) Total() int {
 		return -1
 	}
 	defer c.Close()
-	c.done = s.done
+	c.SkipDone(s.done)
 	n := 0
 	for {
-		_, err := c.Next(context.Background())
+		_, err := c.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return n
 		}
@@ -117,21 +122,27 @@ func (s *Source) Total() int {
 	}
 }
 
-// SkipDone (pipeline.DoneSkipper) gives the source the output folder's
-// "this key is done" predicate. A line that cannot hold an id (no `"id"` and
+// SkipDone (pipeline.DoneSkipper) gives the source a maker of the output
+// folder's "this key is done" predicate (one for Next, one for each count of
+// Total, which may run at the same time). A line that cannot hold an id (no `"id"` and
 // no escape in its text) and whose every sample's key is done is then not
 // parsed: its key is a hash of its text and position, so a done key means
 // this very line was valid when it ran. Its records carry only Key,
 // PromptIndex and Sample, which is all the runtime reads of a record it
 // skips. Resuming a finished 1,000,000-row run reads the file this way.
-func (s *Source) SkipDone(done func(key string) bool) { s.done = done }
+func (s *Source) SkipDone(done func() func(key string) bool) {
+	s.done, s.isDone = done, nil
+	if done != nil {
+		s.isDone = done()
+	}
+}
 
 // doneLine returns the records of a line SkipDone lets pass unparsed, or
 // false when the line must be parsed. Run keeps no reference to a record it
 // skips nor to its key, so the records and their keys live in memory the
 // next such line reuses: passing over a done line allocates nothing.
 func (s *Source) doneLine(index int, trimmed []byte) ([]*schemas.Record, bool) {
-	if s.done == nil || bytes.IndexByte(trimmed, '\\') >= 0 || bytes.Contains(trimmed, []byte(`"id"`)) {
+	if s.isDone == nil || bytes.IndexByte(trimmed, '\\') >= 0 || bytes.Contains(trimmed, []byte(`"id"`)) {
 		return nil, false
 	}
 	s.keyBuf = schemas.AppendRowKeyPrefix(s.keyBuf[:0], index, trimmed)
@@ -139,7 +150,7 @@ func (s *Source) doneLine(index int, trimmed []byte) ([]*schemas.Record, bool) {
 	s.keys, s.keyEnds = s.keys[:0], s.keyEnds[:0]
 	for sample := range s.opts.Samples {
 		s.keyBuf = strconv.AppendInt(s.keyBuf[:prefix], int64(sample), 10)
-		if !s.done(bytesView(s.keyBuf)) {
+		if !s.isDone(bytesView(s.keyBuf)) {
 			return nil, false
 		}
 		s.keys = append(s.keys, s.keyBuf...)

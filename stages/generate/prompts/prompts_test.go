@@ -311,7 +311,7 @@ func TestSkipDonePassesOverDoneLinesWithTheirKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	src.SkipDone(func(key string) bool { return done[key] })
+	src.SkipDone(func() func(string) bool { return func(key string) bool { return done[key] } })
 	if got := src.Total(); got != len(want) {
 		t.Fatalf("Total %d, want %d", got, len(want))
 	}
