@@ -63,6 +63,9 @@ type ModeSpec struct {
 	// UsageField/CostField where a record keeps the mode's own usage and
 	// cost (see OutputOptions).
 	UsageField, CostField string
+	// CallsField is where a record keeps how many model calls the mode
+	// made (see OutputOptions).
+	CallsField string
 	// InputCheck compares the input with the ledger on resume (changed rows,
 	// keys no longer in the input); modes whose input can change set it.
 	InputCheck InputCheck
@@ -117,6 +120,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		OutcomeDefault: spec.OutcomeDefault,
 		UsageField:     spec.UsageField,
 		CostField:      spec.CostField,
+		CallsField:     spec.CallsField,
 		InputCheck:     spec.InputCheck,
 		Artifacts:      spec.Artifacts,
 		VerifyShards:   cfg.VerifyShards,

@@ -76,6 +76,9 @@ type OutputOptions struct {
 	// holding the mode's own usage and cost, for Stats (see
 	// outdir.Manifest.UsageField).
 	UsageField, CostField string
+	// CallsField is the dotted path of the record member holding how many
+	// model calls the mode made, for Stats (see outdir.Manifest.CallsField).
+	CallsField string
 	// InputCheck makes Run compare the input with the ledger on resume
 	// (changed rows, keys no longer in the input).
 	InputCheck InputCheck
@@ -292,6 +295,9 @@ func (o *Output) setManifest(man Manifest, hasMan bool) error {
 	}
 	if o.opts.CostField != "" {
 		man.UsageField, man.CostField = o.opts.UsageField, o.opts.CostField
+	}
+	if o.opts.CallsField != "" {
+		man.CallsField = o.opts.CallsField
 	}
 	man.Artifacts = appendNew(man.Artifacts, o.opts.Artifacts)
 	man.UpdatedAt = now

@@ -55,8 +55,14 @@ type Manifest struct {
 	// does, declares where it puts what its own calls used and cost); stats
 	// sum them. A record without either member
 	// made no call of the mode and costs $0.
-	UsageField string    `json:"usage_field,omitempty"`
-	CostField  string    `json:"cost_field,omitempty"`
+	UsageField string `json:"usage_field,omitempty"`
+	CostField  string `json:"cost_field,omitempty"`
+	// CallsField names the record member, as a dotted path, that holds how
+	// many model calls the mode itself made for the record, when it differs
+	// from "api_calls" (compress: its summary calls, not the input's
+	// rollout calls); stats count it. A record without the member made no
+	// call of the mode.
+	CallsField string    `json:"calls_field,omitempty"`
 	Runs       int       `json:"runs"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`

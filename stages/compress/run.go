@@ -97,6 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		OutcomeDefault: OutcomeUnderTarget,
 		UsageField:     UsageField,
 		CostField:      CostField,
+		CallsField:     CallsField,
 		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile, InputsFile},
 		Open:           cr.open,
 		Finish:         cr.finish,
