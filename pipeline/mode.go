@@ -28,8 +28,8 @@ type RunConfig struct {
 	// live records, not only its size (OutputOptions.VerifyShards).
 	VerifyShards bool
 	// MaxCost caps what the folder's runs spend, in US dollars (0 = no
-	// cap): every run and --resume of the folder counts, from the cost the
-	// ledger holds (Output.Spent), so a crash cannot reset it. See
+	// cap): every run and --resume of the folder counts, from what its
+	// spend journal holds (Output.Spent), so a crash cannot reset it. See
 	// Options.Budget for what happens when it is reached, and Grace.
 	MaxCost float64
 	Grace   time.Duration
@@ -78,6 +78,16 @@ type ModeSpec struct {
 	// open (also after an interrupt or a fatal error, so a mode's own files
 	// stay in step with what was committed). Its error is returned.
 	Finish func(out *Output, sum Summary) error
+}
+
+// runBudget is the budget of a mode's run: the cap max over what the
+// folder spent, or without a cap a meter, so the spend journal counts
+// every run and a later run with a cap starts from it.
+func runBudget(max, spent float64) *cost.Budget {
+	if b := cost.NewBudget(max, spent); b != nil {
+		return b
+	}
+	return cost.NewMeter(spent)
 }
 
 // ModeResult is what RunMode did.
@@ -146,7 +156,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		Stop:     cfg.Stop,
 		Progress: cfg.Progress,
 		Logger:   cfg.Logger,
-		Budget:   cost.NewBudget(cfg.MaxCost, out.Spent()),
+		Budget:   runBudget(cfg.MaxCost, out.Spent()),
 		Grace:    cfg.Grace,
 	}, src, stages, out)
 	res.Summary = sum

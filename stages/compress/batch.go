@@ -333,12 +333,14 @@ func (r *journalResult) response() llm.Response {
 }
 
 // hold charges the run budget, at the start of a run (the compress
-// stage's Preflight), with what the journal says was spent or is being
-// spent but is not in the ledger: every request of a row not done that a
-// batch answered (its real cost) or that is in a batch not yet collected
-// (its projected cost, journalled with its group). A --resume thus counts
-// a killed or capped run's batches against --max-cost; each is replaced by
-// the real cost when its row takes the reply.
+// stage's Preflight), with what the batch journal says was spent or is
+// being spent but is not in the ledger: every request of a row not done
+// that a batch answered (its real cost, charged once over the folder's
+// runs by its custom_id: the spend journal may hold it already) or that
+// is in a batch not yet collected (its projected cost, journalled with its
+// group, held whatever the cap: it is paid for already). A --resume thus
+// counts a killed or capped run's batches against --max-cost; a held
+// projection is replaced by the real cost when its row takes the reply.
 func (b *batcher) hold(budget *cost.Budget, done func(key string) bool) {
 	if budget == nil || b.o.meter.price == nil {
 		return
@@ -350,18 +352,27 @@ func (b *batcher) hold(budget *cost.Budget, done func(key string) bool) {
 		if key == "" || done(key) || r.reserved > 0 {
 			continue
 		}
-		var usd float64
 		switch {
 		case isClosed(r.done) && r.err == nil:
-			usd = b.o.meter.cost(r.resp)
-		case !isClosed(r.done) && r.group != nil:
-			usd = r.projected
-		}
-		if usd > 0 {
-			budget.Adjust(key, 0, usd)
-			r.reserved = usd
+			// Answered: paid, charged now unless a run already did.
+			budget.AdjustOnce(key, callOfID(id), id, 0, b.o.meter.cost(r.resp))
+		case !isClosed(r.done) && r.group != nil && r.projected > 0:
+			// In a batch not collected yet: paid once it ends.
+			budget.Hold(key, r.projected)
+			r.reserved = r.projected
 		}
 	}
+}
+
+// callOfID is the call number of a custom_id made by requestID (0 when id
+// is not one).
+func callOfID(id string) int {
+	parts := strings.Split(id, "/")
+	if len(parts) < 4 {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[len(parts)-3])
+	return n
 }
 
 // rowOfID is the row key of a custom_id made by requestID ("" when id is
@@ -431,7 +442,7 @@ func (b *batcher) summary(ctx context.Context, rc *rowCall, req llm.Request) (ll
 			if r.err == nil {
 				used = b.o.meter.cost(r.resp)
 			}
-			budget.Adjust(rc.key, r.reserved, used)
+			budget.AdjustOnce(rc.key, rc.n, id, r.reserved, used)
 			r.reserved = 0
 			b.mu.Unlock()
 			if r.err == nil {
@@ -472,7 +483,7 @@ func (b *batcher) summary(ctx context.Context, rc *rowCall, req llm.Request) (ll
 				}
 				line, err := llm.Line(id, body)
 				if err != nil {
-					budget.Adjust(rc.key, usd, 0)
+					budget.Adjust(rc.key, rc.n, usd, 0)
 					b.mu.Unlock()
 					return llm.Response{}, err
 				}
@@ -534,7 +545,7 @@ func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm
 	if err == nil {
 		used = b.o.meter.cost(resp)
 	}
-	budget.Adjust(key, usd, used)
+	budget.Adjust(key, rc.n, usd, used)
 	return resp, err
 }
 
