@@ -61,6 +61,11 @@ type BatchOptions struct {
 	// BatchFallbackDirect.
 	Direct   llm.Client
 	Fallback string
+	// DirectWorkers bounds the direct calls of the fallback made at once
+	// (0: no bound). Run sets it to --workers: under the Batch API a
+	// worker is a direct call, not a row waiting on a batch (see
+	// BatchRowsInFlight).
+	DirectWorkers int
 	// MaxRequests and MaxBytes split the requests into batches (defaults
 	// llm.BatchMaxRequests and llm.BatchMaxBytes).
 	MaxRequests int
@@ -201,10 +206,12 @@ type group struct {
 // n-th call gets the custom_id KEY/n/HASH/ATTEMPT, so a rerun of the same
 // row after a crash asks for the same ids and finds them in the journal.
 type batcher struct {
-	o    BatchOptions
-	j    *outdir.Journal
-	ctx  context.Context // the batcher's life; ended by close
-	hard context.Context // the run's own context: a hard stop ends every wait
+	o BatchOptions
+	j *outdir.Journal
+	// slots bounds the direct calls at once (o.DirectWorkers; nil: none).
+	slots chan struct{}
+	ctx   context.Context // the batcher's life; ended by close
+	hard  context.Context // the run's own context: a hard stop ends every wait
 
 	mu      sync.Mutex
 	reqs    map[string]*request
@@ -241,6 +248,9 @@ func openBatcher(ctx context.Context, dir string, fresh bool, o BatchOptions) (*
 		wake: make(chan struct{}, 1), poke: make(chan struct{}, 1), export: map[string]bool{}}
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.hard = ctx
+	if o.DirectWorkers > 0 {
+		b.slots = make(chan struct{}, o.DirectWorkers)
+	}
 	if err := b.load(path); err != nil {
 		_ = j.Close()
 		return nil, err
@@ -533,8 +543,16 @@ func (b *batcher) wait(ctx context.Context, id string, done <-chan struct{}) err
 
 // direct answers req with a direct call (--batch-fallback direct), within
 // the run budget: its projected cost at direct prices is reserved first and
-// replaced by what it cost.
+// replaced by what it cost. It waits for one of o.DirectWorkers slots.
 func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm.Response, error) {
+	if b.slots != nil {
+		select {
+		case b.slots <- struct{}{}:
+			defer func() { <-b.slots }()
+		case <-ctx.Done():
+			return llm.Response{}, fmt.Errorf("batch fallback: %w", ctx.Err())
+		}
+	}
 	budget, key := rc.budget, rc.key
 	usd := b.o.meter.projected(req, false)
 	if err := budget.Reserve(key, usd); err != nil {
