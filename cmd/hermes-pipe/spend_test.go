@@ -236,3 +236,40 @@ func TestCompressMaxCostCountsSpendInFlightAtKill(t *testing.T) {
 	}
 	mustVerify(t, out)
 }
+
+// TestSWEMaxCostCountsSpendAtKill: swe's agent calls spend through the
+// same journal: a task killed with SIGKILL after three of its seven calls
+// (nothing committed) leaves them in spend.jsonl, so a --resume capped at
+// what they cost less one call (the one in flight at the kill may be
+// missing) is at the cap at once and makes no model call; before the
+// journal it started from the empty ledger and ran the task again.
+func TestSWEMaxCostCountsSpendAtKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	bin := buildBinary(t)
+	m, url := startMetered(t, fakellm.Config{Latency: 50 * time.Millisecond, Scripts: mustScripts(t, sweLoopScript)})
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"swe", "--task", "loop swe", "--out", out, "--base-url", url, "--model", "m", "--sandbox", "local",
+		"--progress", "none", "--price-in", fmt.Sprint(budgetPriceIn), "--price-out", fmt.Sprint(budgetPriceOut)}
+	if !killWhen(t, bin, args, func() bool { n, _, _ := m.calls(); return n >= 3 }) {
+		t.Fatal("the task ended before its third call: the test proves nothing")
+	}
+	journalAfterKill(t, out, m, 1, 1)
+	n, billed, most := m.calls()
+	if n >= 7 {
+		t.Fatalf("%d calls before the kill: the task was done", n)
+	}
+	res := exec.Command(bin, append(args, "--resume", "--max-cost", fmt.Sprint(billed-most))...)
+	b, err := res.CombinedOutput()
+	if code := res.ProcessState.ExitCode(); code != exitBudget {
+		t.Fatalf("resume capped at what the killed run spent: exit %d (%v), want %d:\n%s", code, err, exitBudget, b)
+	}
+	if n2, _, _ := m.calls(); n2 != n {
+		t.Errorf("the resume made %d model calls with the cap already spent", n2-n)
+	}
+	mustVerify(t, out)
+}
