@@ -32,8 +32,8 @@ type RunConfig struct {
 	// live records, not only its size (OutputOptions.VerifyShards).
 	VerifyShards bool
 	// MaxCost caps what the folder's runs spend, in US dollars (0 = no
-	// cap): every run and --resume of the folder counts, from the cost the
-	// ledger holds (Output.Spent), so a crash cannot reset it. See
+	// cap): every run and --resume of the folder counts, from what its
+	// spend journal holds (Output.Spent), so a crash cannot reset it. See
 	// Options.Budget for what happens when it is reached, and Grace.
 	MaxCost float64
 	Grace   time.Duration
@@ -74,6 +74,9 @@ type ModeSpec struct {
 	// UsageField/CostField where a record keeps the mode's own usage and
 	// cost (see OutputOptions).
 	UsageField, CostField string
+	// CallsField is where a record keeps how many model calls the mode
+	// made (see OutputOptions).
+	CallsField string
 	// InputCheck compares the input with the ledger on resume (changed rows,
 	// keys no longer in the input); modes whose input can change set it.
 	InputCheck InputCheck
@@ -86,6 +89,16 @@ type ModeSpec struct {
 	// open (also after an interrupt or a fatal error, so a mode's own files
 	// stay in step with what was committed). Its error is returned.
 	Finish func(out *Output, sum Summary) error
+}
+
+// runBudget is the budget of a mode's run: the cap max over what the
+// folder spent, or without a cap a meter, so the spend journal counts
+// every run and a later run with a cap starts from it.
+func runBudget(max, spent float64) *cost.Budget {
+	if b := cost.NewBudget(max, spent); b != nil {
+		return b
+	}
+	return cost.NewMeter(spent)
 }
 
 // ModeResult is what RunMode did.
@@ -128,6 +141,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		OutcomeDefault: spec.OutcomeDefault,
 		UsageField:     spec.UsageField,
 		CostField:      spec.CostField,
+		CallsField:     spec.CallsField,
 		InputCheck:     spec.InputCheck,
 		Artifacts:      spec.Artifacts,
 		VerifyShards:   cfg.VerifyShards,
@@ -155,7 +169,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		Stop:      cfg.Stop,
 		Progress:  cfg.Progress,
 		Logger:    cfg.Logger,
-		Budget:    cost.NewBudget(cfg.MaxCost, out.Spent()),
+		Budget:    runBudget(cfg.MaxCost, out.Spent()),
 		Grace:     cfg.Grace,
 		BatchSize: cfg.BatchSize,
 	}, src, stages, out)

@@ -80,6 +80,9 @@ type OutputOptions struct {
 	// holding the mode's own usage and cost, for Stats (see
 	// outdir.Manifest.UsageField).
 	UsageField, CostField string
+	// CallsField is the dotted path of the record member holding how many
+	// model calls the mode made, for Stats (see outdir.Manifest.CallsField).
+	CallsField string
 	// InputCheck makes Run compare the input with the ledger on resume
 	// (changed rows, keys no longer in the input).
 	InputCheck InputCheck
@@ -154,6 +157,12 @@ type Output struct {
 	rejects []schemas.Reject
 
 	budget *cost.Budget // the run's cap, told of each commit; nil = none
+	spend  *spendLog    // the spend journal the budget writes
+	// spentOpen is what the folder's runs had spent when it was opened
+	// (the spend journal, at least the ledger's cost_usd); spendIDs the
+	// named calls they charged.
+	spentOpen float64
+	spendIDs  map[string]bool
 
 	adopted   int // orphan shards adopted on open
 	lost      int // live records found lost on open, to be redone
@@ -235,6 +244,12 @@ func (o *Output) open() error {
 	if o.opts.InputCheck.Enabled {
 		o.inputs = newInputCheck(o.opts.InputCheck, o.ix)
 	}
+	spend, sp, err := openSpend(o.dir)
+	if err != nil {
+		return err
+	}
+	o.spend, o.spendIDs = spend, sp.IDs
+	o.spentOpen = max(sp.USD, o.ix.cost)
 	if err := o.writeManifest(); err != nil {
 		return err
 	}
@@ -301,6 +316,9 @@ func (o *Output) setManifest(man Manifest, hasMan bool) error {
 	}
 	if o.opts.CostField != "" {
 		man.UsageField, man.CostField = o.opts.UsageField, o.opts.CostField
+	}
+	if o.opts.CallsField != "" {
+		man.CallsField = o.opts.CallsField
 	}
 	man.Artifacts = appendNew(man.Artifacts, o.opts.Artifacts)
 	man.UpdatedAt = now
@@ -372,7 +390,7 @@ func (o *Output) noLinks() error {
 // removeRun deletes the files of a previous run, data first and run.json
 // last, so an interrupted overwrite can simply be repeated.
 func (o *Output) removeRun() error {
-	for _, name := range []string{DataDir, FailedDir, LedgerFile, RejectsFile, StatisticsFile, ManifestFile} {
+	for _, name := range []string{DataDir, FailedDir, LedgerFile, RejectsFile, StatisticsFile, outdir.SpendFile, ManifestFile} {
 		if err := os.RemoveAll(filepath.Join(o.dir, name)); err != nil {
 			return fmt.Errorf("overwrite %s: %w", o.dir, err)
 		}
@@ -654,13 +672,17 @@ func (o *Output) Settled(key string) bool {
 	return ok && !oc.Retryable()
 }
 
-// Spent returns what the runs of the folder have spent, in US dollars: the
-// sum of the ledger lines' cost_usd, attempts that --resume later redid
-// included. It survives any crash, being read from what was committed.
+// Spent returns what the runs of the folder had spent when it was opened,
+// in US dollars: what the spend journal (outdir.SpendFile) says, every
+// call that returned whether or not its row was committed, attempts that
+// --resume later redid included; never less than the sum of the ledger
+// lines' cost_usd (a folder from before the journal counts that). A crash
+// loses at most the calls in flight, and a machine crash the last second
+// of calls.
 func (o *Output) Spent() float64 {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.ix.cost
+	return max(o.spentOpen, o.ix.cost)
 }
 
 // Keys returns how many distinct keys the ledger holds.
@@ -701,6 +723,7 @@ func (o *Output) Close() error {
 	if o.ledger != nil {
 		errs = append(errs, o.ledger.Close())
 	}
+	errs = append(errs, o.spend.end(), o.spend.close())
 	if o.lock != nil {
 		errs = append(errs, unlockDir(o.lock))
 	}
@@ -801,6 +824,10 @@ func (o *Output) commit(b *batch) error {
 			line.Rows = append(line.Rows, ledgerRow{Key: r.key, Outcome: r.outcome, PromptIndex: r.pi, Sample: r.sample, Len: -1})
 		}
 	}
+	// The calls of the rows are durable before their commit is.
+	if err := o.spend.sync(); err != nil {
+		return fmt.Errorf("commit shard %s: %w", line.Shard, err)
+	}
 	if err := o.appendLedger(line); err != nil {
 		return fmt.Errorf("commit shard %s: %w", line.Shard, err)
 	}
@@ -813,7 +840,7 @@ func (o *Output) commit(b *batch) error {
 		for i, r := range line.Rows {
 			keys[i] = r.Key
 		}
-		o.budget.Settle(keys, line.CostUSD)
+		o.budget.Settle(keys)
 	}
 	return nil
 }

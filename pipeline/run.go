@@ -311,6 +311,9 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	}
 	closeStages()
 	r.prog.stop()
+	if err := out.spend.end(); err != nil {
+		r.fatal(err)
+	}
 
 	if out.inputs != nil && r.fatalErr == nil {
 		if err := out.inputs.finish(out, eof, &sum); err != nil {
@@ -339,6 +342,9 @@ func claimOutput(opts Options, src Source, out *Output) error {
 	out.used = true
 	out.budget = opts.Budget
 	out.man.Runs++
+	if opts.Budget != nil && out.spend != nil {
+		out.spend.begin(opts.Budget, out.man.Runs, out.Spent(), out.spendIDs)
+	}
 	return nil
 }
 

@@ -166,8 +166,8 @@ func Stats(dir string) (Statistics, error) {
 
 // statsFromIndex computes the statistics of the live records of ix; check
 // compares each shard with its ledger line first (see eachLive). The
-// outcomes counted, and the usage and cost summed, are the mode's own
-// (Manifest.ModeOutcome, Manifest.ModeSpend).
+// outcomes counted, and the calls, usage and cost summed, are the mode's own
+// (Manifest.ModeOutcome, Manifest.ModeCalls, Manifest.ModeSpend).
 func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
 	st := NewStatistics()
 	if man != nil && man.Retries != nil {
@@ -198,7 +198,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 			st.Partial++
 		}
 		man.ModeSpend(line, &r.Usage, &r.CostUSD)
-		st.APICalls += int64(r.APICalls)
+		st.APICalls += int64(man.ModeCalls(line, r.APICalls))
 		st.Usage.Add(r.Usage)
 		if r.CostUSD != nil {
 			st.Cost.TotalUSD += *r.CostUSD

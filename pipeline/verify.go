@@ -64,7 +64,8 @@ func (r VerifyReport) WriteText(w io.Writer) error {
 // key, outcome, position and length; every record is schema-valid (key,
 // known outcome, prompt_index, sample, conversations with valid roles) and in
 // the folder its outcome belongs to; no key has two final records; every shard
-// file is in the ledger; and no temp or unknown file is left. It returns an
+// file is in the ledger; the spend journal's lines parse (a torn last one
+// aside); and no temp or unknown file is left. It returns an
 // error only when the folder cannot be read at all; defects are listed in the
 // report. It reads every shard once.
 func Verify(dir string) (VerifyReport, error) {
@@ -94,7 +95,17 @@ func Verify(dir string) (VerifyReport, error) {
 		return v.rep, err
 	}
 	v.files()
+	v.spend()
 	return v.rep, nil
+}
+
+// spend checks the spend journal (outdir.SpendFile) line by line: a torn
+// last line is what a kill -9 mid-write leaves, cut by the next run, and
+// not a defect.
+func (v *verifier) spend() {
+	if _, err := outdir.ReadSpend(v.dir); err != nil {
+		v.add(outdir.SpendFile, 0, "%v", err)
+	}
 }
 
 type verifier struct {
@@ -371,7 +382,7 @@ func (v *verifier) files() {
 		v.add(".", 0, "unreadable: %v", err)
 		return
 	}
-	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true}
+	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true, outdir.SpendFile: true}
 	for _, a := range v.artifacts {
 		allowed[a] = true
 	}

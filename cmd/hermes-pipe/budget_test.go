@@ -229,8 +229,8 @@ func TestMaxCostStopsWithinOvershootAndResumes(t *testing.T) {
 }
 
 // TestMaxCostSurvivesKillNine: a run killed with SIGKILL mid-run and
-// resumed with the same cap stops at the cap counted over both runs, and a
-// further --resume makes no model call.
+// resumed with the same cap stops at the cap counted over both runs (what
+// the fake billed), and a further --resume makes no model call.
 func TestMaxCostSurvivesKillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -269,10 +269,16 @@ func TestMaxCostSurvivesKillNine(t *testing.T) {
 	if code := res.ProcessState.ExitCode(); code != exitBudget {
 		t.Fatalf("resume after kill -9: exit %d (%v), want %d:\n%s", code, err, exitBudget, b)
 	}
-	_, _, most := m.calls()
-	spent := ledgerSpent(t, out)
-	if spent < maxCost || spent-maxCost > 2*most {
-		t.Errorf("spent $%.6f over both runs; want the cap $%v plus at most 2 calls of $%.6f", spent, maxCost, most)
+	// What was spent is what the fake billed: the spend journal counts the
+	// calls of rows the kill left uncommitted, so the ledger may hold less.
+	// The calls in flight at the kill (one per worker) and at the cap (one
+	// per worker) may pass it.
+	_, billed, most := m.calls()
+	if billed < maxCost || billed-maxCost > 4*most {
+		t.Errorf("billed $%.6f over both runs; want the cap $%v plus at most 4 calls of $%.6f", billed, maxCost, most)
+	}
+	if spent := ledgerSpent(t, out); spent > billed+1e-9 {
+		t.Errorf("the ledger holds $%.6f, more than the $%.6f billed", spent, billed)
 	}
 	before, _, _ := m.calls()
 	again := exec.Command(bin, append(base, "--resume")...)

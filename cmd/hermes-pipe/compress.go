@@ -63,7 +63,7 @@ func compressCommand() *cli.Command {
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the report as JSON"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: compress.DefaultMaxLineBytes, Usage: "longest input row accepted"},
 		&cli.IntFlag{Name: "max-bytes-in-flight", Value: compress.DefaultMaxBytesInFlight, Usage: "input bytes of the rows compressed at once; a longer row is compressed alone (bounds memory whatever --workers is)"},
-		&cli.BoolFlag{Name: "batch", Usage: "send the summary requests through the OpenAI Batch API (about half price, results within 24h); --workers then defaults to 4096 rows waiting at once"},
+		&cli.BoolFlag{Name: "batch", Usage: "send the summary requests through the OpenAI Batch API (about half price, results within 24h); rows waiting on a batch hold no worker (up to 4096 wait at once, their memory bounded by --max-bytes-in-flight): --workers then bounds only the direct calls of --batch-fallback direct"},
 		&cli.StringFlag{Name: "batch-fallback", Usage: "requests that failed in --batch-attempts batches: \"\" fails the summary (summary_failed, --resume tries again), direct sends them as direct calls"},
 		&cli.IntFlag{Name: "batch-attempts", Value: 3, Usage: "batches one request may fail in before --batch-fallback applies"},
 		&cli.IntFlag{Name: "batch-max-requests", Value: llm.BatchMaxRequests, Usage: "requests per batch at most (the API's limit is 50,000)"},
@@ -165,9 +165,6 @@ func runCompress(c *cli.Context) error {
 		return err
 	}
 	defer r.close()
-	if batch.API && !c.IsSet("workers") {
-		r.cfg.Workers = 4096 // rows wait on batches, not on workers
-	}
 	if batch.API && c.String("progress") != "none" {
 		batch.Status = c.App.ErrWriter
 	}

@@ -441,3 +441,38 @@ func TestCompressBatchRetriesCounted(t *testing.T) {
 		t.Fatalf("no batch reached the fake")
 	}
 }
+
+// TestCompressBatchNotBoundByWorkers: under --batch a row waiting on its
+// batch holds no worker, so `--workers 8` over 275 rows still sends their
+// summary requests in one batch (not one per eight rows, each waiting its
+// own window) and every row is compressed. Counted from the outside: the
+// batches and requests the fake received.
+func TestCompressBatchNotBoundByWorkers(t *testing.T) {
+	const rows = 275
+	var lines []string
+	for i := range rows {
+		lines = append(lines, trajLine("w"+strconv.Itoa(i), 12, 200))
+	}
+	in := writePrompts(t, lines...)
+	fk, url := startFakeServer(t, fakellm.Config{SummaryWords: 40, BatchDelay: 3 * time.Second})
+	out := filepath.Join(t.TempDir(), "out")
+	start := time.Now()
+	code, _, errs := hpc(t, "compress", "--in", in, "--out", out, "--target-tokens", "1500", "--summary-tokens", "100",
+		"--base-url", url, "--model", "m", "--progress", "none", "--batch", "--workers", "8", "--batch-poll", "1s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	st := fk.Stats()
+	t.Logf("%d rows, --workers 8: %d batches of %d requests in all, %s (each batch answered 3s after its creation)",
+		rows, st.Batches, st.BatchRequests, time.Since(start).Round(100*time.Millisecond))
+	if st.BatchRequests != rows || st.Requests != 0 {
+		t.Fatalf("the fake got %d batch requests and %d direct calls, want one summary request per row in batches", st.BatchRequests, st.Requests)
+	}
+	if st.Batches > 2 {
+		t.Errorf("%d batches for %d requests: --workers 8 bounded the rows waiting on a batch", st.Batches, rows)
+	}
+	if recs := catRecords(t, out); len(recs) != rows {
+		t.Errorf("%d records, want %d", len(recs), rows)
+	}
+	mustVerify(t, out)
+}

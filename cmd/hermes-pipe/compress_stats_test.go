@@ -19,19 +19,21 @@ import (
 // cost_usd the input records carry (kept in the output as they were): its
 // cost equals compression_metrics.json's summarization cost, the ledger's
 // spend and what the fake billed; a row passed through under target costs
-// $0 and is counted priced.
+// $0 and is counted priced. Its api_calls are the summary calls, not the
+// input records' calls.
 func TestCompressStatisticsSumSummarySpend(t *testing.T) {
 	m, url := startMetered(t, fakellm.Config{SummaryWords: 40})
 	const rows = 3
 	withSpend := func(line string) string {
-		// The input's own spend (e.g. what generating it cost): 1000 tokens
-		// and $7 a row, which statistics.json must not count.
+		// The input's own spend (e.g. what generating it cost): 9 calls,
+		// 1000 tokens and $7 a row, which statistics.json must not count.
 		var r map[string]any
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
 		}
 		r["usage"] = map[string]any{"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000}
 		r["cost_usd"] = 7.0
+		r["api_calls"] = 9
 		b, _ := json.Marshal(r)
 		return string(b)
 	}
@@ -59,8 +61,9 @@ func TestCompressStatisticsSumSummarySpend(t *testing.T) {
 	}
 	readJSON(t, filepath.Join(out, "compression_metrics.json"), &cm)
 	var st struct {
-		Usage schemas.Usage `json:"usage"`
-		Cost  struct {
+		APICalls int           `json:"api_calls"`
+		Usage    schemas.Usage `json:"usage"`
+		Cost     struct {
 			TotalUSD        float64 `json:"total_usd"`
 			PricedRecords   int     `json:"priced_records"`
 			UnpricedRecords int     `json:"unpriced_records"`
@@ -76,6 +79,9 @@ func TestCompressStatisticsSumSummarySpend(t *testing.T) {
 		if math.Abs(v-billed) > 1e-9 || math.Round(v*100) != math.Round(billed*100) {
 			t.Errorf("%s says $%.9f, the fake billed $%.9f", name, v, billed)
 		}
+	}
+	if st.APICalls != n {
+		t.Errorf("statistics.json api_calls %d, the fake answered %d summary calls (the inputs' own calls are 9 a row)", st.APICalls, n)
 	}
 	if st.Usage != cm.Summarization.Usage {
 		t.Errorf("statistics.json usage %+v, compression_metrics.json summarization usage %+v", st.Usage, cm.Summarization.Usage)

@@ -12,46 +12,86 @@ import (
 // later --resume with a higher cap runs the record again.
 var ErrBudget = errors.New("run budget reached")
 
+// Journal receives every charge of a Budget as it is made: the output
+// folder's spend journal (pipeline), so what a run spent survives the run
+// being killed before its rows are committed. Budget calls it with its
+// mutex held, in the order of the charges.
+type Journal interface {
+	// Charged records that call number call of the record key cost usd;
+	// id, when not "", names the call across runs (a Batch API request,
+	// paid once however often its reply is read).
+	Charged(key string, call int, id string, usd float64)
+}
+
 // Budget is a run's spending cap and its meter. The runtime (pipeline.Run)
-// owns one per run: it starts from what the output folder's ledger says was
-// already spent, stages charge each model call as it returns (Charge; the
-// runtime hands the Budget to each stage that spends, pipeline.BudgetUser), and each commit moves a record's spend
-// from in flight to committed (Settle). Spent is committed plus in flight.
-// A nil *Budget is no cap: every method is a cheap no-op.
+// owns one per run: it starts from what the folder's runs had already
+// spent (the spend journal, pipeline.Output.Spent), stages charge each
+// model call as it returns (Charge, Adjust; the runtime hands the Budget to
+// each stage that spends, pipeline.BudgetUser), and every charge is
+// written to the Journal given to Keep. Spent is what the run started from,
+// plus every charge, plus the reservations of calls not answered yet
+// (Reserve, Hold). A record's commit (Settle) ends its reservations; its
+// charges stay spent: the journal, not the record, is what was paid.
+// A nil *Budget is no cap and no meter: every method is a cheap no-op.
 //
 // Its methods are safe for concurrent use; each takes one mutex.
 type Budget struct {
-	max float64
+	max float64 // 0: no cap (NewMeter), the spend is only metered
 
-	mu        sync.Mutex
-	committed float64            // what the ledger holds: at open, plus commits since
-	inflight  map[string]float64 // charged per record key, not yet committed
-	flying    float64            // sum of inflight
-	reached   chan struct{}      // closed once Spent reaches max
-	closed    bool
+	mu       sync.Mutex
+	spent    float64            // at the start plus every charge since
+	reserved map[string]float64 // reservations per record key, not answered yet
+	held     float64            // sum of reserved
+	ids      map[string]bool    // call ids charged, by this run or an earlier one
+	journal  Journal            // nil: charges are not journalled
+	reached  chan struct{}      // closed once Spent reaches max
+	closed   bool
 }
 
-// NewBudget returns a cap of max US dollars for a run that has already
-// committed spent. A max of 0 or less returns nil (no cap).
+// NewBudget returns a cap of max US dollars for a run whose folder has
+// already spent spent. A max of 0 or less returns nil (no cap).
 func NewBudget(max, spent float64) *Budget {
 	if max <= 0 {
 		return nil
 	}
-	b := &Budget{max: max, committed: spent, inflight: map[string]float64{}, reached: make(chan struct{})}
+	b := newBudget(max, spent)
 	b.check()
 	return b
+}
+
+// NewMeter returns a Budget without a cap: it only meters (and, with Keep,
+// journals) what the run spends, so a later run of the folder with a cap
+// counts it.
+func NewMeter(spent float64) *Budget { return newBudget(0, spent) }
+
+func newBudget(max, spent float64) *Budget {
+	return &Budget{max: max, spent: spent, reserved: map[string]float64{}, ids: map[string]bool{}, reached: make(chan struct{})}
+}
+
+// Keep makes b write every charge to j from now on; ids are the call ids
+// earlier runs charged (AdjustOnce charges each id once).
+func (b *Budget) Keep(j Journal, ids map[string]bool) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.journal = j
+	for id := range ids {
+		b.ids[id] = true
+	}
 }
 
 // check closes reached once the spend reaches the cap. b.mu is held or b is
 // not shared yet.
 func (b *Budget) check() {
-	if !b.closed && b.committed+b.flying >= b.max {
+	if b.max > 0 && !b.closed && b.spent+b.held >= b.max {
 		b.closed = true
 		close(b.reached)
 	}
 }
 
-// Max is the cap in US dollars (0 for a nil Budget).
+// Max is the cap in US dollars (0 for no cap).
 func (b *Budget) Max() float64 {
 	if b == nil {
 		return 0
@@ -59,15 +99,16 @@ func (b *Budget) Max() float64 {
 	return b.max
 }
 
-// Spent is what the run has spent: committed (this run and every earlier
-// run in the folder) plus charged by records still in flight.
+// Spent is what the folder's runs have spent: what the run started from,
+// every call charged since, and the reservations of calls not answered
+// yet.
 func (b *Budget) Spent() float64 {
 	if b == nil {
 		return 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.committed + b.flying
+	return b.spent + b.held
 }
 
 // Reached reports whether the spend has reached the cap.
@@ -102,38 +143,44 @@ func (b *Budget) Allow() error {
 	return nil
 }
 
-// Charge adds usd, what one model call of the record key cost, to the spend
-// in flight.
-func (b *Budget) Charge(key string, usd float64) {
+// Charge adds usd, what model call number call of the record key cost, to
+// the spend and writes it to the journal.
+func (b *Budget) Charge(key string, call int, usd float64) {
 	if b == nil || usd == 0 {
 		return
 	}
 	b.mu.Lock()
-	b.inflight[key] += usd
-	b.flying += usd
-	b.check()
+	b.charge(key, call, "", usd)
 	b.mu.Unlock()
 }
 
-// Settle records one commit: the keys committed (their charges leave the
-// spend in flight) and usd, what the committed records cost (it joins the
-// committed spend). A record whose stage charged nothing (a stage without a
-// meter) counts from its commit on.
-func (b *Budget) Settle(keys []string, usd float64) {
+// charge adds usd to the spend and journals it; b.mu is held.
+func (b *Budget) charge(key string, call int, id string, usd float64) {
+	if usd == 0 {
+		return
+	}
+	b.spent += usd
+	if b.journal != nil {
+		b.journal.Charged(key, call, id, usd)
+	}
+	b.check()
+}
+
+// Settle records one commit of the keys: their reservations end (a record
+// is committed once its calls are answered). Their charges stay spent.
+func (b *Budget) Settle(keys []string) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	for _, k := range keys {
-		if v, ok := b.inflight[k]; ok {
-			b.flying -= v
-			delete(b.inflight, k)
+		if v, ok := b.reserved[k]; ok {
+			b.held -= v
+			delete(b.reserved, k)
 		}
 	}
-	if len(b.inflight) == 0 {
-		b.flying = 0 // no float residue once nothing is in flight
+	if len(b.reserved) == 0 {
+		b.held = 0 // no float residue once nothing is reserved
 	}
-	b.committed += usd
-	b.check()
 	b.mu.Unlock()
 }

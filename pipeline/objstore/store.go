@@ -256,7 +256,7 @@ func (s *Store) Push(ctx context.Context, dir string) (PushStats, error) {
 		st.Segments = 1
 		st.Bytes += int64(len(fresh) + len(b))
 	}
-	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {
+	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile, outdir.SpendFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -312,8 +312,10 @@ type PullOptions struct {
 
 // Pull rebuilds the output folder dir from the store as of its commit
 // marker: the ledger from the listed segments, every shard file the ledger
-// names (each checked against its SHA-256), run.json, rejects.jsonl and
-// statistics.json. dir must be missing or empty, or hold exactly a previous
+// names (each checked against its SHA-256), run.json, rejects.jsonl,
+// statistics.json and the spend journal (as of the last push: a run
+// restored on another machine counts what was spent up to it against
+// --max-cost). dir must be missing or empty, or hold exactly a previous
 // pull (then shard files already present with the right size are kept). A
 // store with no run leaves dir empty. It blocks for the downloads.
 func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
@@ -357,7 +359,7 @@ func (s *Store) Pull(ctx context.Context, dir string, opts PullOptions) error {
 			return fmt.Errorf("pull %s: %w", s.url, err)
 		}
 	}
-	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile} {
+	for _, name := range []string{pipeline.ManifestFile, pipeline.RejectsFile, pipeline.StatisticsFile, outdir.SpendFile} {
 		b, err := s.bucket.ReadAll(ctx, s.key(name))
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			continue

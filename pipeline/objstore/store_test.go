@@ -12,6 +12,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/objstore/s3test"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -80,6 +81,11 @@ func TestPushPullRoundTrip(t *testing.T) {
 			defer st.Close()
 			spool := t.TempDir()
 			run(t, spool, records(0, 10))
+			// What the run spent, calls of uncommitted rows included.
+			spend := `{"run":1,"spent":0}` + "\n" + `{"key":"k0011","call":1,"usd":0.75}` + "\n"
+			if err := os.WriteFile(filepath.Join(spool, outdir.SpendFile), []byte(spend), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			ps, err := st.Push(ctx, spool)
 			if err != nil {
 				t.Fatal(err)
@@ -123,6 +129,9 @@ func TestPushPullRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			verify(t, cache)
+			if sp, err := outdir.ReadSpend(cache); err != nil || sp.USD != 0.75 {
+				t.Fatalf("the pulled folder's spend journal: %+v %v, want the spool's $0.75", sp, err)
+			}
 			if got, want := cat(t, cache), cat(t, spool); got != want || strings.Count(got, "\n") != 17 {
 				t.Fatalf("pulled folder differs:\n%s\n---\n%s", got, want)
 			}

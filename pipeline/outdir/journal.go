@@ -133,6 +133,19 @@ func (j *Journal) Append(line []byte, durable bool) error {
 	return nil
 }
 
+// Sync fsyncs what was appended; nothing when no line was.
+func (j *Journal) Sync() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(j.path), err)
+	}
+	return nil
+}
+
 // Close fsyncs and closes the file if it was opened; it is safe to call
 // twice.
 func (j *Journal) Close() error {

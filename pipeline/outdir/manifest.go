@@ -58,6 +58,12 @@ type Manifest struct {
 	// made no call of the mode and costs $0.
 	UsageField string `json:"usage_field,omitempty"`
 	CostField  string `json:"cost_field,omitempty"`
+	// CallsField names the record member, as a dotted path, that holds how
+	// many model calls the mode itself made for the record, when it differs
+	// from "api_calls" (compress: its summary calls, not the input's
+	// rollout calls); stats count it. A record without the member made no
+	// call of the mode.
+	CallsField string `json:"calls_field,omitempty"`
 	// Retries counts the model requests tried again by cause, summed over
 	// every run of the folder (nil: no run recorded any).
 	Retries   *Retries  `json:"retries,omitempty"`

@@ -51,3 +51,23 @@ func (m *Manifest) ModeSpend(line []byte, usage *schemas.Usage, cost **float64) 
 		*cost = &zero
 	}
 }
+
+// ModeCalls is the number of model calls the folder's mode made for the
+// record line whose "api_calls" member is recordCalls: the integer at
+// m.CallsField when the mode names one (0 when the line has none: the mode
+// made no call), else recordCalls. A nil m, or a folder written before the
+// mode named its field, gives recordCalls.
+func (m *Manifest) ModeCalls(line []byte, recordCalls int) int {
+	if m == nil || m.CallsField == "" {
+		return recordCalls
+	}
+	c := schemas.MemberAt(line, m.CallsField)
+	if c == "" || c == "null" {
+		return 0
+	}
+	var n int
+	if json.Unmarshal([]byte(c), &n) != nil {
+		return 0
+	}
+	return n
+}

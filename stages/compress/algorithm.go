@@ -53,6 +53,11 @@ const (
 	CostField  = MetricsMember + ".summary_cost_usd"
 )
 
+// CallsField is the record member holding how many summary calls a row
+// made: statistics.json's api_calls counts these, not the input record's
+// api_calls (its rollout's calls, which compress leaves as they were).
+const CallsField = MetricsMember + ".summarization_api_calls"
+
 // SummaryPrefix starts every summary turn, as in Hermes' datasets.
 const SummaryPrefix = "[CONTEXT SUMMARY]:"
 

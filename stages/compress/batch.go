@@ -61,6 +61,11 @@ type BatchOptions struct {
 	// BatchFallbackDirect.
 	Direct   llm.Client
 	Fallback string
+	// DirectWorkers bounds the direct calls of the fallback made at once
+	// (0: no bound). Run sets it to --workers: under the Batch API a
+	// worker is a direct call, not a row waiting on a batch (see
+	// BatchRowsInFlight).
+	DirectWorkers int
 	// MaxRequests and MaxBytes split the requests into batches (defaults
 	// llm.BatchMaxRequests and llm.BatchMaxBytes).
 	MaxRequests int
@@ -201,10 +206,12 @@ type group struct {
 // n-th call gets the custom_id KEY/n/HASH/ATTEMPT, so a rerun of the same
 // row after a crash asks for the same ids and finds them in the journal.
 type batcher struct {
-	o    BatchOptions
-	j    *outdir.Journal
-	ctx  context.Context // the batcher's life; ended by close
-	hard context.Context // the run's own context: a hard stop ends every wait
+	o BatchOptions
+	j *outdir.Journal
+	// slots bounds the direct calls at once (o.DirectWorkers; nil: none).
+	slots chan struct{}
+	ctx   context.Context // the batcher's life; ended by close
+	hard  context.Context // the run's own context: a hard stop ends every wait
 
 	mu      sync.Mutex
 	reqs    map[string]*request
@@ -241,6 +248,9 @@ func openBatcher(ctx context.Context, dir string, fresh bool, o BatchOptions) (*
 		wake: make(chan struct{}, 1), poke: make(chan struct{}, 1), export: map[string]bool{}}
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.hard = ctx
+	if o.DirectWorkers > 0 {
+		b.slots = make(chan struct{}, o.DirectWorkers)
+	}
 	if err := b.load(path); err != nil {
 		_ = j.Close()
 		return nil, err
@@ -333,12 +343,14 @@ func (r *journalResult) response() llm.Response {
 }
 
 // hold charges the run budget, at the start of a run (the compress
-// stage's Preflight), with what the journal says was spent or is being
-// spent but is not in the ledger: every request of a row not done that a
-// batch answered (its real cost) or that is in a batch not yet collected
-// (its projected cost, journalled with its group). A --resume thus counts
-// a killed or capped run's batches against --max-cost; each is replaced by
-// the real cost when its row takes the reply.
+// stage's Preflight), with what the batch journal says was spent or is
+// being spent but is not in the ledger: every request of a row not done
+// that a batch answered (its real cost, charged once over the folder's
+// runs by its custom_id: the spend journal may hold it already) or that
+// is in a batch not yet collected (its projected cost, journalled with its
+// group, held whatever the cap: it is paid for already). A --resume thus
+// counts a killed or capped run's batches against --max-cost; a held
+// projection is replaced by the real cost when its row takes the reply.
 func (b *batcher) hold(budget *cost.Budget, done func(key string) bool) {
 	if budget == nil || b.o.meter.price == nil {
 		return
@@ -350,18 +362,27 @@ func (b *batcher) hold(budget *cost.Budget, done func(key string) bool) {
 		if key == "" || done(key) || r.reserved > 0 {
 			continue
 		}
-		var usd float64
 		switch {
 		case isClosed(r.done) && r.err == nil:
-			usd = b.o.meter.cost(r.resp)
-		case !isClosed(r.done) && r.group != nil:
-			usd = r.projected
-		}
-		if usd > 0 {
-			budget.Adjust(key, 0, usd)
-			r.reserved = usd
+			// Answered: paid, charged now unless a run already did.
+			budget.AdjustOnce(key, callOfID(id), id, 0, b.o.meter.cost(r.resp))
+		case !isClosed(r.done) && r.group != nil && r.projected > 0:
+			// In a batch not collected yet: paid once it ends.
+			budget.Hold(key, r.projected)
+			r.reserved = r.projected
 		}
 	}
+}
+
+// callOfID is the call number of a custom_id made by requestID (0 when id
+// is not one).
+func callOfID(id string) int {
+	parts := strings.Split(id, "/")
+	if len(parts) < 4 {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[len(parts)-3])
+	return n
 }
 
 // rowOfID is the row key of a custom_id made by requestID ("" when id is
@@ -431,7 +452,7 @@ func (b *batcher) summary(ctx context.Context, rc *rowCall, req llm.Request) (ll
 			if r.err == nil {
 				used = b.o.meter.cost(r.resp)
 			}
-			budget.Adjust(rc.key, r.reserved, used)
+			budget.AdjustOnce(rc.key, rc.n, id, r.reserved, used)
 			r.reserved = 0
 			b.mu.Unlock()
 			if r.err == nil {
@@ -472,7 +493,7 @@ func (b *batcher) summary(ctx context.Context, rc *rowCall, req llm.Request) (ll
 				}
 				line, err := llm.Line(id, body)
 				if err != nil {
-					budget.Adjust(rc.key, usd, 0)
+					budget.Adjust(rc.key, rc.n, usd, 0)
 					b.mu.Unlock()
 					return llm.Response{}, err
 				}
@@ -522,8 +543,16 @@ func (b *batcher) wait(ctx context.Context, id string, done <-chan struct{}) err
 
 // direct answers req with a direct call (--batch-fallback direct), within
 // the run budget: its projected cost at direct prices is reserved first and
-// replaced by what it cost.
+// replaced by what it cost. It waits for one of o.DirectWorkers slots.
 func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm.Response, error) {
+	if b.slots != nil {
+		select {
+		case b.slots <- struct{}{}:
+			defer func() { <-b.slots }()
+		case <-ctx.Done():
+			return llm.Response{}, fmt.Errorf("batch fallback: %w", ctx.Err())
+		}
+	}
 	budget, key := rc.budget, rc.key
 	usd := b.o.meter.projected(req, false)
 	if err := budget.Reserve(key, usd); err != nil {
@@ -534,7 +563,7 @@ func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm
 	if err == nil {
 		used = b.o.meter.cost(resp)
 	}
-	budget.Adjust(key, usd, used)
+	budget.Adjust(key, rc.n, usd, used)
 	return resp, err
 }
 

@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,5 +77,81 @@ func TestBatcherAdoptsUnnotedBatch(t *testing.T) {
 		if err != nil || again.Message.Content != resp.Message.Content || fk.Stats().Batches != 1 {
 			t.Errorf("created=%v: from the journal %+v %v (%d batches)", created, again, err, fk.Stats().Batches)
 		}
+	}
+}
+
+// gateClient answers each Chat once the test releases it, noting the most
+// calls it held at once.
+type gateClient struct {
+	mu       sync.Mutex
+	in, most int
+	release  chan struct{}
+}
+
+func (g *gateClient) Chat(ctx context.Context, _ llm.Request) (llm.Response, error) {
+	g.mu.Lock()
+	g.in++
+	g.most = max(g.most, g.in)
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); g.in--; g.mu.Unlock() }()
+	select {
+	case <-g.release:
+		return llm.Response{Message: schemas.Message{Role: "assistant", Content: "ok"}}, nil
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+}
+
+func (g *gateClient) inFlight() int { g.mu.Lock(); defer g.mu.Unlock(); return g.in }
+
+// TestBatchWorkersBoundDirectCalls: with the Batch API a run keeps
+// BatchRowsInFlight rows in work whatever --workers says (rows waiting on a
+// batch hold no worker) and --workers bounds the fallback's direct calls:
+// six rows falling back at once with DirectWorkers 2 never have more than
+// two calls out.
+func TestBatchWorkersBoundDirectCalls(t *testing.T) {
+	o := Options{Batch: BatchOptions{API: true, Client: &llm.BatchClient{}}}
+	o.Workers = 8
+	if err := o.useBatch(nil, &lazyBatcher{}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Workers != BatchRowsInFlight || o.Batch.DirectWorkers != 8 {
+		t.Fatalf("under the Batch API: %d rows in work, %d direct calls at once; want %d and --workers' 8", o.Workers, o.Batch.DirectWorkers, BatchRowsInFlight)
+	}
+
+	srv := httptest.NewServer(fakellm.New(fakellm.Config{}))
+	defer srv.Close()
+	bc, err := llm.NewBatch(llm.Options{BaseURL: srv.URL + "/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateClient{release: make(chan struct{})}
+	bt, err := openBatcher(context.Background(), t.TempDir(), true, BatchOptions{API: true, Client: bc,
+		Fallback: BatchFallbackDirect, Direct: g, DirectWorkers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.close()
+	const calls = 6
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			_, err := bt.direct(context.Background(), &rowCall{key: "r" + strconv.Itoa(i)}, llm.Request{})
+			errs <- err
+		}()
+	}
+	for left := calls; left > 0; left-- {
+		for g.inFlight() < min(2, left) { // wait for the calls a slot lets out
+			runtime.Gosched()
+		}
+		g.release <- struct{}{}
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g.most != 2 {
+		t.Errorf("at most %d direct calls at once, want DirectWorkers' 2", g.most)
 	}
 }

@@ -97,6 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		OutcomeDefault: OutcomeUnderTarget,
 		UsageField:     UsageField,
 		CostField:      CostField,
+		CallsField:     CallsField,
 		Artifacts:      []string{MetricsFile, QuarantineFile, RowsFile, BatchFile, InputsFile},
 		Open:           cr.open,
 		Finish:         cr.finish,
@@ -134,12 +135,29 @@ func (o *Options) fill() error {
 	return nil
 }
 
+// BatchRowsInFlight is how many rows a Batch API run keeps in work at once,
+// whatever RunConfig.Workers says: a row waiting on a batch (up to 24
+// hours) does nothing, so it must not hold one of a few workers, or a small
+// --workers would cut the run into one batch per handful of rows, each
+// waiting its own window. Their memory is bounded by MaxBytesInFlight;
+// Workers bounds the direct calls of the fallback
+// (BatchOptions.DirectWorkers).
+const BatchRowsInFlight = 4096
+
 // useBatch routes the summary calls of a batch-mode run through lazy (the
 // batcher once the output folder is open): the direct client becomes the
-// fallback's, rows get no timeout, and the batcher meters --max-cost.
+// fallback's, rows get no timeout, and the batcher meters --max-cost. With
+// the Batch API, Workers bounds the fallback's direct calls and the run
+// keeps BatchRowsInFlight rows in work.
 func (o *Options) useBatch(comp *compressor, lazy *lazyBatcher) error {
 	if o.Batch.Fallback == BatchFallbackDirect && o.Batch.Direct == nil {
 		o.Batch.Direct = o.Summary.Client
+	}
+	if o.Batch.API {
+		if o.Batch.DirectWorkers <= 0 {
+			o.Batch.DirectWorkers = o.Workers
+		}
+		o.Workers = max(o.Workers, BatchRowsInFlight)
 	}
 	if err := o.Batch.fill(); err != nil {
 		return fmt.Errorf("compress: %w", err)

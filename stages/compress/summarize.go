@@ -47,7 +47,8 @@ type SummaryOptions struct {
 
 // rowCall is the row a summary is asked for, passed to each of its
 // summary calls: its key, how many summary calls it made so far (the
-// batcher numbers its custom_ids with it) and the run budget (nil = no
+// batcher numbers its custom_ids with it, the spend journal its calls) and
+// the run budget (nil = no
 // cap) the calls are checked against and charged to.
 type rowCall struct {
 	key    string
@@ -63,7 +64,8 @@ type summaryClient interface {
 // directClient asks an llm.Client; the row is the summariser's business.
 type directClient struct{ c llm.Client }
 
-func (d directClient) summary(ctx context.Context, _ *rowCall, req llm.Request) (llm.Response, error) {
+func (d directClient) summary(ctx context.Context, row *rowCall, req llm.Request) (llm.Response, error) {
+	row.n++
 	return d.c.Chat(ctx, req)
 }
 
@@ -153,7 +155,7 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			if o.Price != nil && err == nil {
 				call := o.Price.Cost(resp.Usage, resp.Batch)
 				if !metered {
-					row.budget.Charge(row.key, call)
+					row.budget.Charge(row.key, row.n, call)
 				}
 				if m.CostUSD != nil {
 					call += *m.CostUSD

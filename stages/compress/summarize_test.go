@@ -3,6 +3,7 @@ package compress
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,6 +55,8 @@ func TestSummarizerDoesNotRetryTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := cost.NewBudget(1, 0)
+	var j callJournal
+	budget.Keep(&j, nil)
 	m = RowMetrics{}
 	text, err := sum(bg, &rowCall{key: "r2", budget: budget}, "turns", &m)
 	if err != nil || !strings.HasPrefix(text, SummaryPrefix) || c.calls != 2 {
@@ -62,8 +65,15 @@ func TestSummarizerDoesNotRetryTheClient(t *testing.T) {
 	if want := 2 * price.Cost(usage, false); budget.Spent() != want {
 		t.Errorf("budget spent $%g, want $%g (both calls charged)", budget.Spent(), want)
 	}
-	budget.Settle([]string{"r2"}, 0)
-	if budget.Spent() != 0 {
-		t.Errorf("the charges were not made under the row's key r2: $%g left in flight", budget.Spent())
+	if got := strings.Join(j, ","); got != "r2/1,r2/2" {
+		t.Errorf("journalled calls %s, want r2's calls 1 and 2", got)
 	}
+}
+
+// callJournal keeps the key and call number of each charge a budget
+// journals.
+type callJournal []string
+
+func (j *callJournal) Charged(key string, call int, _ string, _ float64) {
+	*j = append(*j, key+"/"+strconv.Itoa(call))
 }

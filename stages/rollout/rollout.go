@@ -245,7 +245,7 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 		}
 		rec.Usage.Add(resp.Usage)
 		if s.o.Price != nil {
-			budget.Charge(rec.Key, s.o.Price.Cost(resp.Usage, false))
+			budget.Charge(rec.Key, rec.APICalls, s.o.Price.Cost(resp.Usage, false))
 		}
 		msg := resp.Message
 		msg.Role = "assistant"
