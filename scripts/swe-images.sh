@@ -106,16 +106,8 @@ build_task() {
 	fi
 	name=swe-build-$(basename "$dir")-$$
 	docker rm -f "$name" >/dev/null 2>&1 || true
-	docker create --name "$name" --network none -w /testbed "$base" sh -ec '
-		cd /testbed
-		export GIT_AUTHOR_NAME=swe-mini GIT_AUTHOR_EMAIL=swe-mini@localhost
-		export GIT_COMMITTER_NAME=swe-mini GIT_COMMITTER_EMAIL=swe-mini@localhost
-		export GIT_AUTHOR_DATE="2024-01-01T00:00:00Z" GIT_COMMITTER_DATE="2024-01-01T00:00:00Z"
-		git init -q -b main .
-		git config user.name swe-mini && git config user.email swe-mini@localhost
-		git add -A && git commit -q -m "base"
-		git rev-parse HEAD
-	' >/dev/null
+	docker create --name "$name" --network none -w /testbed "$base" sh -ec "cd /testbed
+$(cat "$here/scripts/swe-base-commit.sh")" >/dev/null
 	docker cp "$dir/." "$name:/testbed" >/dev/null
 	local head
 	head=$(docker start -a "$name")

@@ -50,16 +50,7 @@ checkout() {
 	fi
 	mkdir -p "$dst.tmp.$$"
 	cp -R "$suite/repos/$name/." "$dst.tmp.$$/"
-	head=$(
-		cd "$dst.tmp.$$"
-		export GIT_AUTHOR_NAME=swe-mini GIT_AUTHOR_EMAIL=swe-mini@localhost
-		export GIT_COMMITTER_NAME=swe-mini GIT_COMMITTER_EMAIL=swe-mini@localhost
-		export GIT_AUTHOR_DATE="2024-01-01T00:00:00Z" GIT_COMMITTER_DATE="2024-01-01T00:00:00Z"
-		git init -q -b main .
-		git config user.name swe-mini && git config user.email swe-mini@localhost
-		git add -A && git commit -q -m "base"
-		git rev-parse HEAD
-	)
+	head=$(cd "$dst.tmp.$$" && sh -e "$here/scripts/swe-base-commit.sh")
 	if [ -n "$want" ] && [ "$head" != "$want" ]; then
 		rm -rf "$dst.tmp.$$"
 		log "$name: base commit $head differs from tasks.jsonl ($want): update the task"
