@@ -83,6 +83,7 @@ func cronCommand(deps cronDeps) *cli.Command {
 			cronPauseCommand(deps),
 			cronResumeCommand(deps),
 			cronRunCommand(deps),
+			cronTriggerCommand(deps),
 			cronTickCommand(deps),
 			cronDaemonCommand(deps),
 			cronHistoryCommand(deps),
@@ -275,6 +276,8 @@ func cronListCommand(deps cronDeps) *cli.Command {
 				}
 				if bad[j.ID] {
 					state, next = "invalid", "-"
+				} else if _, ok := j.Triggered(); ok {
+					next = "next tick (triggered)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
 			}
@@ -400,6 +403,29 @@ func cronRunCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron run %s: %s", id, r.Error)
 			}
 			return nil
+		}),
+	}
+}
+
+// cronTriggerCommand builds `cron trigger`.
+func cronTriggerCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "trigger", Usage: "mark a job to run at the next tick and return at once (cron run blocks instead)", ArgsUsage: "ID",
+		Description: "The next `cron tick` (or the running daemon, which notices the change) runs the job once, as\n" +
+			"its own occurrence in the history (trigger \"trigger\"); the schedule does not move and the run does\n" +
+			"not count towards --repeat. The tick clears the trigger and records the occurrence together, so a\n" +
+			"crash never runs it twice. A paused or completed job is refused; triggering a job twice before the\n" +
+			"tick gives one run. `cron list` and `cron show` show a pending trigger.",
+		Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+			j, pending, err := cron.TriggerJob(c.Context, cron.NewStore(home), id, cronNow(deps))
+			if err != nil {
+				return "", err
+			}
+			at, _ := j.Triggered()
+			if pending {
+				return fmt.Sprintf("job %s was already triggered at %s; it runs once at the next tick", id, at.In(j.Location()).Format(time.RFC3339)), nil
+			}
+			return fmt.Sprintf("triggered job %s; it runs at the next tick", id), nil
 		}),
 	}
 }
@@ -964,6 +990,9 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 	}
 	if !j.Enabled {
 		fmt.Fprintf(w, "state:    %s\n", j.State)
+	}
+	if at, ok := j.Triggered(); ok {
+		fmt.Fprintf(w, "trigger:  pending since %s: runs once at the next tick\n", at.In(loc).Format(time.RFC3339))
 	}
 	for i, n := range next {
 		label := "          "
