@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 	"github.com/tidwall/gjson"
 )
 
@@ -885,7 +887,11 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 	if err := checkToolsets(job.EnabledToolsets, mcpCfg.Toolsets()); err != nil {
 		return AgentJob{}, fmt.Errorf("%v; edit the job's toolsets", err)
 	}
-	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	toolsets, off, err := s.jobToolsets(job)
+	if err != nil {
+		return AgentJob{}, err
+	}
+	mcpCfg = withoutServers(mcpCfg, off)
 	sampling, err := job.Policy.Sampling.LLM()
 	if err != nil {
 		return AgentJob{}, fmt.Errorf("%v; `cron edit %s` with the sampling flags (--no-sampling drops them)", err, job.ID)
@@ -913,6 +919,38 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 		Sampling: sampling,
 		OutDir:   RunDir(s.Home, job.ID, c.ExecutionID),
 	}, nil
+}
+
+// jobToolsets is the toolsets the job's execution is given: its own,
+// narrowed by the cron policy, without the operator's disabled_toolsets
+// (<home>/cron/config.yaml, read now); off is that list. A bad config
+// file, or a job left with no toolset, fails the execution naming the file.
+func (s *Scheduler) jobToolsets(job *Job) (toolsets, off []string, err error) {
+	cfg, err := LoadConfig(s.Home)
+	if err != nil {
+		return nil, nil, err
+	}
+	toolsets, disabled := cfg.JobToolsets(job)
+	if len(disabled) > 0 {
+		s.log().Info("toolsets disabled by the operator's config removed", "job", job.ID, "disabled", disabled, "config", ConfigPath(s.Home))
+	}
+	if len(toolsets) == 0 {
+		return nil, nil, fmt.Errorf("every toolset of the job (%s) is disabled by disabled_toolsets in %s; edit the job's toolsets or the file", strings.Join(disabled, ", "), ConfigPath(s.Home))
+	}
+	return toolsets, cfg.DisabledToolsets, nil
+}
+
+// withoutServers drops the MCP servers whose toolset is disabled, so they
+// are not even started; nil when none is left.
+func withoutServers(cfg *mcp.Config, off []string) *mcp.Config {
+	if cfg == nil || len(off) == 0 {
+		return cfg
+	}
+	cfg.Servers = slices.DeleteFunc(cfg.Servers, func(sv *mcp.Server) bool { return slices.Contains(off, sv.Toolset) })
+	if len(cfg.Servers) == 0 {
+		return nil
+	}
+	return cfg
 }
 
 // contextOutputs is the latest output of each context_from job that has
