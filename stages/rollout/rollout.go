@@ -47,6 +47,10 @@ type Options struct {
 	// SkillsDir is the folder the skills toolset reads (<dir>/<name>/SKILL.md
 	// or <dir>/<category>/<name>/SKILL.md); "" = the toolset is unavailable.
 	SkillsDir string
+	// PlanSchedule reads a schedule given to the cronjob toolset (its
+	// display form and first occurrence after now); nil = the toolset is
+	// unavailable. The command layer binds cron.PlanSchedule.
+	PlanSchedule func(text string, now time.Time) (PlannedSchedule, error)
 
 	// Price of Model's tokens; nil = unknown: records get cost_usd null.
 	Price *cost.Price
