@@ -201,7 +201,9 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		MaxOutput:      c.Int("max-output"),
 		SystemPrompt:   systemPrompt,
 		Price:          r.price,
-		PlanSchedule:   cron.PlanSchedule, // the cronjob toolset reads schedules as `cron add`
+		// The cronjob toolset reads schedules and checks prompts as `cron add`.
+		PlanSchedule:    cron.PlanSchedule,
+		GuardCronPrompt: cron.GuardPrompt,
 
 		MaxCostPerRollout:   c.Float64("max-cost-per-rollout"),
 		MaxTokensPerRollout: c.Int64("max-tokens-per-rollout"),

@@ -213,12 +213,27 @@ func (rt *rolloutTools) plan(text string, now time.Time) (PlannedSchedule, strin
 	return p, ""
 }
 
+// guard checks a job's prompt with Options.GuardCronPrompt; msg is the
+// refusal ("" when it passes or there is no guard).
+func (rt *rolloutTools) guard(prompt string) string {
+	if rt.s.o.GuardCronPrompt == nil {
+		return ""
+	}
+	if err := rt.s.o.GuardCronPrompt(prompt); err != nil {
+		return "Blocked: " + err.Error()
+	}
+	return ""
+}
+
 func (rt *rolloutTools) cronCreate(a cronArgs, now time.Time) string {
 	if a.schedule == nil || strings.TrimSpace(*a.schedule) == "" {
 		return cronFail("schedule is required for create")
 	}
 	if a.prompt == nil || strings.TrimSpace(*a.prompt) == "" {
 		return cronFail("create requires a prompt")
+	}
+	if msg := rt.guard(*a.prompt); msg != "" {
+		return cronFail(msg)
 	}
 	p, msg := rt.plan(*a.schedule, now)
 	if msg != "" {
@@ -348,6 +363,11 @@ func (rt *rolloutTools) cronAct(act string, j *cronJob, a cronArgs, now time.Tim
 }
 
 func (rt *rolloutTools) cronUpdate(j *cronJob, a cronArgs, now time.Time) string {
+	if a.prompt != nil {
+		if msg := rt.guard(*a.prompt); msg != "" {
+			return cronFail(msg)
+		}
+	}
 	changed := false
 	if a.schedule != nil {
 		p, msg := rt.plan(*a.schedule, now)
