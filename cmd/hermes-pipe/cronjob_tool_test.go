@@ -39,6 +39,8 @@ func TestGenerateCronjobToolsetRecordsSchedulingCalls(t *testing.T) {
 	    {"name": "cronjob", "arguments": {"action": "trigger", "job_id": "`+id+`"}},
 	    {"name": "cronjob", "arguments": {"action": "delete", "job_id": "`+cronJobID(2, "in 30m", "remind me to stretch")+`"}},
 	    {"name": "cronjob", "arguments": {"action": "pause", "job_id": "nosuchjob"}},
+	    {"name": "cronjob", "arguments": {"action": "update", "job_id": "`+id+`", "schedule": "every 3h", "repeat": 4}},
+	    {"name": "cronjob", "arguments": {"action": "fly"}},
 	    {"name": "cronjob", "arguments": {"action": "list"}}]},
 	  {"content": "scheduled"}]}]}`)
 	prompts := writePrompts(t, `{"prompt": "schedule my checks", "toolsets": ["cronjob"]}`)
@@ -89,6 +91,8 @@ func TestGenerateCronjobToolsetRecordsSchedulingCalls(t *testing.T) {
 			`"enabled": true, "state": "scheduled", "paused_at": null, "paused_reason": null`,
 			`"message": "Cron job 'remind me to stretch' removed."`,
 			`"success": false, "error": "Job with ID 'nosuchjob' not found.`,
+			`"schedule": "every 3h", "repeat": "4 times"`,
+			`"success": false, "error": "Unknown cron action 'fly'`,
 		} {
 			if !strings.Contains(tools[1], want) {
 				t.Errorf("record %d: second tool turn lacks %s\n%s", i, want, tools[1])
@@ -98,7 +102,7 @@ func TestGenerateCronjobToolsetRecordsSchedulingCalls(t *testing.T) {
 			t.Errorf("record %d: include_disabled list should count both jobs once, found %d", i, n)
 		}
 		st := r["tool_stats"].(map[string]any)["cronjob"].(map[string]any)
-		if st["count"] != 13.0 || st["success"] != 10.0 || st["failure"] != 3.0 {
+		if st["count"] != 15.0 || st["success"] != 11.0 || st["failure"] != 4.0 {
 			t.Errorf("record %d: tool_stats cronjob %v", i, st)
 		}
 	}
