@@ -13,7 +13,7 @@ import (
 
 // Toolset names understood by the agent loop. A row's `toolsets` field and the
 // --toolsets flag may name these and MCP toolsets (see IsKnownToolset).
-var KnownToolsets = []string{"terminal", "file", "todo", "skills", "execute_code"}
+var KnownToolsets = []string{"terminal", "file", "todo", "skills", "execute_code", "cronjob"}
 
 // MCPToolsetPrefix starts the toolset of an MCP server: "mcp-<server>", the
 // server's name sanitised to [A-Za-z0-9_-]. Whether the server is configured

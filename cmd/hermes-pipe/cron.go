@@ -69,6 +69,9 @@ func cronCommand(deps cronDeps) *cli.Command {
 		Description: "Jobs live in <home>/cron/jobs.json (Hermes' format; `cron import` reads a Hermes file),\n" +
 			"executions in <home>/cron/executions.db. Run `cron daemon`, or `cron tick` from\n" +
 			"the system crontab every minute; any number of them may run together.\n\n" +
+			"Operator settings of every job live in <home>/cron/config.yaml; its one key,\n" +
+			"disabled_toolsets: [file, mcp-fs], takes those toolsets away from every agent job whatever\n" +
+			"the job asks (read at each execution; cron show names them).\n\n" +
 			cronGrammarHelp + "\n\n" + cronDSTHelp + "\n\n" + cronMissedHelp,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "home", Usage: "hermes-pipe home `DIR` (default ~/.hermes-pipe)", EnvVars: []string{"HERMES_PIPE_HOME"}},
@@ -83,6 +86,7 @@ func cronCommand(deps cronDeps) *cli.Command {
 			cronPauseCommand(deps),
 			cronResumeCommand(deps),
 			cronRunCommand(deps),
+			cronTriggerCommand(deps),
 			cronTickCommand(deps),
 			cronDaemonCommand(deps),
 			cronHistoryCommand(deps),
@@ -107,7 +111,7 @@ func cronJobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint for agent jobs"},
 		&cli.StringSliceFlag{Name: "skill", Usage: "skill to load (repeatable)"},
 		&cli.StringSliceFlag{Name: "context-from", Usage: "job `ID` whose latest output is added to the prompt (repeatable)"},
-		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: terminal, file, todo, skills, execute_code, and mcp-<server> of --mcp-config (default terminal; scheduling, messaging and asking the user are never allowed)"},
+		&cli.StringSliceFlag{Name: "toolsets", Usage: "toolsets for agent jobs: terminal, file, todo, skills, execute_code, and mcp-<server> of --mcp-config (default terminal; scheduling, messaging and asking the user are never allowed; the disabled_toolsets of <home>/cron/config.yaml are taken away)"},
 		&cli.StringFlag{Name: "mcp-config", Usage: "MCP servers the job's agent may use as toolsets mcp-<server> (generate's --mcp-config `FILE`, stored as an absolute path; \"\" removes it); each execution starts them first and fails, naming the server and its stderr, when one cannot start"},
 		&cli.StringFlag{Name: "skills-dir", Usage: "skills `DIR` the skills toolset reads (default: <home>/skills)"},
 		&cli.StringFlag{Name: "deliver", Usage: "where output goes: local, webhook:URL, or both comma-separated", Value: "local"},
@@ -189,7 +193,7 @@ func cronAddCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron add: %w", err)
 			}
 			warnNoEndpoint(c, deps, j)
-			return printJob(c, j, "added", cronNow(deps))
+			return printJob(c, j, "added", cronHome(c, deps), cronNow(deps))
 		},
 	}
 }
@@ -275,6 +279,8 @@ func cronListCommand(deps cronDeps) *cli.Command {
 				}
 				if bad[j.ID] {
 					state, next = "invalid", "-"
+				} else if _, ok := j.Triggered(); ok {
+					next = "next tick (triggered)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, clip(j.Name, 30), j.Schedule.Normalized(j.Location()), next, state, last)
 			}
@@ -300,7 +306,7 @@ func cronShowCommand(deps cronDeps) *cli.Command {
 			if err != nil {
 				return fmt.Errorf("cron show: %w", err)
 			}
-			return printJob(c, j, "job", cronNow(deps))
+			return printJob(c, j, "job", cronHome(c, deps), cronNow(deps))
 		},
 	}
 }
@@ -341,7 +347,7 @@ func cronEditCommand(deps cronDeps) *cli.Command {
 				undo()
 				return fmt.Errorf("cron edit: %w", err)
 			}
-			return printJob(c, j, "edited", now)
+			return printJob(c, j, "edited", home, now)
 		},
 	}
 }
@@ -400,6 +406,29 @@ func cronRunCommand(deps cronDeps) *cli.Command {
 				return fmt.Errorf("cron run %s: %s", id, r.Error)
 			}
 			return nil
+		}),
+	}
+}
+
+// cronTriggerCommand builds `cron trigger`.
+func cronTriggerCommand(deps cronDeps) *cli.Command {
+	return &cli.Command{
+		Name: "trigger", Usage: "mark a job to run at the next tick and return at once (cron run blocks instead)", ArgsUsage: "ID",
+		Description: "The next `cron tick` (or the running daemon, which notices the change) runs the job once, as\n" +
+			"its own occurrence in the history (trigger \"trigger\"); the schedule does not move and the run does\n" +
+			"not count towards --repeat. The tick clears the trigger and records the occurrence together, so a\n" +
+			"crash never runs it twice. A paused or completed job is refused; triggering a job twice before the\n" +
+			"tick gives one run. `cron list` and `cron show` show a pending trigger.",
+		Action: jobIDAction(deps, func(c *cli.Context, home, id string) (string, error) {
+			j, pending, err := cron.TriggerJob(c.Context, cron.NewStore(home), id, cronNow(deps))
+			if err != nil {
+				return "", err
+			}
+			at, _ := j.Triggered()
+			if pending {
+				return fmt.Sprintf("job %s was already triggered at %s; it runs once at the next tick", id, at.In(j.Location()).Format(time.RFC3339)), nil
+			}
+			return fmt.Sprintf("triggered job %s; it runs at the next tick", id), nil
 		}),
 	}
 }
@@ -924,7 +953,7 @@ func editSampling(c *cli.Context, e *cron.JobEdit) error {
 }
 
 // printJob echoes a job back: the normalised schedule and next three fire times.
-func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
+func printJob(c *cli.Context, j *cron.Job, verb, home string, now time.Time) error {
 	loc := j.Location()
 	var next []string
 	if at, ok := j.NextRun(); ok {
@@ -944,7 +973,13 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 		if next == nil {
 			next = []string{}
 		}
-		return writeJSON(c.App.Writer, map[string]any{"job": json.RawMessage(raw), "schedule": j.Schedule.Normalized(loc), "next": next})
+		v := map[string]any{"job": json.RawMessage(raw), "schedule": j.Schedule.Normalized(loc), "next": next}
+		if !j.NoAgent {
+			cfg, _ := cron.LoadConfig(home)
+			toolsets, disabled := cfg.JobToolsets(j)
+			v["toolsets"], v["disabled_toolsets"] = append([]string{}, toolsets...), append([]string{}, disabled...)
+		}
+		return writeJSON(c.App.Writer, v)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s %s %q\n", verb, j.ID, j.Name)
@@ -956,6 +991,9 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 		kind = "agent with script " + string(j.Script)
 	}
 	fmt.Fprintf(w, "runs:     %s, deliver %s, overlap %s\n", kind, j.Deliver, j.Policy.OverlapMode())
+	if !j.NoAgent {
+		printToolsets(w, j, home)
+	}
 	if p := j.Policy.MCPConfig; p != "" {
 		fmt.Fprintf(w, "mcp:      %s\n", p)
 	}
@@ -964,6 +1002,9 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 	}
 	if !j.Enabled {
 		fmt.Fprintf(w, "state:    %s\n", j.State)
+	}
+	if at, ok := j.Triggered(); ok {
+		fmt.Fprintf(w, "trigger:  pending since %s: runs once at the next tick\n", at.In(loc).Format(time.RFC3339))
 	}
 	for i, n := range next {
 		label := "          "
@@ -976,6 +1017,25 @@ func printJob(c *cli.Context, j *cron.Job, verb string, now time.Time) error {
 		fmt.Fprintln(w, "next:     none")
 	}
 	return nil
+}
+
+// printToolsets prints the toolsets an agent job's executions are given,
+// and those the operator's disabled_toolsets (<home>/cron/config.yaml)
+// take away from it.
+func printToolsets(w io.Writer, j *cron.Job, home string) {
+	cfg, err := cron.LoadConfig(home)
+	toolsets, disabled := cfg.JobToolsets(j)
+	line := strings.Join(toolsets, ", ")
+	if len(toolsets) == 0 {
+		line = "none: every one is disabled, so its executions fail"
+	}
+	fmt.Fprintf(w, "toolsets: %s\n", line)
+	if len(disabled) > 0 {
+		fmt.Fprintf(w, "disabled: %s (disabled_toolsets in %s; never given to any job)\n", strings.Join(disabled, ", "), cron.ConfigPath(home))
+	}
+	if err != nil {
+		fmt.Fprintf(w, "config:   %v\n", err)
+	}
 }
 
 // samplingText is a job's sampling parameters as `cron show` prints them

@@ -13,6 +13,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 	"github.com/urfave/cli/v2"
@@ -213,6 +214,9 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		MaxOutput:      c.Int("max-output"),
 		SystemPrompt:   systemPrompt,
 		Price:          r.price,
+		// The cronjob toolset reads schedules and checks prompts as `cron add`.
+		PlanSchedule:    cron.PlanSchedule,
+		GuardCronPrompt: cron.GuardPrompt,
 
 		MaxCostPerRollout:   c.Float64("max-cost-per-rollout"),
 		MaxTokensPerRollout: c.Int64("max-tokens-per-rollout"),

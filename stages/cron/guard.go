@@ -168,3 +168,13 @@ func describeFindings(fs []Finding) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// GuardPrompt checks a job prompt as `cron add` does (Scan) and names the
+// rules it breaks; the cronjob toolset of rollouts calls it for the prompts
+// it is given (rollout.Options.GuardCronPrompt, bound by the command layer).
+func GuardPrompt(prompt string) error {
+	if fs := Scan(prompt, ""); len(fs) > 0 {
+		return fmt.Errorf("the prompt matches %s; a job prompt must not carry injection or exfiltration", describeFindings(fs))
+	}
+	return nil
+}

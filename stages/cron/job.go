@@ -222,7 +222,12 @@ type Job struct {
 	EnabledToolsets StringList `json:"enabled_toolsets"`
 	Workdir         NullString `json:"workdir"`
 	Timezone        string     `json:"timezone"`
-	Policy          Policy     `json:"policy"`
+	// TriggeredAt is when `cron trigger` asked for a run at the next tick
+	// ("": none pending). The tick that claims it clears it in the same
+	// store write; the run is its own occurrence in the ledger (trigger
+	// "trigger", keyed by this instant), so it runs at most once.
+	TriggeredAt NullString `json:"triggered_at,omitempty"`
+	Policy      Policy     `json:"policy"`
 
 	// Extra holds fields of the stored object this type does not model
 	// (Hermes' origin, monitor_*, snapshots...), written back verbatim.
@@ -233,7 +238,7 @@ type jobAlias Job
 
 var knownJobKeys = func() map[string]bool {
 	m := map[string]bool{}
-	b, _ := json.Marshal(jobAlias{})
+	b, _ := json.Marshal(jobAlias{TriggeredAt: "x"}) // every key, omitempty ones too
 	var probe map[string]json.RawMessage
 	_ = json.Unmarshal(b, &probe)
 	for k := range probe {
@@ -340,6 +345,19 @@ func (j *Job) NextRun() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	t, err := parseTimestamp(string(j.NextRunAt), j.Location())
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// Triggered is the instant of the job's pending trigger; ok is false when
+// there is none (or it does not parse, which validateStored reports).
+func (j *Job) Triggered() (time.Time, bool) {
+	if j.TriggeredAt == "" {
+		return time.Time{}, false
+	}
+	t, err := parseTimestamp(string(j.TriggeredAt), time.UTC)
 	if err != nil {
 		return time.Time{}, false
 	}

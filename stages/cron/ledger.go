@@ -26,6 +26,9 @@ const (
 	StateUnknown  = "unknown"
 	TriggerSched  = "schedule"
 	TriggerManual = "manual"
+	// TriggerNext marks the run `cron trigger` asked for at the next tick:
+	// its own occurrence, keyed by the instant of the request.
+	TriggerNext = "trigger"
 	// TriggerCheck marks the record of a stored job found unschedulable
 	// (it does not decode, its schedule is bad): one row, and one alert,
 	// per problem, never an execution.
@@ -113,6 +116,8 @@ func ExecutionID(jobID string, scheduled time.Time, trigger string) string {
 	switch trigger {
 	case TriggerManual:
 		return jobID + "-m" + strconv.FormatInt(scheduled.UnixMilli(), 10)
+	case TriggerNext:
+		return jobID + "-t" + strconv.FormatInt(scheduled.UnixMilli(), 10)
 	case TriggerCheck:
 		return jobID + "-c" + strconv.FormatInt(scheduled.Unix(), 10)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
 )
 
 // ErrUsage marks errors caused by bad user input (a schedule that does not
@@ -346,4 +348,19 @@ func GraceFor(s Schedule, at time.Time, loc *time.Location, deadline time.Durati
 	}
 	g := s.Period(at, loc) / 2
 	return min(max(g, minGrace), maxGrace)
+}
+
+// PlanSchedule reads a schedule as `cron add` does, in UTC, for the cronjob
+// toolset of rollouts (rollout.Options.PlanSchedule, bound by the command
+// layer): its display form, its first occurrence after now, and whether it
+// fires once. A schedule `cron add` refuses is refused with its message.
+func PlanSchedule(text string, now time.Time) (rollout.PlannedSchedule, error) {
+	sched, err := ParseSchedule(text, time.UTC, now)
+	if err == nil {
+		var next time.Time
+		if next, err = FirstRun(sched, text, time.UTC, now); err == nil {
+			return rollout.PlannedSchedule{Display: sched.Normalized(time.UTC), Next: next, Once: sched.Kind == KindOnce}, nil
+		}
+	}
+	return rollout.PlannedSchedule{}, errors.New(strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "))
 }

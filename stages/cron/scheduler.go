@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 	"github.com/tidwall/gjson"
 )
 
@@ -181,7 +183,7 @@ func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 		claimed, alerts = claimed[:0], alerts[:0]
 		rep.Missed, rep.Skipped, rep.Failed = 0, 0, nil
 		rep.Invalid = tx.Invalid()
-		due, unarmed := tx.scan(now)
+		due, unarmed, triggered := tx.scan(now)
 		for _, id := range unarmed {
 			if j, err := tx.Get(id); err == nil {
 				arm(j, now)
@@ -193,38 +195,14 @@ func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 				}
 			}
 		}
-		if len(due) == 0 && len(rep.Invalid) == 0 {
+		if len(due) == 0 && len(triggered) == 0 && len(rep.Invalid) == 0 {
 			rep.NextDue = tx.NextDue()
 			return nil
 		}
 		err := s.Ledger.Batch(ctx, func(b *LedgerTx) error {
-			for _, inv := range rep.Invalid {
-				a, err := s.recordInvalid(ctx, b, tx, inv, now)
-				if err != nil {
-					return err
-				}
-				alerts = append(alerts, a...)
-			}
-			for _, id := range due {
-				c, a, jobErr, err := s.claimOne(ctx, b, tx, id, now, &rep)
-				if err != nil {
-					return err
-				}
-				alerts = append(alerts, a...)
-				if jobErr != nil {
-					a, err := s.failJob(ctx, b, tx, id, now, jobErr)
-					if err != nil {
-						return err
-					}
-					alerts = append(alerts, a...)
-					rep.Failed = append(rep.Failed, JobError{ID: id, Error: jobErr.Error()})
-					continue
-				}
-				if c != nil {
-					claimed = append(claimed, *c)
-				}
-			}
-			return nil
+			var err error
+			claimed, alerts, err = s.claimPass(ctx, b, tx, due, triggered, now, &rep)
+			return err
 		})
 		committed = err == nil
 		rep.NextDue = tx.NextDue()
@@ -243,6 +221,50 @@ func (s *Scheduler) ClaimDue(ctx context.Context) (ClaimReport, error) {
 	}
 	rep.Claims = claimed
 	return rep, nil
+}
+
+// claimPass is the ledger part of one claiming pass, in one transaction:
+// the stored jobs that cannot be scheduled recorded, the due jobs claimed
+// (one whose claiming fails is failed alone), then the pending triggers.
+// err is a failure of the ledger, which fails the pass.
+func (s *Scheduler) claimPass(ctx context.Context, b *LedgerTx, tx *Tx, due, triggered []string, now time.Time, rep *ClaimReport) (claimed []Claim, alerts []pendingAlert, err error) {
+	for _, inv := range rep.Invalid {
+		a, err := s.recordInvalid(ctx, b, tx, inv, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		alerts = append(alerts, a...)
+	}
+	for _, id := range due {
+		c, a, jobErr, err := s.claimOne(ctx, b, tx, id, now, rep)
+		if err != nil {
+			return nil, nil, err
+		}
+		alerts = append(alerts, a...)
+		if jobErr != nil {
+			a, err := s.failJob(ctx, b, tx, id, now, jobErr)
+			if err != nil {
+				return nil, nil, err
+			}
+			alerts = append(alerts, a...)
+			rep.Failed = append(rep.Failed, JobError{ID: id, Error: jobErr.Error()})
+			continue
+		}
+		if c != nil {
+			claimed = append(claimed, *c)
+		}
+	}
+	for _, id := range triggered {
+		c, a, err := s.claimTrigger(ctx, b, tx, id, now, rep)
+		if err != nil {
+			return nil, nil, err
+		}
+		alerts = append(alerts, a...)
+		if c != nil {
+			claimed = append(claimed, *c)
+		}
+	}
+	return claimed, alerts, nil
 }
 
 // claimOne advances one due job inside its own savepoint. jobErr is the
@@ -297,6 +319,57 @@ func (s *Scheduler) claimOne(ctx context.Context, b *LedgerTx, tx *Tx, id string
 		alerts = append(alerts, a)
 	}
 	return c, alerts, nil, nil
+}
+
+// claimTrigger takes the pending trigger of one job (`cron trigger`): it
+// clears triggered_at and records the run as its own occurrence (trigger
+// "trigger", keyed by the instant of the request) in the same pass, so the
+// store write and the ledger row stand or fall together with the rest of
+// the pass. The occurrence is claimed, or recorded skipped when the job
+// was paused or completed since, or when an earlier run is still active and
+// its overlap policy forbids a second. A row the ledger already holds (a
+// pass that committed the ledger and died before the store write) is not
+// run again: the trigger is only cleared. A triggered run does not move the
+// schedule and does not count towards the repeat count, as `cron run`.
+func (s *Scheduler) claimTrigger(ctx context.Context, b *LedgerTx, tx *Tx, id string, now time.Time, rep *ClaimReport) (c *Claim, alerts []pendingAlert, err error) {
+	job, gerr := tx.Get(id)
+	if gerr != nil {
+		return nil, nil, nil // the store check reports it
+	}
+	at, ok := job.Triggered()
+	if !ok {
+		return nil, nil, nil
+	}
+	job.TriggeredAt = ""
+	if err := tx.Put(job); err != nil {
+		return nil, nil, err
+	}
+	reason := ""
+	if !job.Runnable() {
+		reason = "the job was paused or completed after it was triggered"
+	} else if active, err := b.ActiveFor(ctx, job.ID); err != nil {
+		return nil, nil, err
+	} else if len(active) > 0 && job.Policy.OverlapMode() == OverlapForbid {
+		reason = "previous run " + strings.Join(active, ", ") + " still running (overlap policy forbid)"
+	}
+	if reason != "" {
+		execID, ins, err := b.Insert(ctx, job.ID, at, TriggerNext, StateSkipped, "triggered run: "+reason, now)
+		if err != nil || !ins {
+			return nil, nil, err
+		}
+		rep.Skipped++
+		a, _ := notRunAlert(job, []Execution{{ID: execID, JobID: job.ID, ScheduledAt: at, State: StateSkipped, Error: "triggered run: " + reason}}, StateSkipped)
+		return nil, []pendingAlert{a}, nil
+	}
+	execID, ins, err := b.Insert(ctx, job.ID, at, TriggerNext, StateClaimed, "", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ins {
+		s.log().Warn("triggered run already recorded; not run again", "job", job.ID, "execution", execID)
+		return nil, nil, nil
+	}
+	return &Claim{ExecutionID: execID, Job: *job, ScheduledAt: at, Trigger: TriggerNext, ClaimedAt: now}, nil, nil
 }
 
 // failJob makes a job whose claiming failed that job's error: it is paused
@@ -814,7 +887,11 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 	if err := checkToolsets(job.EnabledToolsets, mcpCfg.Toolsets()); err != nil {
 		return AgentJob{}, fmt.Errorf("%v; edit the job's toolsets", err)
 	}
-	toolsets, _ := NarrowToolsets(job.EnabledToolsets)
+	toolsets, off, err := s.jobToolsets(job)
+	if err != nil {
+		return AgentJob{}, err
+	}
+	mcpCfg = withoutServers(mcpCfg, off)
 	sampling, err := job.Policy.Sampling.LLM()
 	if err != nil {
 		return AgentJob{}, fmt.Errorf("%v; `cron edit %s` with the sampling flags (--no-sampling drops them)", err, job.ID)
@@ -842,6 +919,38 @@ func (s *Scheduler) agentJob(ctx context.Context, job *Job, c Claim, scriptOut s
 		Sampling: sampling,
 		OutDir:   RunDir(s.Home, job.ID, c.ExecutionID),
 	}, nil
+}
+
+// jobToolsets is the toolsets the job's execution is given: its own,
+// narrowed by the cron policy, without the operator's disabled_toolsets
+// (<home>/cron/config.yaml, read now); off is that list. A bad config
+// file, or a job left with no toolset, fails the execution naming the file.
+func (s *Scheduler) jobToolsets(job *Job) (toolsets, off []string, err error) {
+	cfg, err := LoadConfig(s.Home)
+	if err != nil {
+		return nil, nil, err
+	}
+	toolsets, disabled := cfg.JobToolsets(job)
+	if len(disabled) > 0 {
+		s.log().Info("toolsets disabled by the operator's config removed", "job", job.ID, "disabled", disabled, "config", ConfigPath(s.Home))
+	}
+	if len(toolsets) == 0 {
+		return nil, nil, fmt.Errorf("every toolset of the job (%s) is disabled by disabled_toolsets in %s; edit the job's toolsets or the file", strings.Join(disabled, ", "), ConfigPath(s.Home))
+	}
+	return toolsets, cfg.DisabledToolsets, nil
+}
+
+// withoutServers drops the MCP servers whose toolset is disabled, so they
+// are not even started; nil when none is left.
+func withoutServers(cfg *mcp.Config, off []string) *mcp.Config {
+	if cfg == nil || len(off) == 0 {
+		return cfg
+	}
+	cfg.Servers = slices.DeleteFunc(cfg.Servers, func(sv *mcp.Server) bool { return slices.Contains(off, sv.Toolset) })
+	if len(cfg.Servers) == 0 {
+		return nil
+	}
+	return cfg
 }
 
 // contextOutputs is the latest output of each context_from job that has
@@ -1042,6 +1151,50 @@ func (s *Scheduler) RunNow(ctx context.Context, jobID string) (Result, error) {
 		return Result{}, err
 	}
 	return s.Execute(ctx, Claim{ExecutionID: id, Job: *job, ScheduledAt: now, Trigger: TriggerManual, ClaimedAt: now}), nil
+}
+
+// TriggerJob marks a job to run at the next tick (`cron trigger`, as
+// Hermes' trigger) and returns at once; the tick records and runs it as its
+// own occurrence (see claimTrigger). A job already triggered keeps its
+// pending trigger (pending reports it); a paused or completed job is
+// refused, as Hermes refuses it. It writes jobs.json under the store lock.
+func TriggerJob(ctx context.Context, st *Store, id string, now time.Time) (j *Job, pending bool, err error) {
+	err = st.Update(ctx, func(tx *Tx) error {
+		job, err := tx.Get(id)
+		if err != nil {
+			return err
+		}
+		for _, inv := range tx.Invalid() {
+			if inv.ID == id {
+				return usagef("job %s cannot be scheduled (%s); fix it first", id, inv.Error)
+			}
+		}
+		if !job.Runnable() {
+			return usagef("job %s is %s; resume it before triggering it (or `cron run %s` to run it now)", id, stateOf(job), id)
+		}
+		j = job
+		if _, ok := job.Triggered(); ok {
+			pending = true
+			return nil
+		}
+		job.TriggeredAt = NullString(fmtTime(now))
+		return tx.Put(job)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return j, pending, nil
+}
+
+// stateOf is the job's state as `cron list` names it.
+func stateOf(j *Job) string {
+	if j.State == StateCompleted {
+		return StateCompleted
+	}
+	if !j.Enabled || j.State == StatePaused {
+		return StatePaused
+	}
+	return StateScheduled
 }
 
 // ParseCronTimeout reads HERMES_CRON_TIMEOUT as Hermes does: seconds (a

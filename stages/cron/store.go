@@ -290,6 +290,11 @@ func validateStored(j *Job) error {
 			return fmt.Errorf("next_run_at: %v", err)
 		}
 	}
+	if j.TriggeredAt != "" {
+		if _, err := parseTimestamp(string(j.TriggeredAt), time.UTC); err != nil {
+			return fmt.Errorf("triggered_at: %v", err)
+		}
+	}
 	if _, err := j.Policy.Sampling.LLM(); err != nil {
 		return err
 	}
@@ -491,9 +496,10 @@ func (tx *Tx) DueIDs(now time.Time) []string {
 }
 
 // scan lists, in one read of each job's scheduling fields, the jobs due at
-// now and the runnable jobs that have no next_run_at at all (a hand edit, a
-// copy from Hermes), which the scheduler arms as import does.
-func (tx *Tx) scan(now time.Time) (due, unarmed []string) {
+// now, the runnable jobs that have no next_run_at at all (a hand edit, a
+// copy from Hermes), which the scheduler arms as import does, and the jobs
+// with a pending trigger (`cron trigger`) at or before now.
+func (tx *Tx) scan(now time.Time) (due, unarmed, triggered []string) {
 	for _, e := range tx.entries {
 		if e.deleted || e.invalid != nil {
 			continue
@@ -505,8 +511,31 @@ func (tx *Tx) scan(now time.Time) (due, unarmed []string) {
 		} else if e.unarmed() {
 			unarmed = append(unarmed, e.getID())
 		}
+		if at, ok := e.triggerAt(); ok && !at.After(now) {
+			triggered = append(triggered, e.getID())
+		}
 	}
-	return due, unarmed
+	return due, unarmed, triggered
+}
+
+// triggerAt returns the entry's pending trigger (triggered_at), whether or
+// not the job is runnable: the tick gives every trigger an outcome.
+func (e *entry) triggerAt() (time.Time, bool) {
+	if e.invalid != nil {
+		return time.Time{}, false
+	}
+	if e.job != nil {
+		return e.job.Triggered()
+	}
+	r := gjson.GetBytes(e.raw, "triggered_at")
+	if r.Type != gjson.String || r.String() == "" {
+		return time.Time{}, false
+	}
+	t, err := parseTimestamp(r.String(), time.UTC)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
 }
 
 // unarmed reports whether the entry is a runnable job whose next_run_at is
@@ -557,7 +586,8 @@ func (e *entry) nextDue() (time.Time, bool) {
 	return t.UTC(), true
 }
 
-// NextDue is the earliest next_run_at among runnable jobs (zero if none).
+// NextDue is the earliest next_run_at among runnable jobs, or pending
+// trigger among all jobs (zero if none).
 func (tx *Tx) NextDue() time.Time {
 	var best time.Time
 	for _, e := range tx.entries {
@@ -565,6 +595,9 @@ func (tx *Tx) NextDue() time.Time {
 			continue
 		}
 		if at, ok := e.nextDue(); ok && (best.IsZero() || at.Before(best)) {
+			best = at
+		}
+		if at, ok := e.triggerAt(); ok && (best.IsZero() || at.Before(best)) {
 			best = at
 		}
 	}
@@ -583,7 +616,7 @@ type storeIndex struct {
 
 // indexVersion changes when what makes a stored job valid changes, so a
 // store written by an older version is checked once in full.
-const indexVersion = 2
+const indexVersion = 3
 
 // fresh reports whether the index describes the file with this stamp and
 // lets readers skip checking every job.
@@ -726,6 +759,9 @@ func (s *Store) write(tx *Tx) error {
 		for _, e := range tx.entries {
 			if e.job != nil && !e.deleted {
 				if at, ok := e.nextDue(); ok && (due.IsZero() || at.Before(due)) {
+					due = at
+				}
+				if at, ok := e.triggerAt(); ok && (due.IsZero() || at.Before(due)) {
 					due = at
 				}
 			}

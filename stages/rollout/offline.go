@@ -18,16 +18,19 @@ import (
 )
 
 // Hermes' offline toolsets, offered as built-ins: a task list kept for the
-// rollout (todo), read-only access to a skills folder (skills), and code
-// run in the rollout's sandbox (execute_code). Names and argument shapes
+// rollout (todo), read-only access to a skills folder (skills), code run in
+// the rollout's sandbox (execute_code), and scheduling against a job store
+// kept for the rollout (cronjob: cronjob.go). Names and argument shapes
 // follow Hermes' tools.
 var offlineToolsetTools = map[string][]string{
 	"todo":         {"todo"},
 	"skills":       {"skills_list", "skill_view"},
 	"execute_code": {"execute_code"},
+	"cronjob":      {"cronjob"},
 }
 
 var offlineToolSpecs = map[string]struct{ desc, params string }{
+	"cronjob": {cronjobDesc, cronjobParams},
 	"todo": {
 		"Manage a task list for multi-step work. Call with no arguments to read the list; pass todos to write it (replacing the list, or updating items by id when merge is true). Every call returns the whole list. Keep one item in_progress at a time.",
 		`{"type": "object", "properties": {"todos": {"type": "array", "description": "Items to write", "items": {"type": "object", "properties": {"id": {"type": "string", "description": "Unique item id"}, "content": {"type": "string", "description": "What the task is"}, "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "cancelled"], "description": "Task status"}}, "required": ["id", "content", "status"]}}, "merge": {"type": "boolean", "description": "Update items by id and append new ones instead of replacing the list (default: false)", "default": false}}, "required": []}`,

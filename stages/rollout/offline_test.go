@@ -87,7 +87,7 @@ func TestOfflineToolsets(t *testing.T) {
 
 func TestSkillsWithoutFolderAndUnknownMCPToolsetEndTheRow(t *testing.T) {
 	client := env(t, fakellm.Config{}, 0)
-	for _, ts := range []string{"skills", "mcp-nope"} {
+	for _, ts := range []string{"skills", "mcp-nope", "cronjob"} {
 		rec := run(t, Options{Client: client, Model: "m", Driver: nil2(t), Toolsets: []string{ts}}, record("x"))
 		if rec.Outcome != schemas.OutcomeError || !strings.Contains(rec.Error, "toolset "+ts) || rec.APICalls != 0 {
 			t.Errorf("%s: %s %q calls %d", ts, rec.Outcome, rec.Error, rec.APICalls)

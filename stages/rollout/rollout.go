@@ -47,6 +47,15 @@ type Options struct {
 	// SkillsDir is the folder the skills toolset reads (<dir>/<name>/SKILL.md
 	// or <dir>/<category>/<name>/SKILL.md); "" = the toolset is unavailable.
 	SkillsDir string
+	// PlanSchedule reads a schedule given to the cronjob toolset (its
+	// display form and first occurrence after now); nil = the toolset is
+	// unavailable. The command layer binds cron.PlanSchedule.
+	PlanSchedule func(text string, now time.Time) (PlannedSchedule, error)
+	// GuardCronPrompt checks a prompt the cronjob toolset is given (create,
+	// update) as `cron add` checks one; a refusal is answered as Hermes
+	// answers a blocked prompt. nil = none. The command layer binds
+	// cron.GuardPrompt.
+	GuardCronPrompt func(prompt string) error
 
 	// Price of Model's tokens; nil = unknown: records get cost_usd null.
 	Price *cost.Price

@@ -56,6 +56,9 @@ func (s *Stage) toolsFor(toolsets []string) ([]schemas.Tool, error) {
 	if want["skills"] && s.o.SkillsDir == "" {
 		return nil, fmt.Errorf("toolset skills: no skills folder configured (--skills-dir)")
 	}
+	if want["cronjob"] && s.o.PlanSchedule == nil {
+		return nil, fmt.Errorf("toolset cronjob: this run has no schedule reader")
+	}
 	var out []schemas.Tool
 	for _, ts := range schemas.KnownToolsets {
 		if !want[ts] {
@@ -106,11 +109,12 @@ func (s *Stage) statToolNames() []string {
 }
 
 // rolloutTools is the per-rollout state of the tools beyond terminal and
-// file: the todo list and the rollout's MCP session.
+// file: the todo list, the cronjob store and the rollout's MCP session.
 type rolloutTools struct {
 	s     *Stage
 	sess  *asyncSession
 	todos []todoItem
+	cron  *cronStore // the cronjob toolset's jobs; nil until its first call
 	mcp   *mcp.Session
 }
 
@@ -172,6 +176,8 @@ func (rt *rolloutTools) call(ctx context.Context, allowed map[string]bool, call 
 		out, err = skillView(rt.s.o.SkillsDir, args)
 	case "execute_code":
 		out, err = executeCode(ctx, rt.sess, args, rt.s.o.CommandTimeout)
+	case "cronjob":
+		out, err = rt.cronjobTool(args)
 	}
 	return out, err, true
 }
