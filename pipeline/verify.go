@@ -279,10 +279,13 @@ func (v *verifier) entry(n int, l *ledgerLine) {
 }
 
 // holdsLatest reports whether ledger line n holds the latest row of any of
-// its keys.
+// its keys as a record (what its shard must still hold).
 func (v *verifier) holdsLatest(n int, l *ledgerLine) bool {
-	for _, r := range l.Rows {
-		if v.latest[r.Key] == n {
+	for i := range l.Rows {
+		r := &l.Rows[i]
+		// A marker row (filtered, lost, ...) is no record: its line may be
+		// the latest for its key while the shard, merged away, is gone.
+		if v.latest[r.Key] == n && l.Record(r) {
 			return true
 		}
 	}
