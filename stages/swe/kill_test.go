@@ -162,6 +162,10 @@ wait:
 	fake, base := startFake(t)
 	o := runOptions(t, d, base, tasks, out)
 	o.Mode = pipeline.ModeResume
+	// No end-of-run merge of the small shards: its ledger lines re-point
+	// records already graded, which the count of final rows below would take
+	// for a second grading (the merge has tests of its own).
+	o.KeepShards = true
 	res, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
