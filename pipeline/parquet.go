@@ -193,7 +193,10 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 // default level costs a fifth of the throughput (about 55 instead of 67 MB/s
 // of JSON on one core) for files about 7% smaller. Each record's text is
 // stored twice (typed columns and raw_json), so a shard is about 0.6 times
-// the size of the JSONL lines of agent trajectories.
+// the size of the JSONL lines of agent trajectories, and compressing both
+// copies is about 85% of the writer's CPU (BenchmarkParquetWrite's profile);
+// building rows is under 10%. Snappy would halve the CPU for shards a third
+// larger (0.8 times the lines).
 type parquetWriter struct {
 	w          *parquet.GenericWriter[parquetRecord]
 	rows       [1]parquetRecord
@@ -245,8 +248,10 @@ func (p *parquetWriter) Close() error {
 }
 
 // parquetScratch holds the values the optional columns of one row point at,
-// so building a row allocates nothing but unescaped strings.
+// and the decoded text of the row's strings that had escapes, so building a
+// row allocates nothing once the scratch has grown to the largest row.
 type parquetScratch struct {
+	text                                 []byte
 	id, model, errStr                    string
 	toolStats, toolErrs, metadata, extra string
 	success, completed, partial          bool
@@ -263,8 +268,9 @@ type parquetScratch struct {
 func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, pi, sample int64, line string) {
 	convs, tools := row.Conversations[:0], row.ToolsetsUsed[:0]
 	*row = parquetRecord{Key: key, Outcome: outcome, PromptIndex: pi, Sample: sample, RawJSON: line}
+	sc.text = sc.text[:0]
 	str := func(dst *string, raw string) *string {
-		v, ok := schemas.JSONString(raw)
+		v, ok := sc.jsonString(raw)
 		if !ok {
 			return nil
 		}
@@ -302,7 +308,7 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 		case schemas.MemberID:
 			row.ID = str(&sc.id, raw)
 		case schemas.MemberConversations:
-			row.Conversations = jsonList(convs, raw, parquetTurnOf)
+			row.Conversations = jsonList(convs, raw, sc.turn)
 		case schemas.MemberSuccess:
 			row.Success = boolean(&sc.success, raw)
 		case schemas.MemberCompleted:
@@ -315,12 +321,15 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 			row.Usage = jsonStruct(&sc.usage, raw)
 		case schemas.MemberCostUSD:
 			row.CostUSD = nil
+			if raw == "null" { // an unpriced record: no ParseFloat error to allocate
+				break
+			}
 			if v, err := strconv.ParseFloat(raw, 64); err == nil {
 				sc.cost = v
 				row.CostUSD = &sc.cost
 			}
 		case schemas.MemberToolsetsUsed:
-			row.ToolsetsUsed = jsonList(tools, raw, schemas.JSONText)
+			row.ToolsetsUsed = jsonList(tools, raw, sc.jsonText)
 		case schemas.MemberToolStats:
 			row.ToolStats = object(&sc.toolStats, raw)
 		case schemas.MemberToolErrorCounts:
@@ -402,22 +411,48 @@ func (r *parquetReasoning) setField(name, raw string) {
 	}
 }
 
-// parquetTurnOf returns the from and value of a conversations element; a
-// member that is not a string holds its JSON text, and an element that is
-// not an object gives an empty turn.
-func parquetTurnOf(raw string) parquetTurn {
+// turn returns the from and value of a conversations element; a member that
+// is not a string holds its JSON text, and an element that is not an object
+// gives an empty turn.
+func (sc *parquetScratch) turn(raw string) parquetTurn {
 	var t parquetTurn
 	if raw[0] == '{' {
 		schemas.EachMember(raw, func(k, v string) {
 			switch k {
 			case turnColumns[0]:
-				t.From = schemas.JSONText(v)
+				t.From = sc.jsonText(v)
 			case turnColumns[1]:
-				t.Value = schemas.JSONText(v)
+				t.Value = sc.jsonText(v)
 			}
 		})
 	}
 	return t
+}
+
+// jsonString is schemas.JSONString, decoding a string with escapes into
+// sc.text instead of new memory; the result is valid until the scratch's
+// next row.
+func (sc *parquetScratch) jsonString(raw string) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || strings.IndexByte(raw, '\\') < 0 {
+		return schemas.JSONString(raw) // no escapes: a substring of raw
+	}
+	start := len(sc.text)
+	b, ok := schemas.AppendJSONString(sc.text, raw)
+	if !ok {
+		return "", false
+	}
+	// Growing sc.text moves later strings to a new array; the earlier ones
+	// keep the old one alive.
+	sc.text = b
+	return unsafe.String(unsafe.SliceData(b[start:]), len(b)-start), true
+}
+
+// jsonText is schemas.JSONText through jsonString.
+func (sc *parquetScratch) jsonText(raw string) string {
+	if s, ok := sc.jsonString(raw); ok {
+		return s
+	}
+	return raw
 }
 
 // openParquet opens the Parquet shard rel of the folder dir (through

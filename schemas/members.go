@@ -199,13 +199,35 @@ func JSONString(raw string) (string, bool) {
 		return "", false
 	}
 	s := raw[1 : len(raw)-1]
-	first := strings.IndexByte(s, '\\')
-	if first < 0 {
+	if strings.IndexByte(s, '\\') < 0 {
 		return s, true
 	}
-	b := make([]byte, 0, len(s))
-	b = append(b, s[:first]...)
-	for i := first; i < len(s); {
+	b, ok := appendUnescaped(make([]byte, 0, len(s)), s)
+	if !ok {
+		return "", false
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)), true
+}
+
+// AppendJSONString appends the value of the JSON string raw, decoded as
+// JSONString decodes it, to dst; ok is false (and dst unchanged) when raw is
+// not a JSON string. Callers that decode many strings reuse dst instead of
+// allocating one per string.
+func AppendJSONString(dst []byte, raw string) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return dst, false
+	}
+	b, ok := appendUnescaped(dst, raw[1:len(raw)-1])
+	if !ok {
+		return dst, false
+	}
+	return b, true
+}
+
+// appendUnescaped appends s, the inside of a JSON string, with its escapes
+// decoded, to b; ok is false for a malformed escape.
+func appendUnescaped(b []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
 			j := strings.IndexByte(s[i:], '\\')
@@ -217,7 +239,7 @@ func JSONString(raw string) (string, bool) {
 			continue
 		}
 		if i+1 >= len(s) {
-			return "", false
+			return b, false
 		}
 		switch s[i+1] {
 		case '"', '\\', '/':
@@ -235,7 +257,7 @@ func JSONString(raw string) (string, bool) {
 		case 'u':
 			r := hex4(s, i+2)
 			if r < 0 {
-				return "", false
+				return b, false
 			}
 			i += 6
 			if utf16.IsSurrogate(r) {
@@ -251,11 +273,11 @@ func JSONString(raw string) (string, bool) {
 			b = utf8.AppendRune(b, r)
 			continue
 		default:
-			return "", false
+			return b, false
 		}
 		i += 2
 	}
-	return unsafe.String(unsafe.SliceData(b), len(b)), true
+	return b, true
 }
 
 // hex4u returns the rune of a \uXXXX escape at s[i], or -1.

@@ -150,10 +150,18 @@ func TestJSONStringMatchesEncodingJSON(t *testing.T) {
 		if !ok || got != want {
 			t.Fatalf("JSONString(%s) = %q, %v; want %q", c, got, ok, want)
 		}
+		// AppendJSONString decodes the same, after what dst holds.
+		app, ok := AppendJSONString([]byte("prefix"), c)
+		if !ok || string(app) != "prefix"+want {
+			t.Fatalf("AppendJSONString(%s) = %q, %v; want %q", c, app, ok, "prefix"+want)
+		}
 	}
-	for _, c := range []string{`1`, `"a`, `null`, `"\x"`} {
+	for _, c := range []string{`1`, `"a`, `null`, `"\x"`, `"ok\u12"`} {
 		if _, ok := JSONString(c); ok {
 			t.Fatalf("JSONString accepted %s", c)
+		}
+		if app, ok := AppendJSONString([]byte("prefix"), c); ok || string(app) != "prefix" {
+			t.Fatalf("AppendJSONString accepted %s: %q", c, app)
 		}
 	}
 }
