@@ -19,8 +19,8 @@ type bpeModel struct {
 	vocab map[string]int
 	// byteID maps each byte to the id of its one-byte token, -1 if none.
 	byteID [256]int32
-	// merges maps a pair of ids to rank<<32 | merged id.
-	merges map[uint64]uint64
+	// merges maps a pair of ids a<<32 | b to rank<<32 | merged id.
+	merges *pairTable
 	// direct looks the whole piece up in vocab first (tiktoken always;
 	// Hugging Face when ignore_merges is set).
 	direct bool
@@ -81,7 +81,7 @@ func (m *bpeModel) putScratch(sc *scratch) { m.pool.Put(sc) }
 // pairRank returns the rank and merged id of the adjacent symbols a and b,
 // or noRank.
 func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
-	v, ok := m.merges[uint64(uint32(a.id))<<32|uint64(uint32(b.id))]
+	v, ok := m.merges.get(uint64(uint32(a.id))<<32 | uint64(uint32(b.id)))
 	if !ok {
 		return noRank, -1
 	}

@@ -22,7 +22,7 @@ func loadTiktoken(name string) (*encoder, error) {
 		}
 		m.byteID[b] = int32(id)
 	}
-	m.merges = pairMerges(ranks)
+	m.merges = newPairTable(pairMerges(ranks))
 	pat := patCL100K
 	if name == "o200k_base" {
 		pat = patO200K

@@ -140,7 +140,7 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 		}
 		m.byteID[b] = int32(id)
 	}
-	m.merges = pairMerges(ranks)
+	m.merges = newPairTable(pairMerges(ranks))
 	if family == "" {
 		family = nameFamily(path)
 	}
