@@ -24,6 +24,8 @@ type bpeModel struct {
 	// direct looks the whole piece up in vocab first (tiktoken always;
 	// Hugging Face when ignore_merges is set).
 	direct bool
+	// pieces is vocab as a vocabTable for the direct lookup; nil: vocab.
+	pieces *vocabTable
 
 	// charLevel is the SentencePiece-family form of Hugging Face BPE
 	// (Llama 2, Gemma, Mistral): vocab holds text, a piece starts as its
@@ -90,7 +92,11 @@ func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
 
 // encodePiece appends the ids of piece to out.
 func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
-	if m.direct {
+	if m.pieces != nil {
+		if id, ok := m.pieces.get(piece); ok {
+			return append(out, id)
+		}
+	} else if m.direct {
 		if id, ok := m.vocab[piece]; ok {
 			return append(out, id)
 		}

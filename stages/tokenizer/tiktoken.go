@@ -23,6 +23,7 @@ func loadTiktoken(name string) (*encoder, error) {
 		m.byteID[b] = int32(id)
 	}
 	m.merges = newPairTable(pairMerges(ranks))
+	m.pieces = newVocabTable(ranks)
 	pat := patCL100K
 	if name == "o200k_base" {
 		pat = patO200K

@@ -141,6 +141,7 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 		m.byteID[b] = int32(id)
 	}
 	m.merges = newPairTable(pairMerges(ranks))
+	m.pieces = newVocabTable(ranks)
 	if family == "" {
 		family = nameFamily(path)
 	}
