@@ -222,6 +222,7 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 		merges[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(i)<<32 | uint64(uint32(ab))
 	}
 	m.merges = newPairTable(merges)
+	m.setBytePairs()
 	return m, nil
 }
 

@@ -24,6 +24,7 @@ func loadTiktoken(name string) (*encoder, error) {
 	}
 	m.merges = newPairTable(pairMerges(ranks))
 	m.pieces = newVocabTable(ranks)
+	m.setBytePairs()
 	pat := patCL100K
 	if name == "o200k_base" {
 		pat = patO200K

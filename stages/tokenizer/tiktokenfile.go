@@ -142,6 +142,7 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 	}
 	m.merges = newPairTable(pairMerges(ranks))
 	m.pieces = newVocabTable(ranks)
+	m.setBytePairs()
 	if family == "" {
 		family = nameFamily(path)
 	}
