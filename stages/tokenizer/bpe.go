@@ -19,11 +19,18 @@ type bpeModel struct {
 	vocab map[string]int
 	// byteID maps each byte to the id of its one-byte token, -1 if none.
 	byteID [256]int32
-	// merges maps a pair of ids to rank<<32 | merged id.
-	merges map[uint64]uint64
+	// merges maps a pair of ids a<<32 | b to rank<<32 | merged id.
+	merges *pairTable
+	// bytePairs is the pair table restricted to pairs of one-byte tokens,
+	// indexed by the two bytes: the first lookups of every piece, from a
+	// 512 KB table that stays in cache. nil when a byte has no token or the
+	// model is character-level (then a piece's symbols are not its bytes).
+	bytePairs *[1 << 16]uint64
 	// direct looks the whole piece up in vocab first (tiktoken always;
 	// Hugging Face when ignore_merges is set).
 	direct bool
+	// pieces is vocab as a vocabTable for the direct lookup; nil: vocab.
+	pieces *vocabTable
 
 	// charLevel is the SentencePiece-family form of Hugging Face BPE
 	// (Llama 2, Gemma, Mistral): vocab holds text, a piece starts as its
@@ -81,7 +88,7 @@ func (m *bpeModel) putScratch(sc *scratch) { m.pool.Put(sc) }
 // pairRank returns the rank and merged id of the adjacent symbols a and b,
 // or noRank.
 func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
-	v, ok := m.merges[uint64(uint32(a.id))<<32|uint64(uint32(b.id))]
+	v, ok := m.merges.get(uint64(uint32(a.id))<<32 | uint64(uint32(b.id)))
 	if !ok {
 		return noRank, -1
 	}
@@ -90,7 +97,11 @@ func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
 
 // encodePiece appends the ids of piece to out.
 func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
-	if m.direct {
+	if m.pieces != nil {
+		if id, ok := m.pieces.get(piece); ok {
+			return append(out, id)
+		}
+	} else if m.direct {
 		if id, ok := m.vocab[piece]; ok {
 			return append(out, id)
 		}
@@ -121,6 +132,42 @@ func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
 	return out
 }
 
+// firstRank is pairRank for symbols i and i+1 of piece before any merge,
+// when they are still its bytes i and i+1.
+func (m *bpeModel) firstRank(syms []symbol, i int, piece string) (int32, int32) {
+	if m.bytePairs == nil {
+		return m.pairRank(&syms[i], &syms[i+1])
+	}
+	v := m.bytePairs[int(piece[i])<<8|int(piece[i+1])]
+	if v == emptyPair {
+		return noRank, -1
+	}
+	return int32(v >> 32), int32(uint32(v))
+}
+
+// setBytePairs fills bytePairs from merges when every byte has a token.
+func (m *bpeModel) setBytePairs() {
+	if m.charLevel {
+		return
+	}
+	for _, id := range m.byteID {
+		if id < 0 {
+			return
+		}
+	}
+	t := new([1 << 16]uint64)
+	for a := range 256 {
+		for b := range 256 {
+			v, ok := m.merges.get(uint64(uint32(m.byteID[a]))<<32 | uint64(uint32(m.byteID[b])))
+			if !ok {
+				v = emptyPair
+			}
+			t[a<<8|b] = v
+		}
+	}
+	m.bytePairs = t
+}
+
 // merge runs byte-pair merging over piece and appends the resulting ids.
 func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
 	var syms []symbol
@@ -138,9 +185,9 @@ func (m *bpeModel) merge(piece string, out []int, sc *scratch) []int {
 	}
 	sc.syms = syms
 	if len(piece) <= linearMaxBytes {
-		syms = m.mergeLinear(syms, sc)
+		syms = m.mergeLinear(syms, piece, sc)
 	} else {
-		syms = m.mergeHeap(syms, sc)
+		syms = m.mergeHeap(syms, piece, sc)
 	}
 	for i := range syms {
 		out = append(out, int(syms[i].id))
@@ -205,7 +252,7 @@ func (m *bpeModel) allFallback(ch string) bool {
 
 // mergeLinear is tiktoken's algorithm: scan for the lowest rank, merge,
 // update the two neighbouring ranks. O(n²) but fast for short pieces.
-func (m *bpeModel) mergeLinear(syms []symbol, sc *scratch) []symbol {
+func (m *bpeModel) mergeLinear(syms []symbol, piece string, sc *scratch) []symbol {
 	n := len(syms)
 	if cap(sc.rk) < n {
 		sc.rk = make([]int32, n, 2*n)
@@ -213,7 +260,7 @@ func (m *bpeModel) mergeLinear(syms []symbol, sc *scratch) []symbol {
 	}
 	rk, nid := sc.rk[:n], sc.nid[:n]
 	for i := 0; i+1 < n; i++ {
-		rk[i], nid[i] = m.pairRank(&syms[i], &syms[i+1])
+		rk[i], nid[i] = m.firstRank(syms, i, piece)
 	}
 	for n > 1 {
 		best, bi := int32(noRank), -1
@@ -255,7 +302,7 @@ type heapEntry struct {
 // mergeHeap gives the same result as mergeLinear in O(n log n) for long
 // pieces (for example a long run of CJK letters): a min-heap of candidate
 // merges with stale entries skipped on pop, over a linked list of symbols.
-func (m *bpeModel) mergeHeap(syms []symbol, sc *scratch) []symbol {
+func (m *bpeModel) mergeHeap(syms []symbol, piece string, sc *scratch) []symbol {
 	n := len(syms)
 	if cap(sc.next) < n {
 		sc.next = make([]int32, n, 2*n)
@@ -268,7 +315,8 @@ func (m *bpeModel) mergeHeap(syms []symbol, sc *scratch) []symbol {
 	}
 	h := sc.heap[:0]
 	for i := 0; i+1 < n; i++ {
-		h = m.heapPush(h, syms, int32(i), int32(i+1))
+		rank, id := m.firstRank(syms, i, piece)
+		h = pushMerge(h, syms, int32(i), int32(i+1), rank, id)
 	}
 	const dead = -1
 	for len(h) > 0 {
@@ -287,10 +335,12 @@ func (m *bpeModel) mergeHeap(syms []symbol, sc *scratch) []symbol {
 			prev[next[r]] = l
 		}
 		if prev[l] >= 0 {
-			h = m.heapPush(h, syms, prev[l], l)
+			rank, id := m.pairRank(&syms[prev[l]], &syms[l])
+			h = pushMerge(h, syms, prev[l], l, rank, id)
 		}
 		if int(next[l]) < n {
-			h = m.heapPush(h, syms, l, next[l])
+			rank, id := m.pairRank(&syms[l], &syms[next[l]])
+			h = pushMerge(h, syms, l, next[l], rank, id)
 		}
 	}
 	sc.heap = h
@@ -304,8 +354,9 @@ func (m *bpeModel) mergeHeap(syms []symbol, sc *scratch) []symbol {
 	return syms[:k]
 }
 
-func (m *bpeModel) heapPush(h []heapEntry, syms []symbol, l, r int32) []heapEntry {
-	rank, id := m.pairRank(&syms[l], &syms[r])
+// pushMerge pushes the merge of symbols l and r (rank and merged id) unless
+// rank is noRank.
+func pushMerge(h []heapEntry, syms []symbol, l, r, rank, id int32) []heapEntry {
 	if rank == noRank {
 		return h
 	}

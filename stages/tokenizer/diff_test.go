@@ -139,8 +139,8 @@ func TestLongPieceHeapMatchesLinear(t *testing.T) {
 				}
 				return s
 			}
-			lin := m.mergeLinear(syms(), sc)
-			hp := m.mergeHeap(syms(), sc)
+			lin := m.mergeLinear(syms(), piece, sc)
+			hp := m.mergeHeap(syms(), piece, sc)
 			if !slices.Equal(lin, hp) {
 				t.Fatalf("%s: heap and linear merges differ on %q", name, piece)
 			}

@@ -9,7 +9,9 @@
 // The compress stage and the `tokens` command call Load once and then Count or
 // Encode from many goroutines. The hot path is hand-written: a pre-tokenizer
 // state machine equivalent to each known split regex, and a byte-pair merge
-// with a per-goroutine cache. Patterns that are not known are translated to Go
+// with a per-goroutine cache over flat tables sized for the CPU cache (token
+// bytes held in their slot, packed pair slots, a Bloom filter of the pairs
+// and a dense table of byte pairs). Patterns that are not known are translated to Go
 // regular expressions (lookahead and class intersections emulated).
 //
 // Invalid UTF-8 is decided once for every tokenizer: each byte that does not

@@ -211,7 +211,7 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 	} else if err := json.Unmarshal(f.Model.Merges, &pairs); err != nil {
 		return nil, fmt.Errorf("field model.merges: want a list of \"a b\" strings or [a, b] pairs: %w", err)
 	}
-	m.merges = make(map[uint64]uint64, len(pairs))
+	merges := make(map[uint64]uint64, len(pairs))
 	for i, p := range pairs {
 		a, okA := f.Model.Vocab[p[0]]
 		b, okB := f.Model.Vocab[p[1]]
@@ -219,8 +219,10 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 		if !okA || !okB || !okAB {
 			return nil, fmt.Errorf("field model.merges[%d] (%q %q): token not in model.vocab", i, p[0], p[1])
 		}
-		m.merges[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(i)<<32 | uint64(uint32(ab))
+		merges[uint64(uint32(a))<<32|uint64(uint32(b))] = uint64(i)<<32 | uint64(uint32(ab))
 	}
+	m.merges = newPairTable(merges)
+	m.setBytePairs()
 	return m, nil
 }
 

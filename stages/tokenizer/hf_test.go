@@ -208,3 +208,60 @@ func TestInvalidUTF8IsReplacementChar(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSplitterMatchesRegex compares every hand-written pre-tokenizer with
+// the regex translation of its pattern (lookahead emulated) on arbitrary
+// strings; the seeds cover CJK, emoji, combining marks, digit runs,
+// contractions, white-space runs and line breaks. Run it longer with
+// go test -fuzz FuzzSplitterMatchesRegex ./stages/tokenizer/.
+func FuzzSplitterMatchesRegex(f *testing.F) {
+	pats := []string{patCL100K, patQwen2, patO200K, patKimi}
+	type pair struct {
+		fast splitter
+		re   *lookRegex
+	}
+	var impls []pair
+	for _, pat := range pats {
+		re, err := compileLook(pat)
+		if err != nil {
+			f.Fatal(err)
+		}
+		impls = append(impls, pair{knownSplitter(pat), re})
+	}
+	for _, s := range []string{
+		"Hello world's  \n\n  x 12345 don't 你好 😀",
+		"I'LL we'Re they'VE it'S 's 'll'd'm't",
+		"日本語のテキスト，中文。한국어 텍스트",
+		"e\u0301 a\u0308\u0301 \u0301\u0301x Ωmega ǅungla ʰʰa",
+		"1234567890 ١٢٣٤ ²³ ½ Ⅻ 𝟘𝟙𝟚",
+		"👍🏽👨‍👩‍👧 🇫🇷 x😀y",
+		"   \t\t  \n\r\n \u00a0\u3000x  \n  y\n\n\n   ",
+		"foo/bar//baz /// x\r\n/\n",
+		"CamelCaseWord HTTPServer iPhone ÉCOLE école",
+		"\u2028\u0085\v\f a",
+	} {
+		f.Add(s)
+	}
+	r := rand.New(rand.NewPCG(13, 13))
+	for range 20 {
+		f.Add(randomText(r, 40))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		s = sanitizeUTF8(s)
+		for k, im := range impls {
+			want := splitIsolated(s, nil, im.re.find)
+			var got []string
+			for i := 0; i < len(s); {
+				j := im.fast.next(s, i)
+				if j <= i || j > len(s) {
+					t.Fatalf("pattern %d: %q: next(%d) = %d", k, s, i, j)
+				}
+				got = append(got, s[i:j])
+				i = j
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("pattern %d: %q:\nstate machine %q\nregex         %q", k, s, got, want)
+			}
+		}
+	})
+}

@@ -22,7 +22,9 @@ func loadTiktoken(name string) (*encoder, error) {
 		}
 		m.byteID[b] = int32(id)
 	}
-	m.merges = pairMerges(ranks)
+	m.merges = newPairTable(pairMerges(ranks))
+	m.pieces = newVocabTable(ranks)
+	m.setBytePairs()
 	pat := patCL100K
 	if name == "o200k_base" {
 		pat = patO200K

@@ -140,7 +140,9 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 		}
 		m.byteID[b] = int32(id)
 	}
-	m.merges = pairMerges(ranks)
+	m.merges = newPairTable(pairMerges(ranks))
+	m.pieces = newVocabTable(ranks)
+	m.setBytePairs()
 	if family == "" {
 		family = nameFamily(path)
 	}
