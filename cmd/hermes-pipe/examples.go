@@ -48,6 +48,7 @@ var commandExamples = map[string][]string{
 	"cron pause":    {"hermes-pipe cron pause JOB_ID"},
 	"cron resume":   {"hermes-pipe cron resume JOB_ID"},
 	"cron run":      {"hermes-pipe cron run JOB_ID"},
+	"cron trigger":  {"hermes-pipe cron trigger JOB_ID"},
 	"cron tick":     {"hermes-pipe cron tick --max-parallel 2"},
 	"cron daemon":   {"hermes-pipe cron daemon --shutdown-grace 1m"},
 	"cron history":  {"hermes-pipe cron history --limit 10 JOB_ID"},

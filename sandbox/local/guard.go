@@ -63,7 +63,14 @@ func writeExecOnly(dir, name, src string) error {
 		return err
 	}
 	defer in.Close()
+	// While the copy is open for writing, a process another goroutine
+	// starts holds it open too until that process execs, and executing the
+	// copy then fails with ETXTBSY ("text file busy": seen when several
+	// sandboxes start at once). No process starts while it is open:
+	// syscall.ForkLock is what os/exec takes to start one.
+	syscall.ForkLock.Lock()
 	err = createIn(root, name, 0o111, in) // local.go
+	syscall.ForkLock.Unlock()
 	if err == nil {
 		// The mask may have taken bits away, never added any: set it exactly.
 		err = root.Chmod(name, 0o111)
