@@ -110,17 +110,12 @@ func (c *inputCheck) at(pos [2]int64) []posEntry {
 }
 
 // skipChanged records rec as seen and reports whether Run must skip it
-// because its row changed and RedoChanged is off. Only Run's producer
-// goroutine calls it.
-func (c *inputCheck) skipChanged(o *Output, rec *schemas.Record) bool {
+// because its row changed and RedoChanged is off; at is where its key
+// stands in the ledger (Output.locate). Only Run's producer goroutine calls
+// it.
+func (c *inputCheck) skipChanged(o *Output, rec *schemas.Record, at located) bool {
 	pos := [2]int64{int64(rec.PromptIndex), int64(rec.Sample)}
-	o.mu.RLock()
-	i, known := o.ix.find(rec.Key)
-	var e ledgerEntry
-	if known {
-		e = o.ix.entries[i]
-	}
-	o.mu.RUnlock()
+	i, known, e := at.i, at.known, at.entry
 	if known && int(i) < c.n {
 		c.seen.set(i)
 		if e.pi == pos[0] && int64(e.sample) == pos[1] && !c.shared.has(i) {
@@ -129,14 +124,14 @@ func (c *inputCheck) skipChanged(o *Output, rec *schemas.Record) bool {
 	}
 	// The key is new, or moved, or its position holds other keys: look at
 	// every entry the position held at open.
-	at := c.at(pos)
-	if len(at) == 0 {
+	held := c.at(pos)
+	if len(held) == 0 {
 		return false
 	}
 	c.seenAt[pos] = strings.Clone(rec.Key) // a source may reuse a skipped record's key (DoneSkipper)
 	var old string
 	o.mu.RLock()
-	for _, p := range at {
+	for _, p := range held {
 		if p.i&recordBit != 0 {
 			old = o.ix.entries[p.index()].key // the latest record at pos, in ledger order
 		}

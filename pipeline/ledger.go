@@ -127,9 +127,7 @@ var hashSeed = maphash.MakeSeed()
 
 // find returns the position of key in entries. Sources yield keys in input
 // order and the ledger holds them in nearly that order, so the entry after the
-// previous hit is tried first, and then the previous hit itself (a resumed
-// run looks each key up more than once): a sequential read instead of a
-// hash probe.
+// previous hit is tried first: a sequential read instead of a hash probe.
 func (ix *ledgerIndex) find(key string) (uint32, bool) { return ix.findFrom(&ix.next, key) }
 
 // findFrom is find with the hint next: a reader going through the keys
@@ -139,9 +137,6 @@ func (ix *ledgerIndex) findFrom(next *atomic.Uint32, key string) (uint32, bool) 
 	if int(n) < len(ix.entries) && ix.entries[n].key == key {
 		next.Store(n + 1)
 		return n, true
-	}
-	if n > 0 && int(n) <= len(ix.entries) && ix.entries[n-1].key == key {
-		return n - 1, true
 	}
 	i, ok := ix.findHashed(key)
 	if ok {

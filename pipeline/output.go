@@ -641,6 +641,29 @@ func (o *Output) Done(key string) bool {
 	return o.isDone(oc, ok)
 }
 
+// located is where a key stands in the ledger (Output.locate).
+type located struct {
+	known   bool
+	i       uint32      // its entry's index
+	entry   ledgerEntry // the entry as it was when located
+	outcome schemas.Outcome
+}
+
+// locate finds key's latest ledger entry, under the read lock.
+func (o *Output) locate(key string) located { return o.locateFrom(&o.ix.next, key) }
+
+// locateFrom is locate with the lookup hint next (ledgerIndex.findFrom).
+func (o *Output) locateFrom(next *atomic.Uint32, key string) located {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	i, ok := o.ix.findFrom(next, key)
+	if !ok {
+		return located{}
+	}
+	e := o.ix.entries[i]
+	return located{known: true, i: i, entry: e, outcome: o.ix.outcomes[e.outcome]}
+}
+
 func (o *Output) isDone(oc schemas.Outcome, ok bool) bool {
 	return ok && !oc.Retryable() && !o.retry[oc] && oc != outdir.Pruned
 }
@@ -651,14 +674,8 @@ func (o *Output) isDone(oc schemas.Outcome, ok bool) bool {
 func (o *Output) doneReader() func(key string) bool {
 	next := new(atomic.Uint32)
 	return func(key string) bool {
-		o.mu.RLock()
-		i, ok := o.ix.findFrom(next, key)
-		var oc schemas.Outcome
-		if ok {
-			oc = o.ix.outcomes[o.ix.entries[i].outcome]
-		}
-		o.mu.RUnlock()
-		return o.isDone(oc, ok)
+		at := o.locateFrom(next, key)
+		return o.isDone(at.outcome, at.known)
 	}
 }
 

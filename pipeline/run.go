@@ -490,10 +490,11 @@ func (r *runner) count(ctx context.Context, src Source) <-chan struct{} {
 // (its row changed), or the ledger marks its key done.
 func (r *runner) skip(rec *schemas.Record) bool {
 	out := r.out
-	if out.inputs != nil && out.inputs.skipChanged(out, rec) {
+	at := out.locate(rec.Key) // one ledger lookup for both questions
+	if out.inputs != nil && out.inputs.skipChanged(out, rec, at) {
 		return true
 	}
-	return out.Done(rec.Key)
+	return out.isDone(at.outcome, at.known)
 }
 
 // summarize fills sum with the counts of the finished run: what the

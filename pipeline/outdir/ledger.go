@@ -187,7 +187,7 @@ func ScanReader(r io.Reader, size ScanSize, fn func(n int, l *Line) error) (Tail
 	var long []byte // a line longer than br's buffer, gathered
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
