@@ -45,8 +45,6 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "out", Usage: "output folder (required unless --dry-run)"},
 		&cli.IntFlag{Name: "target-tokens", Value: compress.DefaultTargetTokens, Usage: "token budget of one row, turn overhead included"},
 		&cli.IntFlag{Name: "summary-tokens", Value: compress.DefaultSummaryTokens, Usage: "expected summary length; requests allow twice as many (max_tokens)"},
-		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3; see --tokenizer-pattern) or of a Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE: Llama 2, Gemma, Mistral)"},
-		tokenizerPatternFlag(),
 		&cli.IntFlag{Name: "protect-last", Value: compress.DefaultProtectLast, Usage: "final turns never summarised"},
 		&cli.BoolFlag{Name: "protect-first-system", Value: true, Usage: "never summarise the first system turn (--protect-first-system=false turns it off)"},
 		&cli.BoolFlag{Name: "protect-first-human", Value: true, Usage: "never summarise the first human turn (=false turns it off)"},
@@ -74,6 +72,7 @@ func compressCommand() *cli.Command {
 		&cli.StringFlag{Name: "batch-export", Usage: "write the summary requests that have no result yet to this file in the OpenAI batch input format (vllm run-batch reads it); their rows stay pending"},
 		&cli.StringFlag{Name: "batch-import", Usage: "finish the rows whose requests are answered in this batch output file; the others stay pending (for the next import, --batch-export or a normal --resume)"},
 	}
+	flags = append(flags, tokenizerFlags()...)
 	flags = append(flags, samplingFlags(false)...)
 	flags = append(flags, allowChangeFlag())
 	flags = append(flags, compressLLMFlags()...)
@@ -446,10 +445,7 @@ func tokensCommand() *cli.Command {
 decompressed first) with an exact offline tokenizer: cl100k_base, o200k_base,
 a tiktoken-format file (its split pattern from its family, or
 --tokenizer-pattern) or a Hugging Face tokenizer.json given by path.`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3; see --tokenizer-pattern) or of a Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE: Llama 2, Gemma, Mistral)"},
-			tokenizerPatternFlag(),
-		},
+		Flags: tokenizerFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return usagef("tokens needs at least one FILE")
@@ -478,11 +474,15 @@ a tiktoken-format file (its split pattern from its family, or
 	}
 }
 
-// tokenizerPatternFlag is --tokenizer-pattern, the split pattern of a
-// tiktoken-format file that no rank count names.
-func tokenizerPatternFlag() cli.Flag {
-	return &cli.StringFlag{Name: "tokenizer-pattern", Usage: "split pattern of a tiktoken-format --tokenizer file: " +
-		strings.Join(tokenizer.PatternNames(), ", ") + " or a regex (default: the file's family, known by its rank count)"}
+// tokenizerFlags are --tokenizer and --tokenizer-pattern (the split
+// pattern of a tiktoken-format file that no rank count names), read by
+// loadTokenizer; compress and tokens take them.
+func tokenizerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "tokenizer", Value: "cl100k_base", Usage: "cl100k_base, o200k_base, the path of a tiktoken-format file (*.tiktoken, tiktoken.model: Kimi K2, Llama 3; see --tokenizer-pattern) or of a Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE: Llama 2, Gemma, Mistral)"},
+		&cli.StringFlag{Name: "tokenizer-pattern", Usage: "split pattern of a tiktoken-format --tokenizer file: " +
+			strings.Join(tokenizer.PatternNames(), ", ") + " or a regex (default: the file's family, known by its rank count)"},
+	}
 }
 
 // loadTokenizer loads --tokenizer, a tiktoken-format file with

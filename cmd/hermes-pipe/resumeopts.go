@@ -25,7 +25,7 @@ var guardedFlags = []string{"prompts", "tasks", "task", "samples", "base-url", "
 	"temperature", "top-p", "max-tokens", "sampling-seed", "extra-body",
 	"toolsets", "distribution", "distribution-file", "seed", "mcp-config", "system-prompt",
 	// compress: its input, budget, tokenizer and what a summary replaces
-	"in", "target-tokens", "summary-tokens", "tokenizer", "turn-overhead", "protect-last",
+	"in", "target-tokens", "summary-tokens", "tokenizer", "tokenizer-pattern", "turn-overhead", "protect-last",
 	"protect-first-system", "protect-first-human", "protect-first-gpt", "protect-first-tool",
 	"summary-role", "no-notice", "max-passes", "over-limit"}
 
