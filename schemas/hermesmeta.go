@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -64,21 +63,11 @@ func HermesMetadata(meta json.RawMessage, batchNum int, at time.Time, model stri
 	add(MetaBatchNum, strconv.AppendInt(nil, int64(batchNum), 10))
 	add(MetaTimestamp, strconv.AppendQuote(nil, at.UTC().Format(TimestampLayout)))
 	if model != "" {
-		add(MetaModel, quoteJSON(model))
+		add(MetaModel, []byte(ToolResultJSON(model))) // encoded as a record's other strings: no HTML escaping
 	}
 	rest := strings.TrimSpace(row[1:]) // the row's members and its closing brace
 	if rest != "}" && len(b) > 1 {
 		b = append(b, ',')
 	}
 	return append(b, rest...)
-}
-
-// quoteJSON is s as a JSON string, encoded as a record's other strings are
-// (encoding/json without HTML escaping).
-func quoteJSON(s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
 }

@@ -135,12 +135,15 @@ func (j *Journal) Append(line []byte, durable bool) error {
 
 // Sync fsyncs what was appended; nothing when no line was.
 func (j *Journal) Sync() error {
+	// The fsync runs outside the lock: appends (a model call's spend line,
+	// written while every budget check waits) go on while it flushes.
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.f == nil {
+	f := j.f
+	j.mu.Unlock()
+	if f == nil {
 		return nil
 	}
-	if err := j.f.Sync(); err != nil {
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) { // Close fsyncs too
 		return fmt.Errorf("sync %s: %w", filepath.Base(j.path), err)
 	}
 	return nil
