@@ -72,7 +72,9 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 		seed := c.Int64("sampling-seed")
 		s.Seed = &seed
 	}
-	if hasFlag(c, "extra-body") && c.IsSet("extra-body") {
+	// cron edit's empty --extra-body removes the job's (editSampling); every
+	// other command takes an object only.
+	if hasFlag(c, "extra-body") && c.IsSet("extra-body") && !(c.Command.Name == "edit" && strings.TrimSpace(c.String("extra-body")) == "") {
 		extra, err := parseExtraBody(c.String("extra-body"))
 		if err != nil {
 			return s, err
@@ -93,12 +95,8 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 	return s, nil
 }
 
-// parseExtraBody reads --extra-body: one JSON object; an empty value is
-// none (cron edit's way to remove a job's).
+// parseExtraBody reads --extra-body: one JSON object.
 func parseExtraBody(v string) (map[string]any, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.UseNumber() // 1.05 and large integers reach the server as written
 	var m map[string]any
