@@ -159,7 +159,7 @@ func runSWE(c *cli.Context) error {
 	if err := tasksSandbox(c, src); err != nil {
 		return err
 	}
-	src.Sandbox = sandboxKind(c.String("sandbox"))
+	src.Sandbox = c.String("sandbox")
 	src.NeedImage = src.Sandbox == "docker"
 	// local and ssh clone each task's cwd from a folder of a host: it must
 	// be under a --cwd-root (docker: a path inside the task's image).
@@ -215,7 +215,7 @@ func runSWE(c *cli.Context) error {
 			// Only docker starts each session fresh from the image; with
 			// the other drivers agent and grader each work on a private
 			// clone of the task's cwd, which stays untouched.
-			Clone: c.String("sandbox") != "docker",
+			Clone: src.Sandbox != "docker",
 		},
 		CheckImages: imageChecker(r.driver),
 		MinResolved: minRate,
@@ -250,12 +250,6 @@ func tasksSandbox(c *cli.Context, src swe.TaskSource) error {
 		return nil
 	}
 	return c.Set("sandbox", b)
-}
-
-// sandboxKind is the backend of a --sandbox value (docker, local, ssh).
-func sandboxKind(v string) string {
-	kind, _, _ := strings.Cut(v, ":")
-	return kind
 }
 
 // cwdHint follows a tasks file refused for its cwds with --sandbox local

@@ -254,7 +254,6 @@ type activity struct {
 	stop        func()
 	last        atomic.Int64
 	errInactive error // the sentinel the cause wraps
-	now         func() time.Time
 
 	mu    sync.Mutex
 	steps activitySteps
@@ -272,7 +271,7 @@ type activitySteps struct {
 // watchActivity starts the watch of one execution under ctx; a timeout of
 // 0 means none. stop ends it.
 func watchActivity(ctx context.Context, timeout time.Duration) *activity {
-	a := &activity{now: time.Now}
+	a := &activity{}
 	a.touch()
 	actx, cancel := context.WithCancelCause(ctx)
 	a.ctx, a.stop = actx, func() { cancel(nil) }
@@ -305,14 +304,14 @@ func (a *activity) modelCall() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.steps.iteration++
-	a.steps.waiting, a.steps.since, a.steps.tools = "model reply", a.now(), nil
+	a.steps.waiting, a.steps.since, a.steps.tools = "model reply", time.Now(), nil
 }
 
 // modelReply marks the end of a model call, with the tools its reply asks for.
 func (a *activity) modelReply(resp llm.Response, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	took := a.now().Sub(a.steps.since).Round(time.Millisecond)
+	took := time.Now().Sub(a.steps.since).Round(time.Millisecond)
 	if err != nil {
 		a.steps.lastDone = fmt.Sprintf("model call of iteration %d failed after %s", a.steps.iteration, took)
 	} else {
@@ -328,14 +327,14 @@ func (a *activity) modelReply(resp llm.Response, err error) {
 func (a *activity) toolStart() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.steps.waiting, a.steps.since = a.toolName(), a.now()
+	a.steps.waiting, a.steps.since = a.toolName(), time.Now()
 }
 
 // toolEnd marks the end of a sandbox operation of a tool call.
 func (a *activity) toolEnd() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	took := a.now().Sub(a.steps.since).Round(time.Millisecond)
+	took := time.Now().Sub(a.steps.since).Round(time.Millisecond)
 	a.steps.lastDone = fmt.Sprintf("%s of iteration %d (took %s)", a.toolName(), a.steps.iteration, took)
 	a.steps.waiting = ""
 }
@@ -360,14 +359,14 @@ func (a *activity) describe() string {
 	defer a.mu.Unlock()
 	st := a.steps
 	if st.iteration == 0 && st.waiting != "" {
-		return fmt.Sprintf("waiting for the sandbox before the first model call for %s", a.now().Sub(st.since).Round(time.Millisecond))
+		return fmt.Sprintf("waiting for the sandbox before the first model call for %s", time.Now().Sub(st.since).Round(time.Millisecond))
 	}
 	if st.iteration == 0 {
 		return "before the first model call"
 	}
 	var parts []string
 	if st.waiting != "" {
-		parts = append(parts, fmt.Sprintf("waiting for the %s of iteration %d for %s", st.waiting, st.iteration, a.now().Sub(st.since).Round(time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("waiting for the %s of iteration %d for %s", st.waiting, st.iteration, time.Now().Sub(st.since).Round(time.Millisecond)))
 	} else if len(st.tools) > 0 {
 		parts = append(parts, fmt.Sprintf("iteration %d asked for %s", st.iteration, a.toolName()))
 	}

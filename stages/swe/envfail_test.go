@@ -47,8 +47,8 @@ func TestLocalEnvironmentFailuresAreErrors(t *testing.T) {
 		}
 		t.Skipf("the confined local sandbox (bubblewrap) is unavailable: %v", err)
 	}
-	repo := suiteCheckout(t, "sh-wc")
 	wc := suiteTask(t, "swe-mini__sh-wc")
+	repo := suiteCheckout(t, "sh-wc", wc.BaseCommit)
 	plain := filepath.Join(t.TempDir(), "plain")
 	if err := os.MkdirAll(plain, 0o755); err != nil {
 		t.Fatal(err)
@@ -134,20 +134,22 @@ func suiteTask(t *testing.T, id string) Task {
 }
 
 // suiteCheckout commits the sample suite's repository name into a git
-// checkout as scripts/swe-repos.sh does (fixed author, committer and date,
-// so its head is the task's base commit).
-func suiteCheckout(t *testing.T, name string) string {
+// checkout with scripts/swe-base-commit.sh, as scripts/swe-repos.sh does,
+// and checks its head is base, the task's base commit.
+func suiteCheckout(t *testing.T, name, base string) string {
 	t.Helper()
 	repo := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command("cp", "-r", filepath.Join(suiteDir(), "repos", name), repo).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	cmd := exec.Command("sh", "-ec", "git init -q -b main . && git add -A && git commit -q -m base")
+	cmd := exec.Command("sh", "-e", filepath.Join(suiteDir(), "..", "..", "scripts", "swe-base-commit.sh"))
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=swe-mini", "GIT_AUTHOR_EMAIL=swe-mini@localhost", "GIT_COMMITTER_NAME=swe-mini",
-		"GIT_COMMITTER_EMAIL=swe-mini@localhost", "GIT_AUTHOR_DATE=2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2024-01-01T00:00:00Z")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("swe-base-commit.sh: %v", err)
+	}
+	if head := strings.TrimSpace(string(out)); head != base {
+		t.Fatalf("%s: base commit %s, tasks.jsonl says %s", name, head, base)
 	}
 	return repo
 }
