@@ -311,7 +311,7 @@ func (a *activity) modelCall() {
 func (a *activity) modelReply(resp llm.Response, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	took := time.Now().Sub(a.steps.since).Round(time.Millisecond)
+	took := time.Since(a.steps.since).Round(time.Millisecond)
 	if err != nil {
 		a.steps.lastDone = fmt.Sprintf("model call of iteration %d failed after %s", a.steps.iteration, took)
 	} else {
@@ -334,7 +334,7 @@ func (a *activity) toolStart() {
 func (a *activity) toolEnd() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	took := time.Now().Sub(a.steps.since).Round(time.Millisecond)
+	took := time.Since(a.steps.since).Round(time.Millisecond)
 	a.steps.lastDone = fmt.Sprintf("%s of iteration %d (took %s)", a.toolName(), a.steps.iteration, took)
 	a.steps.waiting = ""
 }
@@ -359,14 +359,14 @@ func (a *activity) describe() string {
 	defer a.mu.Unlock()
 	st := a.steps
 	if st.iteration == 0 && st.waiting != "" {
-		return fmt.Sprintf("waiting for the sandbox before the first model call for %s", time.Now().Sub(st.since).Round(time.Millisecond))
+		return fmt.Sprintf("waiting for the sandbox before the first model call for %s", time.Since(st.since).Round(time.Millisecond))
 	}
 	if st.iteration == 0 {
 		return "before the first model call"
 	}
 	var parts []string
 	if st.waiting != "" {
-		parts = append(parts, fmt.Sprintf("waiting for the %s of iteration %d for %s", st.waiting, st.iteration, time.Now().Sub(st.since).Round(time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("waiting for the %s of iteration %d for %s", st.waiting, st.iteration, time.Since(st.since).Round(time.Millisecond)))
 	} else if len(st.tools) > 0 {
 		parts = append(parts, fmt.Sprintf("iteration %d asked for %s", st.iteration, a.toolName()))
 	}
