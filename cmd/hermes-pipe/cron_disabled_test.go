@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -10,28 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/sandbox/fake"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
-	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 )
 
 // The operator's disabled_toolsets (<home>/cron/config.yaml) take toolsets
 // away from every agent job whatever the job asks: their tools are not in
 // the chat request that reaches the model, and `cron show` says so.
 func TestCronDisabledToolsetsAreNotOfferedToTheModel(t *testing.T) {
-	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "status", "steps": [{"content": "all good"}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
-	srv := httptest.NewServer(fk)
-	t.Cleanup(srv.Close)
-	home := t.TempDir()
 	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-	deps := cronDeps{
-		Agent: &cron.RolloutRunner{Driver: fake.New(), DefaultBaseURL: srv.URL + "/v1", DefaultModel: "m"},
-		Now:   func() time.Time { return now },
-	}
+	fk, deps := agentOnFake(t, "status", "all good", &now)
+	home := t.TempDir()
 	out, err := cronApp(t, deps, "--home", home, "add", "--tz", "UTC", "--toolsets", "terminal,file,todo", "0 10 * * *", "status", "check")
 	if err != nil {
 		t.Fatalf("add: %v\n%s", err, out)

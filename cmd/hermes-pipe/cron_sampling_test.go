@@ -19,19 +19,9 @@ import (
 // `cron show` prints them, and `cron run` sends them in the chat request
 // that reaches the model. Bad values are usage errors naming the flag.
 func TestCronSamplingFlagsReachTheModel(t *testing.T) {
-	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "status", "steps": [{"content": "all good"}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
-	srv := httptest.NewServer(fk)
-	t.Cleanup(srv.Close)
-	home := t.TempDir()
 	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-	deps := cronDeps{
-		Agent: &cron.RolloutRunner{Driver: fake.New(), DefaultBaseURL: srv.URL + "/v1", DefaultModel: "m"},
-		Now:   func() time.Time { return now },
-	}
+	fk, deps := agentOnFake(t, "status", "all good", &now)
+	home := t.TempDir()
 	out, err := cronApp(t, deps, "--home", home, "add", "--tz", "UTC", "--temperature", "0.2", "--top-p", "0.9",
 		"--max-tokens", "256", "--sampling-seed", "11", "--extra-body", `{"top_k": 20, "min_p": 0.05}`, "0 10 * * *", "status", "check")
 	if err != nil {
@@ -137,19 +127,9 @@ func TestCronSamplingFlagsReachTheModel(t *testing.T) {
 // policy) loads and runs as before, sending none; `cron edit` then gives it
 // some without touching its other fields.
 func TestCronJobWithoutSamplingStillLoads(t *testing.T) {
-	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "disk", "steps": [{"content": "fine"}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
-	srv := httptest.NewServer(fk)
-	t.Cleanup(srv.Close)
-	home := t.TempDir()
 	now := time.Date(2026, 5, 1, 9, 0, 30, 0, time.UTC)
-	deps := cronDeps{
-		Agent: &cron.RolloutRunner{Driver: fake.New(), DefaultBaseURL: srv.URL + "/v1", DefaultModel: "m"},
-		Now:   func() time.Time { return now },
-	}
+	fk, deps := agentOnFake(t, "disk", "fine", &now)
+	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, "cron"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +170,23 @@ func TestCronJobWithoutSamplingStillLoads(t *testing.T) {
 	reqs = fk.Requests()
 	if err := json.Unmarshal([]byte(reqs[len(reqs)-1]), &body); err != nil || body["temperature"] != 0.6 {
 		t.Fatalf("after edit: %v %v", err, body)
+	}
+}
+
+// agentOnFake is cron's deps for agent jobs run against a fake model that
+// answers a prompt matching match with reply and keeps the requests, on the
+// clock *now (a test moves it).
+func agentOnFake(t *testing.T, match, reply string, now *time.Time) (*fakellm.Server, cronDeps) {
+	t.Helper()
+	scripts, err := fakellm.ParseScripts([]byte(`{"scripts": [{"match": "` + match + `", "steps": [{"content": "` + reply + `"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk := fakellm.New(fakellm.Config{Scripts: scripts, KeepRequests: true})
+	srv := httptest.NewServer(fk)
+	t.Cleanup(srv.Close)
+	return fk, cronDeps{
+		Agent: &cron.RolloutRunner{Driver: fake.New(), DefaultBaseURL: srv.URL + "/v1", DefaultModel: "m"},
+		Now:   func() time.Time { return *now },
 	}
 }
