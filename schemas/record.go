@@ -140,9 +140,13 @@ type Record struct {
 	ReasoningStats  ReasoningStats             `json:"reasoning_stats"`
 	Model           string                     `json:"model,omitempty"`
 	DurationMS      int64                      `json:"duration_ms"`
+	Timings         *Timings                   `json:"timings,omitempty"`
+	Reward          *float64                   `json:"reward"` // nil (null) when ungraded or the grader failed
+	Grade           *Grade                     `json:"grade,omitempty"`
 	Error           string                     `json:"error,omitempty"`
 	Metadata        json.RawMessage            `json:"metadata,omitempty"`
 	Extra           map[string]json.RawMessage `json:"extra,omitempty"`
+	Logprobs        []TurnLogprobs             `json:"logprobs,omitempty"`
 
 	// Input is the parsed input row; it is not written to the output.
 	Input *InputRow `json:"-"`
@@ -150,6 +154,44 @@ type Record struct {
 	// struct fields above. Stages that must preserve every field of an input
 	// record and its order (compress) carry and edit the record here.
 	Raw json.RawMessage `json:"-"`
+}
+
+// Timings says where a record's wall time went, in milliseconds summed over
+// the record's work: model calls (ModelMS), tool calls (ToolMS), opening and
+// closing its sandbox session, waiting for a worker (QueueMS) and grading.
+// Records written before hermes-pipe kept it have none.
+type Timings struct {
+	ModelMS        int64 `json:"model_ms"`
+	ToolMS         int64 `json:"tool_ms"`
+	SandboxStartMS int64 `json:"sandbox_start_ms"`
+	SandboxCloseMS int64 `json:"sandbox_close_ms"`
+	QueueMS        int64 `json:"queue_ms"`
+	GraderMS       int64 `json:"grader_ms"`
+}
+
+// Grade is what a grader said of one rollout. Value is the reward it gave
+// (the record's Reward holds the same number); Passed and Value are nil when
+// the grader itself failed (crashed, timed out, could not run), and Error
+// then says why: a failed grader is never a silent 0. Output is the tail of
+// what the grader printed (a verify command's stdout and stderr).
+type Grade struct {
+	Grader     string   `json:"grader"`
+	Passed     *bool    `json:"passed"`
+	Value      *float64 `json:"value"`
+	Output     string   `json:"output,omitempty"`
+	DurationMS int64    `json:"duration_ms"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// TurnLogprobs holds the token log-probabilities the endpoint returned for
+// one assistant turn (--logprobs): Turn is the turn's index in the record's
+// conversations, Tokens and Logprobs one entry per completion token, and
+// TokenIDs the tokens' ids where the server gives them.
+type TurnLogprobs struct {
+	Turn     int       `json:"turn"`
+	Tokens   []string  `json:"tokens"`
+	Logprobs []float64 `json:"logprobs"`
+	TokenIDs []int64   `json:"token_ids,omitempty"`
 }
 
 // InputRow is one validated line of a generate prompts file.
@@ -162,6 +204,11 @@ type InputRow struct {
 	Cwd      string          `json:"cwd,omitempty"`
 	Toolsets []string        `json:"toolsets,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Verify is a shell command run in the rollout's own sandbox after the
+	// agent stops (the cmd grader); Answer the expected final answer (the
+	// answer graders: exact, contains, regex, number).
+	Verify string `json:"verify,omitempty"`
+	Answer string `json:"answer,omitempty"`
 }
 
 // Reject is one input row that could not be processed, written to rejects.jsonl.

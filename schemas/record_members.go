@@ -30,9 +30,13 @@ const (
 	MemberReasoningStats  = "reasoning_stats"
 	MemberModel           = "model"
 	MemberDurationMS      = "duration_ms"
+	MemberTimings         = "timings"
+	MemberReward          = "reward"
+	MemberGrade           = "grade"
 	MemberError           = "error"
 	MemberMetadata        = "metadata"
 	MemberExtra           = "extra"
+	MemberLogprobs        = "logprobs"
 )
 
 // JSON names of the members of a conversations turn (Turn's tags).
@@ -45,7 +49,7 @@ const (
 // them.
 var RecordMembers = [...]string{MemberKey, MemberID, MemberPromptIndex, MemberSample, MemberConversations, MemberOutcome,
 	MemberSuccess, MemberCompleted, MemberPartial, MemberAPICalls, MemberUsage, MemberCostUSD, MemberToolsetsUsed, MemberToolStats,
-	MemberToolErrorCounts, MemberReasoningStats, MemberModel, MemberDurationMS, MemberError, MemberMetadata, MemberExtra}
+	MemberToolErrorCounts, MemberReasoningStats, MemberModel, MemberDurationMS, MemberTimings, MemberReward, MemberGrade, MemberError, MemberMetadata, MemberExtra, MemberLogprobs}
 
 // field returns a pointer to r's field of the JSON name, or nil.
 func (r *Record) field(name string) any {
@@ -86,12 +90,20 @@ func (r *Record) field(name string) any {
 		return &r.Model
 	case MemberDurationMS:
 		return &r.DurationMS
+	case MemberTimings:
+		return &r.Timings
+	case MemberReward:
+		return &r.Reward
+	case MemberGrade:
+		return &r.Grade
 	case MemberError:
 		return &r.Error
 	case MemberMetadata:
 		return &r.Metadata
 	case MemberExtra:
 		return &r.Extra
+	case MemberLogprobs:
+		return &r.Logprobs
 	}
 	return nil
 }
