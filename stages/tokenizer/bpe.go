@@ -15,7 +15,8 @@ import (
 // algorithm over one pair table serves both (tiktoken's table is derived from
 // its ranks by pairMerges).
 type bpeModel struct {
-	// vocab maps token bytes to ids (tiktoken: ranks, which are the ids).
+	// vocab maps a character-level model's token texts to ids (charLevel
+	// only: byte-level models need no map once built).
 	vocab map[string]int
 	// byteID maps each byte to the id of its one-byte token, -1 if none.
 	byteID [256]int32
@@ -26,10 +27,9 @@ type bpeModel struct {
 	// 512 KB table that stays in cache. nil when a byte has no token or the
 	// model is character-level (then a piece's symbols are not its bytes).
 	bytePairs *[1 << 16]uint64
-	// direct looks the whole piece up in vocab first (tiktoken always;
-	// Hugging Face when ignore_merges is set).
-	direct bool
-	// pieces is vocab as a vocabTable for the direct lookup; nil: vocab.
+	// pieces, when set, is the vocabulary looked up for the whole piece
+	// before merging (tiktoken always; Hugging Face when ignore_merges is
+	// set).
 	pieces *vocabTable
 
 	// charLevel is the SentencePiece-family form of Hugging Face BPE
@@ -99,10 +99,6 @@ func (m *bpeModel) pairRank(a, b *symbol) (int32, int32) {
 func (m *bpeModel) encodePiece(piece string, out []int, sc *scratch) []int {
 	if m.pieces != nil {
 		if id, ok := m.pieces.get(piece); ok {
-			return append(out, id)
-		}
-	} else if m.direct {
-		if id, ok := m.vocab[piece]; ok {
 			return append(out, id)
 		}
 	}

@@ -190,12 +190,18 @@ func buildHFModel(f *hfFile, byteLevel bool) (*bpeModel, error) {
 	if p := f.Model.EndOfWordSuffix; p != nil && *p != "" {
 		return nil, fmt.Errorf("field model.end_of_word_suffix is %q: not supported", *p)
 	}
-	m := &bpeModel{direct: f.Model.IgnoreMerges, unkID: -1}
+	m := &bpeModel{unkID: -1}
 	for b := range 256 {
 		m.byteID[b] = -1
 	}
 	if err := setVocab(m, f, byteLevel); err != nil {
 		return nil, err
+	}
+	if f.Model.IgnoreMerges {
+		m.pieces = newVocabTable(m.vocab)
+	}
+	if !m.charLevel {
+		m.vocab = nil // the byte-level merge loop reads only the tables
 	}
 	var pairs [][2]string
 	var asStrings []string

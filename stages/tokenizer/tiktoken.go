@@ -14,22 +14,34 @@ func loadTiktoken(name string) (*encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read embedded ranks: %w", err)
 	}
-	m := &bpeModel{vocab: ranks, direct: true}
+	m, missing := tiktokenModel(ranks)
+	if missing >= 0 {
+		return nil, fmt.Errorf("embedded ranks lack the one-byte token %#x", missing)
+	}
+	pat := patCL100K
+	if name == "o200k_base" {
+		pat = patO200K
+	}
+	return &encoder{name: name, family: strings.TrimSuffix(name, "_base"), model: m, split: knownSplitter(pat)}, nil
+}
+
+// tiktokenModel builds the merge model of tiktoken ranks: the whole-piece
+// table, the pair table and the one-byte tokens; the ranks map itself is
+// not kept. missing is a byte without a one-byte token (the ranks are then
+// not byte-level BPE and m is nil), or -1.
+func tiktokenModel(ranks map[string]int) (m *bpeModel, missing int) {
+	m = &bpeModel{}
 	for b := range 256 {
 		id, ok := ranks[string([]byte{byte(b)})]
 		if !ok {
-			return nil, fmt.Errorf("embedded ranks lack the one-byte token %#x", b)
+			return nil, b
 		}
 		m.byteID[b] = int32(id)
 	}
 	m.merges = newPairTable(pairMerges(ranks))
 	m.pieces = newVocabTable(ranks)
 	m.setBytePairs()
-	pat := patCL100K
-	if name == "o200k_base" {
-		pat = patO200K
-	}
-	return &encoder{name: name, family: strings.TrimSuffix(name, "_base"), model: m, split: knownSplitter(pat)}, nil
+	return m, -1
 }
 
 // pairMerges turns tiktoken's ranks into the pair table of the merge loop:

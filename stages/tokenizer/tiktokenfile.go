@@ -132,17 +132,10 @@ func LoadTiktokenFile(path string, spec TiktokenSpec) (Tokenizer, error) {
 			}
 		}
 	}
-	m := &bpeModel{vocab: ranks, direct: true}
-	for b := range 256 {
-		id, ok := ranks[string([]byte{byte(b)})]
-		if !ok {
-			return nil, fmt.Errorf("load tokenizer %s: no one-byte token for byte %#x (not a byte-level BPE file)", path, b)
-		}
-		m.byteID[b] = int32(id)
+	m, missing := tiktokenModel(ranks)
+	if missing >= 0 {
+		return nil, fmt.Errorf("load tokenizer %s: no one-byte token for byte %#x (not a byte-level BPE file)", path, missing)
 	}
-	m.merges = newPairTable(pairMerges(ranks))
-	m.pieces = newVocabTable(ranks)
-	m.setBytePairs()
 	if family == "" {
 		family = nameFamily(path)
 	}
