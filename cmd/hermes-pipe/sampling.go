@@ -95,27 +95,14 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 	return s, nil
 }
 
-// parseExtraBody reads --extra-body: one JSON object.
+// parseExtraBody reads --extra-body: one JSON object (llm.DecodeExtraBody).
 func parseExtraBody(v string) (map[string]any, error) {
-	dec := json.NewDecoder(strings.NewReader(v))
-	dec.UseNumber() // 1.05 and large integers reach the server as written
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
-		what := "not valid JSON"
-		if err == nil || isJSONTypeError(err) {
-			what = "not a JSON object"
-		}
-		return nil, usagef("--extra-body: %s; give an object such as '{\"top_k\": 20}' (got %s)", what, quoteShort(v))
-	}
-	if dec.More() {
-		return nil, usagef("--extra-body: more than one JSON value; give one object such as '{\"top_k\": 20}'")
+	m, err := llm.DecodeExtraBody([]byte(v))
+	if err != nil {
+		what := strings.TrimPrefix(err.Error(), llm.ErrExtraBody.Error()+": ")
+		return nil, usagef("--extra-body: %s; give one object such as '{\"top_k\": 20}' (got %s)", what, quoteShort(v))
 	}
 	return m, nil
-}
-
-func isJSONTypeError(err error) bool {
-	_, ok := err.(*json.UnmarshalTypeError)
-	return ok
 }
 
 // quoteShort quotes v, cut to 80 bytes.

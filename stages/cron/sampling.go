@@ -57,12 +57,10 @@ func (s *Sampling) LLM() (llm.Sampling, error) {
 }
 
 // decodeExtraBody reads a stored extra_body: one JSON object, its numbers
-// kept as written.
+// kept as written (llm.DecodeExtraBody).
 func decodeExtraBody(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
+	m, err := llm.DecodeExtraBody(raw)
+	if err != nil {
 		return nil, fmt.Errorf("sampling: extra_body is not one JSON object (give one such as '{\"top_k\": 20}')")
 	}
 	return m, nil

@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -118,4 +120,29 @@ func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
 		extra[k] = v
 	}
 	p.SetExtraFields(extra)
+}
+
+// ErrExtraBody marks extra body text that is not one JSON object; its text
+// says what it is instead ("not valid JSON", "not a JSON object", "more than
+// one JSON value").
+var ErrExtraBody = errors.New("extra body")
+
+// DecodeExtraBody reads extra body fields (--extra-body, a cron job's
+// stored extra_body): one JSON object, its numbers kept as written (1.05 and
+// large integers reach the server unchanged).
+func DecodeExtraBody(text []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		var typ *json.UnmarshalTypeError
+		if err == nil || errors.As(err, &typ) {
+			return nil, fmt.Errorf("%w: not a JSON object", ErrExtraBody)
+		}
+		return nil, fmt.Errorf("%w: not valid JSON", ErrExtraBody)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: more than one JSON value", ErrExtraBody)
+	}
+	return m, nil
 }
