@@ -88,20 +88,8 @@ func (s *importScripts) take(home string, j *Job) (reason string, missing bool) 
 		}
 		return "", false
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return fmt.Sprintf("script %s: scripts folder: %v", name, err), false
-	}
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
-	if err != nil {
-		return fmt.Sprintf("script %s: copy into %s: %v", name, ScriptsDir(home), err), false
-	}
-	_, werr := f.Write(body)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = os.Remove(dst)
-		return fmt.Sprintf("script %s: copy to %s: %v", name, dst, werr), false
+	if err := installNew(home, name, body); err != nil {
+		return fmt.Sprintf("script %s: %v", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")), false
 	}
 	s.copied[name] = append(s.copied[name], j.ID)
 	return "", false

@@ -3,6 +3,7 @@ package cron
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -61,31 +62,45 @@ func InstallScript(home, arg string) (name string, undo func(), err error) {
 		return "", undo, usagef("script %q: %v", arg, err)
 	}
 	name = filepath.Base(src)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", undo, usagef("script %q: scripts folder: %v", arg, err)
-	}
 	dst := filepath.Join(dir, name)
+	if err := installNew(home, name, body); errors.Is(err, fs.ErrExist) {
+		return name, undo, sameScript(home, arg, name, dst, body)
+	} else if err != nil {
+		return "", undo, usagef("script %q: %v", arg, err)
+	}
+	return name, func() { _ = os.Remove(dst) }, nil
+}
+
+// installNew writes body as the new script name of <home>/cron/scripts
+// (its folders made) and checks it resolves as a job's script does
+// (ResolveScript); a script of that name already there is fs.ErrExist and
+// left alone; on any other failure nothing is left behind. cron add and
+// cron import install through it.
+func installNew(home, name string, body []byte) error {
+	dst := filepath.Join(ScriptsDir(home), name)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("scripts folder: %w", err)
+	}
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
 	if errors.Is(err, fs.ErrExist) {
-		return name, undo, sameScript(home, arg, name, dst, body)
+		return err
 	}
 	if err != nil {
-		return "", undo, usagef("script %q: copy into %s: %v", arg, dir, err)
+		return fmt.Errorf("copy into %s: %w", ScriptsDir(home), err)
 	}
 	_, werr := io.Copy(f, bytes.NewReader(body))
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
-	undo = func() { _ = os.Remove(dst) }
 	if werr != nil {
-		undo()
-		return "", func() {}, usagef("script %q: copy to %s: %v", arg, dst, werr)
+		_ = os.Remove(dst)
+		return fmt.Errorf("copy to %s: %w", dst, werr)
 	}
 	if _, err := ResolveScript(home, name); err != nil {
-		undo()
-		return "", func() {}, err
+		_ = os.Remove(dst)
+		return err
 	}
-	return name, undo, nil
+	return nil
 }
 
 // localCopyAgrees refuses a bare name found both in the scripts folder and
