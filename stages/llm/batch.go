@@ -113,20 +113,11 @@ func NewBatch(opts Options) (*BatchClient, error) {
 // Body is the JSON body of a chat-completions request for req, exactly what
 // Chat would send (non-streaming), for a batch input line.
 func (b *BatchClient) Body(req Request) ([]byte, error) {
-	p, err := b.c.params(req)
+	body, err := b.c.chatBody(req)
 	if err != nil {
 		return nil, &Error{Op: "batch body", Err: err}
 	}
-	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
-	// Without HTML escaping, as the SDK sends a direct request: a body with
-	// "<" in it is byte for byte the same on both paths.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
-		return nil, &Error{Op: "batch body", Err: err}
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return body, nil
 }
 
 // Line encodes one batch input line (with its newline) for a chat request
@@ -312,12 +303,7 @@ func (b *BatchClient) ParseResult(line []byte) (BatchResult, error) {
 		_ = json.Unmarshal(l.Response.Body, &e)
 		r.Err = fmt.Errorf("batch request failed: http %d: %s", l.Response.StatusCode, e.Error.Message)
 	default:
-		var cc openai.ChatCompletion
-		if err := json.Unmarshal(l.Response.Body, &cc); err != nil {
-			r.Err = fmt.Errorf("%w: batch response body: %v", ErrMalformed, err)
-			break
-		}
-		resp, err := b.c.convert(&cc)
+		resp, err := b.c.parseReply(l.Response.Body)
 		if err != nil {
 			r.Err = err
 			break

@@ -79,6 +79,9 @@ type Options struct {
 type client struct {
 	opts Options
 	svc  openai.ChatCompletionService
+	// api posts the hand-written bodies of non-streamed calls (wire.go)
+	// with the same options as svc.
+	api openai.Client
 	// reqOpts are the SDK options of every service this client's
 	// endpoint serves (chat, and the batch client's files and batches).
 	reqOpts []option.RequestOption
@@ -141,7 +144,7 @@ func New(opts Options) (Client, error) {
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
-	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), reqOpts: reqOpts,
+	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), api: openai.NewClient(reqOpts...), reqOpts: reqOpts,
 		red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
 }
 
@@ -151,13 +154,21 @@ func New(opts Options) (Client, error) {
 // off. The error, if any, is an *Error wrapping the last failure; when ctx
 // ends the error wraps ctx.Err().
 func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
-	params, err := c.params(req)
+	var call chatCall
+	var err error
+	if c.opts.Stream {
+		var params openai.ChatCompletionNewParams
+		params, err = c.params(req)
+		call.params = &params
+	} else {
+		call.body, err = c.chatBody(req)
+	}
 	if err != nil {
 		return Response{}, &Error{Op: "chat completions", Err: c.red.Error(err)}
 	}
 	var resp Response
 	attempts, err := c.retry(ctx, "chat completions", func() (int, time.Duration, error) {
-		r, status, retryAfter, err := c.attempt(ctx, &params, req.OnEvent)
+		r, status, retryAfter, err := c.attempt(ctx, call, req.OnEvent)
 		resp = r
 		return status, retryAfter, err
 	})
@@ -168,11 +179,18 @@ func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	return resp, nil
 }
 
+// chatCall is what an attempt sends: the SDK's parameters of a streamed
+// call, the body of a direct one.
+type chatCall struct {
+	params *openai.ChatCompletionNewParams
+	body   []byte
+}
+
 // attempt makes one HTTP attempt. status is the HTTP status of a failed
 // reply (0 for transport, timeout and decode failures); retryAfter is the
 // server's requested wait, or -1 when it named none. onEvent is the
 // request's OnEvent.
-func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewParams, onEvent func()) (resp Response, status int, retryAfter time.Duration, err error) {
+func (c *client) attempt(ctx context.Context, call chatCall, onEvent func()) (resp Response, status int, retryAfter time.Duration, err error) {
 	if ctl := c.opts.Controller; ctl != nil {
 		release, err := ctl.Acquire(ctx)
 		if err != nil {
@@ -182,10 +200,10 @@ func (c *client) attempt(ctx context.Context, params *openai.ChatCompletionNewPa
 	}
 	actx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	if c.opts.Stream {
-		resp, err = c.stream(actx, params, onEvent)
+	if call.params != nil {
+		resp, err = c.stream(actx, call.params, onEvent)
 	} else {
-		resp, err = c.once(actx, params)
+		resp, err = c.once(actx, call.body)
 	}
 	if err == nil {
 		if ctl := c.opts.Controller; ctl != nil {
@@ -244,42 +262,14 @@ func isDecodeError(err error) bool {
 		strings.Contains(err.Error(), "unexpected end of JSON")
 }
 
-// once makes a non-streaming call and converts the reply.
-func (c *client) once(ctx context.Context, params *openai.ChatCompletionNewParams) (Response, error) {
-	cc, err := c.svc.New(ctx, *params)
-	if err != nil {
+// once makes a non-streaming call with the request body and reads the
+// reply (parseReply).
+func (c *client) once(ctx context.Context, body []byte) (Response, error) {
+	var reply []byte
+	if err := c.api.Post(ctx, "chat/completions", body, &reply); err != nil {
 		return Response{}, err
 	}
-	return c.convert(cc)
-}
-
-// convert turns a chat completion into a Response; the direct and the batch
-// paths share it, so the same reply gives the same Response.
-func (c *client) convert(cc *openai.ChatCompletion) (Response, error) {
-	if cc == nil || len(cc.Choices) == 0 {
-		return Response{}, fmt.Errorf("%w: reply has no choices", ErrMalformed)
-	}
-	ch := &cc.Choices[0]
-	m := &ch.Message
-	ex := m.JSON.ExtraFields
-	parts := []string{rawString(ex["reasoning"].Raw()), rawString(ex["reasoning_content"].Raw())}
-	parts = append(parts, detailsText(ex["reasoning_details"].Raw())...)
-	msg := schemas.Message{Role: "assistant", Content: m.Content, Reasoning: joinReasoning(parts...)}
-	for _, tc := range m.ToolCalls {
-		call := schemas.ToolCall{ID: tc.ID, Type: "function"}
-		if tc.Type == "custom" {
-			call.Function = schemas.FunctionCall{Name: tc.Custom.Name, Arguments: tc.Custom.Input}
-		} else {
-			call.Function = schemas.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-		}
-		msg.ToolCalls = append(msg.ToolCalls, call)
-	}
-	c.finishMessage(&msg)
-	return Response{
-		Message:      msg,
-		FinishReason: ch.FinishReason,
-		Usage:        usageOf(cc.Usage),
-	}, nil
+	return c.parseReply(reply)
 }
 
 // usageOf converts the server's usage, details included.
