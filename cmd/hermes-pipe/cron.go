@@ -267,16 +267,7 @@ func cronListCommand(deps cronDeps) *cli.Command {
 				if j.LastStatus != "" {
 					last = string(j.LastStatus)
 				}
-				state := j.State
-				if !j.Enabled && state == cron.StateScheduled {
-					state = cron.StatePaused
-				}
-				if state == "" { // Hermes files may leave it out
-					state = cron.StateScheduled
-					if !j.Enabled {
-						state = cron.StatePaused
-					}
-				}
+				state := j.ShownState()
 				if bad[j.ID] {
 					state, next = "invalid", "-"
 				} else if _, ok := j.Triggered(); ok {

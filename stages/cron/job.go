@@ -364,6 +364,21 @@ func (j *Job) Triggered() (time.Time, bool) {
 	return t.UTC(), true
 }
 
+// ShownState is the job's state as `cron list` and error messages name it:
+// completed; paused when disabled or paused; scheduled when the file leaves
+// it out (Hermes files may); any other stored value as it is.
+func (j *Job) ShownState() string {
+	switch {
+	case j.State == StateCompleted:
+		return StateCompleted
+	case !j.Enabled || j.State == StatePaused:
+		return StatePaused
+	case j.State == "":
+		return StateScheduled
+	}
+	return j.State
+}
+
 // Runnable reports whether the scheduler may fire the job.
 func (j *Job) Runnable() bool {
 	return j.Enabled && j.State != StatePaused && j.State != StateCompleted

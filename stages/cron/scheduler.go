@@ -1170,7 +1170,7 @@ func TriggerJob(ctx context.Context, st *Store, id string, now time.Time) (j *Jo
 			}
 		}
 		if !job.Runnable() {
-			return usagef("job %s is %s; resume it before triggering it (or `cron run %s` to run it now)", id, stateOf(job), id)
+			return usagef("job %s is %s; resume it before triggering it (or `cron run %s` to run it now)", id, job.ShownState(), id)
 		}
 		j = job
 		if _, ok := job.Triggered(); ok {
@@ -1184,17 +1184,6 @@ func TriggerJob(ctx context.Context, st *Store, id string, now time.Time) (j *Jo
 		return nil, false, err
 	}
 	return j, pending, nil
-}
-
-// stateOf is the job's state as `cron list` names it.
-func stateOf(j *Job) string {
-	if j.State == StateCompleted {
-		return StateCompleted
-	}
-	if !j.Enabled || j.State == StatePaused {
-		return StatePaused
-	}
-	return StateScheduled
 }
 
 // ParseCronTimeout reads HERMES_CRON_TIMEOUT as Hermes does: seconds (a
