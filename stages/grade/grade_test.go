@@ -203,6 +203,11 @@ func TestCmdGraderDir(t *testing.T) {
 	g := Grader{Kind: Cmd}
 	want(t, g.Grade(context.Background(), Subject{Verify: "test -f ok", Session: sess}), Cmd, false, 0, "")
 	want(t, g.Grade(context.Background(), Subject{Verify: "test -f ok", Session: sess, Dir: cwd}), Cmd, true, 1, "")
+	if got := strings.TrimSpace(mustExec(t, sess, "pwd").Stdout); got != "/tmp" {
+		t.Errorf("after grading in the row's folder the shell is in %q, want /tmp", got)
+	}
+	// A folder that is gone is a fail, not a run elsewhere.
+	want(t, g.Grade(context.Background(), Subject{Verify: "true", Session: sess, Dir: filepath.Join(cwd, "gone")}), Cmd, false, 0, "")
 }
 
 func TestCmdGraderFailures(t *testing.T) {
