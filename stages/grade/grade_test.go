@@ -337,6 +337,7 @@ func TestExecGrader(t *testing.T) {
 		{"no reward line", `echo 'looks fine to me'`, false, 0, "not {\"reward\": number}"},
 		{"reward not a number", `echo '{"reward": null}'`, false, 0, "not {\"reward\": number}"},
 		{"timeout kills its children", `sleep 60 & wait`, false, 0, "timed out"},
+		{"megabytes of output before the reward line", `cat >/dev/null; head -c 3000000 /dev/zero | tr '\0' a; echo; echo '{"reward": 0.5}'`, true, 0.5, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := Grader{Exec: script(t, c.body), Timeout: 20 * time.Second}
