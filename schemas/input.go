@@ -73,7 +73,13 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 	if err := slowCheck(raw, "verify", &row.Verify); err != nil {
 		return row, err
 	}
-	if err := slowCheck(raw, "answer", &row.Answer); err != nil {
+	if v := bytes.TrimSpace(raw["answer"]); len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+		// A number, as math datasets store answers: its JSON text.
+		row.Answer = string(v)
+	} else if err := slowCheck(raw, "answer", &row.Answer); err != nil {
+		if fe, ok := err.(*FieldError); ok {
+			fe.Reason = strings.Replace(fe.Reason, "must be a string", "must be a string or a number", 1)
+		}
 		return row, err
 	}
 	if v, ok := raw["metadata"]; ok && !isNull(v) {

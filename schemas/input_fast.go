@@ -56,10 +56,13 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 		}
 		if text != nil {
 			// Every string field but prompt may also be null.
-			if v.Type != gjson.String && (v.Type != gjson.Null || bit == hasPrompt) {
+			if v.Type != gjson.String && (v.Type != gjson.Null || bit == hasPrompt) && (v.Type != gjson.Number || bit != hasAnswer) {
 				f.ok = false
 			}
 			*text = v.Str
+			if v.Type == gjson.Number {
+				*text = v.Raw // an answer may be a number: its JSON text
+			}
 			if bit == hasCwd && v.Type == gjson.String && cwdProblem(v.Str) != "" {
 				f.ok = false
 			}

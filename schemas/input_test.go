@@ -170,8 +170,9 @@ func BenchmarkParseInputRow(b *testing.B) {
 }
 
 // TestVerifyAndAnswerAreCheckedStrings: verify and answer are non-empty
-// strings (or null, for none); a bad one is a reject naming the field, and
-// both parsers read them the same.
+// strings (or null, for none), an answer may also be a number (kept as its
+// JSON text, as math datasets store them); a bad one is a reject naming the
+// field, and both parsers read them the same.
 func TestVerifyAndAnswerAreCheckedStrings(t *testing.T) {
 	row, err := ParseInputRow([]byte(`{"prompt": "p", "verify": "test -f out.txt", "answer": "$1,234"}`))
 	if err != nil || row.Verify != "test -f out.txt" || row.Answer != "$1,234" {
@@ -183,12 +184,23 @@ func TestVerifyAndAnswerAreCheckedStrings(t *testing.T) {
 		`{"prompt": "p", "verify": 1}`:          "verify: must be a string, got a number",
 		`{"prompt": "p", "verify": "a\u0000b"}`: "verify: contains a NUL character",
 		`{"prompt": "p", "answer": ""}`:         "answer: empty",
-		`{"prompt": "p", "answer": 42}`:         "answer: must be a string, got a number",
-		`{"prompt": "p", "answer": {"x": 1}}`:   "answer: must be a string, got an object",
+		`{"prompt": "p", "answer": {"x": 1}}`:   "answer: must be a string or a number, got an object",
+		`{"prompt": "p", "answer": true}`:       "answer: must be a string or a number, got a boolean",
 	} {
 		_, err := ParseInputRow([]byte(line))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+	for line, want := range map[string]string{
+		`{"prompt": "p", "answer": 42}`:                   "42",
+		`{"prompt": "p", "answer": -0.5e3}`:               "-0.5e3",
+		`{"prompt": "p", "answer": 12345678901234567890}`: "12345678901234567890",
+	} {
+		row, err := ParseInputRow([]byte(line))
+		if err != nil || row.Answer != want {
+			t.Errorf("%s: answer %q, %v; want %q", line, row.Answer, err, want)
 		}
 		checkAgree(t, []byte(line))
 	}
