@@ -275,11 +275,17 @@ func (c *client) convert(cc *openai.ChatCompletion) (Response, error) {
 		msg.ToolCalls = append(msg.ToolCalls, call)
 	}
 	c.finishMessage(&msg)
-	return Response{
+	resp := Response{
 		Message:      msg,
 		FinishReason: ch.FinishReason,
 		Usage:        usageOf(cc.Usage),
-	}, nil
+	}
+	if c.opts.Sampling.Logprobs {
+		var acc logprobsAcc
+		acc.add(ch.Logprobs.Content)
+		resp.Logprobs = acc.result()
+	}
+	return resp, nil
 }
 
 // usageOf converts the server's usage, details included.

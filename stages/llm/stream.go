@@ -29,6 +29,8 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 	var calls []*toolAcc
 	byIndex := map[int64]int{}
 	var usage schemas.Usage
+	var lps logprobsAcc
+	wantLogprobs := c.opts.Sampling.Logprobs
 	finish := ""
 	for s.Next() {
 		if onEvent != nil {
@@ -42,6 +44,9 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 			choice := &ch.Choices[i]
 			if choice.Index != 0 {
 				continue
+			}
+			if wantLogprobs {
+				lps.add(choice.Logprobs.Content)
 			}
 			d := &choice.Delta
 			content.WriteString(d.Content)
@@ -100,5 +105,5 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 		})
 	}
 	c.finishMessage(&msg)
-	return Response{Message: msg, FinishReason: finish, Usage: usage}, nil
+	return Response{Message: msg, FinishReason: finish, Usage: usage, Logprobs: lps.result()}, nil
 }
