@@ -97,6 +97,7 @@ func generateCommand() *cli.Command {
 	}
 	flags = append(flags, toolFlags("the distribution default")...)
 	flags = append(flags, samplingFlags(true)...)
+	flags = append(flags, logprobsFlags()...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)
