@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -148,6 +149,9 @@ func TestGenerateLogprobsOnePerCompletionToken(t *testing.T) {
 				checkRecordLogprobs(t, rt, r)
 			}
 			mustVerify(t, out)
+			if !stream {
+				checkExportLogprobs(t, out, recs)
+			}
 		})
 	}
 }
@@ -222,4 +226,60 @@ func TestGenerateLogprobsFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, %s", c.args, code, errs)
 		}
 	}
+}
+
+// checkExportLogprobs exports out with --logprobs (messages, JSONL): each
+// row's logprobs entries name its assistant messages, in order, holding the
+// record's entries of the same replies.
+func checkExportLogprobs(t *testing.T, out string, recs []map[string]any) {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), "sft")
+	if code, _, errs := hp(t, "export", out, "--to", to, "--file-format", "jsonl", "--logprobs", "--progress", "none"); code != 0 {
+		t.Fatalf("export exit %d: %s", code, errs)
+	}
+	files, _ := filepath.Glob(filepath.Join(to, "data", "*.jsonl"))
+	var rows []map[string]any
+	for _, f := range files {
+		rows = append(rows, readJSONL(t, f)...)
+	}
+	if len(rows) != len(recs) {
+		t.Fatalf("%d rows of %d records", len(rows), len(recs))
+	}
+	for i, row := range rows {
+		msgs := row["messages"].([]any)
+		got, _ := row["logprobs"].([]any)
+		want, _ := recs[i]["logprobs"].([]any)
+		if row["key"] != recs[i]["key"] || len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("row %d (%v): %d entries, the record %d", i, row["key"], len(got), len(want))
+		}
+		for k, e := range got {
+			m := e.(map[string]any)
+			at := int(m["message"].(float64))
+			if msgs[at].(map[string]any)["role"] != "assistant" {
+				t.Errorf("row %d entry %d names message %d, a %v", i, k, at, msgs[at].(map[string]any)["role"])
+			}
+			w := want[k].(map[string]any)
+			if fmt.Sprint(m["tokens"]) != fmt.Sprint(w["tokens"]) || fmt.Sprint(m["token_ids"]) != fmt.Sprint(w["token_ids"]) {
+				t.Errorf("row %d entry %d differs from the record's", i, k)
+			}
+		}
+	}
+}
+
+// readJSONL reads every line of a JSONL file as an object.
+func readJSONL(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
