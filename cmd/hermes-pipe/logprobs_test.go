@@ -120,7 +120,8 @@ func usageOfReply(t *testing.T, b []byte) int64 {
 // against the fake, every assistant turn of every record holds one logprob
 // (and, with --logprob-token-ids, one token id) per completion token of the
 // reply it came from, at the index of its gpt turn; a reply sent without
-// logprobs is left out and counted in the closing warning.
+// logprobs is left out and counted in the closing warning; export
+// --logprobs puts each entry at its assistant message.
 func TestGenerateLogprobsOnePerCompletionToken(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
@@ -131,8 +132,8 @@ func TestGenerateLogprobsOnePerCompletionToken(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			args := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", srv.URL + "/v1", "--model", "m",
 				"--progress", "none", "--samples", "2", "--toolsets", "terminal", "--logprobs", "--logprob-token-ids"}
-			if stream {
-				args = append(args, "--stream")
+			if stream { // and Parquet shards, whose raw_json keeps the member
+				args = append(args, "--stream", "--format", "parquet")
 			}
 			code, _, errs := hp(t, args...)
 			if code != 0 {
@@ -149,9 +150,7 @@ func TestGenerateLogprobsOnePerCompletionToken(t *testing.T) {
 				checkRecordLogprobs(t, rt, r)
 			}
 			mustVerify(t, out)
-			if !stream {
-				checkExportLogprobs(t, out, recs)
-			}
+			checkExportLogprobs(t, out, recs)
 		})
 	}
 }
