@@ -278,7 +278,7 @@ func (r *runSetup) finish(c *cli.Context, err error) error {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
 	}
 	if n := r.noLogprobs.Load(); n > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %d model replies came without logprobs although --logprobs asked for them (does the endpoint support them?); their turns have no entry in the records' logprobs\n", r.label, n)
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %d model replies came without logprobs although --logprobs asked for them (does the endpoint support them?) or held the endpoint's key; their turns have no entry in the records' logprobs\n", r.label, n)
 	}
 	return err
 }

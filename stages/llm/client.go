@@ -274,18 +274,19 @@ func (c *client) convert(cc *openai.ChatCompletion) (Response, error) {
 		}
 		msg.ToolCalls = append(msg.ToolCalls, call)
 	}
-	c.finishMessage(&msg)
-	resp := Response{
-		Message:      msg,
-		FinishReason: ch.FinishReason,
-		Usage:        usageOf(cc.Usage),
-	}
+	var lp *schemas.TurnLogprobs
 	if c.opts.Sampling.Logprobs {
 		var acc logprobsAcc
 		acc.add(ch.Logprobs.Content)
-		resp.Logprobs = acc.result()
+		lp = c.logprobsOf(&acc, &msg)
 	}
-	return resp, nil
+	c.finishMessage(&msg)
+	return Response{
+		Message:      msg,
+		FinishReason: ch.FinishReason,
+		Usage:        usageOf(cc.Usage),
+		Logprobs:     lp,
+	}, nil
 }
 
 // usageOf converts the server's usage, details included.

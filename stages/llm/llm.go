@@ -33,7 +33,8 @@ type Response struct {
 	Batch        bool // the reply came through the Batch API (batch prices apply)
 	// Logprobs are the reply's token log-probabilities when the client's
 	// Sampling.Logprobs asked for them and the server sent some (Turn is
-	// 0: the caller places it); nil otherwise.
+	// 0: the caller places it); nil otherwise, and nil for a reply that
+	// held one of the endpoint's secrets (see Redactor).
 	Logprobs *schemas.TurnLogprobs
 }
 

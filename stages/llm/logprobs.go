@@ -64,3 +64,24 @@ func tokenID(tok string) (int64, bool) {
 	id, err := strconv.ParseInt(rest, 10, 64)
 	return id, err == nil && id >= 0
 }
+
+// logprobsOf is the logprobs acc gathered for msg, the reply before
+// finishMessage redacts it: nil when the reply or its tokens hold a secret
+// of the endpoint (the tokens would spell what the redacted text hides), so
+// a record never keeps one through its logprobs.
+func (c *client) logprobsOf(acc *logprobsAcc, msg *schemas.Message) *schemas.TurnLogprobs {
+	lp := acc.result()
+	if lp == nil || c.red == nil || c.red.r == nil {
+		return lp
+	}
+	texts := []string{msg.Content, msg.Reasoning, strings.Join(lp.Tokens, "")}
+	for _, tc := range msg.ToolCalls {
+		texts = append(texts, tc.Function.Arguments)
+	}
+	for _, t := range texts {
+		if c.red.String(t) != t {
+			return nil
+		}
+	}
+	return lp
+}

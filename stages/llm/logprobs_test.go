@@ -166,3 +166,26 @@ func lpEntries(tokens ...string) []openai.ChatCompletionTokenLogprob {
 	}
 	return out
 }
+
+// TestLogprobsOfASecretDropped: a reply that echoes the API key keeps no
+// logprobs, since its tokens would spell the key the redacted content
+// hides; other replies keep theirs.
+func TestLogprobsOfASecretDropped(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	sc, err := fakellm.ParseScripts([]byte(`[{"match":"^leak","steps":[{"content":"the key is ` + key + `"}]},{"match":"^fine","steps":[{"content":"nothing secret"}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startFake(t, fakellm.Config{Scripts: sc})
+	for _, stream := range []bool{false, true} {
+		c, _ := newClient(t, srv.URL, Options{APIKey: key, Stream: stream, Sampling: Sampling{Logprobs: true}})
+		resp, err := c.Chat(context.Background(), userReq("leak it"))
+		if err != nil || resp.Logprobs != nil || strings.Contains(resp.Message.Content, key) {
+			t.Fatalf("stream=%v: %v, logprobs %+v, content %q", stream, err, resp.Logprobs, resp.Message.Content)
+		}
+		resp, err = c.Chat(context.Background(), userReq("fine"))
+		if err != nil || resp.Logprobs == nil {
+			t.Fatalf("stream=%v: a reply without a secret lost its logprobs: %v", stream, err)
+		}
+	}
+}

@@ -104,6 +104,10 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 			Function: schemas.FunctionCall{Name: acc.name, Arguments: acc.args.String()},
 		})
 	}
+	var lp *schemas.TurnLogprobs
+	if wantLogprobs {
+		lp = c.logprobsOf(&lps, &msg)
+	}
 	c.finishMessage(&msg)
-	return Response{Message: msg, FinishReason: finish, Usage: usage, Logprobs: lps.result()}, nil
+	return Response{Message: msg, FinishReason: finish, Usage: usage, Logprobs: lp}, nil
 }
