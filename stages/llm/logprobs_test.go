@@ -189,3 +189,29 @@ func TestLogprobsOfASecretDropped(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChatLogprobs is one direct call for a 64-token reply against the
+// fake, without and with logprobs (with token ids): what asking for them
+// costs a call, server and client together, in time and allocations.
+func BenchmarkChatLogprobs(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("logprobs=%v", on), func(b *testing.B) {
+			srv := httptest.NewServer(fakellm.New(fakellm.Config{SummaryWords: 64}))
+			defer srv.Close()
+			c, err := New(Options{BaseURL: srv.URL + "/v1", Model: "bench", Sampling: Sampling{Logprobs: on, LogprobTokenIDs: on}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				resp, err := c.Chat(context.Background(), userReq(fmt.Sprintf("summarise %d", i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if on != (resp.Logprobs != nil && len(resp.Logprobs.TokenIDs) == 64) {
+					b.Fatalf("logprobs %v: %+v", on, resp.Logprobs)
+				}
+			}
+		})
+	}
+}
