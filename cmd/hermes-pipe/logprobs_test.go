@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -281,4 +282,43 @@ func readJSONL(t *testing.T, path string) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestSWELogprobs: swe shares generate's --logprobs; its record keeps one
+// entry per gpt turn, each with as many tokens as logprobs.
+func TestSWELogprobs(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := startFake(t, fakellm.Config{}, `{"scripts": [{"match": "^Create hello.py", "steps": [
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "printf 'print(1)\\n' > hello.py"}}]},
+ {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo MINI_SWE_AGENT_FINAL_OUTPUT; echo created hello.py"}}]}]}]}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs := hpSWE(t, "swe", "--task", "Create hello.py that prints 1", "--out", out, "--base-url", base, "--model", "fake",
+		"--sandbox", "local", "--progress", "none", "--logprobs")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errs)
+	}
+	recs := catRecords(t, out)
+	if len(recs) != 1 || recs[0]["outcome"] != "resolved" {
+		t.Fatalf("records %v", recs)
+	}
+	conv := recs[0]["conversations"].([]any)
+	lps, _ := recs[0]["logprobs"].([]any)
+	gpt := 0
+	for _, tn := range conv {
+		if tn.(map[string]any)["from"] == "gpt" {
+			gpt++
+		}
+	}
+	if gpt != 2 || len(lps) != gpt {
+		t.Fatalf("%d gpt turns, %d logprobs entries", gpt, len(lps))
+	}
+	for _, e := range lps {
+		m := e.(map[string]any)
+		at := int(m["turn"].(float64))
+		if conv[at].(map[string]any)["from"] != "gpt" || len(m["tokens"].([]any)) == 0 || len(m["tokens"].([]any)) != len(m["logprobs"].([]any)) {
+			t.Errorf("entry %v", m)
+		}
+	}
 }
