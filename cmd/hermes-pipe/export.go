@@ -37,7 +37,11 @@ arguments are JSON text (the OpenAI form); --arguments object writes them as
 JSON objects (the Hugging Face chat-template form, --file-format jsonl only).
 A record that cannot be converted exactly is left out and counted
 (not_convertible in export.json). --format sharegpt: the record's
-conversations exactly, plus tools and the same columns.
+conversations exactly, plus tools and the same columns. --logprobs adds the
+column logprobs: for each assistant reply generate --logprobs kept, its
+message index (its turn in conversations with --format sharegpt), tokens,
+logprobs and token_ids (one per completion token); an entry naming no
+assistant turn is left out and counted (logprobs_dropped in export.json).
 
 Selection, in this order, each counted: --where FIELD OP VALUE (repeatable,
 all must hold; OP one of = != < <= > >=; fields: ` + strings.Join(export.WhereFields(), ", ") + `;
@@ -65,6 +69,7 @@ same inputs and options give byte-identical files.`,
 			&cli.StringFlag{Name: "split", Value: "train=1", Usage: "splits by prompt, NAME=FRACTION,... (fractions add up to 1)"},
 			&cli.Int64Flag{Name: "seed", Usage: "seed of the split draw"},
 			&cli.IntFlag{Name: "shard-rows", Value: export.DefaultShardRows, Usage: "at most this many rows per data file"},
+			&cli.BoolFlag{Name: "logprobs", Usage: "add the logprobs column: the token logprobs of each assistant reply (generate --logprobs), {message (turn with --format sharegpt), tokens, logprobs, token_ids} per reply"},
 			&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress on standard error: auto (log lines) or none"},
 			&cli.StringFlag{Name: "cache", Usage: "local read cache for s3:// or file:// sources (default: under the temp dir)"},
 		},
@@ -80,7 +85,7 @@ same inputs and options give byte-identical files.`,
 				FileFormat: c.String("file-format"), Arguments: c.String("arguments"), Where: c.StringSlice("where"),
 				RequireReasoning: c.Bool("require-reasoning"), DropUnknownTools: c.Bool("drop-unknown-tools"),
 				Dedupe: c.String("dedupe"), BestOf: c.Int("best-of"), Split: c.String("split"), Seed: c.Int64("seed"),
-				ShardRows: c.Int("shard-rows"),
+				ShardRows: c.Int("shard-rows"), Logprobs: c.Bool("logprobs"),
 			}
 			if c.IsSet("best-of") && opts.BestOf < 1 {
 				return usagef("--best-of %d: must be at least 1", opts.BestOf)

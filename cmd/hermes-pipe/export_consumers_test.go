@@ -58,7 +58,8 @@ func consumersFolder(t *testing.T) (string, []map[string]any) {
 	prompts := writePrompts(t, strings.TrimRight(string(demo), "\n"), `{"id": "loop", "prompt": "Keep echoing until told to stop."}`)
 	out := filepath.Join(t.TempDir(), "gen")
 	args := []string{"generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "demo-model",
-		"--workers", "4", "--progress", "none", "--samples", "2", "--max-turns", "4"}
+		"--workers", "4", "--progress", "none", "--samples", "2", "--max-turns", "4",
+		"--logprobs", "--logprob-token-ids"} // records with logprobs, for export --logprobs
 	if code, _, _ := hp(t, "sandbox", "check"); code != 0 {
 		args = append(args, "--local-isolation", "none")
 	}
@@ -67,9 +68,10 @@ func consumersFolder(t *testing.T) (string, []map[string]any) {
 	}
 	recs := catRecords(t, out)
 	outcomes := map[string]int{}
-	var calls, reasoning, malformed bool
+	var calls, reasoning, malformed, logprobs bool
 	for _, r := range recs {
 		outcomes[fmt.Sprint(r["outcome"])]++
+		logprobs = logprobs || r["logprobs"] != nil
 		turns, _ := r["conversations"].([]any)
 		for _, turn := range turns {
 			v, _ := turn.(map[string]any)["value"].(string)
@@ -78,8 +80,8 @@ func consumersFolder(t *testing.T) (string, []map[string]any) {
 			malformed = malformed || strings.Contains(v, "invalid arguments for terminal")
 		}
 	}
-	if outcomes["completed"] == 0 || outcomes["max_turns"] == 0 || !calls || !reasoning || !malformed {
-		t.Fatalf("the folder lacks a case: outcomes %v, tool calls %v, reasoning %v, malformed call %v", outcomes, calls, reasoning, malformed)
+	if outcomes["completed"] == 0 || outcomes["max_turns"] == 0 || !calls || !reasoning || !malformed || !logprobs {
+		t.Fatalf("the folder lacks a case: outcomes %v, tool calls %v, reasoning %v, malformed call %v, logprobs %v", outcomes, calls, reasoning, malformed, logprobs)
 	}
 	return out, recs
 }
@@ -169,6 +171,8 @@ func TestExportConsumers(t *testing.T) {
 		{"object-arguments", ".jsonl", "messages", []string{"--file-format", "jsonl", "--arguments", "object"}, []string{"train"}},
 		{"sharegpt", ".jsonl", "sharegpt", []string{"--format", "sharegpt", "--file-format", "jsonl"}, []string{"train"}},
 		{"sharegpt-parquet", ".parquet", "sharegpt", []string{"--format", "sharegpt"}, []string{"train"}},
+		{"logprobs", ".parquet", "messages", []string{"--logprobs"}, []string{"train"}},
+		{"logprobs-sharegpt", ".jsonl", "sharegpt", []string{"--logprobs", "--format", "sharegpt", "--file-format", "jsonl"}, []string{"train"}},
 	}
 	dirs := map[string]string{}
 	root := t.TempDir() // the exports outlive their subtests: the checks below break copies of them

@@ -20,7 +20,7 @@ type flagGroup struct {
 var generateGroups = []flagGroup{
 	{"Input", []string{"prompts", "max-line-bytes", "system-prompt"}},
 	{"Model", []string{"base-url", "model", "api-key-env", "request-timeout", "max-retries", "stream", "max-concurrent-requests"}},
-	{"Sampling", []string{"temperature", "top-p", "sampling-seed", "extra-body", "max-tokens", "samples"}},
+	{"Sampling", []string{"temperature", "top-p", "sampling-seed", "extra-body", "max-tokens", "samples", "logprobs", "logprob-token-ids"}},
 	{"Agent", []string{"max-turns", "timeout", "toolsets", "distribution", "distribution-file", "seed", "mcp-config", "skills-dir"}},
 	{"Grading", []string{"grader", "grader-timeout", "grader-exec", "grader-tolerance"}},
 	{"Cost", []string{"prices", "price-in", "price-out", "max-cost", "max-cost-per-rollout", "max-tokens-per-rollout"}},

@@ -98,6 +98,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, graderFlags()...)
 	flags = append(flags, toolFlags("the distribution default")...)
 	flags = append(flags, samplingFlags(true)...)
+	flags = append(flags, logprobsFlags()...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, runFlags()...)

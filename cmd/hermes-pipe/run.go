@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -37,6 +38,9 @@ type runSetup struct {
 	stop   func()
 
 	retries *llm.RetryCounts // the client's retries by cause, for the closing summary
+
+	label      string       // the command, for warnings
+	noLogprobs atomic.Int64 // replies without logprobs although --logprobs asked
 }
 
 // startRun binds runFlags, llmFlags and, with agent, sandboxFlags. label
@@ -65,7 +69,7 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 			return nil, err
 		}
 	}
-	r := &runSetup{client: client, retries: retries, stop: func() {}}
+	r := &runSetup{client: client, retries: retries, stop: func() {}, label: label}
 	record := flagRecord(c)
 	recordChanges(c, record)
 	if r.price, err = priceOf(c, label); err != nil {
@@ -220,6 +224,9 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 
 		MaxCostPerRollout:   c.Float64("max-cost-per-rollout"),
 		MaxTokensPerRollout: c.Int64("max-tokens-per-rollout"),
+
+		Logprobs:        hasFlag(c, "logprobs") && c.Bool("logprobs"),
+		LogprobsMissing: &r.noLogprobs,
 	}
 }
 
@@ -269,6 +276,9 @@ func priceOf(c *cli.Context, label string) (*cost.Price, error) {
 func (r *runSetup) finish(c *cli.Context, err error) error {
 	if ferr := r.out.Finish(context.WithoutCancel(r.ctx)); err == nil && ferr != nil {
 		err = fmt.Errorf("upload %s: %w", c.String("out"), ferr)
+	}
+	if n := r.noLogprobs.Load(); n > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %d model replies came without logprobs although --logprobs asked for them (does the endpoint support them?) or held the endpoint's key; their turns have no entry in the records' logprobs\n", r.label, n)
 	}
 	return err
 }

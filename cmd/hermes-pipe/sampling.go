@@ -29,8 +29,20 @@ func samplingFlags(temperature bool) []cli.Flag {
 	)
 }
 
-// samplingFlagOf names the flag of each of llm.SamplingFields.
-var samplingFlagOf = map[string]string{"temperature": "temperature", "top_p": "top-p", "max_tokens": "max-tokens", "seed": "sampling-seed"}
+// logprobsFlags ask the endpoint of an agent mode (generate, swe) for the
+// token logprobs of every reply, kept per assistant turn in the records'
+// logprobs member (rollout.Options.Logprobs).
+func logprobsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "logprobs", Usage: "ask for the token log-probabilities of every completion (\"logprobs\": true) and keep them per assistant turn in the records' logprobs (turn: its gpt turn in conversations; tokens, logprobs, one per completion token), for RL trainers; replies without them are counted in a closing warning"},
+		&cli.BoolFlag{Name: "logprob-token-ids", Usage: "with --logprobs, also ask for the tokens as their ids (\"return_tokens_as_token_ids\": true, a vLLM extension other servers may refuse): records get token_ids"},
+	}
+}
+
+// samplingFlagOf names the flag of each of llm.SamplingFields, and of the
+// logprobs fields.
+var samplingFlagOf = map[string]string{"temperature": "temperature", "top_p": "top-p", "max_tokens": "max-tokens", "seed": "sampling-seed",
+	llm.FieldLogprobs: "logprobs", llm.FieldLogprobTokenIDs: "logprob-token-ids"}
 
 // hasFlag reports whether the running command declares flag name.
 func hasFlag(c *cli.Context, name string) bool {
@@ -72,6 +84,9 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 		seed := c.Int64("sampling-seed")
 		s.Seed = &seed
 	}
+	if err := logprobsOf(c, &s); err != nil {
+		return s, err
+	}
 	// cron edit's empty --extra-body removes the job's (editSampling); every
 	// other command takes an object only.
 	if hasFlag(c, "extra-body") && c.IsSet("extra-body") && !(c.Command.Name == "edit" && strings.TrimSpace(c.String("extra-body")) == "") {
@@ -93,6 +108,19 @@ func samplingOf(c *cli.Context) (llm.Sampling, error) {
 		}
 	}
 	return s, nil
+}
+
+// logprobsOf reads --logprobs and --logprob-token-ids, where the running
+// command declares them, into s.
+func logprobsOf(c *cli.Context, s *llm.Sampling) error {
+	if !hasFlag(c, "logprobs") {
+		return nil
+	}
+	s.Logprobs, s.LogprobTokenIDs = c.Bool("logprobs"), c.Bool("logprob-token-ids")
+	if s.LogprobTokenIDs && !s.Logprobs {
+		return usagef("--logprob-token-ids needs --logprobs")
+	}
+	return nil
 }
 
 // parseExtraBody reads --extra-body: one JSON object (llm.DecodeExtraBody).

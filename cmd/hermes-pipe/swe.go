@@ -33,6 +33,7 @@ func sweCommand() *cli.Command {
 	}
 	flags = append(flags, toolFlags("terminal; terminal is added to every task's toolsets, the agent submits through it")...)
 	flags = append(flags, samplingFlags(true)...)
+	flags = append(flags, logprobsFlags()...)
 	flags = append(flags, llmFlags()...)
 	flags = append(flags, rolloutCapFlags()...)
 	flags = append(flags, allowChangeFlag())

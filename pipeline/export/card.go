@@ -38,6 +38,7 @@ type feature struct {
 	dtype string    // a value
 	list  []feature // a list of structs
 	st    []feature // a struct
+	seq   string    // a list of values of this dtype
 }
 
 func sf(name string) feature { return feature{name: name, dtype: "string"} }
@@ -80,6 +81,8 @@ func writeFeatures(b *strings.Builder, fs []feature, indent string) {
 		case f.st != nil:
 			fmt.Fprintf(b, "%s  struct:\n", indent)
 			writeFeatures(b, f.st, indent+"  ")
+		case f.seq != "":
+			fmt.Fprintf(b, "%s  sequence: %s\n", indent, f.seq)
 		default:
 			fmt.Fprintf(b, "%s  dtype: %s\n", indent, f.dtype)
 		}
@@ -113,7 +116,11 @@ func card(man *Manifest, p *plan) string {
 		fmt.Fprintf(&b, "  - split: %s\n    path: \"%s/%s-*\"\n", n, DataDir, n)
 	}
 	b.WriteString("dataset_info:\n  features:\n")
-	writeFeatures(&b, features(man.Format, man.Options.Arguments), "  ")
+	fs := features(man.Format, man.Options.Arguments)
+	if man.Options.Logprobs {
+		fs = append(fs, logprobsFeature(man.Format))
+	}
+	writeFeatures(&b, fs, "  ")
 	b.WriteString("  splits:\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "  - name: %s\n    num_examples: %d\n", n, man.Splits[n].Rows)
@@ -155,6 +162,7 @@ func card(man *Manifest, p *plan) string {
 	if man.ToolsUnread > 0 {
 		fmt.Fprintf(&b, "\nThe tool list of %d row(s) could not be read back from their system turn: their `tools` is empty.\n", man.ToolsUnread)
 	}
+	cardLogprobs(&b, man)
 	cardCounts(&b, man, names)
 	return b.String()
 }

@@ -83,6 +83,9 @@ type Options struct {
 	Split            string   // "train=0.95,validation=0.05"; "" is train=1
 	Seed             int64
 	ShardRows        int // default DefaultShardRows
+	// Logprobs adds the logprobs column: the records' token logprobs,
+	// aligned to the assistant messages (logprobs.go).
+	Logprobs bool
 
 	// Progress, when set, is called now and then during each pass with the
 	// pass (1 or 2), the records read so far and the pass's total (0 in
@@ -124,6 +127,9 @@ type Manifest struct {
 	// ToolsUnread counts sharegpt rows whose system turn's tool list could
 	// not be read back (their tools column is empty).
 	ToolsUnread int64 `json:"tools_unread,omitempty"`
+	// LogprobsDropped counts the logprobs entries (Options.Logprobs) left
+	// out because their turn is no gpt turn of the record's conversations.
+	LogprobsDropped int64 `json:"logprobs_dropped,omitempty"`
 }
 
 // SourceInfo describes one source.
@@ -148,6 +154,7 @@ type OptionsInfo struct {
 	Split            string   `json:"split"`
 	Seed             int64    `json:"seed"`
 	ShardRows        int      `json:"shard_rows"`
+	Logprobs         bool     `json:"logprobs,omitempty"`
 }
 
 // Step counts the rows into and out of one selection step.
@@ -244,7 +251,7 @@ func Run(ctx context.Context, opts Options) (Manifest, error) {
 	man := Manifest{Version: 1, Format: opts.Format, Files: opts.FileFormat, Options: OptionsInfo{
 		Format: opts.Format, FileFormat: opts.FileFormat, Arguments: opts.Arguments, Where: append([]string{}, opts.Where...),
 		RequireReasoning: opts.RequireReasoning, DropUnknownTools: opts.DropUnknownTools, Dedupe: opts.Dedupe,
-		BestOf: opts.BestOf, Split: p.splitText(), Seed: opts.Seed, ShardRows: opts.ShardRows,
+		BestOf: opts.BestOf, Split: p.splitText(), Seed: opts.Seed, ShardRows: opts.ShardRows, Logprobs: opts.Logprobs,
 	}}
 	for _, s := range opts.Sources {
 		info, err := describeSource(s)

@@ -143,27 +143,40 @@ type pqWriter[T any] struct {
 	rows  int
 }
 
-func newParquetWriter(w io.Writer, format string) rowWriter {
-	opts := func(schema *parquet.Schema, cfg *parquet.SchemaConfig, long ...[]string) []parquet.WriterOption {
-		o := []parquet.WriterOption{schema, cfg, parquet.Compression(pqCodec),
-			parquet.DataPageStatistics(false), parquet.CreatedBy("hermes-pipe", "", "")}
-		for _, path := range long {
-			o = append(o, parquet.SkipPageBounds(path...))
-		}
-		return o
+// writerOptions are the options of a data file's writer of the rows of
+// schema; long are the paths of columns whose pages keep no bounds (long
+// text).
+func writerOptions(schema *parquet.Schema, cfg *parquet.SchemaConfig, long ...[]string) []parquet.WriterOption {
+	o := []parquet.WriterOption{schema, cfg, parquet.Compression(pqCodec),
+		parquet.DataPageStatistics(false), parquet.CreatedBy("hermes-pipe", "", "")}
+	for _, path := range long {
+		o = append(o, parquet.SkipPageBounds(path...))
 	}
+	return o
+}
+
+// shareGPTLong and messagesLong are the long text columns of the formats.
+func shareGPTLong() [][]string {
+	return [][]string{{jsonName[schemas.Record]("Conversations"), "list", "element", schemas.TurnValue}}
+}
+
+func messagesLong() [][]string {
+	return [][]string{
+		{"messages", "list", "element", "content"},
+		{"messages", "list", "element", "reasoning_content"},
+		{"messages", "list", "element", "tool_calls", "list", "element", "function", "arguments"},
+	}
+}
+
+func newParquetWriter(w io.Writer, format string) rowWriter {
 	if format == FormatShareGPT {
-		conv := jsonName[schemas.Record]("Conversations")
 		return &pqWriter[shareGPTRow]{
-			w:    parquet.NewGenericWriter[shareGPTRow](w, opts(shareGPTSchema, shareGPTConfig, []string{conv, "list", "element", schemas.TurnValue})...),
+			w:    parquet.NewGenericWriter[shareGPTRow](w, writerOptions(shareGPTSchema, shareGPTConfig, shareGPTLong()...)...),
 			fill: fillShareGPT,
 		}
 	}
 	return &pqWriter[messagesRow]{
-		w: parquet.NewGenericWriter[messagesRow](w, opts(messagesSchema, messagesConfig,
-			[]string{"messages", "list", "element", "content"},
-			[]string{"messages", "list", "element", "reasoning_content"},
-			[]string{"messages", "list", "element", "tool_calls", "list", "element", "function", "arguments"})...),
+		w:    parquet.NewGenericWriter[messagesRow](w, writerOptions(messagesSchema, messagesConfig, messagesLong()...)...),
 		fill: fillMessages,
 	}
 }

@@ -23,6 +23,8 @@ type row struct {
 	conv   string // raw conversations (sharegpt JSONL copies it)
 	// toolsOK is false when a sharegpt row's tool list could not be read.
 	toolsOK bool
+	// logprobs is the row's logprobs column (Options.Logprobs; logprobs.go).
+	logprobs []lpEntry
 }
 
 // rowWriter writes the rows of one data file.
@@ -58,7 +60,7 @@ func (s *splitFiles) write(r *row) error {
 		}
 		s.file, s.files, s.inFile = f, append(s.files, rel), 0
 		if s.opts.FileFormat == FileParquet {
-			s.cur = newParquetWriter(f, s.opts.Format)
+			s.cur = newRowWriter(f, s.opts)
 		} else {
 			s.cur = &jsonlWriter{w: bufio.NewWriterSize(f, 1<<20), opts: s.opts}
 		}
@@ -125,6 +127,9 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 			}
 			readFacts(line, &r.f)
 			r.err = p.fillRow(&r.row, &r.f, source)
+			if r.err == nil && o.Logprobs {
+				r.lpDropped, r.err = p.rowLogprobs(line, &r.row)
+			}
 		}
 		err := pipelined(each, work, func(_ []byte, r *lineRow) error {
 			if ord%progressEvery == 0 {
@@ -147,6 +152,7 @@ func (p *plan) pass2(ctx context.Context, tmp string, man *Manifest) error {
 			if r.err != nil {
 				return r.err
 			}
+			man.LogprobsDropped += r.lpDropped
 			if !r.row.toolsOK && o.Format != FormatMessages {
 				man.ToolsUnread++
 			}
@@ -225,11 +231,13 @@ type lineRow struct {
 	f    facts
 	row  row
 	err  error
+
+	lpDropped int64 // logprobs entries left out (rowLogprobs)
 }
 
 func (p *plan) fillRow(r *row, f *facts, source string) error {
 	var ok bool
-	*r = row{f: f, source: source, conv: f.conv, turns: r.turns[:0]}
+	*r = row{f: f, source: source, conv: f.conv, turns: r.turns[:0], logprobs: r.logprobs[:0]}
 	r.turns, ok = decodeTurns(f.conv, r.turns)
 	if !ok {
 		return fmt.Errorf("record %s: its conversations changed between the two passes", f.key)
@@ -289,6 +297,9 @@ func (j *jsonlWriter) write(r *row) error {
 		b = append(b, "null"...)
 	}
 	b = appendColumns(b, r)
+	if j.opts.Logprobs {
+		b = appendLogprobs(b, r, j.opts.Format)
+	}
 	b = append(b, '}', '\n')
 	j.buf = b
 	_, err := j.w.Write(b)

@@ -31,6 +31,11 @@ type Response struct {
 	Usage        schemas.Usage
 	Attempts     int  // HTTP attempts spent, retries included
 	Batch        bool // the reply came through the Batch API (batch prices apply)
+	// Logprobs are the reply's token log-probabilities when the client's
+	// Sampling.Logprobs asked for them and the server sent some (Turn is
+	// 0: the caller places it); nil otherwise, and nil for a reply that
+	// held one of the endpoint's secrets (see Redactor).
+	Logprobs *schemas.TurnLogprobs
 }
 
 // Client sends chat requests. Chat blocks until a response arrives or all

@@ -22,11 +22,24 @@ type Sampling struct {
 	TopP        *float64 // nil = not sent
 	MaxTokens   int      // 0 = not sent
 	Seed        *int64   // nil = not sent
+	// Logprobs asks for the token log-probabilities of every completion
+	// ("logprobs": true); the reply's land in Response.Logprobs.
+	// LogprobTokenIDs also asks for the tokens as their ids
+	// ("return_tokens_as_token_ids": true, a vLLM extension other servers
+	// may refuse), read into TokenIDs. Both false = neither sent nor read.
+	Logprobs        bool
+	LogprobTokenIDs bool
 	// Extra holds JSON values keyed by body field. A field the client
 	// builds itself (ReservedFields) or one of the fields above is refused
 	// by New, so nothing is given two values.
 	Extra map[string]any
 }
+
+// Body fields of Sampling.Logprobs and LogprobTokenIDs.
+const (
+	FieldLogprobs        = "logprobs"
+	FieldLogprobTokenIDs = "return_tokens_as_token_ids"
+)
 
 // ReservedFields are the request body fields the client writes from the
 // request itself; Sampling.Extra may not name them.
@@ -56,6 +69,9 @@ func (s Sampling) check() error {
 	if s.MaxTokens < 0 {
 		return fmt.Errorf("%w: max_tokens %d is negative", ErrSampling, s.MaxTokens)
 	}
+	if s.LogprobTokenIDs && !s.Logprobs {
+		return fmt.Errorf("%w: token ids of the logprobs asked for without the logprobs", ErrSampling)
+	}
 	keys := make([]string, 0, len(s.Extra))
 	for k := range s.Extra {
 		keys = append(keys, k)
@@ -83,6 +99,10 @@ func (s Sampling) sets(k string) bool {
 		return s.MaxTokens > 0
 	case "seed":
 		return s.Seed != nil
+	case FieldLogprobs:
+		return s.Logprobs
+	case FieldLogprobTokenIDs:
+		return s.LogprobTokenIDs
 	}
 	return false
 }
@@ -109,10 +129,16 @@ func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
 	if s.Seed != nil {
 		p.Seed = openai.Int(*s.Seed)
 	}
-	if len(s.Extra) == 0 {
+	if s.Logprobs {
+		p.Logprobs = openai.Bool(true)
+	}
+	if len(s.Extra) == 0 && !s.LogprobTokenIDs {
 		return
 	}
-	extra := make(map[string]any, len(s.Extra))
+	extra := make(map[string]any, len(s.Extra)+1)
+	if s.LogprobTokenIDs {
+		extra[FieldLogprobTokenIDs] = true
+	}
 	for k, v := range s.Extra {
 		if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
 			continue // the request's own value wins

@@ -29,6 +29,8 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 	var calls []*toolAcc
 	byIndex := map[int64]int{}
 	var usage schemas.Usage
+	var lps logprobsAcc
+	wantLogprobs := c.opts.Sampling.Logprobs
 	finish := ""
 	for s.Next() {
 		if onEvent != nil {
@@ -42,6 +44,9 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 			choice := &ch.Choices[i]
 			if choice.Index != 0 {
 				continue
+			}
+			if wantLogprobs {
+				lps.add(choice.Logprobs.Content)
 			}
 			d := &choice.Delta
 			content.WriteString(d.Content)
@@ -99,6 +104,10 @@ func (c *client) stream(ctx context.Context, params *openai.ChatCompletionNewPar
 			Function: schemas.FunctionCall{Name: acc.name, Arguments: acc.args.String()},
 		})
 	}
+	var lp *schemas.TurnLogprobs
+	if wantLogprobs {
+		lp = c.logprobsOf(&lps, &msg)
+	}
 	c.finishMessage(&msg)
-	return Response{Message: msg, FinishReason: finish, Usage: usage}, nil
+	return Response{Message: msg, FinishReason: finish, Usage: usage, Logprobs: lp}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -172,6 +174,12 @@ func (s Sampling) appendFields(b []byte, req Request) ([]byte, error) {
 		b = append(b, `,"seed":`...)
 		b = strconv.AppendInt(b, *s.Seed, 10)
 	}
+	if s.Logprobs {
+		b = append(b, `,"`+FieldLogprobs+`":true`...)
+	}
+	if s.LogprobTokenIDs {
+		b = append(b, `,"`+FieldLogprobTokenIDs+`":true`...)
+	}
 	if len(s.Extra) > 0 {
 		keys := make([]string, 0, len(s.Extra))
 		for k := range s.Extra {
@@ -228,6 +236,9 @@ type chatReply struct {
 			} `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason json.RawMessage `json:"finish_reason"`
+		// Logprobs is read (logprobsAcc) only when the client asked for
+		// them.
+		Logprobs json.RawMessage `json:"logprobs"`
 	} `json:"choices"`
 	Usage struct {
 		PromptTokens        flexInt `json:"prompt_tokens"`
@@ -278,6 +289,16 @@ func (c *client) parseReply(body []byte) (Response, error) {
 		}
 		msg.ToolCalls = append(msg.ToolCalls, call)
 	}
+	var lp *schemas.TurnLogprobs
+	if c.opts.Sampling.Logprobs {
+		var entries struct {
+			Content []openai.ChatCompletionTokenLogprob `json:"content"`
+		}
+		_ = json.Unmarshal(ch.Logprobs, &entries) // absent or malformed: none kept, and counted by the caller
+		var acc logprobsAcc
+		acc.add(entries.Content)
+		lp = c.logprobsOf(&acc, &msg)
+	}
 	c.finishMessage(&msg)
 	u := &r.Usage
 	return Response{
@@ -290,5 +311,6 @@ func (c *client) parseReply(body []byte) (Response, error) {
 			CachedPromptTokens: int64(u.PromptTokensDetails.CachedTokens),
 			ReasoningTokens:    int64(u.CompletionTokensDetails.ReasoningTokens),
 		},
+		Logprobs: lp,
 	}, nil
 }

@@ -37,7 +37,7 @@ func TestChatBodyMatchesSDK(t *testing.T) {
 			{Type: "function", Function: schemas.FunctionSpec{Name: "spaced", Description: tricky, Parameters: json.RawMessage(`{ "type" : "object", "properties" : {} }`)}}},
 		MaxTokens: 77,
 	}
-	for _, s := range []Sampling{{}, {Temperature: &temp, TopP: &topP, Seed: &seed, MaxTokens: 12, Extra: extra}} {
+	for _, s := range []Sampling{{}, {Temperature: &temp, TopP: &topP, Seed: &seed, MaxTokens: 12, Extra: extra, Logprobs: true, LogprobTokenIDs: true}} {
 		c := &client{opts: Options{Model: "m", Sampling: s}}
 		body, err := c.chatBody(req)
 		if err != nil {

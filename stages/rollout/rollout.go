@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
@@ -68,6 +69,13 @@ type Options struct {
 	// kept. The overshoot is at most one model call.
 	MaxCostPerRollout   float64
 	MaxTokensPerRollout int64
+
+	// Logprobs keeps each reply's token logprobs (the client must ask for
+	// them: llm.Sampling.Logprobs) in the record's Logprobs, one entry per
+	// assistant turn, placed at its gpt turn of the conversations; a reply
+	// without them keeps nothing and adds one to LogprobsMissing (when set).
+	Logprobs        bool
+	LogprobsMissing *atomic.Int64
 
 	SystemPrompt string   // sent to the model as a system message, not recorded (as Hermes)
 	MaxTokens    int      // per completion; 0 = not sent
@@ -209,6 +217,7 @@ func (s *Stage) fill(rec *schemas.Record, outcome schemas.Outcome, errMsg string
 	rec.Completed = outcome == schemas.OutcomeCompleted
 	rec.Partial = outcome == schemas.OutcomePartial
 	rec.Conversations = schemas.ToShareGPT(messages, tools)
+	alignLogprobs(rec, messages)
 	// Every tool hermes-pipe knows appears with zero counts when unused, as
 	// Hermes' batch runner fills every possible tool.
 	stats, errs := schemas.ToolStatsOf(messages)
@@ -288,6 +297,7 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 			}
 		}
 		*messages = append(*messages, msg)
+		s.keepLogprobs(rec, *messages, &resp)
 		if len(msg.ToolCalls) == 0 {
 			return schemas.OutcomeCompleted, ""
 		}

@@ -49,6 +49,14 @@
 // "Answer: X" (for answer graders: right or wrong as the prompt asks). A
 // directive ends at the first "]]".
 //
+// # Logprobs
+//
+// A request with "logprobs": true gets choices[0].logprobs.content with
+// one entry per completion token its usage counts (streamed: in chunks of
+// their own before the finish chunk); with "return_tokens_as_token_ids":
+// true each token is "token_id:N", as vLLM sends it. See logprobs.go for the
+// tokenisation; a step with "no_logprobs" withholds them.
+//
 // # Script file
 //
 // LoadScripts reads {"scripts": [...]} (or a bare array). Every field but
@@ -91,7 +99,7 @@
 // "name", optional "id" and "arguments" given as a JSON object (sent
 // compacted, key order kept) or as a JSON string sent verbatim (so it may be
 // invalid JSON); "finish_reason" (default "tool_calls" with tool calls, else
-// "stop"); and "fault".
+// "stop"); "no_logprobs" (no logprobs even when asked); and "fault".
 //
 // Fault kinds: "429" (Retry-After in whole seconds plus retry-after-ms;
 // "retry_after" as "2s" or seconds), "500", "malformed" (HTTP 200 with a

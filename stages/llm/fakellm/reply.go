@@ -22,7 +22,8 @@ type reply struct {
 	finish           string
 	promptTokens     int
 	completionTokens int
-	cachedTokens     int // prompt tokens of every message but the last
+	cachedTokens     int  // prompt tokens of every message but the last
+	noLogprobs       bool // the step withholds logprobs (Step.NoLogprobs)
 }
 
 // truncate cuts the content to max tokens (words) and reports "length", as a
@@ -149,9 +150,10 @@ type respMessage struct {
 }
 
 type respChoice struct {
-	Index        int         `json:"index"`
-	Message      respMessage `json:"message"`
-	FinishReason string      `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      respMessage   `json:"message"`
+	Logprobs     *wireLogprobs `json:"logprobs,omitempty"`
+	FinishReason string        `json:"finish_reason"`
 }
 
 type chatResponse struct {
@@ -171,9 +173,10 @@ type chunkDelta struct {
 }
 
 type chunkChoice struct {
-	Index        int        `json:"index"`
-	Delta        chunkDelta `json:"delta"`
-	FinishReason *string    `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        chunkDelta    `json:"delta"`
+	Logprobs     *wireLogprobs `json:"logprobs,omitempty"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chunk struct {
@@ -225,7 +228,7 @@ func (s *Server) encodeReply(p *plan) ([]byte, error) {
 	msg.set(field, p.reply.reasoning)
 	resp := chatResponse{
 		ID: p.id, Object: "chat.completion", Created: created, Model: p.model,
-		Choices: []respChoice{{Message: msg, FinishReason: p.reply.finish}},
+		Choices: []respChoice{{Message: msg, Logprobs: s.logprobs(p), FinishReason: p.reply.finish}},
 		Usage:   p.reply.usage(),
 	}
 	var buf bytes.Buffer
@@ -302,6 +305,15 @@ func (s *Server) writeStream(w http.ResponseWriter, p *plan) {
 			d.Index = &idx
 			d.Function.Arguments = piece
 			one(chunkDelta{ToolCalls: []wireToolCall{d}}, nil)
+		}
+	}
+	if lp := s.logprobs(p); lp != nil {
+		// A real server sends each chunk's entries with its text; the
+		// fake sends them in chunks of their own before the finish.
+		for _, part := range splitLogprobs(lp, 16) {
+			c := base()
+			c.Choices = []chunkChoice{{Logprobs: part}}
+			emit(&c)
 		}
 	}
 	finish := p.reply.finish

@@ -44,6 +44,9 @@ type Step struct {
 	// "stop" otherwise.
 	FinishReason string `json:"finish_reason,omitempty"`
 	Fault        *Fault `json:"fault,omitempty"`
+	// NoLogprobs sends the reply without logprobs even when the request
+	// asks for them, as a server that ignores the parameter does.
+	NoLogprobs bool `json:"no_logprobs,omitempty"`
 }
 
 // ToolCallSpec is one scripted tool call. Arguments is either a JSON object

@@ -185,6 +185,10 @@ type chatRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// Logprobs asks for token log-probabilities (logprobs.go);
+	// TokenIDs for the tokens as "token_id:N" (vLLM's extension).
+	Logprobs bool `json:"logprobs"`
+	TokenIDs bool `json:"return_tokens_as_token_ids"`
 }
 
 type wireMessage struct {
@@ -241,6 +245,8 @@ type plan struct {
 	withUsage bool
 	script    string
 	attempt   int
+	logprobs  bool // the request asked for logprobs
+	tokenIDs  bool // ... with the tokens as their ids
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -355,6 +361,7 @@ func (s *Server) plan(req *chatRequest, msgs []wireMessage) plan {
 		p.model = req.Model
 	}
 	p.withUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	p.logprobs, p.tokenIDs = req.Logprobs, req.Logprobs && req.TokenIDs
 	p.attempt = s.attempts.next(hash)
 
 	conv := scanConversation(msgs)
@@ -588,6 +595,8 @@ func (s *Server) stepReply(st *Step, vars *templateVars, hash uint64, step int) 
 		reasoning: vars.expand(st.Reasoning),
 		field:     st.ReasoningField,
 		finish:    st.FinishReason,
+
+		noLogprobs: st.NoLogprobs,
 	}
 	for i, tc := range st.ToolCalls {
 		var w wireToolCall
