@@ -459,3 +459,54 @@ func TestRowJournalTornTailThenAppend(t *testing.T) {
 	}
 	verifyOK(t, out)
 }
+
+// TestCompressRemapsLogprobs: a record's logprobs entries (one per gpt
+// turn, by index) follow their turns into the compressed conversations;
+// the entries of summarised turns are left out, none points at a turn that
+// is not the one it was made for.
+func TestCompressRemapsLogprobs(t *testing.T) {
+	dir := t.TempDir()
+	_, url := fake(t, fakellm.Config{SummaryWords: 60})
+	turns := trajectory(11, 30, 80)
+	var entries []schemas.TurnLogprobs
+	for i, tt := range turns {
+		if tt.From == "gpt" {
+			// The entry names its turn's text, so a wrong index shows.
+			entries = append(entries, schemas.TurnLogprobs{Turn: i, Tokens: []string{tt.Value}, Logprobs: []float64{-float64(i)}})
+		}
+	}
+	lp, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := row("r0", turns, false)
+	line = append(line[:len(line)-1], `,"logprobs":`+string(lp)+`}`...)
+	in := filepath.Join(dir, "in.jsonl")
+	writeLines(t, in, [][]byte{line})
+	out := filepath.Join(dir, "out")
+	if _, err := Run(bg, testOptions(t, url, []string{in}, out)); err != nil {
+		t.Fatal(err)
+	}
+	got := catLines(t, out)
+	r := decode(t, got[0])
+	if len(r.Conversations) >= len(turns) {
+		t.Fatalf("the row was not compressed: %d turns", len(r.Conversations))
+	}
+	var kept []schemas.TurnLogprobs
+	if err := json.Unmarshal([]byte(gjson.GetBytes(got[0], "logprobs").Raw), &kept); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) == 0 || len(kept) >= len(entries) {
+		t.Fatalf("%d of %d entries kept; want the protected turns' only", len(kept), len(entries))
+	}
+	for _, e := range kept {
+		if e.Turn >= len(r.Conversations) || r.Conversations[e.Turn].Value != e.Tokens[0] {
+			t.Errorf("entry for turn %d does not name that turn", e.Turn)
+		}
+	}
+	// The last gpt turn is always protected, and moved.
+	last := entries[len(entries)-1]
+	if k := kept[len(kept)-1]; k.Tokens[0] != last.Tokens[0] || k.Turn != len(r.Conversations)-1 {
+		t.Errorf("the last turn's entry is at %d, want %d", k.Turn, len(r.Conversations)-1)
+	}
+}

@@ -2,6 +2,7 @@ package compress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -131,6 +132,9 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 		if err != nil {
 			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
+		if out, err = remapLogprobs(out, res.turns, p.spaced); err != nil {
+			return fmt.Errorf("compress %s: %w", rec.Key, err)
+		}
 	}
 	m := &res.metrics
 	recOC, rewriteOC := s.recordOutcome(rec.Raw, res.outcome, m)
@@ -152,6 +156,44 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 	rec.Raw = out
 	rec.Outcome = recOC
 	return nil
+}
+
+// remapLogprobs points the record's logprobs entries (--logprobs: one per
+// gpt turn, by its index in conversations) at the turns they belong to in
+// the compressed conversations, turns: an entry of a turn kept as it was
+// moves with it; one of a turn summarised or edited is left out (its
+// tokens are no longer in the record). A record without logprobs is
+// returned as it is.
+func remapLogprobs(raw []byte, turns []turn, spaced bool) ([]byte, error) {
+	cur, _, ok := schemas.FirstMember(view(raw), schemas.MemberLogprobs)
+	if !ok {
+		return raw, nil
+	}
+	var entries []schemas.TurnLogprobs
+	if err := json.Unmarshal([]byte(cur), &entries); err != nil {
+		return nil, fmt.Errorf("%s: %w", schemas.MemberLogprobs, err)
+	}
+	moved := make(map[int]int, len(turns))
+	for j, t := range turns {
+		if t.orig >= 0 && t.raw != "" {
+			moved[t.orig] = j
+		}
+	}
+	kept := entries[:0]
+	for _, e := range entries {
+		if j, ok := moved[e.Turn]; ok {
+			e.Turn = j
+			kept = append(kept, e)
+		}
+	}
+	val, err := json.Marshal(kept)
+	if err != nil {
+		return nil, err
+	}
+	if spaced {
+		val = spaceJSON(val)
+	}
+	return setMember(raw, schemas.MemberLogprobs, val, spaced)
 }
 
 // recordOutcome is the outcome of a compressed record whose compress outcome
