@@ -221,7 +221,7 @@ func (s *Statistics) finishRewards() {
 	if r.Rewarded > 0 {
 		r.Mean = r.Sum / float64(r.Rewarded)
 	}
-	rate := float64(r.Passed) / float64(r.Graded)
+	rate := r.PassRate()
 	s.PassRate = &rate
 	for oc, c := range r.ByOutcome {
 		c.PassRate = float64(c.Passed) / float64(c.Graded)
@@ -299,19 +299,38 @@ func (s Statistics) writeRewardText(w io.Writer) {
 	}
 }
 
+// PassAtKValue is one pass@k of Statistics.PassAtK.
+type PassAtKValue struct {
+	K     int
+	Value float64
+}
+
+// PassAtKList is Statistics.PassAtK in increasing k (report's order).
+func (s Statistics) PassAtKList() []PassAtKValue {
+	l := make([]PassAtKValue, 0, len(s.PassAtK))
+	for k, v := range s.PassAtK {
+		n, _ := strconv.Atoi(k)
+		l = append(l, PassAtKValue{K: n, Value: v})
+	}
+	slices.SortFunc(l, func(a, b PassAtKValue) int { return a.K - b.K })
+	return l
+}
+
 // passAtKText is "pass@1 40.0%, pass@4 75.0%" in increasing k.
 func (s Statistics) passAtKText() string {
 	var parts []string
-	ks := make([]int, 0, len(s.PassAtK))
-	for k := range s.PassAtK {
-		n, _ := strconv.Atoi(k)
-		ks = append(ks, n)
-	}
-	slices.Sort(ks)
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("pass@%d %.1f%%", k, 100*s.PassAtK[strconv.Itoa(k)]))
+	for _, p := range s.PassAtKList() {
+		parts = append(parts, fmt.Sprintf("pass@%d %.1f%%", p.K, 100*p.Value))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// PassRate is the share of the graded records that passed.
+func (r *RewardStatistics) PassRate() float64 {
+	if r == nil || r.Graded == 0 {
+		return 0
+	}
+	return float64(r.Passed) / float64(r.Graded)
 }
 
 // histogramText lists the non-empty buckets: "[0.9, 1] 12, (1, ∞) 1".
