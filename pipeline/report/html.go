@@ -32,8 +32,7 @@ var page = template.Must(template.Must(template.New("report").Funcs(Funcs()).Par
 // rewardsHTML is the page's block of the graded records (the figures of
 // stats' reward lines), given the statistics; empty when no record was
 // graded.
-const rewardsHTML = `{{define "rewards"}}{{with .Reward}}
-<h2>Rewards</h2>
+const rewardsHTML = `{{define "rewards"}}{{with .Reward}}<h2>Rewards</h2>
 <div class="cards" id="rewards">
 <div class="card" id="pass-rate"><b>{{pct .PassRate}}</b>pass rate ({{.Passed}} of {{.Graded}} graded)</div>
 {{range $.PassAtKList}}<div class="card pass-at-k"><b>{{pct .Value}}</b>pass@{{.K}}</div>
@@ -76,8 +75,7 @@ const pageHTML = `<!DOCTYPE html>
 <table id="outcomes"><tr><th>outcome</th><th class="n">records</th><th class="n">share</th><th></th></tr>
 {{range outcomes .Outcomes}}<tr><td class="{{cls .Name}}">{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{ratio .Count $.Stats.Records}}</td><td><span class="bar" style="width:{{width .Count $.Stats.Records}}px"></span></td></tr>
 {{end}}</table>
-{{template "rewards" .}}
-<h2>Tools</h2>
+{{template "rewards" .}}<h2>Tools</h2>
 {{if .Tools}}<table id="tools"><tr><th>tool</th><th class="n">calls</th><th class="n">success</th><th class="n">failure</th><th class="n">success rate</th></tr>
 {{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{if .Count}}{{pct .SuccessRate}}{{else}}–{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No tool was called.</p>{{end}}
