@@ -261,7 +261,8 @@ func NewStatistics() Statistics {
 }
 
 // Add sums the counts of o into s: records, outcomes, calls, tokens, tool
-// and reasoning counts, total and maximum duration. Percentiles cannot be
+// and reasoning counts, total and maximum duration, and the graded records'
+// counts (addRewards). Percentiles cannot be
 // summed; derived figures (rates, coverage, mean) need Finish afterwards.
 // The cluster merge uses it to combine the statistics of shards.
 func (s *Statistics) Add(o Statistics) {

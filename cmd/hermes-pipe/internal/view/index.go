@@ -32,7 +32,7 @@ const indexVersion = 6
 // fields its filters and sort read, column by column. The columns are views
 // of the cache file mapped into memory (read-only), so opening an index
 // reads only its header, and a filter touches only the pages of the columns
-// it reads: about 60 bytes per record in all plus the first line of its
+// it reads: about 65 bytes per record in all plus the first line of its
 // prompt (at most report.PromptRunes runes, read only for the rows of a
 // page), of which a filter by outcome reads 2. Names (shards, outcomes, tools) are in small dictionaries the
 // columns refer to by position; counts are saturated to their column's
