@@ -47,8 +47,9 @@ const (
 //
 //   - External readers (DuckDB, pyarrow, Hugging Face datasets) get every
 //     record field as a column. conversations is a LIST of STRUCT<from:
-//     string, value: string>. usage and reasoning_stats have a fixed set of
-//     fields and are STRUCTs. tool_stats, tool_error_counts, metadata and
+//     string, value: string>. usage, reasoning_stats, timings and grade have
+//     a fixed set of fields and are STRUCTs, logprobs a LIST of STRUCTs; reward
+//     is a DOUBLE. tool_stats, tool_error_counts, metadata and
 //     extra have no fixed keys (tool names vary from run to run, metadata is
 //     the user's), so they are JSON text in STRING columns: a STRUCT would
 //     give shards of one dataset different schemas, and Hugging Face
