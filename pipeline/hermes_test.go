@@ -81,20 +81,31 @@ func TestRunFillsSuccessAndHermesMetadata(t *testing.T) {
 	}
 }
 
-// TestParquetSchemaV1ShardsRead: an output folder whose Parquet shards were
-// written before records carried success (schema version 1: the generate
-// fixture) verifies, prints and counts as before, and a resume adds shards
-// of the current schema beside them that read together.
-func TestParquetSchemaV1ShardsRead(t *testing.T) {
+// TestParquetOldSchemaShardsRead: an output folder whose Parquet shards
+// were written with an earlier schema verifies, prints and counts as
+// before, and a resume adds shards of the current schema beside them that
+// read together. Version 1 (before records carried success) is the
+// generate fixture; version 2 (success, before timings, reward, grade and
+// logprobs) is the demo run by the code of that version (testdata).
+func TestParquetOldSchemaShardsRead(t *testing.T) {
+	for _, tc := range []struct{ version, fixture string }{
+		{"1", filepath.Join("..", "datasets", "fixtures", "generate-parquet")},
+		{"2", filepath.Join("testdata", "parquet-v2")},
+	} {
+		t.Run("v"+tc.version, func(t *testing.T) { checkOldSchemaFolder(t, tc.version, tc.fixture) })
+	}
+}
+
+func checkOldSchemaFolder(t *testing.T, version, fixture string) {
 	dir := t.TempDir()
-	copyDir(t, filepath.Join("..", "datasets", "fixtures", "generate-parquet"), dir)
+	copyDir(t, fixture, dir)
 	old, _ := filepath.Glob(filepath.Join(dir, DataDir, "shard-*"+parquetExt))
-	if len(old) != 1 || shardSchemaVersion(t, old[0]) != "1" {
-		t.Fatalf("fixture shards %v: want one of schema version 1", old)
+	if len(old) != 1 || shardSchemaVersion(t, old[0]) != version {
+		t.Fatalf("fixture shards %v: want one of schema version %s", old, version)
 	}
 	before := catString(t, dir, false)
 	n := strings.Count(before, "\n")
-	if n == 0 || strings.Contains(before, `"success":true`) || strings.Contains(before, `"success":false`) {
+	if n == 0 || (version == "1") != !strings.Contains(before, `"success":true`) || strings.Contains(before, `"reward"`) {
 		t.Fatalf("fixture records (%d):\n%.500s", n, before)
 	}
 	rep := mustVerify(t, dir)
@@ -108,7 +119,9 @@ func TestParquetSchemaV1ShardsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := []*schemas.Record{{Key: "new-0", PromptIndex: 1000}, {Key: "new-1", PromptIndex: 1001}}
+	one, passed := 1.0, true
+	fresh := []*schemas.Record{{Key: "new-0", PromptIndex: 1000}, {Key: "new-1", PromptIndex: 1001,
+		Reward: &one, Grade: &schemas.Grade{Grader: "exact", Passed: &passed, Value: &one}, Timings: &schemas.Timings{ModelMS: 5}}}
 	if _, err := Run(context.Background(), Options{Workers: 2, Now: testNow}, SliceSource(fresh), []Stage{completeStage()}, out); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +129,8 @@ func TestParquetSchemaV1ShardsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := catString(t, dir, false)
-	if !strings.HasPrefix(after, before) || strings.Count(after, "\n") != n+2 || strings.Count(after, `"success":true`) != 2 {
+	if !strings.HasPrefix(after, before) || strings.Count(after, "\n") != n+2 || strings.Count(after[len(before):], `"success":true`) != 2 ||
+		!strings.Contains(after[len(before):], `"reward":1,"grade":{"grader":"exact"`) {
 		t.Fatalf("after the resume:\n%s", after[len(before):])
 	}
 	shards, _ := filepath.Glob(filepath.Join(dir, DataDir, "shard-*"+parquetExt))
@@ -133,8 +147,8 @@ func TestParquetSchemaV1ShardsRead(t *testing.T) {
 	if st.Records != n+2 {
 		t.Fatalf("stats counted %d records, want %d", st.Records, n+2)
 	}
-	// DuckDB reads the mixed folder as README says: union_by_name, success
-	// null in the old rows.
+	// DuckDB reads the mixed folder as README says: union_by_name, the
+	// columns a version lacks null in its rows.
 	jsonl := filepath.Join(t.TempDir(), "all.jsonl")
 	if err := os.WriteFile(jsonl, []byte(after), 0o644); err != nil {
 		t.Fatal(err)

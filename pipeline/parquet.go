@@ -34,8 +34,10 @@ const (
 	parquetExt = ".parquet"
 	// parquetSchemaKey names the key-value metadata entry that versions the
 	// schema below.
-	parquetSchemaKey     = "hermes_pipe.schema"
-	parquetSchemaVersion = "2" // 2 added success; 1 (parquetSchemaV1) is still read
+	parquetSchemaKey = "hermes_pipe.schema"
+	// parquetSchemaVersion is the version of parquetSchema; every earlier
+	// one is still read (parquetSchemas, parquetAddedIn).
+	parquetSchemaVersion = "3"
 	// parquetLineColumn is the column holding each record's JSONL line.
 	parquetLineColumn = "raw_json"
 )
@@ -45,8 +47,9 @@ const (
 //
 //   - External readers (DuckDB, pyarrow, Hugging Face datasets) get every
 //     record field as a column. conversations is a LIST of STRUCT<from:
-//     string, value: string>. usage and reasoning_stats have a fixed set of
-//     fields and are STRUCTs. tool_stats, tool_error_counts, metadata and
+//     string, value: string>. usage, reasoning_stats, timings and grade have
+//     a fixed set of fields and are STRUCTs, logprobs a LIST of STRUCTs; reward
+//     is a DOUBLE. tool_stats, tool_error_counts, metadata and
 //     extra have no fixed keys (tool names vary from run to run, metadata is
 //     the user's), so they are JSON text in STRING columns: a STRUCT would
 //     give shards of one dataset different schemas, and Hugging Face
@@ -84,10 +87,22 @@ type parquetRecord struct {
 	ReasoningStats  *parquetReasoning `parquet:",optional"`
 	Model           *string           `parquet:",optional,dict"`
 	DurationMS      *int64            `parquet:",optional"`
+	Timings         *parquetTimings   `parquet:",optional"`
+	Reward          *float64          `parquet:",optional"`
+	Grade           *parquetGrade     `parquet:",optional"`
 	Error           *string           `parquet:",optional"`
 	Metadata        *string           `parquet:",optional"`
 	Extra           *string           `parquet:",optional"`
+	Logprobs        []parquetLogprobs `parquet:",list,optional"`
 	RawJSON         string            `parquet:"raw_json"`
+}
+
+// parquetAddedIn is the schema version that added each column of
+// parquetRecord (by Go field name) after version 1; the schema of version v
+// is parquetRecord without the columns added after v (parquetSchemaAt).
+var parquetAddedIn = map[string]int{
+	"Success": 2,
+	"Timings": 3, "Reward": 3, "Grade": 3, "Logprobs": 3,
 }
 
 // parquetTurn is one ShareGPT turn (schemas.Turn).
@@ -103,6 +118,39 @@ type parquetUsage struct {
 	TotalTokens        int64
 	CachedPromptTokens int64
 	ReasoningTokens    int64
+}
+
+// parquetTimings mirrors schemas.Timings.
+type parquetTimings struct {
+	ModelMS        int64
+	ToolMS         int64
+	SandboxStartMS int64
+	SandboxCloseMS int64
+	QueueMS        int64
+	GraderMS       int64
+}
+
+// parquetGrade mirrors schemas.Grade: passed and value are null when the
+// grader failed (or the line's member is not a boolean, a number); grader,
+// output and error are "" when absent, the JSON text of another value.
+type parquetGrade struct {
+	Grader     string   `parquet:",dict"`
+	Passed     *bool    `parquet:",optional"`
+	Value      *float64 `parquet:",optional"`
+	Output     string
+	DurationMS int64
+	Error      string
+}
+
+// parquetLogprobs mirrors schemas.TurnLogprobs. A list is null when the
+// line's member is absent or not an array, and logprobs or token_ids is also
+// null when one of its elements is not a number (an integer); a token that
+// is not a string holds its JSON text.
+type parquetLogprobs struct {
+	Turn     int64
+	Tokens   []string  `parquet:",list,optional"`
+	Logprobs []float64 `parquet:",list,optional"`
+	TokenIDs []int64   `parquet:",list,optional"`
 }
 
 // parquetReasoning mirrors schemas.ReasoningStats.
@@ -123,6 +171,9 @@ var (
 	turnColumns      = parquetColumns(reflect.TypeFor[parquetTurn](), reflect.TypeFor[schemas.Turn](), nil, nil)
 	usageColumns     = parquetColumns(reflect.TypeFor[parquetUsage](), reflect.TypeFor[schemas.Usage](), nil, nil)
 	reasoningColumns = parquetColumns(reflect.TypeFor[parquetReasoning](), reflect.TypeFor[schemas.ReasoningStats](), nil, nil)
+	timingsColumns   = parquetColumns(reflect.TypeFor[parquetTimings](), reflect.TypeFor[schemas.Timings](), nil, nil)
+	gradeColumns     = parquetColumns(reflect.TypeFor[parquetGrade](), reflect.TypeFor[schemas.Grade](), nil, nil)
+	logprobsColumns  = parquetColumns(reflect.TypeFor[parquetLogprobs](), reflect.TypeFor[schemas.TurnLogprobs](), nil, nil)
 )
 
 // parquetSchemaConfig names the columns of parquetRecord (the tags
@@ -136,15 +187,31 @@ var parquetSchemaConfig = func() *parquet.SchemaConfig {
 // parquetSchema is the schema of every Parquet shard hermes-pipe writes.
 var parquetSchema = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
 
-// parquetSchemaV1 is the schema of shards written before records carried
-// success (schema version 1): parquetRecord without that column. Readers
-// accept it, so output folders of earlier versions stay readable and
-// resumable; their rows read with Success nil, as their lines lack it.
-var parquetSchemaV1 = func() *parquet.Schema {
+// parquetSchemas are the schemas of every version shards were written with,
+// oldest first (index v-1 is version v; the last is parquetSchema). Readers
+// accept each, so output folders of earlier versions stay readable and
+// resumable: a column a version lacks reads as null, as the lines of its
+// records lack the member (success before version 2; timings, reward, grade
+// and logprobs before version 3).
+var parquetSchemas = func() []*parquet.Schema {
+	n, err := strconv.Atoi(parquetSchemaVersion)
+	if err != nil {
+		panic(err)
+	}
+	var all []*parquet.Schema
+	for v := 1; v < n; v++ {
+		all = append(all, parquetSchemaAt(v))
+	}
+	return append(all, parquetSchema)
+}()
+
+// parquetSchemaAt is the schema of version v: parquetRecord without the
+// columns parquetAddedIn says came later.
+func parquetSchemaAt(v int) *parquet.Schema {
 	rt := reflect.TypeFor[parquetRecord]()
 	var fields []reflect.StructField
 	for i := range rt.NumField() {
-		if f := rt.Field(i); f.Name != "Success" {
+		if f := rt.Field(i); parquetAddedIn[f.Name] <= v {
 			fields = append(fields, f)
 		}
 	}
@@ -152,7 +219,7 @@ var parquetSchemaV1 = func() *parquet.Schema {
 	var tags []parquet.StructTagOption
 	parquetColumns(t, reflect.TypeFor[schemas.Record](), nil, &tags)
 	return parquet.SchemaOf(reflect.New(t).Interface(), &parquet.SchemaConfig{StructTags: tags})
-}()
+}
 
 // parquetColumns returns the column names of the fields of the Parquet row
 // type pt, in order: the JSON name of st's field of the same Go name, or ""
@@ -179,6 +246,9 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 		}
 		for inner.Kind() == reflect.Pointer {
 			inner = inner.Elem()
+		}
+		for sinner.Kind() == reflect.Pointer {
+			sinner = sinner.Elem()
 		}
 		if inner.Kind() == reflect.Struct {
 			parquetColumns(inner, sinner, below, tags)
@@ -214,6 +284,7 @@ func newParquetWriter(w io.Writer) ShardWriter {
 		parquet.SkipPageBounds(schemas.MemberConversations, "list", "element", schemas.TurnValue),
 		parquet.SkipPageBounds(schemas.MemberToolStats), parquet.SkipPageBounds(schemas.MemberToolErrorCounts),
 		parquet.SkipPageBounds(schemas.MemberMetadata), parquet.SkipPageBounds(schemas.MemberExtra), parquet.SkipPageBounds(schemas.MemberError),
+		parquet.SkipPageBounds(schemas.MemberGrade, gradeColumns[3]), parquet.SkipPageBounds(schemas.MemberGrade, gradeColumns[5]),
 		parquet.KeyValueMetadata(parquetSchemaKey, parquetSchemaVersion),
 	)}
 }
@@ -259,6 +330,16 @@ type parquetScratch struct {
 	cost                                 float64
 	usage                                parquetUsage
 	reasoning                            parquetReasoning
+	graded                               parquetGraded
+}
+
+// parquetGraded holds what the columns of a graded record (reward, grade,
+// timings, logprobs) point at.
+type parquetGraded struct {
+	reward, value float64
+	passed        bool
+	timings       parquetTimings
+	grade         parquetGrade
 }
 
 // parquetRowOf fills row from the runtime's key, outcome and position and
@@ -266,7 +347,7 @@ type parquetScratch struct {
 // row share line's memory unless they had escapes. It never fails: a field
 // that does not parse as its column's type is null.
 func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, pi, sample int64, line string) {
-	convs, tools := row.Conversations[:0], row.ToolsetsUsed[:0]
+	convs, tools, lps := row.Conversations[:0], row.ToolsetsUsed[:0], row.Logprobs[:0]
 	*row = parquetRecord{Key: key, Outcome: outcome, PromptIndex: pi, Sample: sample, RawJSON: line}
 	sc.text = sc.text[:0]
 	str := func(dst *string, raw string) *string {
@@ -350,8 +431,125 @@ func parquetRowOf(row *parquetRecord, sc *parquetScratch, key, outcome string, p
 			}
 		case schemas.MemberExtra:
 			row.Extra = object(&sc.extra, raw)
+		default:
+			sc.gradedColumn(row, lps, name, raw)
 		}
 	})
+}
+
+// gradedColumn fills the column of row of the member name when it is one of
+// a graded record's (timings, reward, grade, logprobs); lps is the memory of
+// the logprobs list.
+func (sc *parquetScratch) gradedColumn(row *parquetRecord, lps []parquetLogprobs, name, raw string) {
+	switch name {
+	case schemas.MemberTimings:
+		row.Timings = jsonStruct(&sc.graded.timings, raw)
+	case schemas.MemberReward:
+		row.Reward = jsonNumber(&sc.graded.reward, raw)
+	case schemas.MemberGrade:
+		row.Grade = sc.grade(raw)
+	case schemas.MemberLogprobs:
+		row.Logprobs = jsonList(lps, raw, sc.turnLogprobs)
+	}
+}
+
+// jsonNumber stores the JSON number raw in *dst and returns dst, or nil (a
+// null column) when raw is another JSON value.
+func jsonNumber(dst *float64, raw string) *float64 {
+	v, ok := jsonFloat(raw)
+	if !ok {
+		return nil
+	}
+	*dst = v
+	return dst
+}
+
+// jsonFloat reads the JSON number raw.
+func jsonFloat(raw string) (float64, bool) {
+	if !schemas.IsJSONNumber(raw) { // null and the rest: no ParseFloat error to allocate
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	return v, err == nil
+}
+
+// setField sets the field whose column is name (see timingsColumns).
+func (t *parquetTimings) setField(name, raw string) {
+	n, _ := schemas.JSONInt(raw)
+	for i, f := range [...]*int64{&t.ModelMS, &t.ToolMS, &t.SandboxStartMS, &t.SandboxCloseMS, &t.QueueMS, &t.GraderMS} {
+		if timingsColumns[i] == name {
+			*f = n
+		}
+	}
+}
+
+// grade returns the grade column of the JSON value raw, or nil (null) when
+// raw is no object; see parquetGrade.
+func (sc *parquetScratch) grade(raw string) *parquetGrade {
+	if raw[0] != '{' {
+		return nil
+	}
+	g := &sc.graded.grade
+	*g = parquetGrade{}
+	schemas.EachMember(raw, func(name, v string) {
+		switch name {
+		case gradeColumns[0]:
+			g.Grader = sc.jsonText(v)
+		case gradeColumns[1]:
+			g.Passed = nil
+			if v == "true" || v == "false" {
+				sc.graded.passed = v == "true"
+				g.Passed = &sc.graded.passed
+			}
+		case gradeColumns[2]:
+			g.Value = jsonNumber(&sc.graded.value, v)
+		case gradeColumns[3]:
+			g.Output = sc.jsonText(v)
+		case gradeColumns[4]:
+			g.DurationMS, _ = schemas.JSONInt(v)
+		case gradeColumns[5]:
+			g.Error = sc.jsonText(v)
+		}
+	})
+	return g
+}
+
+// turnLogprobs returns one element of the logprobs column from the JSON
+// value raw (an empty element when raw is no object); its lists are new
+// memory, as --logprobs records are the rare ones.
+func (sc *parquetScratch) turnLogprobs(raw string) parquetLogprobs {
+	var t parquetLogprobs
+	if raw[0] != '{' {
+		return t
+	}
+	schemas.EachMember(raw, func(name, v string) {
+		switch name {
+		case logprobsColumns[0]:
+			t.Turn, _ = schemas.JSONInt(v)
+		case logprobsColumns[1]:
+			t.Tokens = jsonList(nil, v, sc.jsonText)
+		case logprobsColumns[2]:
+			t.Logprobs = jsonNumbers(v, jsonFloat)
+		case logprobsColumns[3]:
+			t.TokenIDs = jsonNumbers(v, schemas.JSONInt)
+		}
+	})
+	return t
+}
+
+// jsonNumbers returns the elements of the JSON array raw read by num, or nil
+// (a null list) when raw is no array or an element does not read.
+func jsonNumbers[T any](raw string, num func(string) (T, bool)) []T {
+	ok := true
+	l := jsonList[T](nil, raw, func(v string) T {
+		n, good := num(v)
+		ok = ok && good
+		return n
+	})
+	if !ok {
+		return nil
+	}
+	return l
 }
 
 // jsonList returns the elements of the JSON array raw, each converted by
@@ -483,7 +681,7 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 	if err != nil {
 		return nil, fmt.Errorf("not a whole parquet file: %w", err)
 	}
-	if !parquet.EqualNodes(pf.Schema(), parquetSchema) && !parquet.EqualNodes(pf.Schema(), parquetSchemaV1) {
+	if !slices.ContainsFunc(parquetSchemas, func(s *parquet.Schema) bool { return parquet.EqualNodes(pf.Schema(), s) }) {
 		return nil, errors.New("schema is not the hermes-pipe record schema")
 	}
 	return pf, nil
@@ -491,15 +689,20 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 
 // readParquetRows calls fn with every row of pf in order; the row and its
 // strings are valid during the call only. It reads every column, 256 rows at
-// a time.
+// a time. The columns a shard of an earlier schema version lacks are null
+// in its rows (parquet-go would give an empty list).
 func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error) error {
 	r := parquet.NewGenericReader[parquetRecord](pf, parquetSchema, parquetSchemaConfig)
 	defer r.Close()
+	missing := parquetMissing(pf.Schema())
 	buf := make([]parquetRecord, 256)
 	i := 0
 	for {
 		n, err := r.Read(buf)
 		for k := range buf[:n] {
+			for _, f := range missing {
+				reflect.ValueOf(&buf[k]).Elem().Field(f).SetZero()
+			}
 			if ferr := fn(i, &buf[k]); ferr != nil {
 				return ferr
 			}
@@ -512,6 +715,18 @@ func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error)
 			return fmt.Errorf("row %d: %w", i+1, err)
 		}
 	}
+}
+
+// parquetMissing returns the indexes of parquetRecord's fields whose column
+// the schema s lacks (none for the current version).
+func parquetMissing(s *parquet.Schema) []int {
+	var missing []int
+	for i, f := range parquetSchema.Fields() {
+		if !slices.ContainsFunc(s.Fields(), func(g parquet.Field) bool { return g.Name() == f.Name() }) {
+			missing = append(missing, i)
+		}
+	}
+	return missing
 }
 
 // scanParquetOrphan validates the Parquet shard at dir/rel and builds its

@@ -56,6 +56,7 @@ func richStage() *funcStage {
 		rec.ID = fmt.Sprintf("id-%d", i)
 		rec.Metadata = json.RawMessage("{\"source\": \"test\xff\",\n \"n\": [1, 2.5, null]}")
 		rec.Extra = map[string]json.RawMessage{"compression_metrics": json.RawMessage(`{"ratio":0.5}`)}
+		gradeRich(rec, i, texts)
 		switch i % 7 {
 		case 1:
 			rec.Conversations = nil
@@ -68,7 +69,7 @@ func richStage() *funcStage {
 			rec.Conversations = []schemas.Turn{}
 		case 3, 4:
 			// A verbatim record keeps every input field in its order.
-			rec.Raw = json.RawMessage(fmt.Sprintf(`{"zeta": {"deep": [1, {"x": "y"}]}, "conversations": [{"from": "human", "value": "raw \u00e9\ud83d\ude80 \ud800 lone %d"}, {"from": "gpt", "value": ["not", "a", "string"]}, {"value": "no from"}], "api_calls": %d, "completed": "yes", "usage": {"prompt_tokens": 5}, "duration_ms": 1e3, "metadata": null, "bad": "`+"\xff"+`"}`, i, i))
+			rec.Raw = json.RawMessage(fmt.Sprintf(`{"zeta": {"deep": [1, {"x": "y"}]}, "conversations": [{"from": "human", "value": "raw \u00e9\ud83d\ude80 \ud800 lone %d"}, {"from": "gpt", "value": ["not", "a", "string"]}, {"value": "no from"}], "api_calls": %d, "completed": "yes", "usage": {"prompt_tokens": 5}, "duration_ms": 1e3, "metadata": null, "bad": "`+"\xff"+`", "reward": "high", "timings": 5, "grade": {"passed": "yes", "value": 1, "grader": 7, "output": "o\u00e9"}, "logprobs": [{"turn": 1, "tokens": [1, "x"], "logprobs": [-0.5, null], "token_ids": [3]}, 4, {"tokens": "t"}]}`, i, i))
 			if i%7 == 4 {
 				rec.Raw = json.RawMessage("{\n  \"conversations\": 3,\n  \"name\": \"" + rec.Key + "\"\n}")
 			}
@@ -78,6 +79,34 @@ func richStage() *funcStage {
 		}
 		return []*schemas.Record{rec}, nil
 	}}
+}
+
+// gradeRich gives record i a grade, a reward, timings and logprobs of each
+// kind: ungraded, passed, failed with a fraction, a grader that failed
+// (reward null), and logprobs with and without token ids.
+func gradeRich(rec *schemas.Record, i int, texts []string) {
+	passed, failed := true, false
+	switch i % 4 {
+	case 1:
+		r := 1.0
+		rec.Reward = &r
+		rec.Grade = &schemas.Grade{Grader: "cmd", Passed: &passed, Value: &r, Output: texts[i%len(texts)], DurationMS: int64(i)}
+	case 2:
+		r := 0.25
+		rec.Reward = &r
+		rec.Grade = &schemas.Grade{Grader: "number", Passed: &failed, Value: &r}
+	case 3:
+		rec.Grade = &schemas.Grade{Grader: "cmd", Error: "verify timed out after 5m \xff", DurationMS: 300000}
+	}
+	if i%2 == 1 {
+		rec.Timings = &schemas.Timings{ModelMS: int64(i) * 10, ToolMS: int64(i), SandboxStartMS: 3, SandboxCloseMS: 1, QueueMS: int64(i % 5), GraderMS: int64(i % 3)}
+	}
+	if i%6 == 0 {
+		rec.Logprobs = []schemas.TurnLogprobs{
+			{Turn: 2, Tokens: []string{"a", "\"b\"\n", "中", texts[i%len(texts)]}, Logprobs: []float64{-0.125, -2.5, 0, -1e-9}, TokenIDs: []int64{1, 2, 3, 1 << 40}},
+			{Turn: 4, Tokens: []string{}, Logprobs: []float64{}},
+		}
+	}
 }
 
 // runFormat runs n records through stage into a fresh folder of the given
@@ -233,10 +262,29 @@ type readBack struct {
 		TurnsWithReasoning int64 `parquet:"turns_with_reasoning"`
 		HasAnyReasoning    bool  `parquet:"has_any_reasoning"`
 	} `parquet:"reasoning_stats,optional"`
-	ToolStats *string `parquet:"tool_stats,optional"`
-	Metadata  *string `parquet:"metadata,optional"`
-	Error     *string `parquet:"error,optional"`
-	RawJSON   string  `parquet:"raw_json"`
+	ToolStats *string  `parquet:"tool_stats,optional"`
+	Metadata  *string  `parquet:"metadata,optional"`
+	Error     *string  `parquet:"error,optional"`
+	Reward    *float64 `parquet:"reward,optional"`
+	Timings   *struct {
+		ModelMS  int64 `parquet:"model_ms"`
+		GraderMS int64 `parquet:"grader_ms"`
+	} `parquet:"timings,optional"`
+	Grade *struct {
+		Grader     string   `parquet:"grader"`
+		Passed     *bool    `parquet:"passed,optional"`
+		Value      *float64 `parquet:"value,optional"`
+		Output     string   `parquet:"output"`
+		DurationMS int64    `parquet:"duration_ms"`
+		Error      string   `parquet:"error"`
+	} `parquet:"grade,optional"`
+	Logprobs []struct {
+		Turn     int64     `parquet:"turn"`
+		Tokens   []string  `parquet:"tokens,list,optional"`
+		Logprobs []float64 `parquet:"logprobs,list,optional"`
+		TokenIDs []int64   `parquet:"token_ids,list,optional"`
+	} `parquet:"logprobs,list,optional"`
+	RawJSON string `parquet:"raw_json"`
 }
 
 // checkParquetIndependently reads every shard of pdir with parquet-go's
@@ -349,6 +397,7 @@ func checkParquetIndependently(t *testing.T, pdir, jsonlCat string) {
 				r.ReasoningStats.HasAnyReasoning != (rs["has_any_reasoning"] == true) {
 				t.Fatalf("%s: %s reasoning_stats %+v, JSONL %v", shard, r.Key, r.ReasoningStats, rs)
 			}
+			checkGradedColumns(t, shard, &r, m)
 			for name, col := range map[string]*string{"tool_stats": r.ToolStats, "metadata": r.Metadata} {
 				v, present := m[name]
 				if present && v != nil {
@@ -369,6 +418,62 @@ func checkParquetIndependently(t *testing.T, pdir, jsonlCat string) {
 
 func isString(v any) bool { _, ok := v.(string); return ok }
 
+// checkGradedColumns compares the reward, timings, grade and logprobs
+// columns of r with the record m as encoding/json decoded its line.
+func checkGradedColumns(t *testing.T, shard string, r *readBack, m map[string]any) {
+	t.Helper()
+	num := func(v any) (float64, bool) { f, ok := v.(float64); return f, ok }
+	if w, ok := num(m["reward"]); ok != (r.Reward != nil) || ok && *r.Reward != w {
+		t.Fatalf("%s: %s reward %v, JSONL %v", shard, r.Key, r.Reward, m["reward"])
+	}
+	if tm, ok := m["timings"].(map[string]any); ok != (r.Timings != nil) || ok && (float64(r.Timings.ModelMS) != tm["model_ms"] || float64(r.Timings.GraderMS) != tm["grader_ms"]) {
+		t.Fatalf("%s: %s timings %+v, JSONL %v", shard, r.Key, r.Timings, m["timings"])
+	}
+	g, ok := m["grade"].(map[string]any)
+	if ok != (r.Grade != nil) {
+		t.Fatalf("%s: %s grade %+v, JSONL %v", shard, r.Key, r.Grade, m["grade"])
+	}
+	if ok {
+		text := func(v any) string {
+			if s, ok := v.(string); ok || v == nil {
+				return s
+			}
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+		p, pok := g["passed"].(bool)
+		v, vok := num(g["value"])
+		if r.Grade.Grader != text(g["grader"]) || r.Grade.Output != text(g["output"]) || r.Grade.Error != text(g["error"]) ||
+			pok != (r.Grade.Passed != nil) || pok && *r.Grade.Passed != p || vok != (r.Grade.Value != nil) || vok && *r.Grade.Value != v {
+			t.Fatalf("%s: %s grade %+v, JSONL %v", shard, r.Key, *r.Grade, g)
+		}
+	}
+	lps, ok := m["logprobs"].([]any)
+	if ok != (r.Logprobs != nil) || len(lps) != len(r.Logprobs) {
+		t.Fatalf("%s: %s logprobs %+v, JSONL %v", shard, r.Key, r.Logprobs, m["logprobs"])
+	}
+	for i, el := range lps {
+		got := r.Logprobs[i]
+		e, _ := el.(map[string]any)
+		var want []float64 // the numbers, nil when one is not a number
+		if l, ok := e["logprobs"].([]any); ok {
+			want = []float64{}
+			for _, v := range l {
+				f, ok := num(v)
+				if !ok {
+					want = nil
+					break
+				}
+				want = append(want, f)
+			}
+		}
+		toks, tok := e["tokens"].([]any)
+		if fmt.Sprint(want) != fmt.Sprint(got.Logprobs) || (want == nil) != (got.Logprobs == nil) || tok != (got.Tokens != nil) || len(toks) != len(got.Tokens) {
+			t.Fatalf("%s: %s logprobs[%d] %+v, JSONL %v", shard, r.Key, i, got, el)
+		}
+	}
+}
+
 // TestParquetSchema pins the file schema external readers rely on.
 func TestParquetSchema(t *testing.T) {
 	got := parquetSchema.String()
@@ -379,6 +484,9 @@ func TestParquetSchema(t *testing.T) {
 		"optional double cost_usd;",
 		"optional binary tool_stats (STRING);",
 		"required binary outcome (STRING);\n\toptional boolean success;",
+		"optional double reward;",
+		"optional group grade {",
+		"optional group logprobs (LIST) {",
 	} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("schema lacks %q:\n%s", want, got)
@@ -388,9 +496,61 @@ func TestParquetSchema(t *testing.T) {
 
 // parquetRecordV1 and the types below are the row types of schema version 1
 // with their column names written out: the names parquet.go derives from
-// schemas' tags must give the same schema (parquetSchemaV1), so shards
+// schemas' tags must give the same schema (parquetSchemas[0]), so shards
 // written before and after read the same. parquetRecordV2 is version 2,
-// which added success.
+// which added success, and parquetRecordV3 version 3, which added timings,
+// reward, grade and logprobs.
+type parquetRecordV3 struct {
+	Key             string              `parquet:"key"`
+	ID              *string             `parquet:"id,optional"`
+	PromptIndex     int64               `parquet:"prompt_index"`
+	Sample          int64               `parquet:"sample"`
+	Conversations   []parquetTurnV1     `parquet:"conversations,list,optional"`
+	Outcome         string              `parquet:"outcome,dict"`
+	Success         *bool               `parquet:"success,optional"`
+	Completed       *bool               `parquet:"completed,optional"`
+	Partial         *bool               `parquet:"partial,optional"`
+	APICalls        *int64              `parquet:"api_calls,optional"`
+	Usage           *parquetUsageV1     `parquet:"usage,optional"`
+	CostUSD         *float64            `parquet:"cost_usd,optional"`
+	ToolsetsUsed    []string            `parquet:"toolsets_used,list,optional"`
+	ToolStats       *string             `parquet:"tool_stats,optional"`
+	ToolErrorCounts *string             `parquet:"tool_error_counts,optional"`
+	ReasoningStats  *parquetReasoningV1 `parquet:"reasoning_stats,optional"`
+	Model           *string             `parquet:"model,optional,dict"`
+	DurationMS      *int64              `parquet:"duration_ms,optional"`
+	Timings         *parquetTimingsV3   `parquet:"timings,optional"`
+	Reward          *float64            `parquet:"reward,optional"`
+	Grade           *parquetGradeV3     `parquet:"grade,optional"`
+	Error           *string             `parquet:"error,optional"`
+	Metadata        *string             `parquet:"metadata,optional"`
+	Extra           *string             `parquet:"extra,optional"`
+	Logprobs        []parquetLogprobsV3 `parquet:"logprobs,list,optional"`
+	RawJSON         string              `parquet:"raw_json"`
+}
+type parquetTimingsV3 struct {
+	ModelMS        int64 `parquet:"model_ms"`
+	ToolMS         int64 `parquet:"tool_ms"`
+	SandboxStartMS int64 `parquet:"sandbox_start_ms"`
+	SandboxCloseMS int64 `parquet:"sandbox_close_ms"`
+	QueueMS        int64 `parquet:"queue_ms"`
+	GraderMS       int64 `parquet:"grader_ms"`
+}
+type parquetGradeV3 struct {
+	Grader     string   `parquet:"grader,dict"`
+	Passed     *bool    `parquet:"passed,optional"`
+	Value      *float64 `parquet:"value,optional"`
+	Output     string   `parquet:"output"`
+	DurationMS int64    `parquet:"duration_ms"`
+	Error      string   `parquet:"error"`
+}
+type parquetLogprobsV3 struct {
+	Turn     int64     `parquet:"turn"`
+	Tokens   []string  `parquet:"tokens,list,optional"`
+	Logprobs []float64 `parquet:"logprobs,list,optional"`
+	TokenIDs []int64   `parquet:"token_ids,list,optional"`
+}
+
 type parquetRecordV2 struct {
 	Key             string              `parquet:"key"`
 	ID              *string             `parquet:"id,optional"`
@@ -458,14 +618,20 @@ type parquetReasoningV1 struct {
 }
 
 func TestParquetSchemaDerived(t *testing.T) {
-	if v1 := parquet.SchemaOf(new(parquetRecordV1)); !parquet.EqualNodes(parquetSchemaV1, v1) {
-		t.Fatalf("schema version 1\n%s\nwant\n%s", parquetSchemaV1, v1)
+	versions := []*parquet.Schema{parquet.SchemaOf(new(parquetRecordV1)), parquet.SchemaOf(new(parquetRecordV2)), parquet.SchemaOf(new(parquetRecordV3))}
+	if len(parquetSchemas) != len(versions) || parquetSchemaVersion != fmt.Sprint(len(versions)) {
+		t.Fatalf("%d schema versions read, version %s written; the test knows %d", len(parquetSchemas), parquetSchemaVersion, len(versions))
 	}
-	want := parquet.SchemaOf(new(parquetRecordV2))
-	if !parquet.EqualNodes(parquetSchema, want) {
-		t.Fatalf("schema\n%s\nwant\n%s", parquetSchema, want)
+	for i, want := range versions {
+		if !parquet.EqualNodes(parquetSchemas[i], want) {
+			t.Fatalf("schema version %d\n%s\nwant\n%s", i+1, parquetSchemas[i], want)
+		}
 	}
-	if got, want := parquetSchema.String(), strings.Replace(want.String(), "parquetRecordV2", "parquetRecord", 1); got != want {
+	want := versions[len(versions)-1]
+	if parquetSchemas[len(parquetSchemas)-1] != parquetSchema {
+		t.Fatal("the last schema read is not the schema written")
+	}
+	if got, want := parquetSchema.String(), strings.Replace(want.String(), "parquetRecordV3", "parquetRecord", 1); got != want {
 		t.Fatalf("schema\n%s\nwant\n%s", got, want)
 	}
 	if got := parquetSchema.Name(); got != "parquetRecord" {

@@ -35,6 +35,12 @@ type Statistics struct {
 	// the folder, as run.json records them (absent when no run recorded
 	// them: folders of older versions, modes that make no model call).
 	Retries *outdir.Retries `json:"retries,omitempty"`
+	// Reward, PassRate and PassAtK (by k: "1" and the most graded samples
+	// of a prompt) summarise the graded records (stats_reward.go); all
+	// three are absent when no record was graded.
+	Reward   *RewardStatistics  `json:"reward,omitempty"`
+	PassRate *float64           `json:"pass_rate,omitempty"`
+	PassAtK  map[string]float64 `json:"pass_at_k,omitempty"`
 }
 
 // CostStatistics sum the records' cost_usd. Records whose cost is null (no
@@ -146,7 +152,8 @@ type DurationStatistics struct {
 // conversation keeps decoding cheap (schemas.DecodeMembers).
 var statMembers = [...]string{schemas.MemberOutcome, schemas.MemberCompleted, schemas.MemberPartial, schemas.MemberAPICalls,
 	schemas.MemberUsage, schemas.MemberCostUSD, schemas.MemberToolStats, schemas.MemberToolErrorCounts,
-	schemas.MemberReasoningStats, schemas.MemberDurationMS}
+	schemas.MemberReasoningStats, schemas.MemberDurationMS,
+	schemas.MemberPromptIndex, schemas.MemberReward, schemas.MemberGrade} // the last three: addReward
 
 // Stats recomputes the statistics of the output folder dir from its live
 // records (final and retryable). It streams the records in Cat's order,
@@ -227,6 +234,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 			st.Reasoning.RowsWithoutReasoning++
 		}
 		durations = append(durations, r.DurationMS)
+		st.addReward(oc, int64(r.PromptIndex), r.Reward, r.Grade)
 		return nil
 	})
 	if err != nil {
@@ -253,7 +261,8 @@ func NewStatistics() Statistics {
 }
 
 // Add sums the counts of o into s: records, outcomes, calls, tokens, tool
-// and reasoning counts, total and maximum duration. Percentiles cannot be
+// and reasoning counts, total and maximum duration, and the graded records'
+// counts (addRewards). Percentiles cannot be
 // summed; derived figures (rates, coverage, mean) need Finish afterwards.
 // The cluster merge uses it to combine the statistics of shards.
 func (s *Statistics) Add(o Statistics) {
@@ -298,10 +307,12 @@ func (s *Statistics) Add(o Statistics) {
 	r.RowsWithoutReasoning += o.Reasoning.RowsWithoutReasoning
 	s.Duration.TotalMS += o.Duration.TotalMS
 	s.Duration.MaxMS = max(s.Duration.MaxMS, o.Duration.MaxMS)
+	s.addRewards(o)
 }
 
 // Finish computes the derived figures from the counts: each tool's success
-// rate, the reasoning turn coverage and the mean duration.
+// rate, the reasoning turn coverage, the mean duration, and the reward
+// figures (finishRewards).
 func (s *Statistics) Finish() {
 	for name, t := range s.Tools {
 		if t.Count > 0 {
@@ -318,6 +329,7 @@ func (s *Statistics) Finish() {
 	if s.Cost.PricedRecords > 0 {
 		s.Cost.Per1kRowsUSD = s.Cost.TotalUSD * 1000 / float64(s.Cost.PricedRecords)
 	}
+	s.finishRewards()
 }
 
 // WriteText prints the statistics as aligned human-readable text.
@@ -347,6 +359,7 @@ func (s Statistics) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "reasoning\t%d of %d assistant turns (%s); %d rows with, %d without\n",
 		r.TurnsWithReasoning, r.AssistantTurns, coverage, r.RowsWithReasoning, r.RowsWithoutReasoning)
+	s.writeRewardText(tw)
 	d := s.Duration
 	fmt.Fprintf(tw, "duration\ttotal %dms, mean %dms, p50 %dms, p95 %dms, max %dms\n", d.TotalMS, d.MeanMS, d.P50MS, d.P95MS, d.MaxMS)
 	if len(s.Tools) > 0 {

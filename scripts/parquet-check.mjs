@@ -8,7 +8,8 @@
 // STRUCT("from" VARCHAR, "value" VARCHAR)[]. With --union-by-name the
 // shards are read as DuckDB reads a folder that mixes schema versions
 // (read_parquet(..., union_by_name = true)): a column a shard lacks (success,
-// before schema version 2) is null in its rows.
+// before schema version 2; timings, reward, grade and logprobs before
+// version 3) is null in its rows.
 //
 // Usage: node scripts/parquet-check.mjs [--union-by-name] --jsonl FILE SHARD.parquet...
 //
@@ -62,9 +63,13 @@ const wantTypes = {
   reasoning_stats: 'STRUCT(total_assistant_turns BIGINT, turns_with_reasoning BIGINT, turns_without_reasoning BIGINT, has_any_reasoning BOOLEAN)',
   model: 'VARCHAR',
   duration_ms: 'BIGINT',
+  timings: 'STRUCT(model_ms BIGINT, tool_ms BIGINT, sandbox_start_ms BIGINT, sandbox_close_ms BIGINT, queue_ms BIGINT, grader_ms BIGINT)',
+  reward: 'DOUBLE',
+  grade: 'STRUCT(grader VARCHAR, passed BOOLEAN, "value" DOUBLE, output VARCHAR, duration_ms BIGINT, "error" VARCHAR)',
   error: 'VARCHAR',
   metadata: 'VARCHAR',
   extra: 'VARCHAR',
+  logprobs: 'STRUCT(turn BIGINT, tokens VARCHAR[], logprobs DOUBLE[], token_ids BIGINT[])[]',
   raw_json: 'VARCHAR',
 };
 
@@ -95,6 +100,40 @@ const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 // A turn's from/value: the string, or the JSON text of another value.
 const text = (got, want) => (typeof want === 'string' ? got === want.toWellFormed() : want === undefined ? got === '' : same(JSON.parse(got), want));
 
+// A member read as text: the string, "" when absent, else its JSON text.
+const textOf = (v) => (typeof v === 'string' ? v.toWellFormed() : v === undefined ? '' : JSON.stringify(v));
+// A list of numbers: null unless every element is one of conv's kind.
+const numbers = (l, ok) => (Array.isArray(l) && l.every(ok) ? l : null);
+
+// The grade and logprobs columns against the record's members.
+function checkGraded(where, row, rec) {
+  const g = obj(rec.grade);
+  if (g === null) {
+    if (row.grade !== null) problem(`${where}: grade should be null`);
+  } else {
+    const got = row.grade === null ? null : { ...row.grade, duration_ms: num(row.grade.duration_ms) };
+    const want = { grader: textOf(g.grader), passed: bool(g.passed), value: dbl(g.value), output: textOf(g.output), duration_ms: int(g.duration_ms) ?? 0, error: textOf(g.error) };
+    if (!same(got, want)) problem(`${where}: grade ${JSON.stringify(got)}, JSONL ${JSON.stringify(rec.grade)}`);
+  }
+  if (!Array.isArray(rec.logprobs)) {
+    if (row.logprobs !== null) problem(`${where}: logprobs should be null`);
+    return;
+  }
+  const want = rec.logprobs.map((e) => {
+    const o = obj(e) ?? {};
+    return {
+      turn: int(o.turn) ?? 0,
+      tokens: Array.isArray(o.tokens) ? o.tokens.map(textOf) : null,
+      logprobs: numbers(o.logprobs, (v) => typeof v === 'number'),
+      token_ids: numbers(o.token_ids, Number.isInteger),
+    };
+  });
+  const got = row.logprobs === null ? null : row.logprobs.map((e) => ({
+    turn: num(e.turn), tokens: e.tokens, logprobs: e.logprobs, token_ids: e.token_ids === null ? null : e.token_ids.map(num),
+  }));
+  if (!same(got, want)) problem(`${where}: logprobs ${JSON.stringify(got)}, JSONL ${JSON.stringify(rec.logprobs)}`);
+}
+
 let compared = 0;
 for (const row of rows) {
   const entry = byKey.get(row.key) ?? byKey.get(row.raw_json);
@@ -122,12 +161,12 @@ for (const row of rows) {
       }
     });
   }
-  const scalar = { id: str, success: bool, completed: bool, partial: bool, api_calls: int, cost_usd: dbl, model: str, duration_ms: int, error: str };
+  const scalar = { id: str, success: bool, completed: bool, partial: bool, api_calls: int, cost_usd: dbl, model: str, duration_ms: int, error: str, reward: dbl };
   for (const [f, conv] of Object.entries(scalar)) {
     const want = rec[f] === undefined ? null : conv(rec[f]);
     if (num(row[f]) !== want) problem(`${where}: ${f} ${row[f]}, JSONL ${JSON.stringify(rec[f])}`);
   }
-  for (const f of ['usage', 'reasoning_stats']) {
+  for (const f of ['usage', 'reasoning_stats', 'timings']) {
     const want = obj(rec[f]);
     const got = row[f] === null ? null : Object.fromEntries(Object.entries(row[f]).map(([k, v]) => [k, num(v)]));
     if (want === null ? got !== null : Object.entries(got).some(([k, v]) => v !== (want[k] ?? (typeof v === 'boolean' ? false : 0)))) {
@@ -144,6 +183,7 @@ for (const row of rows) {
       problem(`${where}: ${f} ${row[f]}, JSONL ${JSON.stringify(rec[f])}`);
     }
   }
+  checkGraded(where, row, rec);
   compared++;
 }
 if (rows.length !== byKey.size) problem(`${rows.length} rows, JSONL has ${byKey.size} records`);

@@ -31,8 +31,8 @@ and out of each step). Rows: sources in the order given, each in cat's order.
 assistant or tool; Hermes' system turn is made from the tools column, so there
 is no system message, except a compressed record's first one, holding the
 notice compress added to its system turn), tools (the OpenAI tool schemas
-offered), key, id, prompt_index, sample, outcome, model, reward (null until a
-reward exists) and source (the run id). An assistant's think text is reasoning_content. Tool-call
+offered), key, id, prompt_index, sample, outcome, model, reward (the record's;
+null when ungraded or its grader failed) and source (the run id). An assistant's think text is reasoning_content. Tool-call
 arguments are JSON text (the OpenAI form); --arguments object writes them as
 JSON objects (the Hugging Face chat-template form, --file-format jsonl only).
 A record that cannot be converted exactly is left out and counted

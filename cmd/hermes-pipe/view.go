@@ -25,9 +25,10 @@ func viewCommand() *cli.Command {
 		Usage:     "browse the records of an output folder in a local, read-only web UI",
 		UsageText: "hermes-pipe view [--addr 127.0.0.1:8080] [--open] DIR",
 		Description: `Serves a list of the folder's records (filters by outcome, toolset, tool
-used, tool failures, turns, tokens, cost, compress outcome; free-text search;
-sort; paging) and a page per record (the conversation turn by turn, think
-blocks, tool calls paired with their responses, diffs, metadata, raw JSON).
+used, tool failures, turns, tokens, cost, compress outcome, grade and reward;
+free-text search; sort; paging) and a page per record (the conversation turn
+by turn, think blocks, tool calls paired with their responses, diffs, its
+reward and grade, metadata, raw JSON).
 A compressed record is shown beside its original, with the tokens of each
 turn: the original row is read again from the inputs the compress run
 recorded (compress_inputs.json), or from --original. A swe record shows its

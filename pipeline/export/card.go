@@ -182,7 +182,7 @@ func cardFormat(b *strings.Builder, man *Manifest) {
 		b.WriteString("Each row holds `conversations`, the record's turns exactly as Hermes writes them (ShareGPT: `from` system/human/gpt/tool, `value`), " +
 			"`tools` (the OpenAI tool schemas of its system turn) and the record's columns. ")
 	}
-	b.WriteString("A tool's `parameters` is its JSON Schema as JSON text. `reward` is null until a reward exists; `source` is the run id.\n\n")
+	b.WriteString("A tool's `parameters` is its JSON Schema as JSON text. `reward` is the record's reward (null when it was not graded or its grader failed); `source` is the run id.\n\n")
 }
 
 func cardCounts(b *strings.Builder, man *Manifest, names []string) {

@@ -677,3 +677,56 @@ func TestMergedFolderExports(t *testing.T) {
 		t.Fatalf("export wrote %d rows, want %d", got, len(before))
 	}
 }
+
+// TestRewardFromRecords: the reward column, --where reward and --best-of
+// read the record's reward member: a graded record's number, null for an
+// ungraded record and for one whose grader failed, in Parquet as in JSONL.
+func TestRewardFromRecords(t *testing.T) {
+	mk := func(s int, reward *float64) *schemas.Record {
+		r := testRecord(1, s)
+		r.Reward = reward
+		if reward == nil && s == 3 {
+			r.Grade = &schemas.Grade{Grader: "cmd", Error: "verify timed out"}
+		}
+		return r
+	}
+	num := func(f float64) *float64 { return &f }
+	recs := []*schemas.Record{mk(0, num(0.25)), mk(1, num(1)), mk(2, nil), mk(3, nil), mk(4, num(0.5))}
+	for _, format := range []string{pipeline.FormatJSONL, pipeline.FormatParquet} {
+		src := writeFolder(t, filepath.Join(t.TempDir(), "run"), "r", format, 10, recs)
+		for _, c := range []struct {
+			opts Options
+			want []string // sample: reward, in order
+		}{
+			{Options{}, []string{"0:0.25", "1:1", "2:null", "3:null", "4:0.5"}},
+			{Options{BestOf: 1}, []string{"1:1"}},
+			{Options{BestOf: 2}, []string{"1:1", "4:0.5"}},
+			{Options{Where: []string{"reward>=0.5"}}, []string{"1:1", "4:0.5"}},
+			{Options{Where: []string{"reward<0.5"}}, []string{"0:0.25"}},
+		} {
+			o := c.opts
+			o.Format, o.FileFormat, o.To = FormatShareGPT, FileJSONL, filepath.Join(t.TempDir(), "out")
+			man := run(t, o, src)
+			var got []string
+			for _, l := range readLines(t, o.To, man.Splits["train"].Files) {
+				got = append(got, member(l, schemas.MemberSample)+":"+member(l, columnReward))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("%s %+v: kept %v, want %v", format, c.opts, got, c.want)
+			}
+		}
+		to := filepath.Join(t.TempDir(), "out")
+		man := run(t, Options{Format: FormatShareGPT, FileFormat: FileParquet, To: to}, src)
+		var got []string
+		for _, r := range readParquet[shareGPTRow](t, to, man.Splits["train"].Files, shareGPTConfig, shareGPTSchema) {
+			v := "null"
+			if r.Reward != nil {
+				v = fmt.Sprint(*r.Reward)
+			}
+			got = append(got, v)
+		}
+		if want := []string{"0.25", "1", "null", "null", "0.5"}; !slices.Equal(got, want) {
+			t.Fatalf("%s: Parquet reward column %v, want %v", format, got, want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ type facts struct {
 	cost                    float64
 	hasCost                 bool
 	reward                  float64
-	hasReward               bool // no record member holds a reward yet
+	hasReward               bool // the record's reward is a number (not null: ungraded, or its grader failed)
 	turns                   int64
 	toolCalls, toolFailures int64
 	toolsUsed               int64
@@ -90,6 +90,11 @@ func readFacts(line []byte, f *facts) {
 			if raw != "null" {
 				c, err := strconv.ParseFloat(raw, 64)
 				f.cost, f.hasCost = c, err == nil
+			}
+		case schemas.MemberReward:
+			if schemas.IsJSONNumber(raw) {
+				r, err := strconv.ParseFloat(raw, 64)
+				f.reward, f.hasReward = r, err == nil
 			}
 		case schemas.MemberReasoningStats:
 			v, _, _ := schemas.FirstMember(raw, hasReasoning)

@@ -27,7 +27,26 @@ table.run{margin:0 0 12px}table.run td{border:0;padding:1px 10px 1px 0}table.run
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 `
 
-var page = template.Must(template.New("report").Funcs(Funcs()).Parse(pageHTML))
+var page = template.Must(template.Must(template.New("report").Funcs(Funcs()).Parse(pageHTML)).Parse(rewardsHTML))
+
+// rewardsHTML is the page's block of the graded records (the figures of
+// stats' reward lines), given the statistics; empty when no record was
+// graded.
+const rewardsHTML = `{{define "rewards"}}{{with .Reward}}<h2>Rewards</h2>
+<div class="cards" id="rewards">
+<div class="card" id="pass-rate"><b>{{pct .PassRate}}</b>pass rate ({{.Passed}} of {{.Graded}} graded)</div>
+{{range $.PassAtKList}}<div class="card pass-at-k"><b>{{pct .Value}}</b>pass@{{.K}}</div>
+{{end}}<div class="card" id="grader-errors"><b>{{.Errored}}</b>grader errors (reward null)</div>
+{{if .Rewarded}}<div class="card" id="reward-mean"><b>{{num .Mean}}</b>mean reward (min {{num .Min}}, max {{num .Max}})</div>{{end}}
+</div>
+<p class="mute" id="pass-at-k-note">{{.Prompts}} prompts have graded samples, at most {{.MaxSamples}} each; pass@k (unbiased estimator) averages the prompts with at least k. A grader error counts as not passed.</p>
+<table id="pass-by-outcome"><tr><th>outcome</th><th class="n">graded</th><th class="n">passed</th><th class="n">pass rate</th></tr>
+{{range $oc, $c := .ByOutcome}}<tr><td class="{{cls $oc}}">{{$oc}}</td><td class="n">{{$c.Graded}}</td><td class="n">{{$c.Passed}}</td><td class="n">{{pct $c.PassRate}}</td></tr>
+{{end}}</table>
+{{if .Rewarded}}<table id="reward-histogram"><tr><th>reward</th><th class="n">records</th><th></th></tr>
+{{range .Histogram}}{{if .Count}}<tr><td>{{.Range}}</td><td class="n">{{.Count}}</td><td><span class="bar" style="width:{{width .Count $.Reward.Rewarded}}px"></span></td></tr>
+{{end}}{{end}}</table>{{end}}
+{{end}}{{end}}`
 
 const pageHTML = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -56,7 +75,7 @@ const pageHTML = `<!DOCTYPE html>
 <table id="outcomes"><tr><th>outcome</th><th class="n">records</th><th class="n">share</th><th></th></tr>
 {{range outcomes .Outcomes}}<tr><td class="{{cls .Name}}">{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{ratio .Count $.Stats.Records}}</td><td><span class="bar" style="width:{{width .Count $.Stats.Records}}px"></span></td></tr>
 {{end}}</table>
-<h2>Tools</h2>
+{{template "rewards" .}}<h2>Tools</h2>
 {{if .Tools}}<table id="tools"><tr><th>tool</th><th class="n">calls</th><th class="n">success</th><th class="n">failure</th><th class="n">success rate</th></tr>
 {{range tools .Tools}}<tr><td>{{.Name}}</td><td class="n">{{.Count}}</td><td class="n">{{.Success}}</td><td class="n">{{.Failure}}</td><td class="n">{{if .Count}}{{pct .SuccessRate}}{{else}}–{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No tool was called.</p>{{end}}

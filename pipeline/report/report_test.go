@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -114,6 +115,63 @@ func TestReportFiguresAreStatsAndSelfContained(t *testing.T) {
 	}
 	if want.Records != 7 || want.Outcomes[schemas.OutcomeAPIError] != 3 {
 		t.Fatalf("fixture premise: %+v", want)
+	}
+	if strings.Contains(html, `id="rewards"`) || strings.Contains(html, "pass@") {
+		t.Error("an ungraded run's report shows rewards")
+	}
+}
+
+// TestReportRewards: the report of graded records shows stats' reward
+// figures: pass rate, pass@k, grader errors, pass rate per outcome and the
+// reward histogram.
+func TestReportRewards(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	recs := sampleRecords()
+	for i, r := range recs {
+		passed := i%2 == 0
+		v := map[bool]float64{true: 1, false: 0.25}[passed]
+		r.PromptIndex, r.Sample = i/4, i%4 // prompt 0: 4 samples, prompt 1: 3
+		r.Reward, r.Grade = &v, &schemas.Grade{Grader: "cmd", Passed: &passed, Value: &v}
+		if i == 5 {
+			r.Reward, r.Grade = nil, &schemas.Grade{Grader: "cmd", Error: "verify timed out"}
+		}
+	}
+	writeFolder(t, dir, "generate", recs)
+	d, err := report.Build(context.Background(), []string{dir}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	st := d.Stats
+	if st.Reward == nil || st.Reward.Graded != 7 || st.Reward.Passed != 4 || st.Reward.Errored != 1 {
+		t.Fatalf("statistics: %+v", st.Reward)
+	}
+	// Even records pass (reward 1), 1 and 3 fail (0.25), 5's grader fails.
+	// api_error (records 0, 3, 6): 0 and 6 passed; completed (1, 2, 4, 5):
+	// 2 and 4 passed. Prompt 0 (records 0-3) passes 2 of 4, prompt 1 (4-6)
+	// 2 of 3.
+	for _, s := range []string{
+		`<div class="card" id="pass-rate"><b>57.1%</b>pass rate (4 of 7 graded)</div>`,
+		`<b>58.3%</b>pass@1</div>`,
+		`<b>100.0%</b>pass@4</div>`,
+		`2 prompts have graded samples, at most 4 each`,
+		`<div class="card" id="grader-errors"><b>1</b>grader errors (reward null)</div>`,
+		`<b>0.75</b>mean reward (min 0.25, max 1)`,
+		`<td class="ok">completed</td><td class="n">4</td><td class="n">2</td><td class="n">50.0%</td>`,
+		`<td class="bad">api_error</td><td class="n">3</td><td class="n">2</td><td class="n">66.7%</td>`,
+		`<tr><td>0.2–0.3</td><td class="n">2</td>`,
+		`<tr><td>0.9–1</td><td class="n">4</td>`,
+	} {
+		if !strings.Contains(html, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if math.Abs(st.PassAtK["1"]-(2.0/4+2.0/3)/2) > 1e-12 || st.PassAtK["4"] != 1 {
+		t.Errorf("pass@k %v", st.PassAtK)
 	}
 }
 

@@ -31,7 +31,8 @@ type Tally interface {
 
 // Funcs are the template functions of the page, for the blocks of the
 // sections: pct and ratio (shares), usd, hist (a Histogram as inline SVG),
-// indent (JSON indented), cls (an outcome's colour class), add, join, width.
+// indent (JSON indented), cls (an outcome's colour class), add, join, width,
+// num (a number in at most three significant digits).
 func Funcs() template.FuncMap {
 	return template.FuncMap{
 		"pct":      func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
@@ -49,5 +50,6 @@ func Funcs() template.FuncMap {
 		"width":    func(n, total int) int { return barWidth(float64(n), float64(total)) },
 		"cls":      outcomeClass,
 		"add":      func(a, b int) int { return a + b },
+		"num":      num,
 	}
 }

@@ -32,6 +32,27 @@ type Summary struct {
 	ToolFailures  int
 	Reasoning     bool // reasoning_stats.has_any_reasoning
 	Model         string
+	Reward        float64 // the record's reward, when Rewarded
+	Rewarded      bool    // reward is a number
+	Grade         Grade   // what the grader said, by pipeline.Stats' rule
+}
+
+// Grade is a record's grading as pipeline.Stats counts it: ungraded (no
+// grade and no reward), passed (grade.passed true), errored (graded, reward
+// null: the grader failed) or failed.
+type Grade uint8
+
+// The grades of a record.
+const (
+	Ungraded Grade = iota
+	Passed
+	Failed
+	Errored
+)
+
+// String is the grade's name: "", "passed", "failed", "errored".
+func (g Grade) String() string {
+	return [...]string{"", "passed", "failed", "errored"}[g]
 }
 
 // Summarize decodes the Summary of one record line in one walk over its
@@ -63,7 +84,21 @@ func Summarize(line []byte, man *outdir.Manifest) Summary {
 		}
 	}
 	s.Outcome = string(man.ModeOutcome(line, schemas.Outcome(s.RecordOutcome)))
+	s.grade()
 	return s
+}
+
+// grade sets Grade from what member read of reward and grade (in either
+// order): passed marks Grade Passed, a grade member Failed until then.
+func (s *Summary) grade() {
+	switch {
+	case s.Grade == Passed:
+	case s.Grade == Ungraded && !s.Rewarded:
+	case !s.Rewarded:
+		s.Grade = Errored
+	default:
+		s.Grade = Failed
+	}
 }
 
 // summaryMembers are the members Summarize reads, each with its bit.
@@ -71,7 +106,8 @@ var summaryMembers = func() map[string]uint32 {
 	m := map[string]uint32{}
 	for i, name := range []string{schemas.MemberKey, schemas.MemberID, schemas.MemberPromptIndex, schemas.MemberSample,
 		schemas.MemberOutcome, schemas.MemberConversations, schemas.MemberUsage, schemas.MemberDurationMS, schemas.MemberCostUSD,
-		schemas.MemberToolsetsUsed, schemas.MemberToolStats, schemas.MemberReasoningStats, schemas.MemberModel} {
+		schemas.MemberToolsetsUsed, schemas.MemberToolStats, schemas.MemberReasoningStats, schemas.MemberModel,
+		schemas.MemberReward, schemas.MemberGrade} {
 		m[name] = 1 << i
 	}
 	return m
@@ -145,6 +181,19 @@ func (s *Summary) member(name, raw string) bool {
 		return b != ""
 	case schemas.MemberModel:
 		s.Model = schemas.LooseText(raw)
+	case schemas.MemberReward:
+		if schemas.IsJSONNumber(raw) {
+			s.Reward, _ = strconv.ParseFloat(raw, 64)
+			s.Rewarded = true
+		}
+	case schemas.MemberGrade:
+		if raw[0] != '{' {
+			return true
+		}
+		s.Grade = Failed
+		if firstOf(raw, "passed") == "true" {
+			s.Grade = Passed
+		}
 	}
 	return true
 }

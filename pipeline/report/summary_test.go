@@ -151,3 +151,32 @@ func TestSummaryPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryGrade: a record's reward and grade as pipeline.Stats counts
+// them, whichever member comes first.
+func TestSummaryGrade(t *testing.T) {
+	for line, want := range map[string]struct {
+		reward   float64
+		rewarded bool
+		grade    report.Grade
+	}{
+		`{"key":"a"}`:     {0, false, report.Ungraded},
+		`{"reward":null}`: {0, false, report.Ungraded},
+		`{"reward":0.5}`:  {0.5, true, report.Failed},
+		`{"reward":"1"}`:  {0, false, report.Ungraded},
+		`{"reward":1,"grade":{"grader":"cmd","passed":true,"value":1}}`:      {1, true, report.Passed},
+		`{"grade":{"grader":"cmd","passed":false,"value":0},"reward":0}`:     {0, true, report.Failed},
+		`{"reward":null,"grade":{"grader":"cmd","passed":null,"error":"x"}}`: {0, false, report.Errored},
+		`{"grade":{"grader":"cmd","passed":null,"error":"timed out"}}`:       {0, false, report.Errored},
+		`{"grade":"odd","reward":0.25}`:                                      {0.25, true, report.Failed},
+		`{"grade":{"passed":true},"reward":-1.5e0}`:                          {-1.5, true, report.Passed},
+	} {
+		s := report.Summarize([]byte(line), nil)
+		if s.Reward != want.reward || s.Rewarded != want.rewarded || s.Grade != want.grade {
+			t.Errorf("%s: reward %v %v grade %v, want %+v", line, s.Reward, s.Rewarded, s.Grade, want)
+		}
+	}
+	if report.Errored.String() != "errored" || report.Ungraded.String() != "" {
+		t.Fatal("grade names")
+	}
+}

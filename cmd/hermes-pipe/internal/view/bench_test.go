@@ -32,6 +32,7 @@ func BenchmarkOpen(b *testing.B) {
 		for _, q := range []Query{{}, {Outcome: "completed"}} {
 			q.Size, q.TurnsMin, q.TurnsMax, q.TokensMin, q.TokensMax = 50, -1, -1, -1, -1
 			q.CostMin, q.CostMax = math.NaN(), math.NaN()
+			q.RewardMin, q.RewardMax = math.NaN(), math.NaN()
 			if _, err := s.Find(context.Background(), q); err != nil {
 				b.Fatal(err)
 			}

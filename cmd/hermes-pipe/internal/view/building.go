@@ -197,6 +197,8 @@ type recFields struct {
 	Failures, Turns       uint16
 	Tokens, Duration      uint32
 	Cost, Ratio           float32 // Cost NaN = unpriced
+	Reward                float32 // NaN = no reward
+	Grade                 report.Grade
 }
 
 // fieldsOf reads the list's fields of one record line of a folder whose
@@ -206,7 +208,10 @@ func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFiel
 	c, _ := compress.ShownOf(line)
 	f := recFields{ID: s.ID, Prompt: s.Prompt, Outcome: s.Outcome, Compress: c.Outcome, Toolsets: s.Toolsets, Tools: s.Tools,
 		Failures: sat16(s.ToolFailures), Turns: sat16(s.Turns), Tokens: sat32(s.Tokens), Duration: sat32(s.DurationMS),
-		Cost: float32(math.NaN()), Ratio: float32(c.Ratio)}
+		Cost: float32(math.NaN()), Ratio: float32(c.Ratio), Reward: float32(math.NaN()), Grade: s.Grade}
+	if s.Rewarded {
+		f.Reward = float32(s.Reward)
+	}
 	if f.Outcome == "" {
 		f.Outcome = string(ref.Outcome)
 	}
@@ -218,9 +223,12 @@ func fieldsOf(ref pipeline.RecordRef, line []byte, man *outdir.Manifest) recFiel
 
 func (f *recFields) row(i int, key string) Row {
 	r := Row{I: i, Key: key, ID: f.ID, Prompt: f.Prompt, Outcome: f.Outcome, Compress: f.Compress, Toolsets: nonNil(f.Toolsets), Tools: nonNil(f.Tools),
-		Failures: f.Failures, Turns: f.Turns, Tokens: f.Tokens, Duration: f.Duration, Ratio: f.Ratio}
+		Failures: f.Failures, Turns: f.Turns, Tokens: f.Tokens, Duration: f.Duration, Ratio: f.Ratio, Grade: f.Grade.String()}
 	if c := float64(f.Cost); !math.IsNaN(c) {
 		r.Cost = &c
+	}
+	if v := float64(f.Reward); !math.IsNaN(v) {
+		r.Reward = &v
 	}
 	return r
 }
@@ -228,7 +236,8 @@ func (f *recFields) row(i int, key string) Row {
 // filtered reports whether q filters the list (a text search included).
 func (q Query) filtered() bool {
 	return q.Outcome != "" || q.Compress != "" || q.Toolset != "" || q.Tool != "" || q.Failures != "" || q.Text != "" ||
-		q.TurnsMin >= 0 || q.TurnsMax >= 0 || q.TokensMin >= 0 || q.TokensMax >= 0 || !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax)
+		q.TurnsMin >= 0 || q.TurnsMax >= 0 || q.TokensMin >= 0 || q.TokensMax >= 0 || !math.IsNaN(q.CostMin) || !math.IsNaN(q.CostMax) ||
+		q.rewarded()
 }
 
 // sortWhileBuilding says whether the list can be read in the order sort

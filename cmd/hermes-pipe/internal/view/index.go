@@ -25,14 +25,14 @@ import (
 
 // indexVersion changes when the index layout does; older cache files are
 // rebuilt (the version is part of the cache file's name and its header).
-const indexVersion = 5
+const indexVersion = 6
 
 // Index is what the viewer knows of every live record, in ledger order (the
 // plan's numbering; Order holds cat's): where it is and the
 // fields its filters and sort read, column by column. The columns are views
 // of the cache file mapped into memory (read-only), so opening an index
 // reads only its header, and a filter touches only the pages of the columns
-// it reads: about 60 bytes per record in all plus the first line of its
+// it reads: about 65 bytes per record in all plus the first line of its
 // prompt (at most report.PromptRunes runes, read only for the rows of a
 // page), of which a filter by outcome reads 2. Names (shards, outcomes, tools) are in small dictionaries the
 // columns refer to by position; counts are saturated to their column's
@@ -62,6 +62,8 @@ type Index struct {
 	DurationMS []uint32
 	Cost       []float32 // NaN = unpriced
 	Ratio      []float32
+	Reward     []float32 // NaN = no reward (ungraded, or the grader failed)
+	Grade      []uint8   // report.Grade: 0 ungraded, passed, failed, errored
 	// Order is the list's default order, cat's: by prompt_index, sample
 	// and key (the records themselves are in ledger order).
 	Order []int32
@@ -142,7 +144,7 @@ var columns = []struct {
 	{"dir", 2}, {"shard", 4}, {"off", 8}, {"n", 4}, {"outcome", 2}, {"compress", 2},
 	{"toolsets", 8}, {"tools", 8}, {"failures", 2}, {"turns", 2}, {"tokens", 4}, {"duration", 4},
 	{"cost", 4}, {"ratio", 4}, {"key_ends", 8}, {"keys", 0}, {"id_ends", 8}, {"ids", 0},
-	{"order", 4}, {"prompt_ends", 8}, {"prompts", 0},
+	{"order", 4}, {"prompt_ends", 8}, {"prompts", 0}, {"reward", 4}, {"grade", 1},
 }
 
 // The columns written while building that the file does not keep: what
@@ -339,6 +341,7 @@ func (c *colFile) str(s string) {
 	c.len += int64(len(s))
 }
 
+func (c *colFile) u8(v uint8)   { c.put(append(c.buf[:0], v)) }
 func (c *colFile) u16(v uint16) { c.put(binary.NativeEndian.AppendUint16(c.buf[:0], v)) }
 func (c *colFile) u32(v uint32) { c.put(binary.NativeEndian.AppendUint32(c.buf[:0], v)) }
 func (c *colFile) u64(v uint64) { c.put(binary.NativeEndian.AppendUint64(c.buf[:0], v)) }
@@ -680,6 +683,8 @@ func (b *builder) add(dir uint16, r liveRow, f recFields) error {
 	b.promptEnd += uint64(len(f.Prompt))
 	c[19].u64(b.promptEnd)
 	c[20].str(f.Prompt)
+	c[21].u32(math.Float32bits(f.Reward))
+	c[22].u8(uint8(f.Grade))
 	b.h.Records++
 	return nil
 }
@@ -872,6 +877,8 @@ func viewIndex(data []byte) (*Index, error) {
 	ix.ids = strs{ends: view[uint64](raw[16], n), blob: raw[17]}
 	ix.Order = view[int32](raw[18], n)
 	ix.prompts = strs{ends: view[uint64](raw[19], n), blob: raw[20]}
+	ix.Reward = view[float32](raw[21], n)
+	ix.Grade = view[uint8](raw[22], n)
 	return ix, nil
 }
 

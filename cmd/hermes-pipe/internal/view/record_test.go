@@ -34,6 +34,7 @@ func near(t *testing.T, s *Server, q Query, i int) (int, int) {
 		*p = -1
 	}
 	q.CostMin, q.CostMax = nan(), nan()
+	q.RewardMin, q.RewardMax = nan(), nan()
 	n, err := s.Near(context.Background(), q, i)
 	if err != nil {
 		t.Fatal(err)

@@ -199,10 +199,14 @@ func (x indexed) meta() map[string]any {
 			compress[ix.Compresses[i]] += n
 		}
 	}
-	return map[string]any{
+	m := map[string]any{
 		"kind": ix.Kind, "records": ix.Len(), "dirs": ix.Dirs, "outcomes": outcomes, "compress": compress,
 		"toolsets": nonNil(ix.ToolsetBits), "tools": nonNil(ix.ToolBits),
 	}
+	if g := ix.graded(); g > 0 {
+		m["graded"] = g // only then: an ungraded run's meta is as before
+	}
+	return m
 }
 
 // streamed is the record set while the index is built: the folders through
@@ -375,5 +379,6 @@ func oneRecord(f *recFields) *Index {
 	}
 	return &Index{n: 1, Outcomes: []string{f.Outcome}, Compresses: []string{f.Compress}, ToolsetBits: f.Toolsets, ToolBits: f.Tools,
 		Outcome: []uint16{0}, Compress: []uint16{0}, Toolsets: all(f.Toolsets), Tools: all(f.Tools),
-		Failures: []uint16{f.Failures}, Turns: []uint16{f.Turns}, Tokens: []uint32{f.Tokens}, Cost: []float32{f.Cost}}
+		Failures: []uint16{f.Failures}, Turns: []uint16{f.Turns}, Tokens: []uint32{f.Tokens}, Cost: []float32{f.Cost},
+		Reward: []float32{f.Reward}, Grade: []uint8{uint8(f.Grade)}}
 }

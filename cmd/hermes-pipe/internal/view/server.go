@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/report"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 )
 
@@ -214,16 +215,19 @@ type Query struct {
 	TurnsMin, TurnsMax               int64
 	TokensMin, TokensMax             int64
 	CostMin, CostMax                 float64
+	RewardMin, RewardMax             float64 // NaN = no bound
+	Grade                            string  // passed, failed, errored, graded (any of those), ungraded; "" = any
 	Text                             string
-	Sort                             string // key (prompt_index, sample, key), ledger, turns, tokens, cost, duration, failures, ratio; "-" prefix = descending
+	Sort                             string // key (prompt_index, sample, key), ledger, turns, tokens, cost, duration, failures, ratio, reward; "-" prefix = descending
 	Page, Size                       int
 }
 
 func parseQuery(r *http.Request) (Query, error) {
 	v := r.URL.Query()
 	q := Query{Outcome: v.Get("outcome"), Compress: v.Get("compress"), Toolset: v.Get("toolset"), Tool: v.Get("tool"),
-		Failures: v.Get("failures"), Text: v.Get("q"), Sort: v.Get("sort"),
-		TurnsMin: -1, TurnsMax: -1, TokensMin: -1, TokensMax: -1, CostMin: math.NaN(), CostMax: math.NaN(), Size: 50}
+		Failures: v.Get("failures"), Text: v.Get("q"), Sort: v.Get("sort"), Grade: v.Get("grade"),
+		TurnsMin: -1, TurnsMax: -1, TokensMin: -1, TokensMax: -1, CostMin: math.NaN(), CostMax: math.NaN(),
+		RewardMin: math.NaN(), RewardMax: math.NaN(), Size: 50}
 	count := func(s string) (int64, bool) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		return n, err == nil && n >= 0
@@ -237,7 +241,8 @@ func parseQuery(r *http.Request) (Query, error) {
 		queryParam(v, "turns_min", &q.TurnsMin, count, "a count"), queryParam(v, "turns_max", &q.TurnsMax, count, "a count"),
 		queryParam(v, "tokens_min", &q.TokensMin, count, "a count"), queryParam(v, "tokens_max", &q.TokensMax, count, "a count"),
 		queryParam(v, "cost_min", &q.CostMin, number, "a number"), queryParam(v, "cost_max", &q.CostMax, number, "a number"),
-		queryParam(v, "page", &page, count, "a count"), queryParam(v, "size", &size, count, "a count"),
+		queryParam(v, "reward_min", &q.RewardMin, number, "a number"), queryParam(v, "reward_max", &q.RewardMax, number, "a number"),
+		checkGrade(q.Grade), queryParam(v, "page", &page, count, "a count"), queryParam(v, "size", &size, count, "a count"),
 	} {
 		if err != nil {
 			return q, err
@@ -253,7 +258,7 @@ func parseQuery(r *http.Request) (Query, error) {
 
 // sortFields are what a list can be sorted by ("" and "key": the default,
 // cat's order).
-var sortFields = []string{"", "key", "ledger", "turns", "tokens", "cost", "duration", "failures", "ratio"}
+var sortFields = []string{"", "key", "ledger", "turns", "tokens", "cost", "duration", "failures", "ratio", "reward"}
 
 // checkSort refuses a sort key that is none of sortFields (with or without
 // "-" for descending), while the index is built as after.
@@ -261,7 +266,7 @@ func checkSort(key string) error {
 	if slices.Contains(sortFields, strings.TrimPrefix(key, "-")) {
 		return nil
 	}
-	return fmt.Errorf("%w: sort=%q (key, ledger, turns, tokens, cost, duration, failures, ratio; - for descending)", errBadQuery, key)
+	return fmt.Errorf("%w: sort=%q (key, ledger, turns, tokens, cost, duration, failures, ratio, reward; - for descending)", errBadQuery, key)
 }
 
 // queryParam sets *dst from the query parameter name when it is given, or
@@ -290,14 +295,14 @@ func (s *Server) matcher(q Query) (func(i int) bool, error) {
 	}
 	// match, with its steps inlined here: one call per record.
 	return func(i int) bool {
-		return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i)
+		return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i) && f.reward(i)
 	}, nil
 }
 
 // match reports whether record i passes. Each step is small enough to be
 // inlined.
 func (f *indexFilter) match(i int) bool {
-	return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i)
+	return f.categories(i) && f.failures(i) && f.turns(i) && f.tokens(i) && f.cost(i) && f.reward(i)
 }
 
 // indexFilter is q's filters resolved against ix once per query:
@@ -427,6 +432,8 @@ func (s *Server) sorted(key string) ([]int32, error) {
 		c = func(a, b int32) int { return cmp.Compare(ix.Failures[a], ix.Failures[b]) }
 	case "ratio":
 		c = func(a, b int32) int { return cmp.Compare(ix.Ratio[a], ix.Ratio[b]) }
+	case "reward":
+		c = func(a, b int32) int { return cmp.Compare(ix.Reward[a], ix.Reward[b]) } // NaN (no reward) first
 	default:
 		return nil, checkSort(key)
 	}
@@ -459,6 +466,8 @@ type Row struct {
 	Duration uint32   `json:"duration_ms"`
 	Cost     *float64 `json:"cost_usd"`
 	Ratio    float32  `json:"ratio,omitempty"`
+	Reward   *float64 `json:"reward,omitempty"` // absent: ungraded, or the grader failed (grade errored)
+	Grade    string   `json:"grade,omitempty"`  // passed, failed, errored; absent: ungraded
 }
 
 func bitsNames(b uint64, names []string) []string {
@@ -482,7 +491,8 @@ func (s *Server) row(i int) Row {
 func (ix *Index) fields(i int) recFields {
 	return recFields{ID: ix.ID(i), Prompt: ix.Prompt(i), Outcome: ix.OutcomeName(i), Compress: ix.CompressName(i),
 		Toolsets: bitsNames(ix.Toolsets[i], ix.ToolsetBits), Tools: bitsNames(ix.Tools[i], ix.ToolBits),
-		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Cost: ix.Cost[i], Ratio: ix.Ratio[i]}
+		Failures: ix.Failures[i], Turns: ix.Turns[i], Tokens: ix.Tokens[i], Duration: ix.DurationMS[i], Cost: ix.Cost[i], Ratio: ix.Ratio[i],
+		Reward: ix.Reward[i], Grade: report.Grade(ix.Grade[i])}
 }
 
 // searchBudget bounds one text search: it stops reading records after this

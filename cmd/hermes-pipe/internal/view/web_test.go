@@ -83,6 +83,9 @@ func find(t *testing.T, s *Server, q Query) Result {
 	if q.CostMin == 0 && q.CostMax == 0 {
 		q.CostMin, q.CostMax = math.NaN(), math.NaN()
 	}
+	if q.RewardMin == 0 && q.RewardMax == 0 {
+		q.RewardMin, q.RewardMax = math.NaN(), math.NaN()
+	}
 	res, err := s.Find(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)

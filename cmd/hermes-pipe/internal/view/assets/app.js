@@ -22,6 +22,9 @@ async function getJSON(url) {
 }
 const cls = o => ({ completed: "ok", resolved: "ok", compressed: "ok", skipped_under_target: "ok", partial: "warn", max_turns: "warn", unresolved: "warn", empty_patch: "warn", still_over_limit: "warn" })[o] || "bad";
 const fmtCost = c => c === null || c === undefined ? "–" : "$" + c.toFixed(5);
+// A record's grade (list rows: grade passed/failed/errored, reward) as a cell.
+const gradeCls = g => ({ passed: "ok", failed: "bad", errored: "warn" })[g] || "mute";
+const fmtReward = (reward, grade) => typeof reward === "number" ? String(+reward.toPrecision(4)) : grade === "errored" ? "grader error" : "–";
 
 // ---- list ----
 function params() { return new URLSearchParams(location.hash.split("?")[1] || ""); }
@@ -56,16 +59,18 @@ async function showList() {
   const sort = p.get("sort") || "";
   const th = (label, key, num) => h("th", { class: num ? "n" : "", "data-sort": key, onclick: () => { const q = params(); q.set("sort", sort === key ? "-" + key : key); setParams(q); } },
     label + (sort === key ? " ▲" : sort === "-" + key ? " ▼" : ""));
+  const graded = meta.graded || res.rows.some(r => r.grade);
   const head = h("tr", {}, th("#", "key"), h("th", {}, "key / id"), h("th", {}, "prompt"), h("th", {}, "outcome"), meta.kind === "compress" ? h("th", {}, "compress") : null,
     h("th", {}, "tools"), th("failures", "failures", 1), th("turns", "turns", 1), th("tokens", "tokens", 1), th("ms", "duration", 1), th("cost", "cost", 1),
-    meta.kind === "compress" ? th("ratio", "ratio", 1) : null);
+    meta.kind === "compress" ? th("ratio", "ratio", 1) : null, graded ? th("reward", "reward", 1) : null);
   const body = h("tbody", {}, res.rows.map((r, k) => h("tr", { "data-i": r.i, class: k === list.sel ? "sel" : "", onclick: () => openRecord(r.i) },
     h("td", { class: "n" }, r.i), h("td", {}, h("code", {}, r.key), r.id ? h("span", { class: "mute" }, " " + r.id) : ""),
     h("td", { class: "prompt", title: r.prompt || "" }, r.prompt || ""),
     h("td", { class: cls(r.outcome) + " outcome" }, r.outcome), meta.kind === "compress" ? h("td", { class: cls(r.compress) }, r.compress) : null,
     h("td", {}, r.tools.join(", ")), h("td", { class: "n" + (r.failures ? " bad" : "") }, r.failures), h("td", { class: "n" }, r.turns),
     h("td", { class: "n" }, r.tokens), h("td", { class: "n" }, r.duration_ms), h("td", { class: "n" }, fmtCost(r.cost_usd)),
-    meta.kind === "compress" ? h("td", { class: "n" }, r.ratio ? r.ratio.toFixed(3) : "") : null)));
+    meta.kind === "compress" ? h("td", { class: "n" }, r.ratio ? r.ratio.toFixed(3) : "") : null,
+    graded ? h("td", { class: "n reward " + gradeCls(r.grade), title: r.grade || "ungraded" }, fmtReward(r.reward, r.grade)) : null)));
   table.replaceChildren(h("thead", {}, head), body);
   const go = d => { const q = params(); q.set("page", page + d); location.hash = "#/?" + q.toString(); };
   app.append(h("div", { class: "pager" }, h("button", { disabled: page === 0, onclick: () => go(-1) }, "← previous"),
@@ -76,6 +81,7 @@ function filterForm(p) {
   const sel = (name, label, opts) => h("label", {}, label, h("select", { name, id: "f-" + name },
     h("option", { value: "" }, "any"), opts.map(o => h("option", { value: o, selected: p.get(name) === o }, o))));
   const num = (name, label) => h("label", {}, label, h("input", { name, class: "n", type: "number", min: 0, step: "any", value: p.get(name) || "" }));
+  const signed = (name, label) => h("label", {}, label, h("input", { name, id: "f-" + name, class: "n", type: "number", step: "any", value: p.get(name) || "" }));
   const f = h("form", { class: "filters", id: "filters", onsubmit: e => {
     e.preventDefault();
     const q = new URLSearchParams();
@@ -91,6 +97,8 @@ function filterForm(p) {
     Object.keys(meta.compress).length ? sel("compress", "compress outcome", Object.keys(meta.compress).sort()) : null,
     num("turns_min", "turns ≥"), num("turns_max", "turns ≤"), num("tokens_min", "tokens ≥"), num("tokens_max", "tokens ≤"),
     num("cost_min", "cost ≥ $"), num("cost_max", "cost ≤ $"),
+    meta.graded || p.get("grade") ? sel("grade", "grade", ["passed", "failed", "errored", "graded", "ungraded"]) : null,
+    meta.graded || p.get("reward_min") || p.get("reward_max") ? [signed("reward_min", "reward ≥"), signed("reward_max", "reward ≤")] : null,
     h("button", { type: "submit", id: "apply" }, "apply"));
   f.addEventListener("change", e => { if (e.target.tagName === "SELECT") f.requestSubmit(); });
   return f;
@@ -195,8 +203,11 @@ async function showRecord(i) {
     ["api calls", r.api_calls], ["tokens", r.usage ? `${r.usage.total_tokens} (${r.usage.prompt_tokens} prompt, ${r.usage.completion_tokens} completion)` : ""],
     ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["toolsets", (r.toolsets_used || []).join(", ")],
     ["tools (ok/calls)", tools], ["reasoning", r.reasoning_stats ? `${r.reasoning_stats.turns_with_reasoning} of ${r.reasoning_stats.total_assistant_turns} turns` : ""],
+    ["reward", typeof r.reward === "number" ? h("span", { id: "reward", class: gradeCls(gradeOf(r)) }, String(r.reward)) : r.grade ? h("span", { id: "reward", class: "warn" }, "null (the grader failed)") : ""],
+    ["grade", r.grade ? h("span", { id: "grade" }, gradeText(r.grade)) : ""],
     ["folder", d.dir]]);
   const parts = [nav, h("h2", {}, "record ", h("code", {}, r.key || d.key)), metaT];
+  if (r.grade && typeof r.grade === "object" && r.grade.output) parts.push(h("h3", {}, "grader output (tail)"), h("pre", { id: "grade-output" }, String(r.grade.output)));
   const cm = r.compression_metrics;
   if (cm) parts.push(compressPanel(cm));
   const swePatch = findKey(r.extra, "model_patch");
@@ -213,6 +224,19 @@ async function showRecord(i) {
   parts.push(h("pre", { id: "rawpre", hidden: true }, JSON.stringify(r, null, 2)));
   app.replaceChildren(...parts);
   window.scrollTo(0, 0);
+}
+// gradeOf is a record's grade as the list names it (report.Grade's rule).
+function gradeOf(r) {
+  const g = r.grade && typeof r.grade === "object" ? r.grade : null;
+  if (g && g.passed === true) return "passed";
+  if (!g && typeof r.reward !== "number") return "";
+  return typeof r.reward === "number" ? "failed" : "errored";
+}
+function gradeText(g) {
+  if (!g || typeof g !== "object") return String(g);
+  const verdict = g.passed === true ? "passed" : g.passed === false ? "failed" : "no verdict";
+  return [g.grader ? `${g.grader}: ${verdict}` : verdict, typeof g.duration_ms === "number" ? g.duration_ms + " ms" : "",
+    g.error ? "error: " + g.error : ""].filter(Boolean).join(" · ");
 }
 function findKey(o, key) {
   if (!o || typeof o !== "object") return undefined;
