@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
+	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/klauspost/compress/zstd"
 )
 
 // Dir is the folder of an output folder that holds the kept workspaces.
-const Dir = "workspaces"
+const Dir = outdir.WorkspacesDir
 
 // Member is the member of a record's extra that describes its kept
 // workspace (Info).
