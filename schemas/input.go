@@ -70,6 +70,12 @@ func parseInputRowSlow(line []byte) (InputRow, error) {
 	if err := slowToolsets(raw, &row); err != nil {
 		return row, err
 	}
+	if err := slowCheck(raw, "verify", &row.Verify); err != nil {
+		return row, err
+	}
+	if err := slowCheck(raw, "answer", &row.Answer); err != nil {
+		return row, err
+	}
 	if v, ok := raw["metadata"]; ok && !isNull(v) {
 		if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '{' {
 			return row, &FieldError{Field: "metadata", Reason: "must be a JSON object"}
@@ -167,6 +173,33 @@ func slowCwd(raw map[string]json.RawMessage, row *InputRow) error {
 		return &FieldError{Field: "cwd", Reason: reason}
 	}
 	return nil
+}
+
+// slowCheck reads the optional verify or answer string into dst and checks
+// it (checkProblem).
+func slowCheck(raw map[string]json.RawMessage, key string, dst *string) error {
+	if err := optionalString(raw, key, dst); err != nil {
+		return err
+	}
+	if _, ok := raw[key]; ok && !isNull(raw[key]) {
+		if reason := checkProblem(*dst); reason != "" {
+			return &FieldError{Field: key, Reason: reason}
+		}
+	}
+	return nil
+}
+
+// checkProblem says what is wrong with a row's verify command or expected
+// answer, or "": it must be a non-empty string without NUL (a command cannot
+// hold one, and an answer that does cannot be told apart from a cut one).
+func checkProblem(s string) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "empty (omit the field or use null when the row has nothing to check)"
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL character"
+	}
+	return ""
 }
 
 // slowToolsets reads the optional toolsets array into row: a non-empty

@@ -37,6 +37,10 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 			bit, text = hasDockerImage, &f.dockerImage
 		case "cwd":
 			bit, text = hasCwd, &f.row.Cwd
+		case "verify":
+			bit, text = hasVerify, &f.row.Verify
+		case "answer":
+			bit, text = hasAnswer, &f.row.Answer
 		case "toolsets":
 			bit = hasToolsets
 			f.toolsets(v)
@@ -57,6 +61,9 @@ func parseInputRowFast(line []byte) (InputRow, bool) {
 			}
 			*text = v.Str
 			if bit == hasCwd && v.Type == gjson.String && cwdProblem(v.Str) != "" {
+				f.ok = false
+			}
+			if bit&(hasVerify|hasAnswer) != 0 && v.Type == gjson.String && checkProblem(v.Str) != "" {
 				f.ok = false
 			}
 		}
@@ -80,6 +87,8 @@ const (
 	hasCwd
 	hasToolsets
 	hasMetadata
+	hasVerify
+	hasAnswer
 )
 
 // fastRow is parseInputRowFast's state while it walks the row's members.

@@ -31,6 +31,13 @@ var inputCorpus = []string{
 	`{"prompt": "tab\there", "cwd": "/a b"}`,
 	`{"prompt": "lone \ud800 surrogate \udc00 x"}`,
 	`{"prompt": "nul \u0000 and \/ slash"}`,
+	`{"prompt": "p", "verify": "pytest -q tests/", "answer": "42"}`,
+	`{"prompt": "p", "verify": null, "answer": null}`,
+	`{"prompt": "p", "verify": "", "answer": " "}`,
+	`{"prompt": "p", "answer": 42}`,
+	`{"prompt": "p", "verify": ["make", "test"]}`,
+	`{"prompt": "p", "verify": "a\u0000b"}`,
+	`{"prompt": "p", "answer": "\\boxed{42}", "verify": "test -f \"out put\""}`,
 }
 
 // TestFastAndSlowParsersAgree: the fast path accepts only rows the slow,
@@ -47,6 +54,8 @@ func TestFastPathAcceptsPlainRows(t *testing.T) {
 	for _, line := range []string{
 		inputCorpus[0], inputCorpus[1], inputCorpus[2], inputCorpus[4], inputCorpus[5],
 		`{"prompt": "x", "toolsets": ["terminal"], "cwd": null, "docker_image": null}`,
+		`{"prompt": "p", "verify": "pytest -q tests/", "answer": "42"}`,
+		`{"prompt": "p", "verify": null, "answer": null}`,
 	} {
 		if _, ok := parseInputRowFast([]byte(line)); !ok {
 			t.Errorf("%s: fast path fell back to the slow one", line)
@@ -157,5 +166,53 @@ func BenchmarkParseInputRow(b *testing.B) {
 				_, _ = ParseInputRow(line)
 			}
 		})
+	}
+}
+
+// TestVerifyAndAnswerAreCheckedStrings: verify and answer are non-empty
+// strings (or null, for none); a bad one is a reject naming the field, and
+// both parsers read them the same.
+func TestVerifyAndAnswerAreCheckedStrings(t *testing.T) {
+	row, err := ParseInputRow([]byte(`{"prompt": "p", "verify": "test -f out.txt", "answer": "$1,234"}`))
+	if err != nil || row.Verify != "test -f out.txt" || row.Answer != "$1,234" {
+		t.Fatalf("row = %+v, %v", row, err)
+	}
+	for line, want := range map[string]string{
+		`{"prompt": "p", "verify": ""}`:         "verify: empty",
+		`{"prompt": "p", "verify": "  \n"}`:     "verify: empty",
+		`{"prompt": "p", "verify": 1}`:          "verify: must be a string, got a number",
+		`{"prompt": "p", "verify": "a\u0000b"}`: "verify: contains a NUL character",
+		`{"prompt": "p", "answer": ""}`:         "answer: empty",
+		`{"prompt": "p", "answer": 42}`:         "answer: must be a string, got a number",
+		`{"prompt": "p", "answer": {"x": 1}}`:   "answer: must be a string, got an object",
+	} {
+		_, err := ParseInputRow([]byte(line))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", line, err, want)
+		}
+		checkAgree(t, []byte(line))
+	}
+}
+
+// TestRowKeyCoversVerifyAndAnswer: a row without an id is keyed by its whole
+// line, so a changed verify or answer is new work, and a row without them
+// keeps the key it always had.
+func TestRowKeyCoversVerifyAndAnswer(t *testing.T) {
+	plain := []byte(`{"prompt": "p"}`)
+	// The key such a row has had since keys were made: sha256 of the
+	// trimmed line, first 6 bytes.
+	if got, want := RowKey(3, "", plain, 1), "row:3:ac7c9a6b466e#1"; got != want {
+		t.Errorf("key of a plain row = %q, want %q", got, want)
+	}
+	seen := map[string]string{RowKey(3, "", plain, 1): string(plain)}
+	for _, line := range []string{
+		`{"prompt": "p", "verify": "true"}`, `{"prompt": "p", "verify": "false"}`,
+		`{"prompt": "p", "answer": "1"}`, `{"prompt": "p", "answer": "2"}`,
+	} {
+		k := RowKey(3, "", []byte(line), 1)
+		if prev, dup := seen[k]; dup {
+			t.Errorf("%s and %s share the key %s", line, prev, k)
+		}
+		seen[k] = line
 	}
 }

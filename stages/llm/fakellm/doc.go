@@ -42,7 +42,12 @@
 // one token), or N words when any message holds the directive [[words=N]];
 // if max_tokens (or max_completion_tokens) is smaller, the text is cut to
 // that many words and finish_reason is "length". A request with tools and no
-// script gets a one-line final answer.
+// script gets a one-line final answer, unless its first user message holds
+// directives: each [[run=COMMAND]], in order, is one assistant step calling
+// the terminal tool with {"command": COMMAND} (an agent that leaves files
+// behind, for verify commands), and [[answer=X]] makes the final answer
+// "Answer: X" (for answer graders: right or wrong as the prompt asks). A
+// directive ends at the first "]]".
 //
 // # Script file
 //

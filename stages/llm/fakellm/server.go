@@ -457,9 +457,39 @@ func (s *Server) planReply(p *plan, req *chatRequest, msgs []wireMessage, conv c
 		p.reply = s.summary(msgs, p.hash)
 	default:
 		p.script = "(default)"
-		p.reply = reply{content: "Final answer: " + words(p.hash, 12) + ".", finish: "stop"}
+		p.reply = defaultAgent(user, conv.step, p.hash)
 	}
 	return nil
+}
+
+var (
+	runDirective    = regexp.MustCompile(`\[\[run=(.*?)\]\]`)
+	answerDirective = regexp.MustCompile(`\[\[answer=(.*?)\]\]`)
+)
+
+// defaultAgent is the reply to a request with tools that no script matches,
+// steered by directives in the first user message: each [[run=COMMAND]], in
+// order, is one step calling the terminal tool with COMMAND (so an agent
+// leaves files a verify command checks); then the final answer, "Answer: X"
+// with [[answer=X]] (right or wrong as the prompt asks: the fake never sees
+// the expected answer), else a one-line answer of generated words. A
+// directive ends at the first "]]".
+func defaultAgent(user string, step int, hash uint64) reply {
+	if strings.Contains(user, "[[run=") {
+		if runs := runDirective.FindAllStringSubmatch(user, -1); step < len(runs) {
+			args, _ := json.Marshal(map[string]string{"command": runs[step][1]})
+			var tc wireToolCall
+			tc.ID = fmt.Sprintf("call_%08x_%d_0", uint32(hash), step)
+			tc.Type = "function"
+			tc.Function.Name = "terminal"
+			tc.Function.Arguments = string(args)
+			return reply{toolCalls: []wireToolCall{tc}, finish: "tool_calls"}
+		}
+	}
+	if m := answerDirective.FindStringSubmatch(user); m != nil {
+		return reply{content: "I worked it out.\nAnswer: " + m[1], finish: "stop"}
+	}
+	return reply{content: "Final answer: " + words(hash, 12) + ".", finish: "stop"}
 }
 
 // step is the script's step for the conversation's step number: past the

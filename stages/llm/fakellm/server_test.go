@@ -496,3 +496,42 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("no messages: %d", code)
 	}
 }
+
+// TestDefaultAgentDirectives: with tools and no script, each [[run=...]] is
+// one terminal call in order, then [[answer=...]] is the final answer.
+func TestDefaultAgentDirectives(t *testing.T) {
+	srv := httptest.NewServer(New(Config{}))
+	defer srv.Close()
+	tools := `,"tools":[{"type":"function","function":{"name":"terminal"}}]`
+	user := `{"role":"user","content":"Fix it. [[run=mkdir -p out && echo \"ok\" > out/done]] [[run=ls out]] [[answer=$1,234]]"}`
+	call := `{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"terminal","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x"}`
+	for step, want := range []string{`{"command":"mkdir -p out \u0026\u0026 echo \"ok\" \u003e out/done"}`, `{"command":"ls out"}`} {
+		msgs := "[" + user + strings.Repeat(","+call, step) + "]"
+		_, _, b := post(t, srv.URL, chatBody(msgs, tools))
+		d := decode(t, b)
+		tc := d.Choices[0].Message.ToolCalls
+		if len(tc) != 1 || tc[0].Function.Name != "terminal" || d.Choices[0].FinishReason != "tool_calls" {
+			t.Fatalf("step %d: %s", step, b)
+		}
+		var got, w map[string]string
+		if err := json.Unmarshal([]byte(tc[0].Function.Arguments), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			t.Fatal(err)
+		}
+		if got["command"] != w["command"] {
+			t.Errorf("step %d command %q, want %q", step, got["command"], w["command"])
+		}
+	}
+	_, _, b := post(t, srv.URL, chatBody("["+user+","+call+","+call+"]", tools))
+	d := decode(t, b)
+	if c := d.Choices[0].Message.Content; c == nil || *c != "I worked it out.\nAnswer: $1,234" || len(d.Choices[0].Message.ToolCalls) != 0 {
+		t.Fatalf("final step: %s", b)
+	}
+	// Without directives the default answer is unchanged.
+	_, _, b = post(t, srv.URL, chatBody(`[{"role":"user","content":"hello"}]`, tools))
+	if c := decode(t, b).Choices[0].Message.Content; c == nil || !strings.HasPrefix(*c, "Final answer: ") {
+		t.Fatalf("no directive: %s", b)
+	}
+}
