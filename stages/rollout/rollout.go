@@ -72,6 +72,13 @@ type Options struct {
 	MaxTokens    int      // per completion; 0 = not sent
 	Temperature  *float64 // nil = not sent
 
+	// KeepWorkspace, when set, is called once the agent's turns are over,
+	// before the session closes, with the record and its still-open session
+	// (generate --keep-workspace archives the working folder and records
+	// it in rec.Extra). It is not called when the run was cancelled (the
+	// record is not committed then). It must record its own failures.
+	KeepWorkspace func(ctx context.Context, rec *schemas.Record, sess sandbox.Session)
+
 	// OnTerminal, when set, sees every terminal command's raw result and may
 	// end the rollout with the given outcome (SWE mode's sentinel check).
 	OnTerminal func(command string, res sandbox.Result) (schemas.Outcome, bool)
@@ -231,7 +238,11 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 	rt := s.newRolloutTools(sess)
 	defer rt.close()
 
-	return s.turns(rctx, rt, rec, tools, allowed, messages, failed)
+	outcome, msg := s.turns(rctx, rt, rec, tools, allowed, messages, failed)
+	if s.o.KeepWorkspace != nil && ctx.Err() == nil {
+		s.o.KeepWorkspace(ctx, rec, sess)
+	}
+	return outcome, msg
 }
 
 // turns runs the agent's turns in rt's session with rt's tool state.

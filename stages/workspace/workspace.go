@@ -104,13 +104,15 @@ type Keeper struct {
 	Max int64  // cap of one tar in bytes; 0 = DefaultMax
 }
 
-// Prepare creates Out/Dir and removes the temp files a killed run left there.
+// Prepare removes the temp files a killed run left in Out/Dir (the folder
+// itself is made by the first archive, so a fresh run's folder is still
+// empty when the runtime opens it).
 func (k *Keeper) Prepare() error {
 	dir := filepath.Join(k.Out, Dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("workspaces: %w", err)
-	}
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("workspaces: %w", err)
 	}
@@ -124,14 +126,15 @@ func (k *Keeper) Prepare() error {
 	return nil
 }
 
-// Keep archives the files of sess's current working folder (the folder a
-// grader runs in) as the workspace of the record keyed key, and returns what
+// Keep archives the files of dir in sess (the row's cwd), or of the
+// session's current working folder when dir is "" (the folders a verify
+// command runs in), as the workspace of the record keyed key, and returns what
 // to record. It runs one tar command in the session (its output cut at
 // Max+1 bytes, so an oversized folder costs at most that), reads the tar out
 // through the session's Files, compresses it and writes it atomically under
 // Out/Dir. A failure is returned in Info.Error, never as a lost record; the
 // returned error is only a failure to write the output folder.
-func (k *Keeper) Keep(ctx context.Context, sess sandbox.Session, key string) (Info, error) {
+func (k *Keeper) Keep(ctx context.Context, sess sandbox.Session, key, dir string) (Info, error) {
 	max := k.Max
 	if max <= 0 {
 		max = DefaultMax
@@ -142,8 +145,12 @@ func (k *Keeper) Keep(ctx context.Context, sess sandbox.Session, key string) (In
 		defer cancel()
 		_, _ = sess.Exec(cctx, sandbox.Cmd{Command: "rm -f " + tmp + " " + tmp + ".err"})
 	}()
+	cd := ""
+	if dir != "" {
+		cd = "cd -- '" + strings.ReplaceAll(dir, "'", `'\''`) + "' && "
+	}
 	res, err := sess.Exec(ctx, sandbox.Cmd{Timeout: captureTimeout,
-		Command: fmt.Sprintf("tar -cf - . 2>%[1]s.err | head -c %[2]d >%[1]s; echo ok", tmp, max+1)})
+		Command: fmt.Sprintf("(%[3]star -cf - . 2>%[1]s.err | head -c %[2]d >%[1]s) && echo ok", tmp, max+1, cd)})
 	if err != nil {
 		return Info{Error: "archive: " + err.Error()}, nil
 	}
@@ -184,7 +191,14 @@ func (k *Keeper) Keep(ctx context.Context, sess sandbox.Session, key string) (In
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	info := Info{File: FileName(key, sum[:]), Bytes: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:]), TarBytes: fi.Size}
-	if err := atomicfile.Write(filepath.Join(k.Out, Dir), info.File, buf.Bytes()); err != nil {
+	folder := filepath.Join(k.Out, Dir)
+	if err := os.Mkdir(folder, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return Info{}, fmt.Errorf("workspace %s: %w", key, err)
+	}
+	if fi, err := os.Lstat(folder); err != nil || !fi.IsDir() {
+		return Info{}, fmt.Errorf("workspace %s: %s is not a folder (a link is not followed)", key, folder)
+	}
+	if err := atomicfile.Write(folder, info.File, buf.Bytes()); err != nil {
 		return Info{}, fmt.Errorf("workspace %s: %w", key, err)
 	}
 	return info, nil

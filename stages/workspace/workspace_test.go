@@ -49,7 +49,7 @@ func TestKeepAndRestoreLocal(t *testing.T) {
 	}
 	s := openLocal(t)
 	run(t, s, `mkdir -p src/pkg && printf 'hello\n' >src/pkg/a.txt && printf '#!/bin/sh\necho ran\n' >run.sh && chmod 755 run.sh && ln -s pkg/a.txt src/link`)
-	info, err := k.Keep(ctx, s, "row-1/../evil")
+	info, err := k.Keep(ctx, s, "row-1/../evil", "")
 	if err != nil || !info.Kept() {
 		t.Fatalf("keep: %v %+v", err, info)
 	}
@@ -85,7 +85,7 @@ func TestKeepOverCap(t *testing.T) {
 	}
 	s := openLocal(t)
 	run(t, s, `head -c 100000 /dev/zero >big`)
-	info, err := k.Keep(context.Background(), s, "k")
+	info, err := k.Keep(context.Background(), s, "k", "")
 	if err != nil || info.Kept() || !info.Truncated || info.MaxBytes != 4096 || info.TarBytes <= 4096 {
 		t.Fatalf("keep over cap: %v %+v", err, info)
 	}
@@ -180,7 +180,7 @@ func TestLoadRefusesDamage(t *testing.T) {
 	}
 	s := openLocal(t)
 	run(t, s, `echo hi >f`)
-	info, err := k.Keep(context.Background(), s, "k")
+	info, err := k.Keep(context.Background(), s, "k", "")
 	if err != nil || !info.Kept() {
 		t.Fatal(err, info)
 	}
