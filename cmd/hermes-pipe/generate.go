@@ -85,7 +85,7 @@ func sandboxFlags() []cli.Flag {
 
 func generateCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "prompts", Usage: "JSONL prompts file: one {\"prompt\": ..., \"id\"?, \"image\"?, \"cwd\"?, \"toolsets\"?, \"metadata\"?} per line", Required: true},
+		&cli.StringFlag{Name: "prompts", Usage: "JSONL prompts file: one {\"prompt\": ..., \"id\"?, \"image\"?, \"cwd\"?, \"toolsets\"?, \"metadata\"?, \"verify\"?, \"answer\"?} per line", Required: true},
 		&cli.StringFlag{Name: "out", Usage: "output folder (data/ and failed/ shards, ledger.jsonl, rejects.jsonl, statistics.json)", Required: true},
 		&cli.IntFlag{Name: "max-turns", Value: rollout.DefaultMaxTurns, Usage: "assistant turns per rollout"},
 		&cli.IntFlag{Name: "samples", Value: 1, Usage: "rollouts per prompt (each is its own record)"},
@@ -95,6 +95,7 @@ func generateCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-line-bytes", Value: 4 << 20, Usage: "longest prompts line accepted"},
 		&cli.IntFlag{Name: "batch-size", Value: 1, Usage: "prompts per batch as Hermes' batch_runner --batch_size counts them: each record's metadata.batch_num is its prompt_index divided by it (the run itself is not batched)"},
 	}
+	flags = append(flags, graderFlags()...)
 	flags = append(flags, toolFlags("the distribution default")...)
 	flags = append(flags, samplingFlags(true)...)
 	flags = append(flags, llmFlags()...)
@@ -132,7 +133,12 @@ committed and the command exits 5. The overshoot is at most the model calls in
 flight when the cap is reached: one per worker. --resume with a higher
 --max-cost goes on; with the same cap it makes no model call and exits 5.
 --max-cost-per-rollout / --max-tokens-per-rollout end one rollout with the
-final outcome budget_exceeded (trajectory kept, not run again by --resume).`,
+final outcome budget_exceeded (trajectory kept, not run again by --resume).
+
+A row's "verify" (a shell command) or "answer" (the expected final answer)
+makes each of its rollouts graded before its sandbox session closes: the
+record gets "reward" (a number; null when ungraded or the grader failed) and
+"grade". See --grader.`,
 		Flags:  groupFlags(flags, generateGroups),
 		Action: runGenerate,
 	}
@@ -296,6 +302,10 @@ func runGenerate(c *cli.Context) error {
 	if c.Duration("timeout") < 0 {
 		return usagef("--timeout must not be negative")
 	}
+	grader, err := graderOf(c)
+	if err != nil {
+		return err
+	}
 	tools, err := bindTools(c, nil)
 	if err != nil {
 		return err
@@ -333,6 +343,7 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	ro := r.rolloutOptions(c, systemPrompt)
+	ro.Grader = grader
 	tools.apply(&ro)
 	keeper, err := keepWorkspace(c, r.out.Dir, &ro)
 	if err != nil {

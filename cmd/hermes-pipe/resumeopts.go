@@ -24,6 +24,7 @@ const changesKey = "run-option-changes"
 var guardedFlags = []string{"prompts", "tasks", "task", "samples", "base-url", "model",
 	"temperature", "top-p", "max-tokens", "sampling-seed", "extra-body",
 	"toolsets", "distribution", "distribution-file", "seed", "mcp-config", "system-prompt",
+	"grader", "grader-exec", "grader-tolerance", // what a reward means
 	// compress: its input, budget, tokenizer and what a summary replaces
 	"in", "target-tokens", "summary-tokens", "tokenizer", "tokenizer-pattern", "turn-overhead", "protect-last",
 	"protect-first-system", "protect-first-human", "protect-first-gpt", "protect-first-tool",
@@ -38,7 +39,7 @@ var notCarried = []string{"out", "resume", "overwrite", "allow-change", "progres
 
 // allowChangeFlag lets --resume change a recorded option.
 func allowChangeFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "allow-change", Usage: "with --resume, accept options that decide the records (model, base URL, sampling, input, samples, toolsets; compress's budget, tokenizer and protected turns) that differ from the ones run.json recorded; the change is recorded in run.json"}
+	return &cli.BoolFlag{Name: "allow-change", Usage: "with --resume, accept options that decide the records (model, base URL, sampling, input, samples, toolsets, grader; compress's budget, tokenizer and protected turns) that differ from the ones run.json recorded; the change is recorded in run.json"}
 }
 
 // optionChange is one entry of run.json's options.changes: a recorded

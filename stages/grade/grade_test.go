@@ -203,6 +203,11 @@ func TestCmdGraderDir(t *testing.T) {
 	g := Grader{Kind: Cmd}
 	want(t, g.Grade(context.Background(), Subject{Verify: "test -f ok", Session: sess}), Cmd, false, 0, "")
 	want(t, g.Grade(context.Background(), Subject{Verify: "test -f ok", Session: sess, Dir: cwd}), Cmd, true, 1, "")
+	if got := strings.TrimSpace(mustExec(t, sess, "pwd").Stdout); got != "/tmp" {
+		t.Errorf("after grading in the row's folder the shell is in %q, want /tmp", got)
+	}
+	// A folder that is gone is a fail, not a run elsewhere.
+	want(t, g.Grade(context.Background(), Subject{Verify: "true", Session: sess, Dir: filepath.Join(cwd, "gone")}), Cmd, false, 0, "")
 }
 
 func TestCmdGraderFailures(t *testing.T) {
@@ -332,6 +337,7 @@ func TestExecGrader(t *testing.T) {
 		{"no reward line", `echo 'looks fine to me'`, false, 0, "not {\"reward\": number}"},
 		{"reward not a number", `echo '{"reward": null}'`, false, 0, "not {\"reward\": number}"},
 		{"timeout kills its children", `sleep 60 & wait`, false, 0, "timed out"},
+		{"megabytes of output before the reward line", `cat >/dev/null; head -c 3000000 /dev/zero | tr '\0' a; echo; echo '{"reward": 0.5}'`, true, 0.5, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := Grader{Exec: script(t, c.body), Timeout: 20 * time.Second}

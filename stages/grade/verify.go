@@ -24,7 +24,7 @@ func runVerify(ctx context.Context, s Subject, timeout time.Duration) verdict {
 	}
 	script := "(\n" + s.Verify + "\n)"
 	if s.Dir != "" {
-		script = "cd -- " + shellQuote(s.Dir) + " && " + script
+		script = "(\ncd -- " + shellQuote(s.Dir) + " || exit\n" + s.Verify + "\n)"
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+driverGrace)
 	defer cancel()

@@ -12,5 +12,10 @@
 // driver failure ends the rollout as sandbox_error. search_files runs
 // find and grep through the terminal, where the file contents stay.
 //
+// When the agent has ended (completed, max_turns, partial, budget_exceeded:
+// see graded) and before its session closes, the run's grader (stages/grade)
+// judges the rollout: the row's verify command in the same session, or the
+// final answer against the row's answer; the record gets reward and grade.
+//
 // It must not import cmd.
 package rollout

@@ -10,6 +10,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
+	"github.com/hermes-pipe/hermes-pipe/stages/grade"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm"
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
 )
@@ -72,12 +73,18 @@ type Options struct {
 	MaxTokens    int      // per completion; 0 = not sent
 	Temperature  *float64 // nil = not sent
 
-	// KeepWorkspace, when set, is called once the agent's turns are over,
-	// before the session closes, with the record and its still-open session
-	// (generate --keep-workspace archives the working folder and records
-	// it in rec.Extra). It is not called when the run was cancelled (the
-	// record is not committed then). It must record its own failures.
+	// KeepWorkspace, when set, is called once the agent's turns are over
+	// and the rollout graded, before the session closes, with the record
+	// and its still-open session (generate --keep-workspace archives the
+	// working folder and records it in rec.Extra). It is not called when
+	// the run was cancelled (the record is not committed then). It must
+	// record its own failures.
 	KeepWorkspace func(ctx context.Context, rec *schemas.Record, sess sandbox.Session)
+	// Grader grades each rollout the agent ended (see graded) before its
+	// session closes, into the record's reward and grade; the zero value
+	// grades a row with verify by cmd and a row with answer by number or
+	// exact (grade.Grader), and leaves other rows ungraded.
+	Grader grade.Grader
 
 	// OnTerminal, when set, sees every terminal command's raw result and may
 	// end the rollout with the given outcome (SWE mode's sentinel check).
@@ -111,6 +118,9 @@ func New(opts Options) (*Stage, error) {
 	}
 	if opts.MaxCostPerRollout > 0 && opts.Price == nil {
 		return nil, errors.New("rollout: a cost cap per rollout needs the model's price")
+	}
+	if err := opts.Grader.Check(); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	if opts.MaxTurns <= 0 {
 		opts.MaxTurns = DefaultMaxTurns
@@ -191,7 +201,16 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		// The run's budget was reached and its grace passed: keep what was
 		// done, committed with its spend, for a later --resume.
 		outcome, errMsg = schemas.OutcomeBudgetPaused, "cancelled: the run's --max-cost was reached and --grace passed; "+errMsg
+		rec.Grade, rec.Reward = nil, nil // a grader cut by the stop judged nothing; --resume grades the rerun
 	}
+	s.fill(rec, outcome, errMsg, messages, tools)
+	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
+	return []*schemas.Record{rec}, nil
+}
+
+// fill sets what a rollout's end gives rec: outcome, error, trajectory, tool
+// and reasoning statistics, cost.
+func (s *Stage) fill(rec *schemas.Record, outcome schemas.Outcome, errMsg string, messages []schemas.Message, tools []schemas.Tool) {
 	rec.Outcome = outcome
 	rec.Error = errMsg
 	rec.Completed = outcome == schemas.OutcomeCompleted
@@ -202,12 +221,10 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	stats, errs := schemas.ToolStatsOf(messages)
 	rec.ToolStats, rec.ToolErrorCounts = schemas.NormalizeToolStats(stats, errs, s.statTools)
 	rec.ReasoningStats = schemas.ReasoningStatsOf(messages)
-	rec.DurationMS = s.o.Now().Sub(start).Milliseconds()
 	if s.o.Price != nil {
 		c := s.o.Price.Cost(rec.Usage, false)
 		rec.CostUSD = &c
 	}
-	return []*schemas.Record{rec}, nil
 }
 
 // loop runs the agent turns and returns the outcome and error text.
@@ -238,11 +255,14 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 	rt := s.newRolloutTools(sess)
 	defer rt.close()
 
-	outcome, msg := s.turns(rctx, rt, rec, tools, allowed, messages, failed)
+	outcome, errMsg := s.turns(rctx, rt, rec, tools, allowed, messages, failed)
+	// Graded in the agent's own session, before it closes; its own
+	// timeout, not the rollout's deadline, bounds the grader.
+	s.grade(ctx, rec, sess, outcome, errMsg, *messages, tools)
 	if s.o.KeepWorkspace != nil && ctx.Err() == nil {
 		s.o.KeepWorkspace(ctx, rec, sess)
 	}
-	return outcome, msg
+	return outcome, errMsg
 }
 
 // turns runs the agent's turns in rt's session with rt's tool state.
