@@ -101,8 +101,8 @@ func runRegrade(c *cli.Context) error {
 		opts.Driver = d
 	}
 	sum, err := regrade.Run(ctx, opts)
-	fmt.Fprintf(c.App.ErrWriter, "%s: %d records, %d regraded (%d passed, %d failed, %d grader errors), %d without a kept workspace, %d workspaces not restored, %d with nothing to grade\n",
-		out, sum.Records, sum.Graded, sum.Passed, sum.Failed, sum.GraderError, sum.NoWorkspace, sum.Damaged, sum.Nothing)
+	fmt.Fprintf(c.App.ErrWriter, "%s: %d records, %d regraded (%d passed, %d failed, %d grader errors), %d without a kept workspace, %d workspaces not restored, %d with nothing to grade, %d with an outcome that is not graded\n",
+		out, sum.Records, sum.Graded, sum.Passed, sum.Failed, sum.GraderError, sum.NoWorkspace, sum.Damaged, sum.Nothing, sum.NotGraded)
 	switch {
 	case err != nil:
 		return err

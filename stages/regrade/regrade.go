@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,7 @@ type Summary struct {
 	NoWorkspace int // cmd grader without a kept workspace: grade unchanged
 	Damaged     int // a kept workspace that could not be restored: grade unchanged
 	Nothing     int // nothing to grade (no verify, no answer): grade unchanged
+	NotGraded   int // an outcome that is not graded (timeout, failures): unchanged
 }
 
 // row is what grading needs of a prompts row.
@@ -78,8 +80,9 @@ type row struct{ verify, answer, image string }
 
 // job is one record to grade.
 type job struct {
-	key  string
-	line []byte
+	key     string
+	outcome schemas.Outcome
+	line    []byte
 }
 
 // Run grades every live record of opts.Out again and appends the new grades
@@ -134,7 +137,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		r.mu.Lock()
 		r.sum.Records++
 		r.mu.Unlock()
-		jobs <- job{key: ref.Key, line: append([]byte(nil), line...)}
+		jobs <- job{key: ref.Key, outcome: ref.Outcome, line: append([]byte(nil), line...)}
 		return nil
 	})
 	close(jobs)
@@ -163,6 +166,10 @@ type runner struct {
 // grade grades one record and journals its grade; the error return is a
 // failure to write the journal (the run stops).
 func (r *runner) grade(ctx context.Context, jb job) error {
+	if !graded(jb.outcome) {
+		r.count(func(sm *Summary) { sm.NotGraded++ })
+		return nil
+	}
 	rw := r.rows[jb.key]
 	s := grade.Subject{Verify: r.opts.Verify, Final: finalMessage(jb.line), Record: jb.line}
 	image := r.opts.DefaultImage
@@ -280,10 +287,26 @@ func finalMessage(line []byte) string {
 	}
 	for i := len(rec.Conversations) - 1; i >= 0; i-- {
 		if rec.Conversations[i].From == "gpt" {
-			return rec.Conversations[i].Value
+			v := rec.Conversations[i].Value
+			if j := strings.Index(v, "<tool_call>\n"); j >= 0 {
+				v = v[:j] // a turn that called tools: its calls are no answer
+			}
+			return v
 		}
 	}
 	return ""
+}
+
+// graded says whether a record of outcome is graded, as the rollout stage
+// decides it for generate (stages/rollout's graded): the agent stopped by
+// itself or a limit of the run stopped it with its session intact. Others
+// (timeout, failures, budget_paused) keep reward null.
+func graded(o schemas.Outcome) bool {
+	switch o {
+	case schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial, schemas.OutcomeBudgetExceeded:
+		return true
+	}
+	return false
 }
 
 // readRows reads the prompts file into the rows of every key it yields;

@@ -11,23 +11,61 @@ import (
 	"testing"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/docker"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/docker/dockertest"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/ssh/sshtest"
 	"github.com/hermes-pipe/hermes-pipe/stages/workspace"
 )
 
-func openLocal(t *testing.T) sandbox.Session {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	dockertest.Done()
+	os.Exit(code)
+}
+
+// drivers are the sandboxes a workspace is kept from and restored into.
+var drivers = map[string]func(t *testing.T) sandbox.Driver{
+	"local": func(t *testing.T) sandbox.Driver {
+		d, err := local.New(sandbox.Config{RunID: "workspace-test", Local: sandbox.LocalConfig{BaseDir: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	},
+	"docker": func(t *testing.T) sandbox.Driver {
+		dockertest.Require(t) // the busybox test image: its tar and head
+		d, err := docker.New(sandbox.Config{RunID: "workspace-test", Docker: sandbox.DockerConfig{DefaultImage: dockertest.Image()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Release() })
+		return d
+	},
+	"ssh": func(t *testing.T) sandbox.Driver {
+		e := sshtest.Env(t)
+		d, err := ssh.New(ssh.Options{Addr: e["HERMES_TEST_SSH_ADDR"], User: e["HERMES_TEST_SSH_USER"],
+			KeyFiles: []string{e["HERMES_TEST_SSH_KEY"]}, KnownHosts: []string{e["HERMES_TEST_SSH_KNOWN_HOSTS"]}, NoAgent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Release() })
+		return d
+	},
+}
+
+func openIn(t *testing.T, d sandbox.Driver) sandbox.Session {
 	t.Helper()
-	d, err := local.New(sandbox.Config{RunID: "workspace-test", Local: sandbox.LocalConfig{BaseDir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "workspace-test", RolloutID: t.Name()})
+	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "workspace-test", RolloutID: strings.ReplaceAll(t.Name(), "/", "-")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
+
+func openLocal(t *testing.T) sandbox.Session { return openIn(t, drivers["local"](t)) }
 
 func run(t *testing.T, s sandbox.Session, cmd string) string {
 	t.Helper()
@@ -39,40 +77,48 @@ func run(t *testing.T, s sandbox.Session, cmd string) string {
 }
 
 // A workspace kept from one session comes back whole in a fresh one: files,
-// folders, modes and links.
-func TestKeepAndRestoreLocal(t *testing.T) {
-	ctx := context.Background()
-	out := t.TempDir()
-	k := &workspace.Keeper{Out: out}
-	if err := k.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	s := openLocal(t)
-	run(t, s, `mkdir -p src/pkg && printf 'hello\n' >src/pkg/a.txt && printf '#!/bin/sh\necho ran\n' >run.sh && chmod 755 run.sh && ln -s pkg/a.txt src/link`)
-	info, err := k.Keep(ctx, s, "row-1/../evil", "")
-	if err != nil || !info.Kept() {
-		t.Fatalf("keep: %v %+v", err, info)
-	}
-	if !regexp.MustCompile(`^[0-9a-f]{32}-[0-9a-f]{16}\.tar\.zst$`).MatchString(info.File) {
-		t.Fatalf("unsafe name %q", info.File)
-	}
-	if fi, err := os.Stat(filepath.Join(out, workspace.Dir, info.File)); err != nil || fi.Size() != info.Bytes {
-		t.Fatalf("archive: %v %v, info %+v", fi, err, info)
-	}
-	if left := run(t, s, `ls -a /tmp | grep hermes-workspace || true`); left != "" {
-		t.Fatalf("the session's tar was left behind: %q", left)
-	}
-	clean, err := workspace.Load(out, info, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := openLocal(t)
-	if err := workspace.Restore(ctx, s2, clean); err != nil {
-		t.Fatal(err)
-	}
-	got := run(t, s2, `cat src/link; ./run.sh; readlink src/link; ls /tmp | grep -c hermes-restore || true`)
-	if got != "hello\nran\npkg/a.txt\n0\n" {
-		t.Fatalf("restored workspace says %q", got)
+// folders, modes and links; with a folder given, that folder is kept
+// whatever folder the shell is in.
+func TestKeepAndRestore(t *testing.T) {
+	for name, open := range drivers {
+		t.Run(name, func(t *testing.T) {
+			d := open(t)
+			ctx := context.Background()
+			out := t.TempDir()
+			k := &workspace.Keeper{Out: out}
+			if err := k.Prepare(); err != nil {
+				t.Fatal(err)
+			}
+			s := openIn(t, d)
+			run(t, s, `mkdir -p w/src/pkg && cd w && printf 'hello\n' >src/pkg/a.txt && printf '#!/bin/sh\necho ran\n' >run.sh && chmod 755 run.sh && ln -s pkg/a.txt src/link`)
+			dir := strings.TrimSpace(run(t, s, `pwd`))
+			run(t, s, `cd ..`)
+			info, err := k.Keep(ctx, s, "row-1/../evil", dir)
+			if err != nil || !info.Kept() {
+				t.Fatalf("keep: %v %+v", err, info)
+			}
+			if !regexp.MustCompile(`^[0-9a-f]{32}-[0-9a-f]{16}\.tar\.zst$`).MatchString(info.File) {
+				t.Fatalf("unsafe name %q", info.File)
+			}
+			if fi, err := os.Stat(filepath.Join(out, workspace.Dir, info.File)); err != nil || fi.Size() != info.Bytes {
+				t.Fatalf("archive: %v %v, info %+v", fi, err, info)
+			}
+			if left := run(t, s, `ls -a /tmp | grep hermes-workspace || true`); left != "" {
+				t.Fatalf("the session's tar was left behind: %q", left)
+			}
+			clean, err := workspace.Load(out, info, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2 := openIn(t, d)
+			if err := workspace.Restore(ctx, s2, clean); err != nil {
+				t.Fatal(err)
+			}
+			got := run(t, s2, `cat src/link; ./run.sh; readlink src/link; ls /tmp | grep -c hermes-restore || true`)
+			if got != "hello\nran\npkg/a.txt\n0\n" {
+				t.Fatalf("restored workspace says %q", got)
+			}
+		})
 	}
 }
 
