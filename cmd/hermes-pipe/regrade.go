@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +13,7 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"github.com/hermes-pipe/hermes-pipe/stages/grade"
 	"github.com/hermes-pipe/hermes-pipe/stages/regrade"
+	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
 )
 
@@ -135,4 +138,100 @@ func regradeRows(c *cli.Context, out, recorded string, exec bool) (string, error
 		return "", usagef("the prompts file %s that %s names: %v; give --prompts", recorded, filepath.Join(out, outdir.ManifestFile), err)
 	}
 	return recorded, nil
+}
+
+// sweRegradeCommand is `hermes-pipe swe regrade OUT`: the stored patches of
+// a swe folder graded again, without the model.
+func sweRegradeCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "tasks", Usage: "the tasks file the run was made from; default: the one run.json names"},
+		&cli.StringFlag{Name: "default-image", Value: swe.DefaultImage, Usage: "image of tasks that name none (as the run's)"},
+		&cli.DurationFlag{Name: "test-timeout", Value: swe.DefaultTestTimeout, Usage: "bound of one task's test command; passing it is no verdict (reward null)"},
+		&cli.IntFlag{Name: "workers", Value: 4, Usage: "patches graded at once (each in a fresh session)"},
+	}
+	for _, f := range sandboxFlags() {
+		if f.Names()[0] == "sandbox" {
+			f = &cli.StringFlag{Name: "sandbox", Usage: "where the tests run: docker, local or ssh; default: the run's (run.json)"}
+		}
+		flags = append(flags, f)
+	}
+	return &cli.Command{
+		Name:      "regrade",
+		Usage:     "run the tests again on the patches a swe run stored, without the model",
+		UsageText: "hermes-pipe swe regrade OUT [--tasks FILE] [--test-timeout D] [sandbox options]",
+		Description: `Grades every stored patch of the swe output folder OUT again (extra.model_patch):
+apply it in a fresh session of the task's image (or a private clone of its cwd
+with --sandbox local/ssh), reset the test files, apply the test patch and run
+the task's tests, as swe grades. Each verdict is appended to OUT/grades.jsonl:
+reward 1 for resolved, 0 for unresolved or an empty patch, null with the reason
+for an environment failure; cat, stats and export show it as the record's
+reward and grade. report.json is not rebuilt. No model is called.`,
+		Flags:  flags,
+		Action: runSWERegrade,
+	}
+}
+
+func runSWERegrade(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("swe regrade takes one output folder, got %d arguments", c.NArg())
+	}
+	out := c.Args().First()
+	if c.Int("workers") < 1 {
+		return usagef("--workers must be at least 1, got %d", c.Int("workers"))
+	}
+	man, ok, err := outdir.ReadManifest(out)
+	switch {
+	case err != nil:
+		return usagef("%s: %v", out, err)
+	case !ok:
+		return usagef("%s: not an output folder (no %s)", out, outdir.ManifestFile)
+	}
+	var rec struct {
+		Tasks   string `json:"tasks"`
+		Sandbox string `json:"sandbox"`
+	}
+	_ = json.Unmarshal(man.Options, &rec)
+	src := swe.TaskSource{File: cmp.Or(c.String("tasks"), rec.Tasks), DefaultImage: c.String("default-image"),
+		Sandbox: cmp.Or(c.String("sandbox"), rec.Sandbox, "docker")}
+	if src.File == "" {
+		return usagef("%s names no tasks file (a --task run): give --tasks", filepath.Join(out, outdir.ManifestFile))
+	}
+	src.NeedImage = src.Sandbox == "docker"
+	cwds, err := cwdRule(c)
+	if err != nil {
+		return err
+	}
+	if cwds != nil {
+		src.CheckCwd = cwds.Check
+	}
+	tasks, err := swe.LoadTasks(src)
+	if err != nil {
+		return usagef("--tasks: %v", err)
+	}
+	byID := make(map[string]swe.Task, len(tasks))
+	for _, t := range tasks {
+		byID[t.InstanceID] = t
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runID := newRunID()
+	d, err := openSandbox(src.Sandbox, sandboxConfig(c, runID))
+	if err != nil {
+		return err
+	}
+	defer releaseSandbox(d)
+	if err := preflightDriver(ctx, d); err != nil {
+		return err
+	}
+	sum, err := regrade.RunSWE(ctx, regrade.SWEOptions{Out: out, Tasks: byID, Workers: c.Int("workers"), Progress: c.App.ErrWriter,
+		Grade: swe.GradeOptions{Driver: d, RunID: runID, TestTimeout: c.Duration("test-timeout"), Clone: src.Sandbox != "docker"}})
+	fmt.Fprintf(c.App.ErrWriter, "%s: %d records, %d regraded (%d resolved, %d not, %d environment errors), %d without a stored patch\n",
+		out, sum.Records, sum.Graded, sum.Passed, sum.Failed, sum.GraderError, sum.Nothing)
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() != nil:
+		return &exitStatus{code: exitInterrupted, msg: "interrupted: the grades written so far are kept; run swe regrade again to grade the rest"}
+	}
+	return nil
 }

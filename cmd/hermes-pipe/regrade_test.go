@@ -247,3 +247,73 @@ func TestKeepWorkspaceSurvivesKillNine(t *testing.T) {
 		t.Error("regrade called the model")
 	}
 }
+
+// TestSWERegradeLocal: `swe regrade` runs the tests again on the patches a
+// local swe run stored, with no model request, and its verdicts (reward 1
+// for resolved, 0 otherwise) are what cat shows; a patch changed in the
+// tasks' favour is not possible to forge from outside, so the test changes
+// a task's tests instead: with a test command that always fails, every
+// patch graded gets reward 0.
+func TestSWERegradeLocal(t *testing.T) {
+	dir := requireLocalSuite(t)
+	scripts, err := fakellm.LoadScripts(filepath.Join(sweSuite(), "fakellm-scripts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, base := startFakeServer(t, fakellm.Config{Scripts: scripts})
+	out := filepath.Join(t.TempDir(), "out")
+	tasks := filepath.Join(dir, "tasks.jsonl")
+	if code, stdout, errs := hpSWE(t, "swe", "--tasks", tasks, "--out", out, "--base-url", base, "--model", "fake",
+		"--sandbox", "local", "--cwd-root", dir, "--progress", "none"); code != exitOK && code != exitGate {
+		t.Fatalf("swe exit %d\n%s\n%s", code, stdout, errs)
+	}
+	requests := fs.Stats().Requests
+	code, _, errs := hp(t, "swe", "regrade", out, "--cwd-root", dir, "--workers", "3")
+	if code != 0 || !strings.Contains(errs, "9 records, 9 regraded (6 resolved, 3 not, 0 environment errors)") {
+		t.Fatalf("swe regrade exit %d: %s", code, errs)
+	}
+	want := map[string]float64{"swe-mini__py-calc": 1, "swe-mini__py-slug": 1, "swe-mini__sh-wc": 1, "swe-mini__sh-rev": 1,
+		"swe-mini__sh-upper": 1, "swe-mini__hello": 1, "swe-mini__py-fizz": 0, "swe-mini__sh-greet": 0, "swe-mini__py-median": 0}
+	check := func(want map[string]float64) {
+		t.Helper()
+		for _, r := range catRecords(t, out) {
+			id := fmt.Sprint(r["extra"].(map[string]any)["instance_id"])
+			g, _ := r["grade"].(map[string]any)
+			if r["reward"] != want[id] || g == nil || g["grader"] != "swe" {
+				t.Errorf("%s: reward %v grade %v, want %v", id, r["reward"], g, want[id])
+			}
+		}
+	}
+	check(want)
+	// The same patches against tests that always fail.
+	b, err := os.ReadFile(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["test_cmd"] = "false"
+		nb, _ := json.Marshal(m)
+		lines = append(lines, string(nb))
+	}
+	failing := filepath.Join(dir, "failing.jsonl")
+	if err := os.WriteFile(failing, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = hp(t, "swe", "regrade", out, "--cwd-root", dir, "--tasks", failing)
+	if code != 0 || !strings.Contains(errs, "9 regraded (0 resolved, 9 not") {
+		t.Fatalf("swe regrade with failing tests: exit %d: %s", code, errs)
+	}
+	for id := range want {
+		want[id] = 0
+	}
+	check(want)
+	if fs.Stats().Requests != requests {
+		t.Errorf("swe regrade made %d model requests", fs.Stats().Requests-requests)
+	}
+	mustVerify(t, out)
+}
