@@ -490,9 +490,11 @@ func EachRecordWith(dir string, opts CatOptions, fn func(ref RecordRef, line []b
 // (Parquet), keeping at most 64 shards open. It is not safe for concurrent
 // use.
 type RecordReader struct {
-	dir   string
-	files *fileCache
-	pq    *parquetLines
+	dir    string
+	files  *fileCache
+	pq     *parquetLines
+	grades map[string]gradeOverlay // the folder's grades journal, read at the first Read
+	loaded bool
 }
 
 // NewRecordReader returns a reader of the records of dir; Close releases its
@@ -504,7 +506,28 @@ func NewRecordReader(dir string) *RecordReader {
 // Read returns a copy of the record line ref points at, newline included. A
 // ref that does not land on a whole line (the folder changed since ref was
 // taken) is an error naming the shard and offset.
+//
+// A record `regrade` graded again comes with its latest reward and grade, as
+// EachRecord gives it.
 func (r *RecordReader) Read(ref RecordRef) ([]byte, error) {
+	line, err := r.read(ref)
+	if err != nil {
+		return nil, err
+	}
+	if !r.loaded {
+		if r.grades, err = loadGrades(r.dir); err != nil {
+			return nil, err
+		}
+		r.loaded = true
+	}
+	if g, ok := r.grades[ref.Key]; ok && outdir.RecordSum(line) == g.sum {
+		line = overlayGrade(line, g)
+	}
+	return line, nil
+}
+
+// read is Read without the grades journal.
+func (r *RecordReader) read(ref RecordRef) ([]byte, error) {
 	if strings.HasSuffix(ref.Shard, parquetExt) {
 		if r.pq == nil {
 			r.pq = newParquetLines(r.dir)

@@ -81,6 +81,19 @@ func TestGradesJournalOverlay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The viewer's reader gives the same line as EachRecord.
+			rr := NewRecordReader(dir)
+			defer rr.Close()
+			err = EachRecord(dir, func(ref RecordRef, line []byte) error {
+				got, err := rr.Read(ref)
+				if err != nil || string(got) != string(line) {
+					t.Errorf("%s: RecordReader gives %q (%v), EachRecord %q", ref.Key, got, err, line)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if _, err := Stats(dir); err != nil {
 				t.Fatal(err)
 			}
