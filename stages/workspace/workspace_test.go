@@ -67,6 +67,35 @@ func openIn(t *testing.T, d sandbox.Driver) sandbox.Session {
 
 func openLocal(t *testing.T) sandbox.Session { return openIn(t, drivers["local"](t)) }
 
+func newLocal(tb testing.TB) sandbox.Driver {
+	tb.Helper()
+	d, err := local.New(sandbox.Config{RunID: "workspace-test", Local: sandbox.LocalConfig{BaseDir: tb.TempDir()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func openInB(tb testing.TB, d sandbox.Driver) sandbox.Session {
+	tb.Helper()
+	s, err := d.Open(context.Background(), sandbox.Spec{RunID: "workspace-test", RolloutID: "bench"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func openLocalB(tb testing.TB) sandbox.Session { return openInB(tb, newLocal(tb)) }
+
+func runB(tb testing.TB, s sandbox.Session, cmd string) {
+	tb.Helper()
+	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: cmd})
+	if err != nil || res.ExitCode != 0 {
+		tb.Fatalf("%s: %v %+v", cmd, err, res)
+	}
+}
+
 func run(t *testing.T, s sandbox.Session, cmd string) string {
 	t.Helper()
 	res, err := s.Exec(context.Background(), sandbox.Cmd{Command: cmd})
