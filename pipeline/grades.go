@@ -99,3 +99,15 @@ func setMember(obj []byte, name string, raw []byte) []byte {
 	b = append(b, raw...)
 	return append(b, obj[end:]...)
 }
+
+// LockFolder takes the output folder's run lock (the one a run holds while
+// it writes), so a command that appends to a folder's own journals
+// (regrade's grades) and a run cannot write at once. It fails at once when
+// a run holds it; call release when done.
+func LockFolder(dir string) (release func() error, err error) {
+	f, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return unlockDir(f) }, nil
+}

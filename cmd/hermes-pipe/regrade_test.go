@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/stages/llm/fakellm"
 	"github.com/hermes-pipe/hermes-pipe/stages/workspace"
@@ -153,6 +154,16 @@ func TestRegradeWithoutWorkspaceOrDamaged(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, outdir.GradesFile)); err == nil {
 		t.Error("a grades journal was written with no grade")
+	}
+	// A run holding the folder: regrade waits for it, writing nothing.
+	release, err := pipeline.LockFolder(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = hp(t, "regrade", out)
+	release()
+	if code == 0 || !strings.Contains(errs, "in use") {
+		t.Fatalf("regrade of a folder in use: exit %d: %s", code, errs)
 	}
 
 	out2 := filepath.Join(t.TempDir(), "out")

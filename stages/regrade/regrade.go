@@ -100,9 +100,11 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err := opts.Grader.Check(); err != nil {
 		return sum, err
 	}
-	if pipeline.FolderInUse(opts.Out) {
-		return sum, fmt.Errorf("regrade %s: a run is writing the folder; wait for it to end", opts.Out)
+	unlock, err := pipeline.LockFolder(opts.Out)
+	if err != nil {
+		return sum, fmt.Errorf("regrade: %w (wait for the run to end)", err)
 	}
+	defer unlock()
 	rows, err := readRows(ctx, opts)
 	if err != nil {
 		return sum, err

@@ -47,9 +47,11 @@ func RunSWE(ctx context.Context, opts SWEOptions) (Summary, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if pipeline.FolderInUse(opts.Out) {
-		return Summary{}, fmt.Errorf("swe regrade %s: a run is writing the folder; wait for it to end", opts.Out)
+	unlock, err := pipeline.LockFolder(opts.Out)
+	if err != nil {
+		return Summary{}, fmt.Errorf("swe regrade: %w (wait for the run to end)", err)
 	}
+	defer unlock()
 	j, err := outdir.OpenJournal(filepath.Join(opts.Out, outdir.GradesFile), false)
 	if err != nil {
 		return Summary{}, fmt.Errorf("swe regrade %s: %w", opts.Out, err)
