@@ -19,14 +19,12 @@ import (
 
 func regradeCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "verify", Usage: "shell command that grades every record instead of its row's own verify (the cmd grader: run in the restored workspace; exit 0 = pass; a last stdout line {\"reward\": N} gives the reward)"},
-		&cli.StringFlag{Name: "grader", Usage: fmt.Sprintf("grader of every record: one of %v; default: cmd for a row with verify, number or exact for a row with answer", grade.Kinds)},
-		&cli.StringFlag{Name: "grader-exec", Usage: "host executable that reads the record on stdin and prints {\"reward\": N} (the exec grader)"},
-		&cli.DurationFlag{Name: "grader-timeout", Value: grade.DefaultTimeout, Usage: "timeout of one grading (verify command, exec grader)"},
-		&cli.StringFlag{Name: "prompts", Usage: "the prompts file the records were made from (rows' verify, answer, image); default: the one run.json names"},
+		&cli.StringFlag{Name: "verify", Usage: "shell `CMD` that grades every record instead of its row's own verify (the cmd grader: run in the restored workspace; exit 0 = pass; a last stdout line {\"reward\": N} gives the reward)"},
+		&cli.StringFlag{Name: "prompts", Usage: "the prompts `FILE` the records were made from (rows' verify, answer, image); default: the one run.json names"},
 		&cli.StringFlag{Name: "keep-workspace-max", Value: "1G", Usage: "largest workspace tar restored (an archive whose tar is larger is refused)"},
 		&cli.IntFlag{Name: "workers", Value: 4, Usage: "records graded at once"},
 	}
+	flags = append(flags, graderFlags()...) // generate's, bound by the same graderOf
 	flags = append(flags, inCategory("Sandbox", sandboxFlags()...)...)
 	return &cli.Command{
 		Name:      "regrade",
@@ -58,20 +56,17 @@ func runRegrade(c *cli.Context) error {
 		return usagef("regrade takes one output folder, got %d arguments", c.NArg())
 	}
 	out := c.Args().First()
-	kind, err := grade.Parse(c.String("grader"))
+	g, err := graderOf(c)
 	if err != nil {
-		return usagef("--grader: %v", err)
+		return err
 	}
 	if c.String("verify") != "" {
-		if kind != "" && kind != grade.Cmd {
-			return usagef("--verify is the cmd grader's command; --grader %s does not run it", kind)
+		if g.Kind != "" && g.Kind != grade.Cmd || g.Exec != "" {
+			return usagef("--verify is the cmd grader's command; --grader %s does not run it", cmp.Or(g.Kind, grade.Exec))
 		}
-		kind = grade.Cmd
+		g.Kind = grade.Cmd
 	}
-	g := grade.Grader{Kind: kind, Timeout: c.Duration("grader-timeout"), Exec: c.String("grader-exec")}
-	if err := g.Check(); err != nil {
-		return usagef("%v", err)
-	}
+	kind := g.Kind
 	if c.Int("workers") < 1 {
 		return usagef("--workers must be at least 1, got %d", c.Int("workers"))
 	}

@@ -17,7 +17,7 @@ import (
 // keepWorkspaceFlags are generate's --keep-workspace flags.
 func keepWorkspaceFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "keep-workspace", Usage: "keep each rollout's final working folder (tar + zstd) in OUT/workspaces/, named in the record's extra.workspace, so `hermes-pipe regrade` can grade it again without the model"},
+		&cli.BoolFlag{Name: "keep-workspace", Usage: "keep each rollout's final working folder (tar + zstd) in OUT/workspaces/, named in the record's extra.workspace, so hermes-pipe regrade can grade it again without the model"},
 		&cli.StringFlag{Name: "keep-workspace-max", Value: "50M", Usage: "largest workspace kept, as a tar before compression (K, M, G); a larger one is recorded as truncated (extra.workspace.truncated) and not kept"},
 	}
 }
