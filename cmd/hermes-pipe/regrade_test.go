@@ -328,3 +328,26 @@ func TestSWERegradeLocal(t *testing.T) {
 	}
 	mustVerify(t, out)
 }
+
+// TestRegradeLeavesUngradedOutcomes: a rollout generate does not grade (its
+// deadline passed) is not graded by regrade either.
+func TestRegradeLeavesUngradedOutcomes(t *testing.T) {
+	_, url := startFakeServer(t, fakellm.Config{Latency: time.Second})
+	prompts := writePrompts(t, `{"prompt": "work [[run=echo pass >result.txt]]", "verify": "true", "answer": "1"}`)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errs := hp(t, "generate", "--prompts", prompts, "--out", out, "--base-url", url, "--model", "m", "--progress", "none",
+		"--toolsets", "terminal", "--keep-workspace", "--timeout", "200ms", "--max-retries", "0")
+	if code != exitRowsFailed {
+		t.Fatalf("generate exit %d, want 3 (a timed-out row): %s", code, errs)
+	}
+	if recs := catRecords(t, out); len(recs) != 1 || recs[0]["outcome"] != "timeout" {
+		t.Fatalf("records: %v", recs)
+	}
+	code, _, errs = hp(t, "regrade", out, "--verify", "true")
+	if code != 0 || !strings.Contains(errs, "0 regraded") || !strings.Contains(errs, "1 with an outcome that is not graded") {
+		t.Fatalf("regrade: exit %d: %s", code, errs)
+	}
+	if r := catRecords(t, out)[0]; r["reward"] != nil {
+		t.Fatalf("a timed-out rollout got reward %v", r["reward"])
+	}
+}
