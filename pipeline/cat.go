@@ -26,6 +26,10 @@ type CatOptions struct {
 	// Final limits the output to records whose outcome is final (the data
 	// folder); by default records still waiting for a retry are included.
 	Final bool
+	// Ungraded gives records as their shards hold them, without the latest
+	// grade `regrade` journalled for them (outdir.GradesFile); by default
+	// a regraded record shows its new reward and grade.
+	Ungraded bool
 }
 
 // Cat writes every live record of the output folder dir to w, one JSON line
@@ -49,7 +53,7 @@ func CatWith(dir string, w io.Writer, opts CatOptions) error {
 	if err != nil {
 		return fmt.Errorf("cat %s: %w", dir, err)
 	}
-	err = eachLive(dir, ix, opts.Final, true, func(_ ledgerEntry, line []byte) error {
+	err = eachLive(dir, ix, opts, true, func(_ ledgerEntry, line []byte) error {
 		_, err := w.Write(line)
 		return err
 	})
@@ -122,8 +126,20 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 // one whose modification time is not older than the ledger's was written
 // (or rewritten, copied, pulled) since; older shards get the size check
 // only. `verify` always hashes every shard.
-func eachLive(dir string, ix *ledgerIndex, finalOnly, check bool, fn func(ref ledgerEntry, line []byte) error) error {
-	refs := liveRefs(ix, finalOnly)
+//
+// Unless opts.Ungraded, a record `regrade` graded again is handed to fn with
+// its latest reward and grade from the folder's grades journal (the one place
+// cat, stats, export and the report read records through), after the
+// shard's bytes were checked.
+func eachLive(dir string, ix *ledgerIndex, opts CatOptions, check bool, fn func(ref ledgerEntry, line []byte) error) error {
+	if !opts.Ungraded {
+		grades, err := loadGrades(dir)
+		if err != nil {
+			return err
+		}
+		fn = withGrades(grades, fn)
+	}
+	refs := liveRefs(ix, opts.Final)
 	if ix.onePass {
 		ix.detach(refs)
 	}
@@ -450,11 +466,17 @@ type RecordRef struct {
 // back for one record later with a RecordReader. line is valid only during
 // the call. The viewer's index is built with it.
 func EachRecord(dir string, fn func(ref RecordRef, line []byte) error) error {
+	return EachRecordWith(dir, CatOptions{}, fn)
+}
+
+// EachRecordWith is EachRecord with options (regrade reads the records as
+// their shards hold them: CatOptions.Ungraded).
+func EachRecordWith(dir string, opts CatOptions, fn func(ref RecordRef, line []byte) error) error {
 	ix, _, err := openReadOnly(dir)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", dir, err)
 	}
-	err = eachLive(dir, ix, false, true, func(e ledgerEntry, line []byte) error {
+	err = eachLive(dir, ix, opts, true, func(e ledgerEntry, line []byte) error {
 		return fn(RecordRef{Key: e.key, Outcome: ix.outcomes[e.outcome], Shard: ix.shards[e.shard], Off: e.off, N: e.n}, line)
 	})
 	if err != nil {
@@ -468,9 +490,11 @@ func EachRecord(dir string, fn func(ref RecordRef, line []byte) error) error {
 // (Parquet), keeping at most 64 shards open. It is not safe for concurrent
 // use.
 type RecordReader struct {
-	dir   string
-	files *fileCache
-	pq    *parquetLines
+	dir    string
+	files  *fileCache
+	pq     *parquetLines
+	grades map[string]gradeOverlay // the folder's grades journal, read at the first Read
+	loaded bool
 }
 
 // NewRecordReader returns a reader of the records of dir; Close releases its
@@ -482,7 +506,28 @@ func NewRecordReader(dir string) *RecordReader {
 // Read returns a copy of the record line ref points at, newline included. A
 // ref that does not land on a whole line (the folder changed since ref was
 // taken) is an error naming the shard and offset.
+//
+// A record `regrade` graded again comes with its latest reward and grade, as
+// EachRecord gives it.
 func (r *RecordReader) Read(ref RecordRef) ([]byte, error) {
+	line, err := r.read(ref)
+	if err != nil {
+		return nil, err
+	}
+	if !r.loaded {
+		if r.grades, err = loadGrades(r.dir); err != nil {
+			return nil, err
+		}
+		r.loaded = true
+	}
+	if g, ok := r.grades[ref.Key]; ok && outdir.RecordSum(line) == g.sum {
+		line = overlayGrade(line, g)
+	}
+	return line, nil
+}
+
+// read is Read without the grades journal.
+func (r *RecordReader) read(ref RecordRef) ([]byte, error) {
 	if strings.HasSuffix(ref.Shard, parquetExt) {
 		if r.pq == nil {
 			r.pq = newParquetLines(r.dir)

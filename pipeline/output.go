@@ -372,7 +372,7 @@ func (o *Output) repair() error {
 // link: the runtime never makes one, and writing through it would write
 // outside the folder (a folder may come from someone else).
 func (o *Output) noLinks() error {
-	for _, name := range []string{LedgerFile, DataDir, FailedDir} {
+	for _, name := range []string{LedgerFile, DataDir, FailedDir, outdir.WorkspacesDir} {
 		fi, err := os.Lstat(filepath.Join(o.dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -390,7 +390,7 @@ func (o *Output) noLinks() error {
 // removeRun deletes the files of a previous run, data first and run.json
 // last, so an interrupted overwrite can simply be repeated.
 func (o *Output) removeRun() error {
-	for _, name := range []string{DataDir, FailedDir, LedgerFile, RejectsFile, StatisticsFile, outdir.SpendFile, ManifestFile} {
+	for _, name := range []string{DataDir, FailedDir, outdir.WorkspacesDir, LedgerFile, RejectsFile, StatisticsFile, outdir.SpendFile, outdir.GradesFile, ManifestFile} {
 		if err := os.RemoveAll(filepath.Join(o.dir, name)); err != nil {
 			return fmt.Errorf("overwrite %s: %w", o.dir, err)
 		}

@@ -182,7 +182,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 		st.Retries = &r
 	}
 	var durations []int64
-	err := eachLive(dir, ix, false, check, func(ref ledgerEntry, line []byte) error {
+	err := eachLive(dir, ix, CatOptions{}, check, func(ref ledgerEntry, line []byte) error {
 		var r schemas.Record
 		if err := schemas.DecodeMembers(line, &r, statMembers[:]...); err != nil {
 			// A verbatim record may carry a known field with another type

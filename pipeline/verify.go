@@ -385,7 +385,7 @@ func (v *verifier) files() {
 		v.add(".", 0, "unreadable: %v", err)
 		return
 	}
-	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true, outdir.SpendFile: true}
+	allowed := map[string]bool{ManifestFile: true, LedgerFile: true, RejectsFile: true, StatisticsFile: true, outdir.SpendFile: true, outdir.GradesFile: true}
 	for _, a := range v.artifacts {
 		allowed[a] = true
 	}
@@ -396,6 +396,9 @@ func (v *verifier) files() {
 			v.add(name, 0, "stray temp file")
 		case (name == DataDir || name == FailedDir) && e.IsDir():
 			v.shardDir(name)
+		case name == outdir.WorkspacesDir && e.IsDir():
+			// generate --keep-workspace's archives, held to their records
+			// by the readers that restore them (stages/workspace).
 		case !allowed[name] || e.IsDir():
 			v.add(name, 0, "unexpected file in the output folder")
 		}

@@ -14,6 +14,12 @@ var commandExamples = map[string][]string{
 	"generate": {
 		"hermes-pipe generate --prompts prompts.jsonl --out runs/r1 --base-url http://127.0.0.1:8000/v1 --model my-model --workers 8 --max-turns 10",
 		"hermes-pipe generate --prompts prompts.jsonl --out runs/r1 --resume --max-cost 20",
+		"hermes-pipe generate --prompts tasks.jsonl --out runs/r1 --base-url http://127.0.0.1:8000/v1 --model my-model --samples 4 --keep-workspace",
+	},
+	"swe regrade": {"hermes-pipe swe regrade runs/swe1 --workers 2"},
+	"regrade": {
+		"hermes-pipe regrade runs/r1 --verify 'python -m pytest -q tests'",
+		"hermes-pipe regrade runs/r1 --grader number",
 	},
 	"cat":      {"hermes-pipe cat --final runs/r1 | head -1"},
 	"stats":    {"hermes-pipe stats --json runs/r1"},

@@ -24,7 +24,7 @@ var generateGroups = []flagGroup{
 	{"Agent", []string{"max-turns", "timeout", "toolsets", "distribution", "distribution-file", "seed", "mcp-config", "skills-dir"}},
 	{"Grading", []string{"grader", "grader-timeout", "grader-exec", "grader-tolerance"}},
 	{"Cost", []string{"prices", "price-in", "price-out", "max-cost", "max-cost-per-rollout", "max-tokens-per-rollout"}},
-	{"Output", []string{"out", "format", "shard-rows", "commit-interval", "shard", "shard-count", "spool", "upload-interval", "batch-size"}},
+	{"Output", []string{"out", "format", "shard-rows", "commit-interval", "shard", "shard-count", "spool", "upload-interval", "batch-size", "keep-workspace", "keep-workspace-max"}},
 	{"Run control", []string{"workers", "resume", "overwrite", "allow-change", "redo-changed", "prune", "verify-shards", "progress", "grace"}},
 }
 

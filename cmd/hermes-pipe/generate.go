@@ -105,6 +105,7 @@ func generateCommand() *cli.Command {
 	flags = append(flags, allowChangeFlag(),
 		&cli.BoolFlag{Name: "redo-changed", Usage: "with --resume, run again rows whose text changed since their record was written (by default they are reported and kept)"},
 		&cli.BoolFlag{Name: "prune", Usage: "with --resume, take records whose row is no longer in the prompts file out of the output (by default they are reported and kept)"})
+	flags = append(flags, keepWorkspaceFlags()...)
 	flags = append(flags, inCategory("Sandbox", sandboxFlags()...)...)
 	return &cli.Command{
 		Name:      "generate",
@@ -345,6 +346,10 @@ func runGenerate(c *cli.Context) error {
 	ro := r.rolloutOptions(c, systemPrompt)
 	ro.Grader = grader
 	tools.apply(&ro)
+	keeper, err := keepWorkspace(c, r.out.Dir, &ro)
+	if err != nil {
+		return err
+	}
 	opts := generate.Options{
 		RunConfig:    r.cfg,
 		Prompts:      promptsFile,
@@ -364,6 +369,9 @@ func runGenerate(c *cli.Context) error {
 		opts.CheckCwd = cwds.Check
 	}
 	res, err := generate.Run(r.ctx, opts)
+	if err == nil {
+		err = sweepWorkspaces(c, keeper, r.out.Dir)
+	}
 	if err = r.finish(c, err); err != nil {
 		return err
 	}

@@ -133,6 +133,7 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 			repairCommand(),
 			sharegptCommand(),
 			exportCommand(),
+			regradeCommand(),
 		},
 	}
 	app.Commands = append(app.Commands, extraCommands()...)

@@ -98,8 +98,9 @@ Exit codes: 0 the gate passed (resolved rate >= --min-resolved and no
 --baseline instance regressed); 4 the gate failed; 1 the gate cannot be judged
 (errors or unfinished tasks could change the verdict: --resume) or the run
 failed; 2 usage; 130 interrupted.`,
-		Flags:  flags,
-		Action: runSWE,
+		Flags:       flags,
+		Action:      runSWE,
+		Subcommands: []*cli.Command{sweRegradeCommand()},
 	}
 }
 

@@ -44,6 +44,9 @@ func setUsageHandler(c *cli.Command, parent string) {
 	if required := takeRequired(c.Flags); len(required) > 0 {
 		before := c.Before
 		c.Before = func(ctx *cli.Context) error {
+			if isSubcommand(c, ctx.Args().First()) {
+				return nil // `swe regrade`: the subcommand checks its own flags
+			}
 			// --resume takes the options run.json recorded, required
 			// ones included, before they are checked.
 			if err := applyRecorded(ctx); err != nil {
@@ -69,6 +72,17 @@ func setUsageHandler(c *cli.Command, parent string) {
 	for _, sub := range c.Subcommands {
 		setUsageHandler(sub, path)
 	}
+}
+
+// isSubcommand reports whether name is one of c's subcommands (a command
+// with an action of its own and subcommands, such as swe).
+func isSubcommand(c *cli.Command, name string) bool {
+	for _, sub := range c.Subcommands {
+		if sub.HasName(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // takeRequired clears the Required mark of flags (urfave/cli would print

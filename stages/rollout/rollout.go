@@ -81,6 +81,13 @@ type Options struct {
 	MaxTokens    int      // per completion; 0 = not sent
 	Temperature  *float64 // nil = not sent
 
+	// KeepWorkspace, when set, is called once the agent's turns are over
+	// and the rollout graded, before the session closes, with the record
+	// and its still-open session (generate --keep-workspace archives the
+	// working folder and records it in rec.Extra). It is not called when
+	// the run was cancelled (the record is not committed then). It must
+	// record its own failures.
+	KeepWorkspace func(ctx context.Context, rec *schemas.Record, sess sandbox.Session)
 	// Grader grades each rollout the agent ended (see graded) before its
 	// session closes, into the record's reward and grade; the zero value
 	// grades a row with verify by cmd and a row with answer by number or
@@ -261,6 +268,9 @@ func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []sch
 	// Graded in the agent's own session, before it closes; its own
 	// timeout, not the rollout's deadline, bounds the grader.
 	s.grade(ctx, rec, sess, outcome, errMsg, *messages, tools)
+	if s.o.KeepWorkspace != nil && ctx.Err() == nil {
+		s.o.KeepWorkspace(ctx, rec, sess)
+	}
 	return outcome, errMsg
 }
 
