@@ -225,3 +225,19 @@ func Tail(s string, n int) string {
 	}
 	return "…" + s
 }
+
+// Graded says whether a rollout that ended with outcome is graded (by
+// generate's rollouts and by regrade alike): the agent
+// stopped by itself (completed) or a limit of the run stopped it
+// (max_turns, partial, budget_exceeded) with its session intact, so what it
+// left is judged as it is. A rollout whose deadline passed (timeout) is not:
+// its budget of time is spent and its last command was cut; nor one that
+// failed (api_error, sandbox_error, error) or was paused (budget_paused),
+// which --resume runs again. Those keep reward null and no grade.
+func Graded(o schemas.Outcome) bool {
+	switch o {
+	case schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial, schemas.OutcomeBudgetExceeded:
+		return true
+	}
+	return false
+}

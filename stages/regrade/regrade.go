@@ -168,7 +168,7 @@ type runner struct {
 // grade grades one record and journals its grade; the error return is a
 // failure to write the journal (the run stops).
 func (r *runner) grade(ctx context.Context, jb job) error {
-	if !graded(jb.outcome) {
+	if !grade.Graded(jb.outcome) {
 		r.count(func(sm *Summary) { sm.NotGraded++ })
 		return nil
 	}
@@ -297,18 +297,6 @@ func finalMessage(line []byte) string {
 		}
 	}
 	return ""
-}
-
-// graded says whether a record of outcome is graded, as the rollout stage
-// decides it for generate (stages/rollout's graded): the agent stopped by
-// itself or a limit of the run stopped it with its session intact. Others
-// (timeout, failures, budget_paused) keep reward null.
-func graded(o schemas.Outcome) bool {
-	switch o {
-	case schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial, schemas.OutcomeBudgetExceeded:
-		return true
-	}
-	return false
 }
 
 // readRows reads the prompts file into the rows of every key it yields;

@@ -9,21 +9,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/stages/grade"
 )
 
-// graded says whether a rollout that ended with outcome is graded: the agent
-// stopped by itself (completed) or a limit of the run stopped it
-// (max_turns, partial, budget_exceeded) with its session intact, so what it
-// left is judged as it is. A rollout whose deadline passed (timeout) is not:
-// its budget of time is spent and its last command was cut; nor one that
-// failed (api_error, sandbox_error, error) or was paused (budget_paused),
-// which --resume runs again. Those keep reward null and no grade.
-func graded(o schemas.Outcome) bool {
-	switch o {
-	case schemas.OutcomeCompleted, schemas.OutcomeMaxTurns, schemas.OutcomePartial, schemas.OutcomeBudgetExceeded:
-		return true
-	}
-	return false
-}
-
 // grade runs the run's grader on rec, whose agent turns ended with outcome,
 // in sess (still open), and sets rec's Grade, Reward and Timings.GraderMS. A
 // row with nothing to grade (no verify, no answer, and no exec grader), or
@@ -32,7 +17,7 @@ func graded(o schemas.Outcome) bool {
 // comparison.
 func (s *Stage) grade(ctx context.Context, rec *schemas.Record, sess sandbox.Session, outcome schemas.Outcome,
 	errMsg string, messages []schemas.Message, tools []schemas.Tool) {
-	if !graded(outcome) || ctx.Err() != nil {
+	if !grade.Graded(outcome) || ctx.Err() != nil {
 		return
 	}
 	subj := grade.Subject{Verify: rec.Input.Verify, Answer: rec.Input.Answer, Final: finalMessage(messages),
