@@ -278,12 +278,12 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 // files about 7% smaller). raw_json, the copy hermes-pipe itself reads (Cat,
 // Stats, Verify, resume), is snappy (parquetLineCodec): it compresses
 // several times faster and decodes several times faster than zstd. On
-// BenchmarkParquetWrite's agent trajectories, back to back on one loaded
-// 2-core machine, zstd on both copies wrote shards of 0.595 times the
-// lines at 1.0 CPU-second per 13 MB of JSON, snappy raw_json shards of 0.698
-// times the lines (17% larger) with 25-30% less CPU, and Cat read them about
-// 1.5 times as fast; snappy on every column would cost about half the CPU
-// of zstd for shards of 0.80 times the lines.
+// BenchmarkParquetWrite's agent trajectories, measured back to back on a
+// loaded 2-core machine: zstd on both copies makes shards of 0.595 times
+// the lines; snappy raw_json makes them 0.698 times (17% larger) for about
+// a quarter less CPU per MB written, and BenchmarkParquetCat reads them
+// about 1.5 times as fast; snappy on every column would take about half the
+// CPU of zstd on both for shards of 0.80 times the lines.
 type parquetWriter struct {
 	w        *parquet.GenericWriter[parquetRecord]
 	fill     parquetPending     // the group being filled
