@@ -25,6 +25,8 @@ type ShardWriter interface {
 	// and returns the record's length in the ledger: the number of bytes it
 	// occupies in the file (JSONL), or 1 for a format addressed by row
 	// (Parquet), so that the ledger offset of a record is its row number.
+	// rec and line must not change until Close returns: the Parquet writer
+	// builds row groups from them in the background.
 	WriteRecord(rec *schemas.Record, line []byte) (int64, error)
 	// Close flushes everything to the underlying writer; it does not close it.
 	Close() error

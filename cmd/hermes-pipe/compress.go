@@ -159,7 +159,7 @@ func runCompress(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := startRun(c, "compress", format, false)
+	r, err := startRun(c, "compress", format, noSandbox)
 	if err != nil {
 		return err
 	}

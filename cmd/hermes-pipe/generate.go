@@ -335,7 +335,7 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer tools.close()
-	r, err := startRun(c, "generate", format, true)
+	r, err := startRun(c, "generate", format, sandboxAtRun)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,13 +42,36 @@ type runSetup struct {
 
 	label      string       // the command, for warnings
 	noLogprobs atomic.Int64 // replies without logprobs although --logprobs asked
+	// ready is the driver's pre-flight and ceiling warnings when the run
+	// does them (sandboxAtRun: the rollout stage's Preflight calls it), nil
+	// when startRun did.
+	ready func(ctx context.Context) error
 }
 
-// startRun binds runFlags, llmFlags and, with agent, sandboxFlags. label
-// names the run in progress lines; format is the shard format ("" for modes
-// without --format). Bad flags are usage errors found before any I/O; the
-// caller must call close when startRun succeeds.
-func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, error) {
+// sandboxUse says whether a command needs the sandbox and when its driver
+// is checked.
+type sandboxUse int
+
+const (
+	noSandbox sandboxUse = iota
+	// sandboxNow: the driver is opened and pre-flighted before startRun
+	// returns.
+	sandboxNow
+	// sandboxAtRun: as sandboxNow, but with --resume the driver is
+	// pre-flighted by the run before its first record
+	// (rollout.Options.Ready), once the output folder's ledger is loaded:
+	// the local driver's confinement probe (a few hundred ms) runs
+	// meanwhile. A fresh run checks first, so a broken sandbox leaves no
+	// output folder.
+	sandboxAtRun
+)
+
+// startRun binds runFlags, llmFlags and, unless sb is noSandbox,
+// sandboxFlags. label names the run in progress lines; format is the shard
+// format ("" for modes without --format). Bad flags are usage errors found
+// before any I/O; the caller must call close when startRun succeeds.
+func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, error) {
+	agent := sb != noSandbox
 	// The counter of the run's retries by cause: the model client's, and any
 	// other client the mode makes from r.retries (compress's Batch API
 	// client); run.json and the closing summary report it.
@@ -81,7 +105,6 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
 			return nil, err
 		}
-		ceilingWarnings(c, label, r.driver)
 		if c.String("sandbox") == "local" && c.String("local-isolation") == "none" {
 			fmt.Fprintf(c.App.ErrWriter, "%s: warning: --local-isolation none: commands run as this user with its files, network and processes in reach\n", label)
 		}
@@ -106,7 +129,19 @@ func startRun(c *cli.Context, label, format string, agent bool) (*runSetup, erro
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	r.ctx, r.stop = ctx, stop
 	if agent {
-		if err := preflightDriver(ctx, r.driver); err != nil {
+		var once sync.Once
+		var readyErr error
+		ready := func(ctx context.Context) error {
+			once.Do(func() {
+				if readyErr = preflightDriver(ctx, r.driver); readyErr == nil {
+					ceilingWarnings(c, label, r.driver)
+				}
+			})
+			return readyErr
+		}
+		if sb == sandboxAtRun && c.Bool("resume") {
+			r.ready = ready
+		} else if err := ready(ctx); err != nil {
 			r.close()
 			return nil, err
 		}
@@ -211,6 +246,7 @@ func (r *runSetup) rolloutOptions(c *cli.Context, systemPrompt string) rollout.O
 		Client:         r.client,
 		Model:          c.String("model"),
 		Driver:         r.driver,
+		Ready:          r.ready,
 		RunID:          r.runID,
 		MaxTurns:       c.Int("max-turns"),
 		Timeout:        c.Duration("timeout"),

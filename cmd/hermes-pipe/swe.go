@@ -198,7 +198,7 @@ func runSWE(c *cli.Context) error {
 		return err
 	}
 	defer tools.close()
-	r, err := startRun(c, "swe", "", true)
+	r, err := startRun(c, "swe", "", sandboxNow)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ type ceilings struct {
 }
 
 // setCeilings decides, from what Probe found (r), how the limits l are
-// held; it runs once, in New, for a confined driver.
+// held; it runs once, in settle, for a confined driver.
 func (d *Driver) setCeilings(r confine.Report, l confine.Limits, disk int64) {
 	ctl := func(n string) bool { return r.Cgroup != "" && slices.Contains(r.Controllers, n) }
 	d.ceil.memCgroup = ctl("memory")
@@ -48,12 +48,18 @@ func (d *Driver) setCeilings(r confine.Report, l confine.Limits, disk int64) {
 
 // Warnings lists the ceilings of LocalConfig.Limits this machine cannot
 // hold as asked (no cgroup controller, no right to mount a tmpfs); the CLI
-// prints them when a run starts.
-func (d *Driver) Warnings() []string { return slices.Clone(d.ceil.warnings) }
+// prints them when a run starts. It waits for New's probe.
+func (d *Driver) Warnings() []string {
+	_ = d.settle()
+	return slices.Clone(d.ceil.warnings)
+}
 
 // DiskBytes is the size of each confined session folder's tmpfs; 0 when
 // session folders have no disk ceiling. Tests and `sandbox check` use it.
-func (d *Driver) DiskBytes() int64 { return d.ceil.disk }
+func (d *Driver) DiskBytes() int64 {
+	_ = d.settle()
+	return d.ceil.disk
+}
 
 // rlimits are the limits l as the confined shell sets them with ulimit:
 // without the memory ceiling when the cgroup holds it.

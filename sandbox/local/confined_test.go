@@ -110,17 +110,31 @@ func TestConfinedView(t *testing.T) {
 	}
 }
 
-// TestUnavailableNamesOptOut: with no bwrap on PATH, New refuses and names
-// the opt-out, and Isolation "none" still opens.
+// TestUnavailableNamesOptOut: with no bwrap on PATH, New succeeds (its
+// probe runs in the background) but Preflight and Open refuse, naming the
+// opt-out, and nothing opens; Isolation "none" still opens.
 func TestUnavailableNamesOptOut(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	bash, err := exec.LookPath("/bin/bash")
 	if err != nil {
 		t.Skip("no /bin/bash")
 	}
-	_, err = New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: t.TempDir(), Shell: bash}})
-	if err == nil || !strings.Contains(err.Error(), optOut) || !strings.Contains(err.Error(), "bwrap") {
-		t.Errorf("New without bwrap: %v", err)
+	base := t.TempDir()
+	d, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: base, Shell: bash}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := d.Preflight(context.Background()); err == nil || !strings.Contains(err.Error(), optOut) || !strings.Contains(err.Error(), "bwrap") {
+		t.Errorf("Preflight without bwrap: %v", err)
+	}
+	if s, err := d.Open(context.Background(), sandbox.Spec{}); err == nil || !strings.Contains(err.Error(), optOut) {
+		t.Errorf("Open without bwrap: %v, %v", s, err)
+	}
+	if d.Confined() {
+		t.Error("Confined without bwrap")
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 0 {
+		t.Errorf("base folder holds %d entries after a refused Open", len(ents))
 	}
 	if _, err := New(sandbox.Config{Local: sandbox.LocalConfig{BaseDir: t.TempDir(), Shell: bash, Isolation: "none"}}); err != nil {
 		t.Errorf("Isolation none: %v", err)

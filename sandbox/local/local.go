@@ -55,6 +55,14 @@ type Driver struct {
 
 	pool *pool    // closed confined sessions kept for reuse (pool.go)
 	ceil ceilings // how the per-session ceilings are held here (ceilings.go)
+
+	// probe is the confinement probe New starts in the background (nil
+	// with Isolation "none"); settle waits for it once and sets bwrap,
+	// cgroup and ceil, or probeErr. Every exported method that reads those
+	// calls settle first.
+	probe    chan confine.Report
+	settled  sync.Once
+	probeErr error
 }
 
 // optOut names the flag that runs commands unconfined, for errors.
@@ -63,7 +71,8 @@ const optOut = "--local-isolation none"
 // Factory is the sandbox.Factory of the "local" scheme.
 func Factory(cfg sandbox.Config) (sandbox.Driver, error) { return New(cfg) }
 
-// New checks the base folder and finds bash. It does not create anything.
+// New checks the base folder and finds bash, and starts probing whether
+// commands can be confined here (see settle). It does not create anything.
 func New(cfg sandbox.Config) (*Driver, error) {
 	base := cfg.Local.BaseDir
 	if base == "" {
@@ -108,19 +117,47 @@ func New(cfg sandbox.Config) (*Driver, error) {
 		}
 		d.mounts = append(d.mounts, mt)
 	}
-	r := confine.Probe(context.Background())
-	if err := r.Usable(); err != nil {
-		return nil, fmt.Errorf("local sandbox: cannot confine commands: %v (%s runs them unconfined, as the invoking user)", err, optOut)
-	}
-	d.bwrap = r.Bwrap
-	d.cgroup = r.Cgroup
-	l := cfg.Local.Limits
-	d.setCeilings(r, confine.Limits{MemoryBytes: l.MemoryBytes, CPUWeight: l.CPUWeight}, l.DiskBytes)
+	// The probe starts bubblewrap a few times (a few hundred ms of wall
+	// time); it runs while the caller goes on (a resumed run reads its
+	// ledger meanwhile) and is waited for by the first method that needs
+	// it: Preflight, Open, Confined, Warnings or DiskBytes.
+	d.probe = make(chan confine.Report, 1)
+	go func() { d.probe <- confine.Probe(context.Background()) }()
 	return d, nil
 }
 
-// Confined reports whether the driver's commands run confined.
-func (d *Driver) Confined() bool { return d.bwrap != "" }
+// settle waits for New's confinement probe (once) and applies its result.
+// It returns why commands cannot be confined, nil when they can or when the
+// driver runs them unconfined.
+func (d *Driver) settle() error {
+	d.settled.Do(func() {
+		if d.probe == nil {
+			return
+		}
+		r := <-d.probe
+		if err := r.Usable(); err != nil {
+			d.probeErr = fmt.Errorf("local sandbox: cannot confine commands: %v (%s runs them unconfined, as the invoking user)", err, optOut)
+			return
+		}
+		d.bwrap = r.Bwrap
+		d.cgroup = r.Cgroup
+		l := d.cfg.Local.Limits
+		d.setCeilings(r, confine.Limits{MemoryBytes: l.MemoryBytes, CPUWeight: l.CPUWeight}, l.DiskBytes)
+	})
+	return d.probeErr
+}
+
+// Preflight is the driver's sandbox.Preflighter: it fails when commands
+// cannot be confined here (the error names the opt-out). It blocks until
+// New's probe has finished; later calls return at once.
+func (d *Driver) Preflight(context.Context) error { return d.settle() }
+
+// Confined reports whether the driver's commands run confined (false when
+// they cannot be: see Preflight).
+func (d *Driver) Confined() bool {
+	_ = d.settle()
+	return d.bwrap != ""
+}
 
 // Open creates the session's private folder (home, tmp and state inside,
 // all mode 0700). A confined session whose ReadOnly folder is missing is
@@ -709,9 +746,13 @@ func removeAll(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// openable reports why a session of spec cannot open: ctx is done, or
+// openable reports why a session of spec cannot open: commands cannot be
+// confined here (settle), ctx is done, or
 // (confined) a ReadOnly folder is not one (checkReadOnly).
 func (d *Driver) openable(ctx context.Context, spec sandbox.Spec) error {
+	if err := d.settle(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

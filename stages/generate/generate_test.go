@@ -188,6 +188,30 @@ func TestRunRefusesIncompleteOptionsBeforeAnyWork(t *testing.T) {
 	}
 }
 
+// TestRunReadyFailureStopsBeforeAnyModelCall: a driver pre-flight left to
+// the run (Rollout.Ready, as generate --resume does) is called once before
+// any record, and its error stops the run with no model call.
+func TestRunReadyFailureStopsBeforeAnyModelCall(t *testing.T) {
+	fs, url := startFake(t, fakellm.Config{}, echoScript)
+	prompts := writePrompts(t, `{"prompt": "echo hi"}`, `{"prompt": "echo ho"}`)
+	o := options(t, url, prompts, filepath.Join(t.TempDir(), "out"))
+	calls := 0
+	o.Rollout.Ready = func(context.Context) error {
+		calls++
+		return errors.New("sandbox pre-flight: cannot confine commands")
+	}
+	_, err := generate.Run(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "cannot confine commands") {
+		t.Fatalf("err = %v, want the pre-flight's", err)
+	}
+	if calls != 1 {
+		t.Errorf("Ready called %d times, want 1", calls)
+	}
+	if n := fs.Stats().Requests; n != 0 {
+		t.Fatalf("a run whose sandbox failed its pre-flight made %d model calls", n)
+	}
+}
+
 func TestRunMissingPromptsFileIsAnError(t *testing.T) {
 	_, url := startFake(t, fakellm.Config{}, echoScript)
 	missing := filepath.Join(t.TempDir(), "nope.jsonl")

@@ -29,7 +29,11 @@ type Options struct {
 	Client llm.Client
 	Model  string
 	Driver sandbox.Driver
-	RunID  string
+	// Ready, when set, is the driver's pre-flight, left to the run: the
+	// stage's Preflight calls it before the first record, and its error
+	// stops the run. nil = the driver was checked already.
+	Ready func(ctx context.Context) error
+	RunID string
 
 	MaxTurns       int           // assistant turns per rollout; 0 = DefaultMaxTurns
 	Timeout        time.Duration // wall-clock deadline per rollout; 0 = none
@@ -152,6 +156,16 @@ func New(opts Options) (*Stage, error) {
 
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "rollout" }
+
+// Preflight is the stage's pipeline.Preflighter: it calls Options.Ready.
+// It blocks while the driver checks itself (for the local driver, until
+// its confinement probe has finished).
+func (s *Stage) Preflight(ctx context.Context) error {
+	if s.o.Ready == nil {
+		return nil
+	}
+	return s.o.Ready(ctx)
+}
 
 // UseBudget implements pipeline.BudgetUser: every model call is checked
 // against b first and charged to it once it returns.
