@@ -6,11 +6,27 @@ import (
 	"testing"
 )
 
-// journalOf keeps the charges a Budget journals.
-type journalOf []string
+// journalOf keeps the reservations and charges a Budget journals; fail,
+// when set, is the error of every reservation.
+type journalOf struct {
+	lines []string
+	fail  error
+}
 
-func (j *journalOf) Charged(key string, call int, id string, usd float64) {
-	*j = append(*j, fmt.Sprintf("%s/%d/%s/%g", key, call, id, usd))
+func (j *journalOf) Reserved(key string, call int, res int64, usd float64) error {
+	if j.fail != nil {
+		return j.fail
+	}
+	j.lines = append(j.lines, fmt.Sprintf("reserve %d %s/%d/%g", res, key, call, usd))
+	return nil
+}
+
+func (j *journalOf) Charged(key string, call int, id string, res int64, usd float64) {
+	if res != 0 {
+		j.lines = append(j.lines, fmt.Sprintf("settle %d %s/%d/%g", res, key, call, usd))
+		return
+	}
+	j.lines = append(j.lines, fmt.Sprintf("%s/%d/%s/%g", key, call, id, usd))
 }
 
 // TestBudgetMeter: the spend starts from what the folder spent, grows with
@@ -52,7 +68,7 @@ func TestBudgetMeter(t *testing.T) {
 	if err := b.Allow(); !errors.Is(err, ErrBudget) {
 		t.Fatalf("Allow at the cap: %v", err)
 	}
-	if got := fmt.Sprint(j); got != "[a/1//2 a/2//1 b/1//1 b/3//2]" {
+	if got := fmt.Sprint(j.lines); got != "[a/1//2 a/2//1 b/1//1 b/3//2]" {
 		t.Errorf("journal %s", got)
 	}
 	if NewBudget(3, 3).Allow() == nil {
@@ -63,5 +79,69 @@ func TestBudgetMeter(t *testing.T) {
 	m.Charge("a", 1, 1e6)
 	if m.Reached() || m.Allow() != nil || m.Reserve("a", 1e9) != nil || m.Spent() != 1+1e6+1e9 || m.Max() != 0 {
 		t.Fatalf("a meter must count without a cap: spent %v", m.Spent())
+	}
+}
+
+// TestBudgetBeginEnd: a call's projected cost is journalled as a numbered
+// reservation before it goes out and counts as spent while open; End
+// replaces it by the real cost with a line naming the reservation, also
+// for a call that cost nothing. A call whose projection does not fit under
+// the cap is refused (ErrBudget, not journalled) and no call starts after
+// it; a journal that cannot be written refuses the call; a meter only
+// journals; a nil Budget does nothing.
+func TestBudgetBeginEnd(t *testing.T) {
+	var none *Budget
+	if r, err := none.Begin("k", 1, 5); err != nil || r != (Reservation{}) {
+		t.Fatalf("nil Budget: %v %v", r, err)
+	}
+	none.End(Reservation{}, 1)
+
+	b := NewBudget(10, 2)
+	j := &journalOf{}
+	b.Keep(j, nil)
+	r1, err := b.Begin("a", 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := b.Begin("b", 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Spent(); s != 9 {
+		t.Fatalf("spent with two open reservations %v, want 9", s)
+	}
+	if _, err := b.Begin("c", 1, 1.5); !errors.Is(err, ErrBudget) || !b.Reached() {
+		t.Fatalf("a projection past the cap: %v, reached %v", err, b.Reached())
+	}
+	if _, err := b.Begin("c", 1, 0.1); !errors.Is(err, ErrBudget) {
+		t.Fatalf("a call after a refusal: %v", err)
+	}
+	b.End(r1, 2.5)
+	b.End(r2, 0)
+	b.End(Reservation{}, 7) // settles nothing
+	if s := b.Spent(); s != 4.5 {
+		t.Fatalf("spent after both settled %v, want 4.5", s)
+	}
+	want := "[reserve 1 a/1/3 reserve 2 b/1/4 settle 1 a/1/2.5 settle 2 b/1/0]"
+	if got := fmt.Sprint(j.lines); got != want {
+		t.Errorf("journal %s, want %s", got, want)
+	}
+
+	broken := NewBudget(10, 0)
+	broken.Keep(&journalOf{fail: errors.New("disk full")}, nil)
+	if _, err := broken.Begin("a", 1, 1); err == nil || errors.Is(err, ErrBudget) || broken.Spent() != 0 {
+		t.Fatalf("an unwritable journal: %v, spent %v", err, broken.Spent())
+	}
+
+	m := NewMeter(0)
+	mj := &journalOf{}
+	m.Keep(mj, nil)
+	r, err := m.Begin("a", 1, 1e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.End(r, 1)
+	if m.Spent() != 1 || len(mj.lines) != 2 {
+		t.Fatalf("meter: spent %v, journal %v", m.Spent(), mj.lines)
 	}
 }

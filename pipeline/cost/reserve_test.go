@@ -51,7 +51,7 @@ func TestBudgetReserve(t *testing.T) {
 	if s := b.Spent(); math.Abs(s-5) > 1e-12 {
 		t.Fatalf("after settling a: spent %v, want 5", s)
 	}
-	if got := fmt.Sprint(j); got != "[a/1//3]" {
+	if got := fmt.Sprint(j.lines); got != "[a/1//3]" {
 		t.Errorf("journal %s, want only a's real cost", got)
 	}
 	if err := NewBudget(10, 0).Reserve("x", 10); err != nil {
@@ -79,7 +79,7 @@ func TestBudgetAdjustOnce(t *testing.T) {
 	if s := b.Spent(); s != 3 || !b.Charged("new") || b.Charged("other") {
 		t.Fatalf("spent %v, want 3", s)
 	}
-	if got := fmt.Sprint(j); got != "[k/2/new/2]" {
+	if got := fmt.Sprint(j.lines); got != "[k/2/new/2]" {
 		t.Errorf("journal %s", got)
 	}
 }
