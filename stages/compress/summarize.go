@@ -43,6 +43,11 @@ type SummaryOptions struct {
 	// Client. It charges the run budget itself (it reserves each request
 	// before the request joins a batch), so the summariser only checks it.
 	batch summaryClient
+	// project is what a direct summary request may cost at most (set by
+	// Run from the tokenizer: projector); each direct call reserves it in
+	// the run budget's journal before it goes out (cost.Budget.Begin).
+	// Nil reserves 0: the call is still journalled and charged.
+	project func(req llm.Request, batch bool) float64
 }
 
 // rowCall is the row a summary is asked for, passed to each of its
@@ -145,7 +150,29 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			if err := row.budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 			}
+			// A priced direct call is reserved at its projection in the
+			// spend journal before it goes out, and refused when that does
+			// not fit under the cap (the batcher reserves its own).
+			var res cost.Reservation
+			if o.Price != nil && !metered {
+				usd := 0.0
+				if o.project != nil {
+					usd = o.project(req, false)
+				}
+				r, err := row.budget.Begin(row.key, row.n+1, usd)
+				if err != nil {
+					return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
+				}
+				res = r
+			}
 			resp, err := client.summary(ctx, row, req)
+			if o.Price != nil && !metered {
+				used := 0.0
+				if err == nil {
+					used = o.Price.Cost(resp.Usage, resp.Batch)
+				}
+				row.budget.End(res, used)
+			}
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
 			}
@@ -154,9 +181,6 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			m.Usage.Add(resp.Usage)
 			if o.Price != nil && err == nil {
 				call := o.Price.Cost(resp.Usage, resp.Batch)
-				if !metered {
-					row.budget.Charge(row.key, row.n, call)
-				}
 				if m.CostUSD != nil {
 					call += *m.CostUSD
 				}
