@@ -150,28 +150,17 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			if err := row.budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 			}
-			// A priced direct call is reserved at its projection in the
-			// spend journal before it goes out, and refused when that does
-			// not fit under the cap (the batcher reserves its own).
 			var res cost.Reservation
-			if o.Price != nil && !metered {
-				usd := 0.0
-				if o.project != nil {
-					usd = o.project(req, false)
-				}
-				r, err := row.budget.Begin(row.key, row.n+1, usd)
+			if !metered {
+				r, err := o.reserve(row, req)
 				if err != nil {
 					return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 				}
 				res = r
 			}
 			resp, err := client.summary(ctx, row, req)
-			if o.Price != nil && !metered {
-				used := 0.0
-				if err == nil {
-					used = o.Price.Cost(resp.Usage, resp.Batch)
-				}
-				row.budget.End(res, used)
+			if !metered {
+				o.settle(row, res, resp, err)
 			}
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
@@ -213,6 +202,33 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 		}
 		return "", fmt.Errorf("summary: %d attempts: %w", o.Attempts, last)
 	}, nil
+}
+
+// reserve reserves a priced direct summary call of row at its projection
+// in the run budget, journalled before the call goes out; an error (the
+// cap, or a journal that cannot be written) refuses the call. The batcher
+// reserves its own requests.
+func (o SummaryOptions) reserve(row *rowCall, req llm.Request) (cost.Reservation, error) {
+	if o.Price == nil {
+		return cost.Reservation{}, nil
+	}
+	usd := 0.0
+	if o.project != nil {
+		usd = o.project(req, false)
+	}
+	return row.budget.Begin(row.key, row.n+1, usd)
+}
+
+// settle replaces res by what the call cost (nothing when it failed).
+func (o SummaryOptions) settle(row *rowCall, res cost.Reservation, resp llm.Response, err error) {
+	if o.Price == nil {
+		return
+	}
+	used := 0.0
+	if err == nil {
+		used = o.Price.Cost(resp.Usage, resp.Batch)
+	}
+	row.budget.End(res, used)
 }
 
 // summaryPrompt is the user message of a summary request.
