@@ -66,6 +66,11 @@ func (s *spendLog) Charged(key string, call int, id string, res int64, usd float
 	_ = s.write(outdir.SpendLine{Key: key, Call: call, ID: id, Settles: res, USD: usd}) // kept in s.err
 }
 
+// Capped implements cost.Journal.
+func (s *spendLog) Capped(max float64) {
+	_ = s.write(outdir.SpendLine{Capped: max}) // kept in s.err
+}
+
 // write appends l, after the run line if it is the run's first line, with
 // one write(2). The first error is kept: the run fails with it at the end.
 func (s *spendLog) write(l outdir.SpendLine) error {

@@ -281,17 +281,29 @@ func TestSpendJournalCountsCallsInFlight(t *testing.T) {
 			t.Errorf("the second run's journal lacks %s:\n%s", want, data)
 		}
 	}
-	if sp, err := outdir.ReadSpend(dir); err != nil || math.Abs(sp.USD-3.9) > 1e-12 || sp.Open != 1 {
+	if sp, err := outdir.ReadSpend(dir); err != nil || math.Abs(sp.USD-3.9) > 1e-12 || sp.Open != 1 || sp.Capped != 0 {
 		t.Errorf("after the second cut: %+v %v, want $2.6 + $0.4 + $0.9 open", sp, err)
 	}
 	mustVerify(t, dir)
 
+	// A run stopped by its cap says so; the highest cap reached counts,
+	// whatever runs follow.
+	appendFile(t, path, `{"capped":4.5}`+"\n"+`{"capped":4}`+"\n"+`{"run":3,"spent":3.9}`+"\n")
+	if sp, err := outdir.ReadSpend(dir); err != nil || sp.Capped != 4.5 || math.Abs(sp.USD-3.9) > 1e-12 {
+		t.Errorf("with capped lines: %+v %v, want capped 4.5", sp, err)
+	}
+	mustVerify(t, dir)
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, bad := range []struct{ line, field string }{
 		{`{"key":"k9","call":1,"settles":7,"usd":1}`, "field settles: reservation 7 is not open"},
 		{`{"key":"k9","call":1,"settles":1,"usd":1}` + "\n" + `{"key":"k9","call":1,"settles":1,"usd":1}`, "field settles: reservation 1 is not open"},
-		{`{"key":"k9","call":1,"reserve":2,"usd":1}`, "field reserve: reservation 2 is already open"},
+		{`{"key":"k9","call":1,"reserve":5,"usd":1}` + "\n" + `{"key":"k9","call":2,"reserve":5,"usd":1}`, "field reserve: reservation 5 is already open"},
 		{`{"key":"k9","call":1,"reserve":9,"settles":9,"usd":1}`, "field settles"},
 		{`{"key":"k9","call":1,"reserve":-1,"usd":1}`, "field reserve"},
+		{`{"capped":-2}`, "field capped"},
 	} {
 		good := append([]byte{}, data...)
 		if err := os.WriteFile(path, append(append(good, bad.line+"\n"...), `{"key":"k1","call":1,"usd":1}`+"\n"...), 0o644); err != nil {
@@ -301,7 +313,11 @@ func TestSpendJournalCountsCallsInFlight(t *testing.T) {
 		if !problemsContain(rep, outdir.SpendFile, bad.field) {
 			t.Errorf("verify of a journal with %s: %+v", bad.line, rep.Problems)
 		}
-		if _, err := OpenOutput(dir, testOutOpts(ModeResume)); err == nil || !strings.Contains(err.Error(), bad.field) || !strings.Contains(err.Error(), "line ") {
+		o, err := OpenOutput(dir, testOutOpts(ModeResume))
+		if err == nil {
+			o.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), bad.field) || !strings.Contains(err.Error(), "line ") {
 			t.Errorf("resume of a folder whose journal has %s: %v", bad.line, err)
 		}
 	}

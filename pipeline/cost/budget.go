@@ -29,6 +29,11 @@ type Journal interface {
 	// paid once however often its reply is read); res, when not 0, is the
 	// reservation the charge settles (Begin, End).
 	Charged(key string, call int, id string, res int64, usd float64)
+	// Capped records that the run reached its cap of max US dollars (a
+	// call refused, or the spend at the cap): a later run of the folder
+	// with a cap of at most max starts at the cap (Budget.StoppedAt) and
+	// makes no call.
+	Capped(max float64)
 }
 
 // Budget is a run's spending cap and its meter. The runtime (pipeline.Run)
@@ -96,10 +101,36 @@ func (b *Budget) Keep(j Journal, ids map[string]bool) {
 // check closes reached once the spend reaches the cap. b.mu is held or b is
 // not shared yet.
 func (b *Budget) check() {
-	if b.max > 0 && !b.closed && b.spent+b.held >= b.max {
-		b.closed = true
-		close(b.reached)
+	if b.max > 0 && b.spent+b.held >= b.max {
+		b.reach()
 	}
+}
+
+// reach closes reached, once, and journals that the cap was reached. b.mu
+// is held or b is not shared yet.
+func (b *Budget) reach() {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	close(b.reached)
+	if b.journal != nil {
+		b.journal.Capped(b.max)
+	}
+}
+
+// StoppedAt makes b reached at once when its cap is at most capped, a cap
+// an earlier run of the folder reached (outdir.Spend.Capped): that run
+// stopped because the next call did not fit under it, so a --resume with
+// the same cap makes no call, even when what was really spent ends a
+// little below the cap (reservations are projections). Called before b is
+// shared.
+func (b *Budget) StoppedAt(capped float64) {
+	if b == nil || b.max <= 0 || b.max > capped || b.closed {
+		return
+	}
+	b.closed = true
+	close(b.reached)
 }
 
 // Max is the cap in US dollars (0 for no cap).

@@ -21,6 +21,8 @@ func (j *journalOf) Reserved(key string, call int, res int64, usd float64) error
 	return nil
 }
 
+func (j *journalOf) Capped(max float64) { j.lines = append(j.lines, fmt.Sprintf("capped %g", max)) }
+
 func (j *journalOf) Charged(key string, call int, id string, res int64, usd float64) {
 	if res != 0 {
 		j.lines = append(j.lines, fmt.Sprintf("settle %d %s/%d/%g", res, key, call, usd))
@@ -68,7 +70,7 @@ func TestBudgetMeter(t *testing.T) {
 	if err := b.Allow(); !errors.Is(err, ErrBudget) {
 		t.Fatalf("Allow at the cap: %v", err)
 	}
-	if got := fmt.Sprint(j.lines); got != "[a/1//2 a/2//1 b/1//1 b/3//2]" {
+	if got := fmt.Sprint(j.lines); got != "[a/1//2 a/2//1 b/1//1 b/3//2 capped 10]" {
 		t.Errorf("journal %s", got)
 	}
 	if NewBudget(3, 3).Allow() == nil {
@@ -122,10 +124,25 @@ func TestBudgetBeginEnd(t *testing.T) {
 	if s := b.Spent(); s != 4.5 {
 		t.Fatalf("spent after both settled %v, want 4.5", s)
 	}
-	want := "[reserve 1 a/1/3 reserve 2 b/1/4 settle 1 a/1/2.5 settle 2 b/1/0]"
+	want := "[reserve 1 a/1/3 reserve 2 b/1/4 capped 10 settle 1 a/1/2.5 settle 2 b/1/0]"
 	if got := fmt.Sprint(j.lines); got != want {
 		t.Errorf("journal %s, want %s", got, want)
 	}
+
+	// A folder whose run reached a cap of 10 (4.5 spent: the refused
+	// call did not fit) starts a run capped at 10 or less at the cap; a
+	// higher cap runs.
+	for _, c := range []struct {
+		max     float64
+		reached bool
+	}{{10, true}, {6, true}, {10.01, false}} {
+		again := NewBudget(c.max, b.Spent())
+		again.StoppedAt(10)
+		if again.Reached() != c.reached {
+			t.Errorf("a run capped at %v after a run reached 10: reached %v", c.max, again.Reached())
+		}
+	}
+	none.StoppedAt(1)
 
 	broken := NewBudget(10, 0)
 	broken.Keep(&journalOf{fail: errors.New("disk full")}, nil)

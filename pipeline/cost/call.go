@@ -34,10 +34,7 @@ func (b *Budget) Begin(key string, call int, usd float64) (Reservation, error) {
 	defer b.mu.Unlock()
 	spent := b.spent + b.held
 	if b.max > 0 && (b.closed || spent+usd > b.max) {
-		if !b.closed {
-			b.closed = true
-			close(b.reached)
-		}
+		b.reach()
 		return Reservation{}, fmt.Errorf("%w: spent $%.4f of $%.4f, the next call may cost $%.4f", ErrBudget, spent, b.max, usd)
 	}
 	b.seq++

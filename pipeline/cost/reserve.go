@@ -22,10 +22,7 @@ func (b *Budget) Reserve(key string, usd float64) error {
 	defer b.mu.Unlock()
 	spent := b.spent + b.held
 	if b.max > 0 && (b.closed || spent+usd > b.max) {
-		if !b.closed {
-			b.closed = true
-			close(b.reached)
-		}
+		b.reach()
 		return fmt.Errorf("%w: spent $%.4f of $%.4f, the next call may cost $%.4f", ErrBudget, spent, b.max, usd)
 	}
 	b.hold(key, usd)

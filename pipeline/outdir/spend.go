@@ -19,6 +19,7 @@ import (
 //	{"key":"…","call":2,"settles":7,"usd":0.0041} that call cost usd (0: it failed, not billed); reservation 7 ends
 //	{"key":"…","call":2,"usd":0.0041}             call number call of the record key cost usd (no reservation: from before reservations, or a Batch API reply)
 //	{"key":"…","call":2,"id":"…","usd":0.0041}    the same for a call paid once however often its answer is read (a Batch API request)
+//	{"capped":2.5}                                a run reached its --max-cost of 2.5 (a call did not fit): a later run capped at 2.5 or less makes no call
 //
 // The journal is the source of truth for spend: what the folder's runs
 // spent is the last run line's "spent" plus every call after it plus every
@@ -45,10 +46,18 @@ type SpendLine struct {
 	Reserve int64   `json:"reserve,omitempty"`
 	Settles int64   `json:"settles,omitempty"`
 	USD     float64 `json:"usd,omitempty"`
+	// Capped marks a line saying a run reached its cap of that many US
+	// dollars.
+	Capped float64 `json:"capped,omitempty"`
 }
 
 // AppendSpendLine encodes l as one spend journal line ending in a newline.
 func AppendSpendLine(b []byte, l SpendLine) []byte {
+	if l.Capped > 0 {
+		b = append(b, `{"capped":`...)
+		b = strconv.AppendFloat(b, l.Capped, 'g', -1, 64)
+		return append(b, "}\n"...)
+	}
 	if l.Run > 0 {
 		b = append(b, `{"run":`...)
 		b = strconv.AppendInt(b, int64(l.Run), 10)
@@ -87,6 +96,9 @@ type Spend struct {
 	// projected cost (part of USD).
 	Open    int
 	OpenUSD float64
+	// Capped is the highest cap a run of the folder reached ("capped"
+	// lines; 0: none): a run capped at no more makes no call.
+	Capped float64
 	// IDs are the named calls charged (SpendLine.ID), by every run.
 	IDs map[string]bool
 }
@@ -142,6 +154,11 @@ func (r *spendReader) add(l SpendLine) error {
 		return fmt.Errorf("field spent: %v is not an amount in US dollars", l.Spent)
 	case !validUSD(l.USD):
 		return fmt.Errorf("field usd: %v is not an amount in US dollars", l.USD)
+	case !validUSD(l.Capped):
+		return fmt.Errorf("field capped: %v is not an amount in US dollars", l.Capped)
+	case l.Capped > 0:
+		r.sp.Capped = max(r.sp.Capped, l.Capped)
+		return nil
 	case l.Run > 0:
 		// The run line's spent counts every earlier reservation left open.
 		r.sp.Found, r.sp.USD, r.sp.Calls = true, l.Spent, 0

@@ -79,6 +79,8 @@ func (j *callJournal) Reserved(key string, call int, res int64, _ float64) error
 	return nil
 }
 
+func (j *callJournal) Capped(float64) {}
+
 func (j *callJournal) Charged(key string, call int, _ string, res int64, _ float64) {
 	*j = append(*j, key+"/"+strconv.Itoa(call)+" settles "+strconv.FormatInt(res, 10))
 }

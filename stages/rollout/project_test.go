@@ -76,6 +76,8 @@ func (j *lineJournal) Reserved(key string, call int, res int64, usd float64) err
 	return nil
 }
 
+func (j *lineJournal) Capped(float64) {}
+
 func (j *lineJournal) Charged(key string, call int, _ string, res int64, usd float64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
