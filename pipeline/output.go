@@ -164,8 +164,8 @@ type Output struct {
 	spentOpen float64
 	// capped is the highest cap a run of the folder reached
 	// (outdir.Spend.Capped): a run capped at no more starts at its cap.
-	capped float64
-	spendIDs  map[string]bool
+	capped   float64
+	spendIDs map[string]bool
 
 	adopted   int // orphan shards adopted on open
 	lost      int // live records found lost on open, to be redone
