@@ -194,13 +194,13 @@ type reserveStage struct {
 func (s *reserveStage) Name() string             { return "reserve" }
 func (s *reserveStage) UseBudget(b *cost.Budget) { s.budget = b }
 func (s *reserveStage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
-	r, err := s.budget.Begin(rec.Key, 1, 1)
+	r, err := s.budget.Begin(ctx, rec.Key, 1, 1)
 	if err != nil {
 		return nil, err
 	}
 	s.sent(rec.Key, 1)
 	s.budget.End(r, 0.4)
-	if _, err := s.budget.Begin(rec.Key, 2, 0.9); err != nil {
+	if _, err := s.budget.Begin(ctx, rec.Key, 2, 0.9); err != nil {
 		return nil, err
 	}
 	s.sent(rec.Key, 2)

@@ -59,6 +59,7 @@ type Budget struct {
 	held     float64            // sum of reserved
 	ids      map[string]bool    // call ids charged, by this run or an earlier one
 	seq      int64              // the last reservation number Begin gave
+	changed  chan struct{}      // closed and replaced when a reservation ends or the cap is reached (Begin waits on it)
 	journal  Journal            // nil: charges are not journalled
 	reached  chan struct{}      // closed once Spent reaches max
 	closed   bool
@@ -81,7 +82,8 @@ func NewBudget(max, spent float64) *Budget {
 func NewMeter(spent float64) *Budget { return newBudget(0, spent) }
 
 func newBudget(max, spent float64) *Budget {
-	return &Budget{max: max, spent: spent, reserved: map[string]float64{}, ids: map[string]bool{}, reached: make(chan struct{})}
+	return &Budget{max: max, spent: spent, reserved: map[string]float64{}, ids: map[string]bool{}, reached: make(chan struct{}),
+		changed: make(chan struct{})}
 }
 
 // Keep makes b write every charge to j from now on; ids are the call ids
@@ -114,9 +116,16 @@ func (b *Budget) reach() {
 	}
 	b.closed = true
 	close(b.reached)
+	b.notify()
 	if b.journal != nil {
 		b.journal.Capped(b.max)
 	}
+}
+
+// notify wakes the calls waiting in Begin; b.mu is held.
+func (b *Budget) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // StoppedAt makes b reached at once when its cap is at most capped, a cap
@@ -220,6 +229,7 @@ func (b *Budget) Settle(keys []string) {
 		if v, ok := b.reserved[k]; ok {
 			b.held -= v
 			delete(b.reserved, k)
+			b.notify()
 		}
 	}
 	if len(b.reserved) == 0 {

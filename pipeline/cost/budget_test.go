@@ -1,9 +1,11 @@
 package cost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // journalOf keeps the reservations and charges a Budget journals; fail,
@@ -92,8 +94,9 @@ func TestBudgetMeter(t *testing.T) {
 // it; a journal that cannot be written refuses the call; a meter only
 // journals; a nil Budget does nothing.
 func TestBudgetBeginEnd(t *testing.T) {
+	bg := context.Background()
 	var none *Budget
-	if r, err := none.Begin("k", 1, 5); err != nil || r != (Reservation{}) {
+	if r, err := none.Begin(bg, "k", 1, 5); err != nil || r != (Reservation{}) {
 		t.Fatalf("nil Budget: %v %v", r, err)
 	}
 	none.End(Reservation{}, 1)
@@ -101,21 +104,21 @@ func TestBudgetBeginEnd(t *testing.T) {
 	b := NewBudget(10, 2)
 	j := &journalOf{}
 	b.Keep(j, nil)
-	r1, err := b.Begin("a", 1, 3)
+	r1, err := b.Begin(bg, "a", 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := b.Begin("b", 1, 4)
+	r2, err := b.Begin(bg, "b", 1, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := b.Spent(); s != 9 {
 		t.Fatalf("spent with two open reservations %v, want 9", s)
 	}
-	if _, err := b.Begin("c", 1, 1.5); !errors.Is(err, ErrBudget) || !b.Reached() {
-		t.Fatalf("a projection past the cap: %v, reached %v", err, b.Reached())
+	if _, err := b.Begin(bg, "c", 1, 8.5); !errors.Is(err, ErrBudget) || !b.Reached() {
+		t.Fatalf("a projection past the cap even without the calls in flight: %v, reached %v", err, b.Reached())
 	}
-	if _, err := b.Begin("c", 1, 0.1); !errors.Is(err, ErrBudget) {
+	if _, err := b.Begin(bg, "c", 1, 0.1); !errors.Is(err, ErrBudget) {
 		t.Fatalf("a call after a refusal: %v", err)
 	}
 	b.End(r1, 2.5)
@@ -146,19 +149,72 @@ func TestBudgetBeginEnd(t *testing.T) {
 
 	broken := NewBudget(10, 0)
 	broken.Keep(&journalOf{fail: errors.New("disk full")}, nil)
-	if _, err := broken.Begin("a", 1, 1); err == nil || errors.Is(err, ErrBudget) || broken.Spent() != 0 {
+	if _, err := broken.Begin(bg, "a", 1, 1); err == nil || errors.Is(err, ErrBudget) || broken.Spent() != 0 {
 		t.Fatalf("an unwritable journal: %v, spent %v", err, broken.Spent())
 	}
 
 	m := NewMeter(0)
 	mj := &journalOf{}
 	m.Keep(mj, nil)
-	r, err := m.Begin("a", 1, 1e9)
+	r, err := m.Begin(bg, "a", 1, 1e9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.End(r, 1)
 	if m.Spent() != 1 || len(mj.lines) != 2 {
 		t.Fatalf("meter: spent %v, journal %v", m.Spent(), mj.lines)
+	}
+}
+
+// TestBudgetBeginWaits: a call that fits under the cap only once the calls
+// in flight end (their reservations are projections) waits for them rather
+// than ending the run: it goes out when one ends for less than projected,
+// and is refused when what they really cost leaves no room. Its context
+// ends the wait with the context's error, not ErrBudget.
+func TestBudgetBeginWaits(t *testing.T) {
+	bg := context.Background()
+	b := NewBudget(10, 0)
+	r1, err := b.Begin(bg, "a", 1, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error)
+	go func() {
+		_, err := b.Begin(bg, "b", 1, 5)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a call that fits only once the one in flight ends went out at once: %v", err)
+	case <-time.After(20 * time.Millisecond): // it waits (no duration asserted: the End below wakes it)
+	}
+	b.End(r1, 2)
+	if err := <-got; err != nil || b.Spent() != 7 {
+		t.Fatalf("after the call in flight cost $2: %v, spent %v", err, b.Spent())
+	}
+
+	c := NewBudget(10, 0)
+	r, _ := c.Begin(bg, "a", 1, 6)
+	go func() {
+		_, err := c.Begin(bg, "b", 1, 5)
+		got <- err
+	}()
+	c.End(r, 6) // no room left for $5 either way
+	if err := <-got; !errors.Is(err, ErrBudget) || !c.Reached() {
+		t.Fatalf("after the call in flight cost its projection: %v", err)
+	}
+
+	d := NewBudget(10, 0)
+	if _, err := d.Begin(bg, "a", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	go func() {
+		_, err := d.Begin(ctx, "b", 1, 5)
+		got <- err
+	}()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget) || d.Reached() {
+		t.Fatalf("a wait whose context ended: %v", err)
 	}
 }

@@ -1,6 +1,9 @@
 package cost
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Reservation is one model call's projected cost, reserved and journalled
 // by Begin before the call is sent; End settles it with what the call
@@ -18,19 +21,35 @@ type Reservation struct {
 // returns, so a caller that sends the call only after Begin returned
 // leaves a journal that counts it even if the process is killed while the
 // call is in flight: a later run counts a reservation never settled as
-// spent, at its projected cost. It refuses (an error wrapping ErrBudget,
-// and the budget counts as reached from now on: no record starts any more)
-// a call whose reservation would take the spend, open reservations
-// included, past the cap; a journal that cannot be written refuses the
-// call too (its error). Without a cap (a meter) it only journals.
+// spent, at its projected cost.
 //
-// It blocks for one write(2) to the journal; it takes b's mutex.
-func (b *Budget) Begin(key string, call int, usd float64) (Reservation, error) {
+// A call whose reservation would take the spend past the cap is refused
+// (an error wrapping ErrBudget; the budget counts as reached from now on:
+// no record starts any more) when it does not fit even without the other
+// calls in flight; when it fits only once they end (their reservations are
+// projections, most cost less), Begin waits for reservations to end and
+// tries again, or returns ctx's error once ctx is done. A journal that
+// cannot be written refuses the call too (its error). Without a cap (a
+// meter) it only journals.
+//
+// It blocks for one write(2) to the journal, and while it waits; it takes
+// b's mutex.
+func (b *Budget) Begin(ctx context.Context, key string, call int, usd float64) (Reservation, error) {
 	if b == nil {
 		return Reservation{}, nil
 	}
 	usd = max(usd, 0)
 	b.mu.Lock()
+	for b.max > 0 && !b.closed && b.spent+usd <= b.max && b.spent+b.held+usd > b.max {
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Reservation{}, fmt.Errorf("model call %d: waiting for the calls in flight to fit its projected cost of $%.4f under the cap: %w", call, usd, ctx.Err())
+		}
+		b.mu.Lock()
+	}
 	defer b.mu.Unlock()
 	spent := b.spent + b.held
 	if b.max > 0 && (b.closed || spent+usd > b.max) {

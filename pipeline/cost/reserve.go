@@ -62,6 +62,7 @@ func (b *Budget) release(key string, usd float64) {
 	if len(b.reserved) == 0 || b.held < 0 {
 		b.held = 0 // float residue only
 	}
+	b.notify()
 }
 
 // Adjust replaces reserved, a reservation of the record key (or 0 for

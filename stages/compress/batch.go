@@ -559,7 +559,7 @@ func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm
 	if b.o.meter.price == nil {
 		budget = nil // unpriced: nothing to reserve or charge
 	}
-	res, err := budget.Begin(rc.key, rc.n, b.o.meter.projected(req, false))
+	res, err := budget.Begin(ctx, rc.key, rc.n, b.o.meter.projected(req, false))
 	if err != nil {
 		return llm.Response{}, fmt.Errorf("batch fallback: %w: %w", pipeline.ErrDeferred, err)
 	}

@@ -152,7 +152,7 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			}
 			var res cost.Reservation
 			if !metered {
-				r, err := o.reserve(row, req)
+				r, err := o.reserve(ctx, row, req)
 				if err != nil {
 					return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 				}
@@ -208,7 +208,7 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 // in the run budget, journalled before the call goes out; an error (the
 // cap, or a journal that cannot be written) refuses the call. The batcher
 // reserves its own requests.
-func (o SummaryOptions) reserve(row *rowCall, req llm.Request) (cost.Reservation, error) {
+func (o SummaryOptions) reserve(ctx context.Context, row *rowCall, req llm.Request) (cost.Reservation, error) {
 	if o.Price == nil {
 		return cost.Reservation{}, nil
 	}
@@ -216,7 +216,7 @@ func (o SummaryOptions) reserve(row *rowCall, req llm.Request) (cost.Reservation
 	if o.project != nil {
 		usd = o.project(req, false)
 	}
-	return row.budget.Begin(row.key, row.n+1, usd)
+	return row.budget.Begin(ctx, row.key, row.n+1, usd)
 }
 
 // settle replaces res by what the call cost (nothing when it failed).

@@ -258,9 +258,12 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 		// run's cap.
 		var res cost.Reservation
 		if proj != nil {
-			r, err := budget.Begin(rec.Key, rec.APICalls+1, proj.projected(*messages))
-			if err != nil {
+			r, err := budget.Begin(rctx, rec.Key, rec.APICalls+1, proj.projected(*messages))
+			switch {
+			case errors.Is(err, cost.ErrBudget):
 				return schemas.OutcomeBudgetPaused, fmt.Sprintf("stopped before model call %d: %v (--resume with a higher --max-cost runs it again)", turn+1, err)
+			case err != nil: // the rollout's end while waiting, or the spend journal
+				return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 			}
 			res = r
 		}
