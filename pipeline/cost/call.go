@@ -15,6 +15,9 @@ type Reservation struct {
 	usd  float64
 }
 
+// Projected is the projected cost r reserved.
+func (r Reservation) Projected() float64 { return r.usd }
+
 // Begin reserves usd, the projected cost of model call number call of the
 // record key (what it may cost at most: see each stage's projection), and
 // writes the reservation to the journal (Journal.Reserved) before it

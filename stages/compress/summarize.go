@@ -160,7 +160,7 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			}
 			resp, err := client.summary(ctx, row, req)
 			if !metered {
-				o.settle(row, res, resp, err)
+				o.settle(ctx, row, res, resp, err)
 			}
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
@@ -219,14 +219,19 @@ func (o SummaryOptions) reserve(ctx context.Context, row *rowCall, req llm.Reque
 	return row.budget.Begin(ctx, row.key, row.n+1, usd)
 }
 
-// settle replaces res by what the call cost (nothing when it failed).
-func (o SummaryOptions) settle(row *rowCall, res cost.Reservation, resp llm.Response, err error) {
+// settle replaces res by what the call cost: nothing when it failed, its
+// projection when it was cut in flight (ctx done: it may have been billed,
+// as after a kill).
+func (o SummaryOptions) settle(ctx context.Context, row *rowCall, res cost.Reservation, resp llm.Response, err error) {
 	if o.Price == nil {
 		return
 	}
 	used := 0.0
-	if err == nil {
+	switch {
+	case err == nil:
 		used = o.Price.Cost(resp.Usage, resp.Batch)
+	case ctx.Err() != nil:
+		used = res.Projected()
 	}
 	row.budget.End(res, used)
 }

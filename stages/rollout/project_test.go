@@ -167,3 +167,26 @@ func TestRolloutReservesEachCallBeforeSending(t *testing.T) {
 		t.Errorf("the endpoint received %d calls past the cap", len(seen))
 	}
 }
+
+// TestRolloutCallCutInFlightCountsItsProjection: a model call cut by the
+// rollout's deadline while the endpoint works on it may be billed: its
+// reservation is settled at its projection, as after a kill, not at 0.
+func TestRolloutCallCutInFlightCountsItsProjection(t *testing.T) {
+	client := env(t, fakellm.Config{Hang: 1}, 0)
+	st, err := New(Options{Client: client, Model: "m", Driver: fake.New(), Toolsets: []string{"terminal"},
+		Price: &cost.Price{Input: 1e-6, Output: 2e-6}, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &lineJournal{}
+	b := cost.NewBudget(100, 0)
+	b.Keep(j, nil)
+	st.UseBudget(b)
+	out, err := st.Process(context.Background(), record("go"))
+	if err != nil || out[0].Outcome != schemas.OutcomeTimeout {
+		t.Fatalf("rollout: %v %+v", err, out)
+	}
+	if got := fmt.Sprint(j.lines); got != "[reserve 1 call 1 settle 1 call 1]" || j.usd[0] <= 0 || j.usd[1] != j.usd[0] || b.Spent() != j.usd[0] {
+		t.Errorf("journal %s %v, spent %v: want the cut call settled at its projection", got, j.usd, b.Spent())
+	}
+}

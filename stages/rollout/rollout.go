@@ -271,7 +271,14 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 			MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature})
 		rec.APICalls++
 		if err != nil {
-			budget.End(res, 0)
+			// A failed call is not billed; one cut in flight (the rollout's
+			// deadline, the run's cancel) may be: it counts at its
+			// projection, as after a kill.
+			cut := 0.0
+			if rctx.Err() != nil {
+				cut = res.Projected()
+			}
+			budget.End(res, cut)
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 		}
 		rec.Usage.Add(resp.Usage)
