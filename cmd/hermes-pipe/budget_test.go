@@ -158,8 +158,8 @@ func loopPrompts(t *testing.T, n int) string {
 
 // TestMaxCostStopsWithinOvershootAndResumes: a run with --max-cost stops
 // at the first model call whose projected cost does not fit under the cap
-// (the open reservations of the calls in flight counted), so it ends within
-// one reservation per worker below the cap and passes it by at most one
+// even once the calls in flight end (until then it waits for them), so it
+// ends within one reservation below the cap and passes it by at most one
 // call per worker (only where a call cost more than projected); it exits 5
 // saying how to go on, and commits every call's spend (the ledger sums to
 // what the fake billed, to the cent); records' cost_usd match prices ×
@@ -195,8 +195,8 @@ func TestMaxCostStopsWithinOvershootAndResumes(t *testing.T) {
 	if math.Abs(spent-billed) > 1e-9 {
 		t.Errorf("the ledger holds $%.9f, the fake billed $%.9f over %d calls", spent, billed, n)
 	}
-	if under := maxCost - spent; under > (workers+1)*largestReservation(t, out) {
-		t.Errorf("stopped at $%.6f, more than %d reservations of at most $%.6f below the cap $%v", spent, workers+1, largestReservation(t, out), maxCost)
+	if under := maxCost - spent; under > largestReservation(t, out) {
+		t.Errorf("stopped at $%.6f, more than a reservation of at most $%.6f below the cap $%v", spent, largestReservation(t, out), maxCost)
 	}
 	if over := spent - maxCost; over > workers*most {
 		t.Errorf("overshoot $%.6f exceeds %d calls of at most $%.6f", over, workers, most)
@@ -280,10 +280,11 @@ func TestMaxCostSurvivesKillNine(t *testing.T) {
 	}
 	// What was spent is what the fake billed: the spend journal counts the
 	// calls of rows the kill left uncommitted, so the ledger may hold less,
-	// and those in flight at the kill at their projection. No call goes
-	// out whose projection does not fit under the cap: the run stops
-	// within a reservation per worker (and the one refused) below it, and
-	// passes it by at most one call per worker.
+	// and those in flight at the kill at their projection (at most one per
+	// worker). No call goes out whose projection does not fit under the
+	// cap, and a call is refused only when it cannot fit even once the
+	// calls in flight end: the journal ends within one reservation below
+	// the cap, and the bill passes it by at most one call per worker.
 	_, billed, most := m.calls()
 	if r := largestReservation(t, out); billed < maxCost-3*r || billed-maxCost > 2*most {
 		t.Errorf("billed $%.6f over both runs; want the cap $%v less at most 3 reservations of $%.6f, plus at most 2 calls of $%.6f", billed, maxCost, r, most)

@@ -81,6 +81,18 @@ func journalAfterKill(t *testing.T, out string, m *meteredFake, workers, kills i
 	}
 }
 
+// usedCap checks that the runs of out, stopped at the cap maxCost, were not
+// stopped long before it. A call is refused only when it cannot fit even
+// without the calls in flight, so the journal ends less than one
+// reservation below the cap; it holds more than was billed only by the
+// reservations open at the kills (open, at most one per worker a kill).
+func usedCap(t *testing.T, out string, billed, maxCost float64, open int) {
+	t.Helper()
+	if r := largestReservation(t, out); billed < maxCost-float64(open+1)*r {
+		t.Errorf("the fake billed $%.4f: the runs stopped more than %d reservations of $%.4f below the cap $%.4f", billed, open+1, r, maxCost)
+	}
+}
+
 // largestReservation is the largest projected cost reserved in the spend
 // journal of dir.
 func largestReservation(t *testing.T, dir string) float64 {
@@ -164,6 +176,7 @@ func TestMaxCostCountsSpendInFlightAtKill(t *testing.T) {
 	if billed > maxCost+workers*most {
 		t.Errorf("the fake billed $%.4f over %d calls; the cap is $%.4f plus at most %d calls of $%.4f", billed, n, maxCost, workers, most)
 	}
+	usedCap(t, out, billed, maxCost, workers)
 	if ledgerSpent(t, out) > billed+1e-9 {
 		t.Errorf("the ledger holds more than was billed")
 	}
@@ -260,6 +273,7 @@ func TestCompressMaxCostCountsSpendInFlightAtKill(t *testing.T) {
 	if billed > maxCost+workers*most {
 		t.Errorf("the fake billed $%.4f over %d calls; the cap is $%.4f plus at most %d calls of $%.4f", billed, n, maxCost, workers, most)
 	}
+	usedCap(t, out, billed, maxCost, workers)
 	mustVerify(t, out)
 }
 
