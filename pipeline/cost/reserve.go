@@ -9,8 +9,10 @@ import "fmt"
 // refuse) and the error wraps ErrBudget. A caller whose calls are only paid
 // for once answered (the Batch API: hours later) reserves first, so that no
 // request the cap cannot pay for is ever sent, and replaces the
-// reservation by the real cost with Adjust when the answer comes. A
-// reservation is not journalled: it is no spend yet.
+// reservation by the real cost with Adjust when the answer comes. Such a
+// reservation is not journalled (the batch journal keeps the requests a
+// run submitted, and Hold counts them again on resume); a direct call's
+// is, by Begin.
 //
 // Reserving nothing (usd <= 0), without a cap or on a nil Budget always
 // succeeds.
