@@ -92,10 +92,12 @@ type ModeSpec struct {
 }
 
 // runBudget is the budget of a mode's run: the cap max over what the
-// folder spent, or without a cap a meter, so the spend journal counts
+// folder spent, reached at once when an earlier run reached a cap of max
+// or more (capped), or without a cap a meter, so the spend journal counts
 // every run and a later run with a cap starts from it.
-func runBudget(max, spent float64) *cost.Budget {
+func runBudget(max, spent, capped float64) *cost.Budget {
 	if b := cost.NewBudget(max, spent); b != nil {
+		b.StoppedAt(capped)
 		return b
 	}
 	return cost.NewMeter(spent)
@@ -169,7 +171,7 @@ func RunMode(ctx context.Context, cfg RunConfig, spec ModeSpec) (ModeResult, err
 		Stop:      cfg.Stop,
 		Progress:  cfg.Progress,
 		Logger:    cfg.Logger,
-		Budget:    runBudget(cfg.MaxCost, out.Spent()),
+		Budget:    runBudget(cfg.MaxCost, out.Spent(), out.capped),
 		Grace:     cfg.Grace,
 		BatchSize: cfg.BatchSize,
 	}, src, stages, out)

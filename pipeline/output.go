@@ -162,7 +162,10 @@ type Output struct {
 	// (the spend journal, at least the ledger's cost_usd); spendIDs the
 	// named calls they charged.
 	spentOpen float64
-	spendIDs  map[string]bool
+	// capped is the highest cap a run of the folder reached
+	// (outdir.Spend.Capped): a run capped at no more starts at its cap.
+	capped   float64
+	spendIDs map[string]bool
 
 	adopted   int // orphan shards adopted on open
 	lost      int // live records found lost on open, to be redone
@@ -250,6 +253,7 @@ func (o *Output) open() error {
 	}
 	o.spend, o.spendIDs = spend, sp.IDs
 	o.spentOpen = max(sp.USD, o.ix.cost)
+	o.capped = sp.Capped
 	if err := o.writeManifest(); err != nil {
 		return err
 	}

@@ -54,23 +54,42 @@ func openSpend(dir string) (*spendLog, outdir.Spend, error) {
 	return &spendLog{j: j}, sp, nil
 }
 
+// Reserved implements cost.Journal: the reservation line is written with
+// its own write(2) before Reserved returns, so it is in the page cache
+// (which a SIGKILL keeps) before the call it projects is sent.
+func (s *spendLog) Reserved(key string, call int, res int64, usd float64) error {
+	return s.write(outdir.SpendLine{Key: key, Call: call, Reserve: res, USD: usd})
+}
+
 // Charged implements cost.Journal.
-func (s *spendLog) Charged(key string, call int, id string, usd float64) {
+func (s *spendLog) Charged(key string, call int, id string, res int64, usd float64) {
+	_ = s.write(outdir.SpendLine{Key: key, Call: call, ID: id, Settles: res, USD: usd}) // kept in s.err
+}
+
+// Capped implements cost.Journal.
+func (s *spendLog) Capped(max float64) {
+	_ = s.write(outdir.SpendLine{Capped: max}) // kept in s.err
+}
+
+// write appends l, after the run line if it is the run's first line, with
+// one write(2). The first error is kept: the run fails with it at the end.
+func (s *spendLog) write(l outdir.SpendLine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return
+		return fmt.Errorf("spend journal: %w", s.err)
 	}
 	s.buf = s.buf[:0]
 	if !s.began {
 		s.buf = outdir.AppendSpendLine(s.buf, outdir.SpendLine{Run: s.run, Spent: s.start})
 	}
-	s.buf = outdir.AppendSpendLine(s.buf, outdir.SpendLine{Key: key, Call: call, ID: id, USD: usd})
+	s.buf = outdir.AppendSpendLine(s.buf, l)
 	if err := s.j.Append(s.buf, false); err != nil {
 		s.err = err
-		return
+		return fmt.Errorf("spend journal: %w", err)
 	}
 	s.began, s.dirty = true, true
+	return nil
 }
 
 // begin makes b write to the journal as run number run, which starts from

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -174,5 +175,150 @@ func appendFile(t *testing.T, path, s string) {
 	defer f.Close()
 	if _, err := f.WriteString(s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// reserveStage makes two calls for every record through Begin and End:
+// the first projected at $1 and costing $0.4, the second projected at
+// $0.9. Records from k00002 on never get the second answer (calls in
+// flight at a kill: the stage waits for the run to be cancelled). Before
+// each call it checks that the reservation line is already in the file on
+// disk (a write(2), not a user-space buffer: what a SIGKILL keeps).
+type reserveStage struct {
+	t       *testing.T
+	path    string
+	budget  *cost.Budget
+	blocked chan string
+}
+
+func (s *reserveStage) Name() string             { return "reserve" }
+func (s *reserveStage) UseBudget(b *cost.Budget) { s.budget = b }
+func (s *reserveStage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+	r, err := s.budget.Begin(ctx, rec.Key, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	s.sent(rec.Key, 1)
+	s.budget.End(r, 0.4)
+	if _, err := s.budget.Begin(ctx, rec.Key, 2, 0.9); err != nil {
+		return nil, err
+	}
+	s.sent(rec.Key, 2)
+	if rec.Key >= "k00002" {
+		s.blocked <- rec.Key
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, errors.New("unreachable: only blocking records are run")
+}
+
+// sent checks that call of key is reserved in the file before it goes out.
+func (s *reserveStage) sent(key string, call int) {
+	data, err := os.ReadFile(s.path)
+	want := fmt.Sprintf(`{"key":%q,"call":%d,"reserve":`, key, call)
+	if err != nil || !strings.Contains(string(data), want) {
+		s.t.Errorf("call %d of %s goes out before its reservation is written: %v\n%s", call, key, err, data)
+	}
+}
+
+// TestSpendJournalCountsCallsInFlight: each call's projected cost is
+// journalled before it goes out and settled by a line naming it as it
+// returns, so a run cut with calls in flight (never answered, maybe billed)
+// leaves a folder whose Spent counts them at their projection. The next
+// run starts its run line from that, numbers its reservations from 1
+// again (an earlier run's open reservation stays counted), and settles its
+// own. A line settling a reservation its run did not open, or opening one
+// twice, is a defect naming the file, the line and the field.
+func TestSpendJournalCountsCallsInFlight(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, outdir.SpendFile)
+	out := openOut(t, dir, ModeFresh)
+	s := &reserveStage{t: t, path: path, blocked: make(chan string, 10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := Run(ctx, Options{Workers: 2, Budget: cost.NewBudget(100, 0)}, SliceSource(records(4)[2:]), []Stage{s}, out)
+		done <- err
+	}()
+	for range 2 {
+		<-s.blocked
+	}
+	cancel()
+	<-done
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := outdir.ReadSpend(dir)
+	if err != nil || sp.Open != 2 || math.Abs(sp.OpenUSD-1.8) > 1e-12 || math.Abs(sp.USD-2.6) > 1e-12 || sp.Calls != 2 {
+		t.Fatalf("after the cut: %+v %v, want 2 calls of $0.4 and 2 open reservations of $0.9: $2.6", sp, err)
+	}
+	mustVerify(t, dir)
+
+	out = openOut(t, dir, ModeResume)
+	if got := out.Spent(); math.Abs(got-2.6) > 1e-12 {
+		t.Fatalf("Spent of the reopened folder $%v, want $2.6", got)
+	}
+	b := cost.NewBudget(100, out.Spent())
+	s = &reserveStage{t: t, path: path, blocked: make(chan string, 10)}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		_, err := Run(ctx, Options{Workers: 1, Budget: b}, SliceSource(records(5)[4:]), []Stage{s}, out)
+		done <- err
+	}()
+	<-s.blocked
+	cancel()
+	<-done
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{"run":2,"spent":2.6}` + "\n" + `{"key":"k00004","call":1,"reserve":1,"usd":1}`,
+		`{"key":"k00004","call":1,"settles":1,"usd":0.4}`, `{"key":"k00004","call":2,"reserve":2,"usd":0.9}`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the second run's journal lacks %s:\n%s", want, data)
+		}
+	}
+	if sp, err := outdir.ReadSpend(dir); err != nil || math.Abs(sp.USD-3.9) > 1e-12 || sp.Open != 1 || sp.Capped != 0 {
+		t.Errorf("after the second cut: %+v %v, want $2.6 + $0.4 + $0.9 open", sp, err)
+	}
+	mustVerify(t, dir)
+
+	// A run stopped by its cap says so; the highest cap reached counts,
+	// whatever runs follow.
+	appendFile(t, path, `{"capped":4.5}`+"\n"+`{"capped":4}`+"\n"+`{"run":3,"spent":3.9}`+"\n")
+	if sp, err := outdir.ReadSpend(dir); err != nil || sp.Capped != 4.5 || math.Abs(sp.USD-3.9) > 1e-12 {
+		t.Errorf("with capped lines: %+v %v, want capped 4.5", sp, err)
+	}
+	mustVerify(t, dir)
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, bad := range []struct{ line, field string }{
+		{`{"key":"k9","call":1,"settles":7,"usd":1}`, "field settles: reservation 7 is not open"},
+		{`{"key":"k9","call":1,"settles":1,"usd":1}` + "\n" + `{"key":"k9","call":1,"settles":1,"usd":1}`, "field settles: reservation 1 is not open"},
+		{`{"key":"k9","call":1,"reserve":5,"usd":1}` + "\n" + `{"key":"k9","call":2,"reserve":5,"usd":1}`, "field reserve: reservation 5 is already open"},
+		{`{"key":"k9","call":1,"reserve":9,"settles":9,"usd":1}`, "field settles"},
+		{`{"key":"k9","call":1,"reserve":-1,"usd":1}`, "field reserve"},
+		{`{"capped":-2}`, "field capped"},
+	} {
+		good := append([]byte{}, data...)
+		if err := os.WriteFile(path, append(append(good, bad.line+"\n"...), `{"key":"k1","call":1,"usd":1}`+"\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, _ := Verify(dir)
+		if !problemsContain(rep, outdir.SpendFile, bad.field) {
+			t.Errorf("verify of a journal with %s: %+v", bad.line, rep.Problems)
+		}
+		o, err := OpenOutput(dir, testOutOpts(ModeResume))
+		if err == nil {
+			o.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), bad.field) || !strings.Contains(err.Error(), "line ") {
+			t.Errorf("resume of a folder whose journal has %s: %v", bad.line, err)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "commit-interval", Value: 2 * time.Second, Usage: "commit a shard at least this often (bounds the work lost to a crash)"},
 		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress display: auto (a bar on a terminal, log lines otherwise), bar, plain or none"},
 		&cli.DurationFlag{Name: "grace", Value: 2 * time.Minute, Usage: "after the first Ctrl-C/SIGTERM, or once --max-cost is reached, how long rollouts in flight may finish before they are cancelled"},
-		&cli.Float64Flag{Name: "max-cost", Usage: "spending cap in USD of every run in --out together (each --resume counts what the folder's ledger says was spent): once reached no row starts, rows in flight stop before their next model call (budget_paused, retried by --resume), and the command exits 5; 0 = none; needs a price (--prices or --price-in/--price-out)"},
+		&cli.Float64Flag{Name: "max-cost", Usage: "spending cap in USD of every run in --out together (each --resume counts what the folder's spend journal says was spent, calls a kill left in flight at their projected cost): a model call goes out only when its projected cost fits under the cap; at the first that cannot, no row starts, rows in flight stop before their next model call (budget_paused, retried by --resume), and the command exits 5; overshoot at most one call per worker, kill -9 included; 0 = none; needs a price (--prices or --price-in/--price-out)"},
 	}, shardFlags()...)
 }
 

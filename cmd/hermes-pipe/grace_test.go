@@ -13,9 +13,13 @@ import (
 )
 
 // sleepScript makes every "loop X" rollout's first call ask for a terminal
-// command that outlasts any test: only the --grace cancel can end it.
-const sleepScript = `{"scripts": [{"match": "^loop (.*)$", "steps": [
-  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 600", "timeout": 900}}]},
+// command that outlasts any test: only the --grace cancel can end it. The
+// call's reply reasons at length (400 words: 400 completion tokens), more
+// than a first call's projected completion (256 tokens): the call costs
+// more than was reserved for it.
+var sleepScript = `{"scripts": [{"match": "^loop (.*)$", "steps": [
+  {"reasoning": "` + strings.TrimSpace(strings.Repeat("think ", 400)) + `",
+   "tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 600", "timeout": 900}}]},
   {"content": "slept {{m1}}"}]}]}`
 
 // switchFake serves whichever metered fake is current, so a test can make
@@ -25,7 +29,8 @@ type switchFake struct{ cur atomic.Pointer[meteredFake] }
 func (s *switchFake) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.cur.Load().ServeHTTP(w, r) }
 
 // TestMaxCostGraceCancelsALongToolCall: --max-cost is reached by a
-// rollout's first call, whose tool call then sleeps far past --grace. After
+// rollout's first call (it cost more than projected), whose tool call then
+// sleeps far past --grace. After
 // the grace the rollout is cancelled and committed as budget_paused, the
 // command exits 5, and --resume with a higher cap runs it again to the end.
 func TestMaxCostGraceCancelsALongToolCall(t *testing.T) {
@@ -46,8 +51,10 @@ func TestMaxCostGraceCancelsALongToolCall(t *testing.T) {
 		}
 		return a
 	}
-	// One call costs far more than $0.01: the first call reaches the cap.
-	code, _, errs := hp(t, args("0.01", false)...)
+	// The first call is projected at about $1.38 (its prompt and tools, a
+	// 256-token completion) and costs about $1.65 (400 completion tokens):
+	// it fits under a cap of $1.5 and reaches it.
+	code, _, errs := hp(t, args("1.5", false)...)
 	if code != exitBudget {
 		t.Fatalf("exit %d, want %d: %s", code, exitBudget, errs)
 	}

@@ -9,8 +9,10 @@ import "fmt"
 // refuse) and the error wraps ErrBudget. A caller whose calls are only paid
 // for once answered (the Batch API: hours later) reserves first, so that no
 // request the cap cannot pay for is ever sent, and replaces the
-// reservation by the real cost with Adjust when the answer comes. A
-// reservation is not journalled: it is no spend yet.
+// reservation by the real cost with Adjust when the answer comes. Such a
+// reservation is not journalled (the batch journal keeps the requests a
+// run submitted, and Hold counts them again on resume); a direct call's
+// is, by Begin.
 //
 // Reserving nothing (usd <= 0), without a cap or on a nil Budget always
 // succeeds.
@@ -22,10 +24,7 @@ func (b *Budget) Reserve(key string, usd float64) error {
 	defer b.mu.Unlock()
 	spent := b.spent + b.held
 	if b.max > 0 && (b.closed || spent+usd > b.max) {
-		if !b.closed {
-			b.closed = true
-			close(b.reached)
-		}
+		b.reach()
 		return fmt.Errorf("%w: spent $%.4f of $%.4f, the next call may cost $%.4f", ErrBudget, spent, b.max, usd)
 	}
 	b.hold(key, usd)
@@ -65,6 +64,7 @@ func (b *Budget) release(key string, usd float64) {
 	if len(b.reserved) == 0 || b.held < 0 {
 		b.held = 0 // float residue only
 	}
+	b.notify()
 }
 
 // Adjust replaces reserved, a reservation of the record key (or 0 for

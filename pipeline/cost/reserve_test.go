@@ -51,8 +51,8 @@ func TestBudgetReserve(t *testing.T) {
 	if s := b.Spent(); math.Abs(s-5) > 1e-12 {
 		t.Fatalf("after settling a: spent %v, want 5", s)
 	}
-	if got := fmt.Sprint(j); got != "[a/1//3]" {
-		t.Errorf("journal %s, want only a's real cost", got)
+	if got := fmt.Sprint(j.lines); got != "[a/1//3 capped 10]" {
+		t.Errorf("journal %s, want only a's real cost and the refusal's mark", got)
 	}
 	if err := NewBudget(10, 0).Reserve("x", 10); err != nil {
 		t.Fatalf("a reservation reaching the cap exactly must pass: %v", err)
@@ -79,7 +79,7 @@ func TestBudgetAdjustOnce(t *testing.T) {
 	if s := b.Spent(); s != 3 || !b.Charged("new") || b.Charged("other") {
 		t.Fatalf("spent %v, want 3", s)
 	}
-	if got := fmt.Sprint(j); got != "[k/2/new/2]" {
+	if got := fmt.Sprint(j.lines); got != "[capped 10 k/2/new/2]" {
 		t.Errorf("journal %s", got)
 	}
 }

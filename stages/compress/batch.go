@@ -542,8 +542,8 @@ func (b *batcher) wait(ctx context.Context, id string, done <-chan struct{}) err
 }
 
 // direct answers req with a direct call (--batch-fallback direct), within
-// the run budget: its projected cost at direct prices is reserved first and
-// replaced by what it cost. It waits for one of o.DirectWorkers slots.
+// the run budget: its projected cost at direct prices is reserved (and
+// journalled) first and replaced by what it cost. It waits for one of o.DirectWorkers slots.
 func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm.Response, error) {
 	if b.slots != nil {
 		select {
@@ -553,9 +553,14 @@ func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm
 			return llm.Response{}, fmt.Errorf("batch fallback: %w", ctx.Err())
 		}
 	}
-	budget, key := rc.budget, rc.key
-	usd := b.o.meter.projected(req, false)
-	if err := budget.Reserve(key, usd); err != nil {
+	// Reserved in the spend journal before it goes out (a kill leaves it
+	// counted), settled with what it cost.
+	budget := rc.budget
+	if b.o.meter.price == nil {
+		budget = nil // unpriced: nothing to reserve or charge
+	}
+	res, err := budget.Begin(ctx, rc.key, rc.n, b.o.meter.projected(req, false))
+	if err != nil {
 		return llm.Response{}, fmt.Errorf("batch fallback: %w: %w", pipeline.ErrDeferred, err)
 	}
 	resp, err := b.o.Direct.Chat(ctx, req)
@@ -563,7 +568,7 @@ func (b *batcher) direct(ctx context.Context, rc *rowCall, req llm.Request) (llm
 	if err == nil {
 		used = b.o.meter.cost(resp)
 	}
-	budget.Adjust(key, rc.n, usd, used)
+	budget.End(res, used)
 	return resp, err
 }
 

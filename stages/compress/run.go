@@ -81,6 +81,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 	}
+	if o.Summary.Price != nil {
+		o.Summary.project = projector(o.Tokenizer, comp.cfg.TurnOverhead, o.Summary.Price)
+	}
 	if cr.summarize, err = newLLMSummarizer(o.Summary); err != nil {
 		return res, fmt.Errorf("compress: %w", err)
 	}

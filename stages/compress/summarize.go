@@ -43,6 +43,11 @@ type SummaryOptions struct {
 	// Client. It charges the run budget itself (it reserves each request
 	// before the request joins a batch), so the summariser only checks it.
 	batch summaryClient
+	// project is what a direct summary request may cost at most (set by
+	// Run from the tokenizer: projector); each direct call reserves it in
+	// the run budget's journal before it goes out (cost.Budget.Begin).
+	// Nil reserves 0: the call is still journalled and charged.
+	project func(req llm.Request, batch bool) float64
 }
 
 // rowCall is the row a summary is asked for, passed to each of its
@@ -145,7 +150,18 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			if err := row.budget.Allow(); err != nil {
 				return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
 			}
+			var res cost.Reservation
+			if !metered {
+				r, err := o.reserve(ctx, row, req)
+				if err != nil {
+					return "", fmt.Errorf("%w: %w", pipeline.ErrDeferred, err)
+				}
+				res = r
+			}
 			resp, err := client.summary(ctx, row, req)
+			if !metered {
+				o.settle(ctx, row, res, resp, err)
+			}
 			if errors.Is(err, pipeline.ErrDeferred) {
 				return "", err
 			}
@@ -154,9 +170,6 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 			m.Usage.Add(resp.Usage)
 			if o.Price != nil && err == nil {
 				call := o.Price.Cost(resp.Usage, resp.Batch)
-				if !metered {
-					row.budget.Charge(row.key, row.n, call)
-				}
 				if m.CostUSD != nil {
 					call += *m.CostUSD
 				}
@@ -189,6 +202,38 @@ func newLLMSummarizer(o SummaryOptions) (rowSummarizer, error) {
 		}
 		return "", fmt.Errorf("summary: %d attempts: %w", o.Attempts, last)
 	}, nil
+}
+
+// reserve reserves a priced direct summary call of row at its projection
+// in the run budget, journalled before the call goes out; an error (the
+// cap, or a journal that cannot be written) refuses the call. The batcher
+// reserves its own requests.
+func (o SummaryOptions) reserve(ctx context.Context, row *rowCall, req llm.Request) (cost.Reservation, error) {
+	if o.Price == nil {
+		return cost.Reservation{}, nil
+	}
+	usd := 0.0
+	if o.project != nil {
+		usd = o.project(req, false)
+	}
+	return row.budget.Begin(ctx, row.key, row.n+1, usd)
+}
+
+// settle replaces res by what the call cost: nothing when it failed, its
+// projection when it was cut in flight (ctx done: it may have been billed,
+// as after a kill).
+func (o SummaryOptions) settle(ctx context.Context, row *rowCall, res cost.Reservation, resp llm.Response, err error) {
+	if o.Price == nil {
+		return
+	}
+	used := 0.0
+	switch {
+	case err == nil:
+		used = o.Price.Cost(resp.Usage, resp.Batch)
+	case ctx.Err() != nil:
+		used = res.Projected()
+	}
+	row.budget.End(res, used)
 }
 
 // summaryPrompt is the user message of a summary request.

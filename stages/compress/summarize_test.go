@@ -65,15 +65,22 @@ func TestSummarizerDoesNotRetryTheClient(t *testing.T) {
 	if want := 2 * price.Cost(usage, false); budget.Spent() != want {
 		t.Errorf("budget spent $%g, want $%g (both calls charged)", budget.Spent(), want)
 	}
-	if got := strings.Join(j, ","); got != "r2/1,r2/2" {
-		t.Errorf("journalled calls %s, want r2's calls 1 and 2", got)
+	if got, want := strings.Join(j, ","), "reserve 1 r2/1,r2/1 settles 1,reserve 2 r2/2,r2/2 settles 2"; got != want {
+		t.Errorf("journalled calls %s, want %s (each call reserved before it goes out, then settled)", got, want)
 	}
 }
 
-// callJournal keeps the key and call number of each charge a budget
-// journals.
+// callJournal keeps the key and call number of each reservation and
+// charge a budget journals, and the reservation each charge settles.
 type callJournal []string
 
-func (j *callJournal) Charged(key string, call int, _ string, _ float64) {
-	*j = append(*j, key+"/"+strconv.Itoa(call))
+func (j *callJournal) Reserved(key string, call int, res int64, _ float64) error {
+	*j = append(*j, "reserve "+strconv.FormatInt(res, 10)+" "+key+"/"+strconv.Itoa(call))
+	return nil
+}
+
+func (j *callJournal) Capped(float64) {}
+
+func (j *callJournal) Charged(key string, call int, _ string, res int64, _ float64) {
+	*j = append(*j, key+"/"+strconv.Itoa(call)+" settles "+strconv.FormatInt(res, 10))
 }

@@ -112,6 +112,8 @@ type Stage struct {
 	// budget is the run's spending cap (nil = none), set by UseBudget
 	// before the first Process.
 	budget *cost.Budget
+	// completion is the largest completion a reply had (projector).
+	completion atomic.Int64
 }
 
 // New validates opts and returns the stage. It does no I/O.
@@ -293,6 +295,10 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 	messages *[]schemas.Message, failed func(error, schemas.Outcome) (schemas.Outcome, string)) (schemas.Outcome, string) {
 	bad := 0
 	budget := s.budget
+	var proj *projector
+	if s.o.Price != nil && budget != nil {
+		proj = s.newProjector(tools)
+	}
 	for turn := 0; turn < s.o.MaxTurns; turn++ {
 		if err := budget.Allow(); err != nil {
 			return schemas.OutcomeBudgetPaused, fmt.Sprintf("stopped before model call %d: %v (--resume with a higher --max-cost runs it again)", turn+1, err)
@@ -300,15 +306,38 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 		if why := s.overCap(rec); why != "" {
 			return schemas.OutcomeBudgetExceeded, fmt.Sprintf("stopped before model call %d: %s", turn+1, why)
 		}
+		// A priced call's projected cost is reserved in the spend journal
+		// before it goes out, and refused when it does not fit under the
+		// run's cap.
+		var res cost.Reservation
+		if proj != nil {
+			r, err := budget.Begin(rctx, rec.Key, rec.APICalls+1, proj.projected(*messages))
+			switch {
+			case errors.Is(err, cost.ErrBudget):
+				return schemas.OutcomeBudgetPaused, fmt.Sprintf("stopped before model call %d: %v (--resume with a higher --max-cost runs it again)", turn+1, err)
+			case err != nil: // the rollout's end while waiting, or the spend journal
+				return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
+			}
+			res = r
+		}
 		resp, err := s.o.Client.Chat(rctx, llm.Request{Model: s.o.Model, Messages: *messages, Tools: tools,
 			MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature})
 		rec.APICalls++
 		if err != nil {
+			// A failed call is not billed; one cut in flight (the rollout's
+			// deadline, the run's cancel) may be: it counts at its
+			// projection, as after a kill.
+			cut := 0.0
+			if rctx.Err() != nil {
+				cut = res.Projected()
+			}
+			budget.End(res, cut)
 			return failed(fmt.Errorf("llm call %d: %w", turn+1, err), schemas.OutcomeAPIError)
 		}
 		rec.Usage.Add(resp.Usage)
-		if s.o.Price != nil {
-			budget.Charge(rec.Key, rec.APICalls, s.o.Price.Cost(resp.Usage, false))
+		if proj != nil {
+			budget.End(res, s.o.Price.Cost(resp.Usage, false))
+			proj.answered(len(*messages), resp.Usage)
 		}
 		msg := resp.Message
 		msg.Role = "assistant"
