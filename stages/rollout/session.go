@@ -45,8 +45,9 @@ func (e *openError) Error() string { return e.err.Error() }
 func (e *openError) Unwrap() error { return e.err }
 
 // open opens the session on first use and returns it, or the open's error.
-// It blocks for the driver's Open the first time only.
-func (a *lazySession) open(ctx context.Context) (sandbox.Session, error) {
+// It blocks for the driver's Open the first time only; forExec says the
+// use is a command, whose runner (sandbox.Starter) it then starts too.
+func (a *lazySession) open(ctx context.Context, forExec bool) (sandbox.Session, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.opened {
@@ -59,6 +60,15 @@ func (a *lazySession) open(ctx context.Context) (sandbox.Session, error) {
 	t0 := a.now()
 	if a.sess, a.err = a.d.Open(ctx, a.spec); a.err != nil {
 		a.sess, a.err = nil, &openError{fmt.Errorf("sandbox open: %w", a.err)}
+	} else if st, ok := a.sess.(sandbox.Starter); ok && forExec {
+		// A driver that starts its shell at the first command starts it
+		// here: the start is the open's time, not the command's.
+		if err := st.Start(ctx); err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			_ = a.sess.Close(cctx)
+			cancel()
+			a.sess, a.err = nil, &openError{fmt.Errorf("sandbox open: %w", err)}
+		}
 	}
 	a.wait += a.now().Sub(t0)
 	return a.sess, a.err
@@ -86,7 +96,7 @@ func (a *lazySession) take() sandbox.Session {
 
 // Exec implements sandbox.Session.
 func (a *lazySession) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
-	s, err := a.open(ctx)
+	s, err := a.open(ctx, true)
 	if err != nil {
 		return sandbox.Result{}, err
 	}
@@ -104,7 +114,7 @@ func (a *lazySession) Close(ctx context.Context) error {
 
 // ReadRange implements sandbox.Files, opening the session first.
 func (a *lazySession) ReadRange(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
-	s, err := a.open(ctx)
+	s, err := a.open(ctx, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -113,7 +123,7 @@ func (a *lazySession) ReadRange(ctx context.Context, path string, off int64, n i
 
 // Stat implements sandbox.Files, opening the session first.
 func (a *lazySession) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	s, err := a.open(ctx)
+	s, err := a.open(ctx, false)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
@@ -122,7 +132,7 @@ func (a *lazySession) Stat(ctx context.Context, path string) (sandbox.FileInfo, 
 
 // WriteFile implements sandbox.Files, opening the session first.
 func (a *lazySession) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	s, err := a.open(ctx)
+	s, err := a.open(ctx, false)
 	if err != nil {
 		return err
 	}

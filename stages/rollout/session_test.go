@@ -43,11 +43,12 @@ func (c slowClient) Chat(ctx context.Context, req llm.Request) (llm.Response, er
 	return c.Client.Chat(ctx, req)
 }
 
-// slowDriver's opens take open on the clock and its commands run.
+// slowDriver's opens take open on the clock, starting a session's shell
+// (sandbox.Starter) start, and its commands run.
 type slowDriver struct {
 	sandbox.Driver
-	clock     *testClock
-	open, run time.Duration
+	clock            *testClock
+	open, start, run time.Duration
 }
 
 func (d slowDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
@@ -64,6 +65,11 @@ type slowSession struct {
 	d slowDriver
 }
 
+func (s slowSession) Start(context.Context) error {
+	s.d.clock.advance(s.d.start)
+	return nil
+}
+
 func (s slowSession) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.d.clock.advance(s.d.run)
 	return s.Session.Exec(ctx, cmd)
@@ -77,15 +83,16 @@ const twoCommands = `{"scripts": [{"match": "^go", "steps": [
 	{"match": "^chat", "steps": [{"content": "hello"}]}]}`
 
 // TestTimingsAccountForEveryStep runs rollouts on a clock that moves only
-// in the model's calls, the sandbox's open and its commands: the record's
-// figures must then be exactly those, the open counted once as
-// sandbox_start and never as tool time, and add up to duration_ms.
+// in the model's calls, the sandbox's open, its shell's start and its
+// commands: the record's figures must then be exactly those, the open and
+// the start counted once as sandbox_start and never as tool time, and add
+// up to duration_ms.
 func TestTimingsAccountForEveryStep(t *testing.T) {
 	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	client := slowClient{Client: env(t, fakellm.Config{Scripts: scripts(t, twoCommands)}, 0), clock: clock, model: 250 * time.Millisecond}
 	d := fake.New()
 	st, err := New(Options{Client: client, Model: "m", Now: clock.now, Toolsets: []string{"terminal", "todo"},
-		Driver: slowDriver{Driver: d, clock: clock, open: 400 * time.Millisecond, run: 100 * time.Millisecond}})
+		Driver: slowDriver{Driver: d, clock: clock, open: 400 * time.Millisecond, start: 150 * time.Millisecond, run: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +104,7 @@ func TestTimingsAccountForEveryStep(t *testing.T) {
 	if rec.Outcome != schemas.OutcomeCompleted {
 		t.Fatalf("outcome %s: %s", rec.Outcome, rec.Error)
 	}
-	want := schemas.Timings{ModelMS: 4 * 250, ToolMS: 3 * 100, SandboxStartMS: 400, QueueMS: 7}
+	want := schemas.Timings{ModelMS: 4 * 250, ToolMS: 3 * 100, SandboxStartMS: 400 + 150, QueueMS: 7}
 	if rec.Timings == nil || *rec.Timings != want {
 		t.Fatalf("timings %+v, want %+v", rec.Timings, want)
 	}

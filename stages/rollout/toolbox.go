@@ -158,7 +158,7 @@ func (rt *rolloutTools) call(ctx context.Context, allowed map[string]bool, call 
 	if isMCP {
 		if rt.mcp == nil {
 			dir := ""
-			if s, err := rt.sess.open(ctx); err == nil {
+			if s, err := rt.sess.open(ctx, false); err == nil {
 				if h, ok := s.(hostDirer); ok {
 					dir = h.HostDir()
 				}
