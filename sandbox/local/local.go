@@ -646,11 +646,17 @@ func (s *Session) kill(pid int) {
 // pooled session's is running already). Without a long-lived shell
 // (ShellFresh) it does nothing.
 func (s *Session) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.smu.Lock()
+	closed := s.closed
+	s.smu.Unlock()
+	if closed {
+		return fmt.Errorf("local sandbox start: %w", sandbox.ErrClosed)
+	}
 	if s.sh == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.sh.Start(ctx); err != nil {
 		return fmt.Errorf("local sandbox start: %w", err)
 	}
