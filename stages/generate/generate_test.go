@@ -555,11 +555,11 @@ func TestTimingsAddUpToDuration(t *testing.T) {
 		t.Skip("bash not installed")
 	}
 	script := `{"scripts": [{"match": "^work", "steps": [
-	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.1; echo one"}}]},
-	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.1; echo two"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.15; echo one"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.15; echo two"}}]},
 	  {"content": "worked"}]},
 	  {"match": "^chat", "steps": [{"content": "hello"}]}]}`
-	_, url := startFake(t, fakellm.Config{Latency: 80 * time.Millisecond}, script)
+	_, url := startFake(t, fakellm.Config{Latency: 150 * time.Millisecond}, script)
 	out := filepath.Join(t.TempDir(), "out")
 	lines := []string{`{"prompt": "chat"}`}
 	for i := 0; i < 5; i++ {
