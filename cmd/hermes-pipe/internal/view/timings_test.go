@@ -29,7 +29,7 @@ func timedFolder(t *testing.T) string {
 		}
 		recs = append(recs, r)
 	}
-	writeRun(t, dir, pipeline.OutputOptions{Kind: "generate", MaxShardRows: 4}, 2, recs)
+	writeRun(t, dir, pipeline.OutputOptions{Kind: "generate", MaxShardRows: 4}, 1, recs) // one worker: record i is k0i
 	return dir
 }
 
