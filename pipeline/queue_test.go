@@ -72,3 +72,26 @@ func TestQueueMSIsTheWaitForAWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestTallyTimingsAreThisRunsOnly: a run whose stages keep no timings
+// (compress over generate's records) leaves the timings its records brought
+// out of the run's tally; a timed run tallies them.
+func TestTallyTimingsAreThisRunsOnly(t *testing.T) {
+	bring := func(rec *schemas.Record) {
+		complete(rec)
+		rec.Timings = &schemas.Timings{ModelMS: 100}
+		rec.DurationMS = 100
+	}
+	plain := &funcStage{name: "plain", fn: func(_ context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
+		bring(rec)
+		return []*schemas.Record{rec}, nil
+	}}
+	if sum := runAll(t, t.TempDir(), ModeFresh, 3, plain); sum.Tally.Timings != nil {
+		t.Fatalf("an untimed run tallied timings %+v", sum.Tally.Timings)
+	}
+	timed := timedStage{plain}
+	sum := runAll(t, t.TempDir(), ModeFresh, 3, timed)
+	if tm := sum.Tally.Timings; tm == nil || tm.Records != 3 || tm.Biggest().Name != PartModel || tm.Parts[0].TotalMS != 300 {
+		t.Fatalf("a timed run's tally %+v", tm)
+	}
+}

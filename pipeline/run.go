@@ -275,6 +275,7 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 			r.timed = true
 		}
 	}
+	r.tally.timed = r.timed
 
 	closeOnce := sync.Once{}
 	var closeErr error

@@ -30,6 +30,10 @@ const errTextMax = 160
 type tallyOf struct {
 	mu sync.Mutex
 	t  Tally
+	// timed: the run's stages time its records (RecordTimer); otherwise
+	// timings a record brought from its input (compress over generate's
+	// records) are not this run's and stay out of Tally.Timings.
+	timed bool
 }
 
 func (c *tallyOf) add(rows []pending) {
@@ -53,7 +57,9 @@ func (c *tallyOf) add(rows []pending) {
 		if !p.outcome.OK() && rec.Error != "" {
 			t.Errors[errText(rec.Error)]++
 		}
-		addTimings(&t.Timings, rec.Timings, rec.DurationMS)
+		if c.timed {
+			addTimings(&t.Timings, rec.Timings, rec.DurationMS)
+		}
 	}
 }
 
