@@ -232,6 +232,8 @@ type runner struct {
 	// (dispatch's goroutine only) once the first record was sent to work.
 	counted <-chan struct{}
 	started bool
+	// timed is set when a stage is a RecordTimer: records get queue_ms.
+	timed bool
 }
 
 func (r *runner) fatal(err error) {
@@ -268,6 +270,12 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	defer cancel(nil)
 	r := &runner{opts: opts, out: out, stages: stages, metrics: make([]stageStats, len(stages)),
 		prog: opts.Progress, log: opts.Logger, cancel: cancel}
+	for _, s := range stages {
+		if _, ok := s.(RecordTimer); ok {
+			r.timed = true
+		}
+	}
+	r.tally.timed = r.timed
 
 	closeOnce := sync.Once{}
 	var closeErr error
@@ -420,6 +428,7 @@ produce:
 			r.fatal(fmt.Errorf("read input: source yielded a record without a key (after %d records)", sum.Read))
 			break
 		}
+		readAt := time.Now() // carried to the worker by the closure: queue_ms
 		sum.Read++
 		if r.skip(rec) {
 			sum.Skipped++
@@ -458,7 +467,7 @@ produce:
 		r.prog.dispatch()
 		p.Go(func() {
 			defer func() { <-sem }()
-			r.work(stageCtx, rec, results)
+			r.work(stageCtx, rec, readAt, results)
 		})
 	}
 	return eof
@@ -550,8 +559,15 @@ func (r *runner) closeStages(ctx context.Context) error {
 }
 
 // work runs one input record through the stages and hands the result to the
-// writer. It never panics.
-func (r *runner) work(ctx context.Context, in *schemas.Record, results chan<- []pending) {
+// writer; readAt is when dispatch read it (queue_ms is the time since). It
+// never panics.
+func (r *runner) work(ctx context.Context, in *schemas.Record, readAt time.Time, results chan<- []pending) {
+	if r.timed {
+		if in.Timings == nil {
+			in.Timings = &schemas.Timings{}
+		}
+		in.Timings.QueueMS = time.Since(readAt).Milliseconds()
+	}
 	key, pi, sample := in.Key, int64(in.PromptIndex), int64(in.Sample)
 	outs, drop := r.process(ctx, in)
 	if drop {

@@ -40,6 +40,15 @@ type Closer interface {
 	Close(ctx context.Context) error
 }
 
+// RecordTimer is implemented by stages whose records carry timings (the
+// agent loop: model, tool and sandbox time). When any stage of a run is
+// one, Run sets each record's timings.queue_ms before its first stage: the
+// time from the record being read to a worker taking it up. The stages'
+// own duration_ms begins after that, so queue_ms is never part of it.
+type RecordTimer interface {
+	TimesRecords()
+}
+
 // ErrFatal marks a stage error that must stop the run (disk full, sandbox
 // driver gone for good). Wrap it: fmt.Errorf("...: %w", pipeline.ErrFatal).
 var ErrFatal = errors.New("fatal")

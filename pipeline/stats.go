@@ -31,6 +31,9 @@ type Statistics struct {
 	schemas.ToolTally[ToolStatistics]
 	Reasoning ReasoningStatistics `json:"reasoning"`
 	Duration  DurationStatistics  `json:"duration"`
+	// Timings: where the wall time of the records that carry timings
+	// went (nil when none does).
+	Timings *TimingStatistics `json:"timings,omitempty"`
 	// Retries are the model requests tried again by cause over every run of
 	// the folder, as run.json records them (absent when no run recorded
 	// them: folders of older versions, modes that make no model call).
@@ -184,7 +187,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 	var durations []int64
 	err := eachLive(dir, ix, CatOptions{}, check, func(ref ledgerEntry, line []byte) error {
 		var r schemas.Record
-		if err := schemas.DecodeMembers(line, &r, statMembers[:]...); err != nil {
+		if err := schemas.DecodeMembers(line, &r, statDecode...); err != nil {
 			// A verbatim record may carry a known field with another type
 			// ("completed": "yes"): it counts, without that field.
 			var typeErr *json.UnmarshalTypeError
@@ -235,6 +238,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 		}
 		durations = append(durations, r.DurationMS)
 		st.addReward(oc, int64(r.PromptIndex), r.Reward, r.Grade)
+		addTimings(&st.Timings, r.Timings, r.DurationMS)
 		return nil
 	})
 	if err != nil {
@@ -308,6 +312,7 @@ func (s *Statistics) Add(o Statistics) {
 	s.Duration.TotalMS += o.Duration.TotalMS
 	s.Duration.MaxMS = max(s.Duration.MaxMS, o.Duration.MaxMS)
 	s.addRewards(o)
+	s.Timings = mergeTimings(s.Timings, o.Timings)
 }
 
 // Finish computes the derived figures from the counts: each tool's success
@@ -330,6 +335,7 @@ func (s *Statistics) Finish() {
 		s.Cost.Per1kRowsUSD = s.Cost.TotalUSD * 1000 / float64(s.Cost.PricedRecords)
 	}
 	s.finishRewards()
+	s.Timings.finish()
 }
 
 // WriteText prints the statistics as aligned human-readable text.
@@ -362,6 +368,7 @@ func (s Statistics) WriteText(w io.Writer) error {
 	s.writeRewardText(tw)
 	d := s.Duration
 	fmt.Fprintf(tw, "duration\ttotal %dms, mean %dms, p50 %dms, p95 %dms, max %dms\n", d.TotalMS, d.MeanMS, d.P50MS, d.P95MS, d.MaxMS)
+	s.Timings.writeText(tw)
 	if len(s.Tools) > 0 {
 		fmt.Fprintf(tw, "tool\tcalls\tsuccess\tfailure\tsuccess rate\n")
 		for _, name := range sortedKeys(s.Tools) {

@@ -18,6 +18,9 @@ type Tally struct {
 	Priced   int     // records with a cost
 	Records  int
 	Errors   map[string]int // error message (first line, at most errTextMax bytes) -> records
+	// Timings: where the wall time of this run's records went (nil when
+	// none carries timings); the closing summary names the biggest part.
+	Timings *TimingStatistics
 }
 
 // errTextMax bounds an error message kept by a Tally.
@@ -27,6 +30,10 @@ const errTextMax = 160
 type tallyOf struct {
 	mu sync.Mutex
 	t  Tally
+	// timed: the run's stages time its records (RecordTimer); otherwise
+	// timings a record brought from its input (compress over generate's
+	// records) are not this run's and stay out of Tally.Timings.
+	timed bool
 }
 
 func (c *tallyOf) add(rows []pending) {
@@ -50,12 +57,16 @@ func (c *tallyOf) add(rows []pending) {
 		if !p.outcome.OK() && rec.Error != "" {
 			t.Errors[errText(rec.Error)]++
 		}
+		if c.timed {
+			addTimings(&t.Timings, rec.Timings, rec.DurationMS)
+		}
 	}
 }
 
 func (c *tallyOf) get() Tally {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.t.Timings.finish()
 	return c.t
 }
 

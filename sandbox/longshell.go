@@ -565,6 +565,19 @@ func (s *Shell) drop() {
 	}
 }
 
+// Start starts a shell ahead of the first command, as Exec would, and
+// blocks until it is ready; with one running it does nothing. The local
+// driver's session offers it as sandbox.Starter.
+func (s *Shell) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.closing.Load() {
+		return ErrClosed
+	}
+	_, err := s.current(ctx)
+	return err
+}
+
 // Started reports whether a shell process is running (idle) in this
 // Shell; a Shell whose first command has not come yet has none.
 func (s *Shell) Started() bool {

@@ -253,3 +253,30 @@ func BenchmarkShellExec(b *testing.B) {
 		}
 	}
 }
+
+// TestShellStartAhead: Start starts the shell the first command then uses
+// (no second start), a second Start does nothing, and a closed Shell's
+// Start fails.
+func TestShellStartAhead(t *testing.T) {
+	sh, starts := bashShell(t, "bash")
+	ctx := context.Background()
+	if sh.Started() {
+		t.Fatal("started before Start")
+	}
+	for range 2 {
+		if err := sh.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !sh.Started() || *starts != 1 {
+		t.Fatalf("started %v, %d starts; want one", sh.Started(), *starts)
+	}
+	res, err := sh.Exec(ctx, "echo hi", time.Minute)
+	if err != nil || strings.TrimSpace(res.Stdout) != "hi" || *starts != 1 {
+		t.Fatalf("exec after Start: %+v %v, %d starts", res, err, *starts)
+	}
+	sh.Close()
+	if err := sh.Start(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start of a closed shell: %v", err)
+	}
+}

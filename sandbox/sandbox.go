@@ -38,6 +38,15 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// Starter is implemented by sessions that start what runs their commands
+// at the first command (the local driver's long-lived shell). Start does it
+// ahead and blocks until it is ready, so a caller that opens a session to
+// run a command counts that start as the open's, not as the command's; on
+// a started session it does nothing.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
 // Spec describes the session a rollout wants.
 type Spec struct {
 	RunID     string // labels containers/folders of one run (for gc)

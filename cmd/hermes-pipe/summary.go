@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
@@ -36,6 +38,7 @@ func printRunSummary(w io.Writer, out string, s pipeline.Summary, retries *llm.R
 	}
 	fmt.Fprintf(w, "  tokens: %d, spend: %s\n", t.Tokens, spend)
 	fmt.Fprintf(w, "  retries: %s\n", retriesOf(retries).Text())
+	printTimings(w, t.Timings)
 	if top := pipeline.Top(t.Errors, summaryErrors); len(top) > 0 {
 		fmt.Fprintf(w, "  top errors:\n")
 		for _, e := range top {
@@ -48,4 +51,27 @@ func printRunSummary(w io.Writer, out string, s pipeline.Summary, retries *llm.R
 	if s.Failed > 0 {
 		fmt.Fprintf(w, "  failed rows: %d in %s/failed/ (`hermes-pipe cat %s`, `hermes-pipe view %s`; --resume retries them)\n", s.Failed, out, out, out)
 	}
+}
+
+// printTimings writes the summary's line on where the run's wall time went:
+// the parts that took any, largest first, the biggest named. Nothing when
+// no record carries timings.
+func printTimings(w io.Writer, t *pipeline.TimingStatistics) {
+	if t == nil || t.WallMS == 0 {
+		return
+	}
+	parts := slices.Clone(t.Parts)
+	slices.SortStableFunc(parts, func(a, b pipeline.TimingPart) int { return cmp.Compare(b.TotalMS, a.TotalMS) })
+	var shown []string
+	for _, p := range parts {
+		if p.TotalMS > 0 {
+			shown = append(shown, fmt.Sprintf("%s %.0f%%", p.Name, 100*p.Share))
+		}
+	}
+	if len(shown) == 0 {
+		return
+	}
+	b := parts[0]
+	fmt.Fprintf(w, "  time: most in %s (%.0f%% of %s wall time, p50 %s, p99 %s per record); %s\n", b.Name, 100*b.Share,
+		pipeline.FormatMS(t.WallMS), pipeline.FormatMS(b.P50MS), pipeline.FormatMS(b.P99MS), strings.Join(shown, ", "))
 }

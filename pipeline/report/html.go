@@ -87,7 +87,7 @@ const pageHTML = `<!DOCTYPE html>
 <table>{{range $k, $v := .Cost.ByOutcomeUSD}}<tr><td>{{$k}}</td><td class="n">{{usd $v}}</td></tr>{{end}}</table>
 {{else}}<p class="mute" id="spend">Unknown: no record has a price (give --prices or --price-in/--price-out).</p>{{end}}
 <h2>Durations</h2>
-<p>total {{.Duration.TotalMS}} ms, mean {{.Duration.MeanMS}} ms, p50 {{.Duration.P50MS}} ms, p95 {{.Duration.P95MS}} ms, max {{.Duration.MaxMS}} ms</p>
+<p>total {{.Duration.TotalMS}} ms, mean {{.Duration.MeanMS}} ms, p50 {{.Duration.P50MS}} ms, p95 {{.Duration.P95MS}} ms, max {{.Duration.MaxMS}} ms</p>{{template "timings" .Timings}}
 {{end}}
 <h2>Distributions</h2>
 <div class="charts">{{hist .Turns}}{{hist .Tokens}}{{hist .Durations}}</div>

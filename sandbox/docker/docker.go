@@ -277,6 +277,24 @@ func (s *Session) setShellConn(c *shellConn) bool {
 	return true
 }
 
+// Start implements sandbox.Starter: it starts the session's long-lived
+// shell (its docker exec) ahead of the first command and blocks until it is
+// ready; in ShellMode "fresh" it does nothing.
+func (s *Session) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClosed() {
+		return fmt.Errorf("docker sandbox start: %w", sandbox.ErrClosed)
+	}
+	if s.sh == nil {
+		return nil
+	}
+	if err := s.sh.Start(ctx); err != nil {
+		return fmt.Errorf("docker sandbox start: %w", err)
+	}
+	return nil
+}
+
 // ContainerID returns the id of the session's container.
 func (s *Session) ContainerID() string { return s.id }
 

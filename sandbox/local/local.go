@@ -679,6 +679,27 @@ func (s *Session) kill(pid int) {
 // Close kills the running command, if any, and every process the session's
 // commands left, then removes the private folder. It does not wait for a
 // running command to end on its own, and is safe to call more than once.
+// Start implements sandbox.Starter: it starts the session's shell (a
+// pooled session's is running already). Without a long-lived shell
+// (ShellFresh) it does nothing.
+func (s *Session) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.smu.Lock()
+	closed := s.closed
+	s.smu.Unlock()
+	if closed {
+		return fmt.Errorf("local sandbox start: %w", sandbox.ErrClosed)
+	}
+	if s.sh == nil {
+		return nil
+	}
+	if err := s.sh.Start(ctx); err != nil {
+		return fmt.Errorf("local sandbox start: %w", err)
+	}
+	return nil
+}
+
 // HostDir is the session's working folder as a folder of this machine; a
 // confined session sees it at the same path. Callers that start helpers
 // beside the session (a rollout's MCP servers, as ${workdir}) use it.

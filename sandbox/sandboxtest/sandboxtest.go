@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Driver, caps Caps) {
 	}
 	t.Run("Shell", func(t *testing.T) {
 		t.Run("ExitCodes", s.exitCodes)
+		t.Run("StartAhead", s.startAhead)
 		t.Run("StatePersists", s.statePersists)
 		t.Run("StateSurvivesExit", s.stateSurvivesExit)
 		t.Run("SpecEnvAndCwd", s.specEnvAndCwd)
@@ -578,4 +579,41 @@ func BenchOpenClose(b *testing.B, d sandbox.Driver, spec sandbox.Spec) {
 		}
 		return s.Close(context.Background())
 	})
+}
+
+// startAhead: a session with a long-lived shell offers sandbox.Starter;
+// Start (twice) leaves a session whose commands run in the one shell it
+// started, and a closed session's Start fails with ErrClosed.
+func (s *suite) startAhead(t *testing.T) {
+	t.Parallel()
+	sess := s.session(t, s.spec(t))
+	st, ok := sess.(sandbox.Starter)
+	if !ok {
+		if s.caps.LongLivedShell {
+			t.Fatal("a session with a long-lived shell does not implement sandbox.Starter")
+		}
+		t.Skip("no long-lived shell to start")
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := st.Start(ctx); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	}
+	if _, err := sess.Exec(ctx, sandbox.Cmd{Command: "started_ahead=yes"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sess.Exec(ctx, sandbox.Cmd{Command: "echo ${started_ahead:-no}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]string{true: "yes", false: "no"}[s.caps.LongLivedShell]; strings.TrimSpace(res.Stdout) != want {
+		t.Fatalf("a shell variable after Start: %q, want %q", res.Stdout, want)
+	}
+	if err := sess.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Start(ctx); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("Start after Close: %v, want ErrClosed", err)
+	}
 }

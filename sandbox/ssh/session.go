@@ -330,6 +330,28 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, er
 	return s.execFresh(ctx, cmd.Command, timeout)
 }
 
+// Start implements sandbox.Starter: where the session runs its commands in
+// a long-lived shell, it starts that shell ahead of the first command and
+// blocks until it is ready; otherwise it does nothing.
+func (s *Session) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("ssh start: %w", sandbox.ErrClosed)
+	}
+	if !s.ran && s.bash != "" {
+		s.useShell()
+	}
+	s.ran = true
+	if s.shell == nil {
+		return nil
+	}
+	if err := s.shell.Start(ctx); err != nil {
+		return fmt.Errorf("ssh start: %w", err)
+	}
+	return nil
+}
+
 // useShell gives the session its long-lived shell. Exec calls it at the
 // first command, with s.mu held: decided once, so that a session never
 // switches from fresh shells to a long-lived one (whose functions and

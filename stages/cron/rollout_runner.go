@@ -470,6 +470,19 @@ type captureStage struct {
 	err error
 }
 
+// TimesRecords implements pipeline.RecordTimer: the execution's record
+// carries the rollout's timings.
+func (c *captureStage) TimesRecords() {}
+
+// Close passes the run's end on to the rollout stage, which waits there for
+// its sandbox session, closed in the background, to be closed.
+func (c *captureStage) Close(ctx context.Context) error {
+	if cl, ok := c.Stage.(pipeline.Closer); ok {
+		return cl.Close(ctx)
+	}
+	return nil
+}
+
 func (c *captureStage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Record, error) {
 	out, err := c.Stage.Process(ctx, rec)
 	c.err = err
@@ -523,6 +536,9 @@ type activityDriver struct {
 }
 
 func (a activityDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	// The session opens at the rollout's first tool call: opening it is
+	// that call's activity.
+	defer activitySession{act: a.act}.op()()
 	s, err := a.Driver.Open(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -145,9 +145,11 @@ func (d specDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Sessio
 }
 
 // A job's own sandbox opens its driver: docker with the job's image, ssh
-// with its user and host; a bad spec is refused at add.
+// with its user and host (the session opens at the agent's first command);
+// a bad spec is refused at add.
 func TestAgentJobSandbox(t *testing.T) {
-	url := server(t, fakellm.Config{}, `{"scripts": [{"steps": [{"content": "done"}]}]}`)
+	url := server(t, fakellm.Config{}, `{"scripts": [{"steps": [
+		{"tool_calls": [{"name": "terminal", "arguments": {"command": "true"}}]}, {"content": "done"}]}]}`)
 	var opened []string
 	var images []string
 	r := &RolloutRunner{Driver: fake.New(), DefaultBaseURL: url, DefaultModel: "m",

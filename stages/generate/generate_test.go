@@ -563,3 +563,69 @@ func TestRunWithLocalSandbox(t *testing.T) {
 	}
 	mustVerify(t, out)
 }
+
+// TestTimingsAddUpToDuration runs rows against a model with a latency and a
+// terminal command that takes time in the local sandbox: each record's
+// timings must be there, and over the run model + tool + sandbox start and
+// close (+ grader) must add up to duration_ms within 5 % (queue_ms is the
+// wait before the rollout began and is not part of duration_ms). The sums
+// cover seconds of latency, so the few milliseconds of the rollout's own
+// bookkeeping stay far below the 5 % even on a loaded machine.
+func TestTimingsAddUpToDuration(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bash is not installed; CI requires the local sandbox test: %v", err)
+		}
+		t.Skip("bash not installed")
+	}
+	script := `{"scripts": [{"match": "^work", "steps": [
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.15; echo one"}}]},
+	  {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.15; echo two"}}]},
+	  {"content": "worked"}]},
+	  {"match": "^chat", "steps": [{"content": "hello"}]}]}`
+	_, url := startFake(t, fakellm.Config{Latency: 150 * time.Millisecond}, script)
+	out := filepath.Join(t.TempDir(), "out")
+	lines := []string{`{"prompt": "chat"}`}
+	for i := 0; i < 5; i++ {
+		lines = append(lines, fmt.Sprintf(`{"prompt": "work %d"}`, i))
+	}
+	o := options(t, url, writePrompts(t, lines...), out)
+	o.Workers = 2 // rows wait for a worker: queue_ms
+	d, err := local.New(sandbox.Config{RunID: "timings-test", Local: sandbox.LocalConfig{BaseDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Rollout.Driver = d
+	o.Rollout.RunID = "timings-test"
+	if _, err := generate.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, out)
+	if len(recs) != len(lines) {
+		t.Fatalf("%d records, want %d", len(recs), len(lines))
+	}
+	var parts, dur, queue int64
+	for _, r := range recs {
+		tm := r.Timings
+		if r.Outcome != schemas.OutcomeCompleted || tm == nil {
+			t.Fatalf("record %s: outcome %s, timings %+v: %s", r.Key, r.Outcome, tm, r.Error)
+		}
+		// The chat row runs no command: no sandbox, no tool time; every
+		// other row ran two.
+		chat := strings.Contains(turnText(r), "hello")
+		if chat && (tm.SandboxStartMS != 0 || tm.ToolMS != 0) || !chat && tm.ToolMS == 0 {
+			t.Fatalf("record %s: timings %+v", r.Key, tm)
+		}
+		parts += tm.ModelMS + tm.ToolMS + tm.SandboxStartMS + tm.SandboxCloseMS + tm.GraderMS
+		dur += r.DurationMS
+		queue += tm.QueueMS
+	}
+	t.Logf("over %d records: parts %d ms, duration %d ms, queue %d ms", len(recs), parts, dur, queue)
+	if diff := dur - parts; diff < 0 || diff*20 > dur {
+		t.Fatalf("model+tool+sandbox_start+sandbox_close+grader = %d ms over the run, duration_ms %d: more than 5%% apart", parts, dur)
+	}
+	if queue == 0 {
+		t.Fatalf("6 rows on 2 workers, yet no record waited for one: queue_ms all 0")
+	}
+	mustVerify(t, out)
+}

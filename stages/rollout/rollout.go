@@ -114,6 +114,9 @@ type Stage struct {
 	budget *cost.Budget
 	// completion is the largest completion a reply had (projector).
 	completion atomic.Int64
+	// closer closes the rollouts' sessions off their path; Close waits
+	// for it.
+	closer *closer
 }
 
 // New validates opts and returns the stage. It does no I/O.
@@ -151,7 +154,7 @@ func New(opts Options) (*Stage, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	st := &Stage{o: opts}
+	st := &Stage{o: opts, closer: newCloser()}
 	st.statTools = st.statToolNames()
 	return st, nil
 }
@@ -168,6 +171,14 @@ func (s *Stage) Preflight(ctx context.Context) error {
 	}
 	return s.o.Ready(ctx)
 }
+
+// Close implements pipeline.Closer: it blocks until the sandbox sessions
+// of finished rollouts, closed in the background, are closed, or ctx ends.
+// The runtime calls it once every record is committed.
+func (s *Stage) Close(ctx context.Context) error { return s.closer.wait(ctx) }
+
+// TimesRecords implements pipeline.RecordTimer: records carry timings.
+func (s *Stage) TimesRecords() {}
 
 // UseBudget implements pipeline.BudgetUser: every model call is checked
 // against b first and charged to it once it returns.
@@ -197,6 +208,8 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		toolsets = s.o.Distribution.Sample(s.o.Seed, rec.Key)
 	}
 	tools, terr := s.toolsFor(toolsets)
+	var spent spent
+	defer func() { spent.put(rec) }()
 	if terr != nil {
 		rec.ToolsetsUsed, rec.Model = toolsets, s.o.Model
 		rec.Outcome, rec.Error = schemas.OutcomeError, terr.Error()
@@ -217,7 +230,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		messages = append(messages, schemas.Message{Role: "system", Content: s.o.SystemPrompt})
 	}
 	messages = append(messages, schemas.Message{Role: "user", Content: rec.Input.Prompt})
-	outcome, errMsg := s.loop(ctx, rctx, rec, tools, allowed, &messages)
+	outcome, errMsg := s.loop(ctx, rctx, rec, tools, allowed, &messages, &spent)
 	if ctx.Err() != nil {
 		if !errors.Is(context.Cause(ctx), cost.ErrBudget) {
 			return nil, fmt.Errorf("rollout %s: %w", rec.Key, ctx.Err())
@@ -253,37 +266,46 @@ func (s *Stage) fill(rec *schemas.Record, outcome schemas.Outcome, errMsg string
 }
 
 // loop runs the agent turns and returns the outcome and error text.
-func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool, messages *[]schemas.Message) (schemas.Outcome, string) {
+func (s *Stage) loop(ctx, rctx context.Context, rec *schemas.Record, tools []schemas.Tool, allowed map[string]bool,
+	messages *[]schemas.Message, spent *spent) (schemas.Outcome, string) {
 	failed := func(err error, base schemas.Outcome) (schemas.Outcome, string) {
 		if rctx.Err() != nil && ctx.Err() == nil {
 			return schemas.OutcomeTimeout, fmt.Sprintf("rollout deadline of %s passed: %v", s.o.Timeout, err)
 		}
 		return base, err.Error()
 	}
-	// The session opens while the first LLM call is in flight; an open
-	// failure surfaces at the first tool call as a sandbox_error.
-	sess := openAsync(rctx, s.o.Driver, sandbox.Spec{
+	// The session opens at its first use (a tool that needs the sandbox);
+	// an open failure surfaces there as a sandbox_error.
+	sess := newLazySession(s.o.Driver, sandbox.Spec{
 		RunID:     s.o.RunID,
 		RolloutID: rec.Key,
 		Image:     rec.Input.Image,
 		Cwd:       rec.Input.Cwd,
 		Timeout:   s.o.CommandTimeout,
 		MaxOutput: s.o.MaxOutput,
-	})
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = sess.Close(cctx)
-	}()
+	}, s.o.Now)
 	// The todo list and MCP servers of this rollout; its servers stop
-	// before its sandbox closes.
-	rt := s.newRolloutTools(sess)
-	defer rt.close()
+	// before its sandbox closes, and the sandbox closes in the background
+	// (Stage.Close waits for it).
+	rt := s.newRolloutTools(sess, spent)
+	defer func() {
+		t0 := s.o.Now()
+		rt.close()
+		s.closer.close(ctx, sess.take())
+		spent.close += s.o.Now().Sub(t0)
+		spent.start = sess.waited()
+	}()
 
 	outcome, errMsg := s.turns(rctx, rt, rec, tools, allowed, messages, failed)
 	// Graded in the agent's own session, before it closes; its own
 	// timeout, not the rollout's deadline, bounds the grader.
+	w0 := sess.waited()
 	s.grade(ctx, rec, sess, outcome, errMsg, *messages, tools)
+	if w := sess.waited() - w0; w > 0 && rec.Timings != nil {
+		// A grader's command that opened the session: the open is
+		// sandbox_start's, not grader_ms's.
+		rec.Timings.GraderMS = max(0, rec.Timings.GraderMS-w.Milliseconds())
+	}
 	if s.o.KeepWorkspace != nil && ctx.Err() == nil {
 		s.o.KeepWorkspace(ctx, rec, sess)
 	}
@@ -320,8 +342,11 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 			}
 			res = r
 		}
+
+		t0 := s.o.Now()
 		resp, err := s.o.Client.Chat(rctx, llm.Request{Model: s.o.Model, Messages: *messages, Tools: tools,
 			MaxTokens: s.o.MaxTokens, Temperature: s.o.Temperature})
+		rt.spent.model += s.o.Now().Sub(t0)
 		rec.APICalls++
 		if err != nil {
 			// A failed call is not billed; one cut in flight (the rollout's
@@ -356,7 +381,7 @@ func (s *Stage) turns(rctx context.Context, rt *rolloutTools, rec *schemas.Recor
 		}
 		var stop schemas.Outcome
 		for _, call := range msg.ToolCalls {
-			result, err := s.call(rctx, rt, allowed, call, &stop)
+			result, err := s.timedCall(rctx, rt, allowed, call, &stop)
 			var bc *errBadCall
 			switch {
 			case errors.As(err, &bc):
@@ -401,6 +426,15 @@ func (s *Stage) overCap(rec *schemas.Record) string {
 	return ""
 }
 
+// timedCall runs s.call and adds its time to rt's tool time, less what it
+// waited for the session to open (the record's sandbox_start_ms).
+func (s *Stage) timedCall(ctx context.Context, rt *rolloutTools, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
+	w0, t0 := rt.sess.waited(), s.o.Now()
+	out, err := s.call(ctx, rt, allowed, call, stop)
+	rt.spent.tool += s.o.Now().Sub(t0) - (rt.sess.waited() - w0)
+	return out, err
+}
+
 // call runs one tool call in rt's session, with rt's tool state; for
 // terminal calls it lets OnTerminal end the loop.
 func (s *Stage) call(ctx context.Context, rt *rolloutTools, allowed map[string]bool, call schemas.ToolCall, stop *schemas.Outcome) (string, error) {
@@ -433,4 +467,30 @@ func (s *spySession) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result, e
 	r, err := s.Session.Exec(ctx, c)
 	s.cmd, s.res, s.ran = c, r, err == nil
 	return r, err
+}
+
+// spent is where one rollout's time went, measured on the stage's clock.
+type spent struct {
+	model time.Duration // in Client.Chat
+	tool  time.Duration // in tool calls, the session's open left out
+	start time.Duration // waiting for the sandbox session to open
+	close time.Duration // stopping MCP servers and handing the session to the closer
+}
+
+// put writes what s measured into rec's timings, keeping what earlier
+// steps set there (the runtime's queue_ms). The identity the figures keep:
+// model + tool + sandbox_start + sandbox_close (+ grader, where a grader
+// ran inside the rollout) add up to duration_ms but for the rollout's own
+// bookkeeping; queue_ms is outside duration_ms (the time before the
+// rollout began).
+func (s *spent) put(rec *schemas.Record) {
+	t := rec.Timings
+	if t == nil {
+		t = &schemas.Timings{}
+		rec.Timings = t
+	}
+	t.ModelMS = s.model.Milliseconds()
+	t.ToolMS = s.tool.Milliseconds()
+	t.SandboxStartMS = s.start.Milliseconds()
+	t.SandboxCloseMS = s.close.Milliseconds()
 }

@@ -112,7 +112,8 @@ func (s *Stage) statToolNames() []string {
 // file: the todo list, the cronjob store and the rollout's MCP session.
 type rolloutTools struct {
 	s     *Stage
-	sess  *asyncSession
+	sess  *lazySession
+	spent *spent // where the rollout's time went
 	todos []todoItem
 	cron  *cronStore // the cronjob toolset's jobs; nil until its first call
 	mcp   *mcp.Session
@@ -120,8 +121,8 @@ type rolloutTools struct {
 
 // newRolloutTools returns the tool state of one rollout in sess; the
 // rollout's turns pass it to each tool call.
-func (s *Stage) newRolloutTools(sess *asyncSession) *rolloutTools {
-	return &rolloutTools{s: s, sess: sess}
+func (s *Stage) newRolloutTools(sess *lazySession, spent *spent) *rolloutTools {
+	return &rolloutTools{s: s, sess: sess, spent: spent}
 }
 
 // close stops the rollout's own MCP servers.
@@ -157,7 +158,7 @@ func (rt *rolloutTools) call(ctx context.Context, allowed map[string]bool, call 
 	if isMCP {
 		if rt.mcp == nil {
 			dir := ""
-			if s, err := rt.sess.wait(ctx); err == nil {
+			if s, err := rt.sess.open(ctx, false); err == nil {
 				if h, ok := s.(hostDirer); ok {
 					dir = h.HostDir()
 				}

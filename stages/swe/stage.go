@@ -91,6 +91,10 @@ func NewStage(o StageOptions) (*Stage, error) {
 // Name implements pipeline.Stage.
 func (s *Stage) Name() string { return "swe" }
 
+// TimesRecords implements pipeline.RecordTimer: records carry timings (the
+// rollout's, the grading as grader_ms).
+func (s *Stage) TimesRecords() {}
+
 // UseBudget implements pipeline.BudgetUser: each task's rollout checks and
 // charges b.
 func (s *Stage) UseBudget(b *cost.Budget) { s.budget = b }
@@ -156,6 +160,16 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	start := time.Now()
 	h := &held{task: t, clone: s.o.Grade.Clone}
 	defer h.close(ctx)
+	// The agent's session closes here, after its patch is taken: its time
+	// is the record's sandbox_close_ms; taking the patch and grading it
+	// are its grader_ms.
+	closeHeld := func() {
+		t0 := time.Now()
+		h.close(ctx)
+		if rec.Timings != nil {
+			rec.Timings.SandboxCloseMS += time.Since(t0).Milliseconds()
+		}
+	}
 	spy := &llmSpy{Client: s.o.Rollout.Client}
 	ro := s.o.Rollout
 	ro.Client = spy
@@ -200,7 +214,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	case schemas.OutcomeBudgetExceeded:
 		// The task's own cap ended the agent: unresolved, not graded, and
 		// the report says why.
-		h.close(ctx)
+		closeHeld()
 		rec.Outcome, rec.Error = OutcomeUnresolved, "the agent was stopped by its budget: "+agentErr
 		rec.DurationMS = time.Since(start).Milliseconds()
 		return []*schemas.Record{rec}, nil
@@ -218,7 +232,7 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 		// A simple task in an image without git (Hermes' default
 		// python:3.11-slim): there is no patch, and the submission alone
 		// is the verdict.
-		h.close(ctx)
+		closeHeld()
 		g := Grade{GradedBy: "submission", Outcome: OutcomeResolved}
 		if ex.ExitStatus != ExitSubmitted {
 			g.Outcome, g.Reason = OutcomeUnresolved, "the agent did not submit (exit status "+ex.ExitStatus+")"
@@ -236,8 +250,8 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	pctx, cancel := context.WithTimeout(ctx, 2*helperTime)
 	patch, err := h.patch(pctx)
 	cancel()
-	h.close(ctx)
 	ex.PatchMS = time.Since(t0).Milliseconds()
+	closeHeld()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("swe %s: %w", t.InstanceID, ctx.Err())
 	}
@@ -262,6 +276,9 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	}
 	ex.Grade = &g
 	ex.HarnessMS = ex.PatchMS + g.TotalMS
+	if rec.Timings != nil {
+		rec.Timings.GraderMS = ex.HarnessMS
+	}
 	rec.Outcome = g.Outcome
 	rec.Error = g.Reason
 	if g.Outcome != OutcomeResolved && agentErr != "" {
@@ -469,7 +486,9 @@ func (h *held) patch(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the agent's session did not open: %w", err)
 	}
 	if sess == nil {
-		return "", errors.New("the agent's session did not open")
+		// The session opens at the agent's first command: an agent that
+		// ran none changed nothing.
+		return "", nil
 	}
 	if h.task.BaseCommit != "" {
 		base = h.task.BaseCommit

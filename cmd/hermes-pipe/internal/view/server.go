@@ -42,6 +42,7 @@ type Server struct {
 	swe   *swe.Report
 	order map[string][]int32 // cached sort orders by sort key
 	orig  originals          // compress: where the originals are (original.go)
+	tim   runTimings         // the run's timings (timings.go)
 }
 
 // NewServer serves ix; root is the run's folder (where swe's report
@@ -99,6 +100,7 @@ func (s *Server) Handler() http.Handler {
 		w.Write(b)
 	})
 	mux.HandleFunc("GET /api/meta", s.meta)
+	mux.HandleFunc("GET /api/timings", s.timings)
 	mux.HandleFunc("GET /api/records", s.records)
 	mux.HandleFunc("GET /api/record/{i}", s.record)
 	mux.HandleFunc("GET /api/record/{i}/original", s.original)

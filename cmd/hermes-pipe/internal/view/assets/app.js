@@ -201,7 +201,7 @@ async function showRecord(i) {
   const metaT = kv([["key", h("code", {}, r.key || d.key)], ["id", r.id], ["outcome", r.outcome === undefined ? "" : h("span", { class: cls(r.outcome), id: "outcome" }, r.outcome)],
     ["error", r.error ? h("span", { class: "bad" }, r.error) : ""], ["model", r.model], ["prompt / sample", r.prompt_index === undefined ? "" : `${r.prompt_index} / ${r.sample ?? 0}`],
     ["api calls", r.api_calls], ["tokens", r.usage ? `${r.usage.total_tokens} (${r.usage.prompt_tokens} prompt, ${r.usage.completion_tokens} completion)` : ""],
-    ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["toolsets", (r.toolsets_used || []).join(", ")],
+    ["cost", fmtCost(r.cost_usd)], ["duration", r.duration_ms + " ms"], ["timings", recordTimings(r.timings)], ["toolsets", (r.toolsets_used || []).join(", ")],
     ["tools (ok/calls)", tools], ["reasoning", r.reasoning_stats ? `${r.reasoning_stats.turns_with_reasoning} of ${r.reasoning_stats.total_assistant_turns} turns` : ""],
     ["reward", typeof r.reward === "number" ? h("span", { id: "reward", class: gradeCls(gradeOf(r)) }, String(r.reward)) : r.grade ? h("span", { id: "reward", class: "warn" }, "null (the grader failed)") : ""],
     ["grade", r.grade ? h("span", { id: "grade" }, gradeText(r.grade)) : ""],
@@ -306,6 +306,34 @@ function swePanel(s, patch) {
   return box;
 }
 
+// ---- timings ----
+const fmtMS = ms => ms < 1000 ? ms + " ms" : ms < 60000 ? (ms / 1000).toFixed(1) + " s" : Math.floor(ms / 60000) + " min " + Math.floor(ms / 1000 % 60) + " s";
+// A record's timings on one line: the parts that took any time.
+function recordTimings(t) {
+  if (!t) return "";
+  const parts = [["model", t.model_ms], ["tool", t.tool_ms], ["sandbox start", t.sandbox_start_ms], ["sandbox close", t.sandbox_close_ms],
+    ["grader", t.grader_ms], ["queue", t.queue_ms]].filter(([, v]) => v > 0);
+  return h("span", { id: "record-timings" }, parts.length ? parts.map(([k, v]) => `${k} ${fmtMS(v)}`).join(" · ") : "none measured");
+}
+// The run's timings page: each part's share of the wall time and its
+// percentiles per record (GET /api/timings, the figures of `stats`).
+async function showTimings() {
+  let res, err;
+  try { res = await getJSON("/api/timings"); } catch (e) { err = e; }
+  const back = h("div", { class: "pager" }, h("a", { href: "#/", id: "back" }, "← list (Esc)"));
+  if (err) { app.replaceChildren(back, h("p", { class: "err" }, err.message)); return; }
+  const t = res.timings;
+  if (!t || !t.records) { app.replaceChildren(back, h("h2", {}, "timings"), h("p", { class: "mute", id: "timings-none" }, "No record of this run carries timings.")); return; }
+  const num = v => h("td", { class: "n" }, v);
+  const rows = t.parts.filter(p => p.total_ms > 0 || p.max_ms > 0).map(p => h("tr", {}, h("td", {}, p.name), num((100 * p.share).toFixed(1) + " %"),
+    h("td", {}, h("span", { class: "bar", style: `width:${Math.round(200 * p.share)}px` })),
+    num(fmtMS(p.total_ms)), num(fmtMS(p.p50_ms)), num(fmtMS(p.p90_ms)), num(fmtMS(p.p99_ms)), num(fmtMS(p.max_ms))));
+  const head = h("tr", {}, ["part", "share", "", "total", "p50", "p90", "p99", "max"].map(x => h("th", {}, x)));
+  app.replaceChildren(back, h("h2", {}, "timings"),
+    h("p", {}, `Over ${t.records} records, ${fmtMS(t.wall_ms)} of wall time (waiting for a worker, then the record's duration).`),
+    h("table", { id: "timings" }, head, rows));
+}
+
 // ---- routing and keys ----
 function showMeta() {
   const ix = meta.indexing;
@@ -333,7 +361,7 @@ async function route() {
     watchIndex();
   }
   const m = location.hash.match(/^#\/r\/(\d+)/);
-  if (m) await showRecord(+m[1]); else await showList();
+  if (m) await showRecord(+m[1]); else if (location.hash.startsWith("#/timings")) await showTimings(); else await showList();
   document.body.dataset.ready = location.hash || "#/";
 }
 window.addEventListener("hashchange", route);
