@@ -537,8 +537,11 @@ type activityDriver struct {
 
 func (a activityDriver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	// The session opens at the rollout's first tool call: opening it is
-	// that call's activity.
-	defer activitySession{act: a.act}.op()()
+	// that call's activity (a stalled open is "waiting for the tool
+	// call"), but not a step of its own, so the last finished step stays
+	// what it was (the model's reply) until the call's command ends.
+	a.act.toolStart()
+	defer a.act.touch()
 	s, err := a.Driver.Open(ctx, spec)
 	if err != nil {
 		return nil, err
