@@ -100,45 +100,53 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err := opts.Grader.Check(); err != nil {
 		return sum, err
 	}
-	unlock, err := pipeline.LockFolder(opts.Out)
-	if err != nil {
-		return sum, fmt.Errorf("regrade: %w (wait for the run to end)", err)
-	}
-	defer unlock()
 	rows, err := readRows(ctx, opts)
 	if err != nil {
 		return sum, err
 	}
-	j, err := outdir.OpenJournal(filepath.Join(opts.Out, outdir.GradesFile), false)
+	r := &runner{opts: opts, rows: rows}
+	return r.gradeAll(ctx, "regrade", opts.Out, opts.Workers, r.grade)
+}
+
+// gradeAll holds out's run lock (a run and a regrade of one folder cannot
+// overlap), opens its grades journal and hands every live record, as the
+// shards hold it (not regraded), to one of workers goroutines running
+// grade. It stops at the first error grade returns (a journal write) or
+// when ctx ends. Run and RunSWE share it; what names the command in errors.
+func (r *runner) gradeAll(ctx context.Context, what, out string, workers int, grade func(context.Context, job) error) (Summary, error) {
+	unlock, err := pipeline.LockFolder(out)
 	if err != nil {
-		return sum, fmt.Errorf("regrade %s: %w", opts.Out, err)
+		return r.sum, fmt.Errorf("%s: %w (wait for the run to end)", what, err)
+	}
+	defer unlock()
+	j, err := outdir.OpenJournal(filepath.Join(out, outdir.GradesFile), false)
+	if err != nil {
+		return r.sum, fmt.Errorf("%s %s: %w", what, out, err)
 	}
 	defer j.Close()
-	r := &runner{opts: opts, rows: rows, journal: j}
+	r.journal = j
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 	var werr atomic.Value
-	for range opts.Workers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for jb := range jobs {
-				if err := r.grade(ctx, jb); err != nil {
+				if err := grade(ctx, jb); err != nil {
 					werr.CompareAndSwap(nil, err)
 				}
 			}
 		}()
 	}
-	err = pipeline.EachRecordWith(opts.Out, pipeline.CatOptions{Ungraded: true}, func(ref pipeline.RecordRef, line []byte) error {
+	err = pipeline.EachRecordWith(out, pipeline.CatOptions{Ungraded: true}, func(ref pipeline.RecordRef, line []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if e, _ := werr.Load().(error); e != nil {
 			return e
 		}
-		r.mu.Lock()
-		r.sum.Records++
-		r.mu.Unlock()
+		r.count(func(sm *Summary) { sm.Records++ })
 		jobs <- job{key: ref.Key, outcome: ref.Outcome, line: append([]byte(nil), line...)}
 		return nil
 	})
@@ -151,7 +159,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		err = cerr
 	}
 	if err != nil {
-		return r.sum, fmt.Errorf("regrade %s: %w", opts.Out, err)
+		return r.sum, fmt.Errorf("%s %s: %w", what, out, err)
 	}
 	return r.sum, nil
 }

@@ -5,12 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
@@ -47,54 +43,10 @@ func RunSWE(ctx context.Context, opts SWEOptions) (Summary, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	unlock, err := pipeline.LockFolder(opts.Out)
-	if err != nil {
-		return Summary{}, fmt.Errorf("swe regrade: %w (wait for the run to end)", err)
-	}
-	defer unlock()
-	j, err := outdir.OpenJournal(filepath.Join(opts.Out, outdir.GradesFile), false)
-	if err != nil {
-		return Summary{}, fmt.Errorf("swe regrade %s: %w", opts.Out, err)
-	}
-	defer j.Close()
-	r := &runner{journal: j, opts: Options{Progress: opts.Progress, Now: opts.Now}}
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	var werr atomic.Value
-	for range opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for jb := range jobs {
-				if err := r.gradeSWE(ctx, opts, jb); err != nil {
-					werr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	err = pipeline.EachRecordWith(opts.Out, pipeline.CatOptions{Ungraded: true}, func(ref pipeline.RecordRef, line []byte) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if e, _ := werr.Load().(error); e != nil {
-			return e
-		}
-		r.count(func(sm *Summary) { sm.Records++ })
-		jobs <- job{key: ref.Key, outcome: ref.Outcome, line: append([]byte(nil), line...)}
-		return nil
+	r := &runner{opts: Options{Progress: opts.Progress, Now: opts.Now}}
+	return r.gradeAll(ctx, "swe regrade", opts.Out, opts.Workers, func(ctx context.Context, jb job) error {
+		return r.gradeSWE(ctx, opts, jb)
 	})
-	close(jobs)
-	wg.Wait()
-	if e, _ := werr.Load().(error); e != nil && err == nil {
-		err = e
-	}
-	if cerr := j.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return r.sum, fmt.Errorf("swe regrade %s: %w", opts.Out, err)
-	}
-	return r.sum, nil
 }
 
 // sweExtra is what a swe record keeps under extra that regrade reads.
