@@ -139,13 +139,25 @@ func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
 	if s.LogprobTokenIDs {
 		extra[FieldLogprobTokenIDs] = true
 	}
-	for k, v := range s.Extra {
-		if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
-			continue // the request's own value wins
-		}
-		extra[k] = v
+	for _, k := range s.extraKeys(req) {
+		extra[k] = s.Extra[k]
 	}
 	p.SetExtraFields(extra)
+}
+
+// extraKeys are the Extra fields a request for req sends, in key order:
+// all but max_tokens and temperature when req gives its own (the
+// request's own value wins).
+func (s Sampling) extraKeys(req Request) []string {
+	keys := make([]string, 0, len(s.Extra))
+	for k := range s.Extra {
+		if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // ErrExtraBody marks extra body text that is not one JSON object; its text

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/openai/openai-go/v3"
@@ -181,15 +180,7 @@ func (s Sampling) appendFields(b []byte, req Request) ([]byte, error) {
 		b = append(b, `,"`+FieldLogprobTokenIDs+`":true`...)
 	}
 	if len(s.Extra) > 0 {
-		keys := make([]string, 0, len(s.Extra))
-		for k := range s.Extra {
-			if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
-				continue // the request's own value wins
-			}
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range s.extraKeys(req) {
 			b = append(b, ',')
 			b = schemas.AppendQuoted(b, k)
 			b = append(b, ':')
