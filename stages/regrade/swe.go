@@ -3,7 +3,6 @@ package regrade
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"time"
 
@@ -11,9 +10,6 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 )
-
-// SWEGrader is the grade.Grader name of a swe regrade's grades.
-const SWEGrader = "swe"
 
 // SWEOptions configure RunSWE. Out, Tasks and Grade.Driver are required.
 type SWEOptions struct {
@@ -77,20 +73,7 @@ func (r *runner) gradeSWE(ctx context.Context, opts SWEOptions, jb job) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	gr := schemas.Grade{Grader: SWEGrader, Output: g.LogTail, DurationMS: opts.Now().Sub(start).Milliseconds()}
-	switch g.Outcome {
-	case swe.OutcomeResolved, swe.OutcomeUnresolved, swe.OutcomeEmptyPatch:
-		passed, value := g.Outcome == swe.OutcomeResolved, 0.0
-		if passed {
-			value = 1
-		}
-		gr.Passed, gr.Value = &passed, &value
-		if !passed {
-			gr.Output = joinReason(string(g.Outcome), g.Reason, g.LogTail)
-		}
-	default:
-		gr.Error = fmt.Sprintf("%s: %s", g.Outcome, g.Reason)
-	}
+	gr := g.Record(opts.Now().Sub(start).Milliseconds())
 	line := outdir.GradeLine{Key: jb.key, Record: outdir.RecordSum(jb.line), Reward: gr.Value, Grade: &gr,
 		Time: opts.Now().UTC().Format(time.RFC3339)}
 	if err := r.journal.Append(line.Encode(), true); err != nil {
@@ -108,17 +91,4 @@ func (r *runner) gradeSWE(ctx context.Context, opts SWEOptions, jb job) error {
 		}
 	})
 	return nil
-}
-
-// joinReason is an unresolved verdict's output: the outcome and reason,
-// then the test log's tail.
-func joinReason(outcome, reason, log string) string {
-	s := outcome
-	if reason != "" {
-		s += ": " + reason
-	}
-	if log != "" {
-		s += "\n" + log
-	}
-	return s
 }

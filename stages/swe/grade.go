@@ -65,6 +65,37 @@ type Grade struct {
 	TotalMS    int64           `json:"total_ms"`
 }
 
+// GraderName is the grader of a swe record's grade member (and of `swe
+// regrade`'s grades).
+const GraderName = "swe"
+
+// Record is g as a record's grade (schemas.Grade, with the reward it
+// gives): 1 for resolved, 0 for unresolved or an empty patch; an
+// environment failure (outcome error) is no verdict on the patch, so its
+// reward is null and Error says why. durationMS is what grading took.
+func (g Grade) Record(durationMS int64) schemas.Grade {
+	gr := schemas.Grade{Grader: GraderName, Output: g.LogTail, DurationMS: durationMS}
+	switch g.Outcome {
+	case OutcomeResolved, OutcomeUnresolved, OutcomeEmptyPatch:
+		passed, value := g.Outcome == OutcomeResolved, 0.0
+		if passed {
+			value = 1
+		} else {
+			gr.Output = string(g.Outcome)
+			if g.Reason != "" {
+				gr.Output += ": " + g.Reason
+			}
+			if g.LogTail != "" {
+				gr.Output += "\n" + g.LogTail
+			}
+		}
+		gr.Passed, gr.Value = &passed, &value
+	default:
+		gr.Error = fmt.Sprintf("%s: %s", g.Outcome, g.Reason)
+	}
+	return gr
+}
+
 // GradePatch judges patch against task in a fresh session of the task's
 // image: it writes the patch and the task's test patch, applies the patch,
 // resets the files the test patch touches to the base commit (so edits the

@@ -238,6 +238,8 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 			g.Outcome, g.Reason = OutcomeUnresolved, "the agent did not submit (exit status "+ex.ExitStatus+")"
 		}
 		ex.Grade = &g
+		gr := g.Record(0)
+		rec.Grade, rec.Reward = &gr, gr.Value
 		rec.Outcome, rec.Error = g.Outcome, g.Reason
 		if g.Outcome != OutcomeResolved && agentErr != "" {
 			rec.Error = strings.TrimPrefix(rec.Error+"; agent: "+agentErr, "; ")
@@ -276,6 +278,8 @@ func (s *Stage) Process(ctx context.Context, rec *schemas.Record) ([]*schemas.Re
 	}
 	ex.Grade = &g
 	ex.HarnessMS = ex.PatchMS + g.TotalMS
+	gr := g.Record(g.TotalMS)
+	rec.Grade, rec.Reward = &gr, gr.Value
 	if rec.Timings != nil {
 		rec.Timings.GraderMS = ex.HarnessMS
 	}

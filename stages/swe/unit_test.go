@@ -3,6 +3,7 @@ package swe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 func TestParseTasksBothForms(t *testing.T) {
@@ -249,5 +251,31 @@ func TestFileTransferLargeAndBinary(t *testing.T) {
 	}
 	if _, err := readFile(ctx, s, "", "missing"); err == nil {
 		t.Error("reading a missing file succeeds")
+	}
+}
+
+// TestGradeRecord: a swe verdict as a record's grade and reward: 1 for
+// resolved, 0 for unresolved and an empty patch (the reason and the log's
+// tail in the output), null with the reason for an environment failure.
+func TestGradeRecord(t *testing.T) {
+	for _, c := range []struct {
+		g      Grade
+		reward string
+		passed string
+		want   string
+	}{
+		{Grade{Outcome: OutcomeResolved, LogTail: "ok"}, "1", "true", "ok"},
+		{Grade{Outcome: OutcomeUnresolved, Reason: "2 tests failed", LogTail: "FAIL x"}, "0", "false", "unresolved: 2 tests failed\nFAIL x"},
+		{Grade{Outcome: OutcomeEmptyPatch}, "0", "false", "empty_patch"},
+		{Grade{Outcome: schemas.OutcomeError, Reason: "no pytest"}, "null", "null", ""},
+	} {
+		gr := c.g.Record(7)
+		got := func(p any) string { b, _ := json.Marshal(p); return string(b) }
+		if got(gr.Value) != c.reward || got(gr.Passed) != c.passed || gr.Output != c.want || gr.Grader != GraderName || gr.DurationMS != 7 {
+			t.Errorf("%s: %+v", c.g.Outcome, gr)
+		}
+		if c.reward == "null" && !strings.Contains(gr.Error, "no pytest") {
+			t.Errorf("%s: error %q", c.g.Outcome, gr.Error)
+		}
 	}
 }
