@@ -110,13 +110,7 @@ func (s Sampling) sets(k string) bool {
 // apply writes the parameters into p; req's own MaxTokens and Temperature
 // replace the client's (and an Extra field of the same name).
 func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
-	maxTokens, temp := s.MaxTokens, s.Temperature
-	if req.MaxTokens > 0 {
-		maxTokens = req.MaxTokens
-	}
-	if req.Temperature != nil {
-		temp = req.Temperature
-	}
+	maxTokens, temp := s.forRequest(req)
 	if maxTokens > 0 {
 		p.MaxTokens = openai.Int(int64(maxTokens))
 	}
@@ -143,6 +137,19 @@ func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
 		extra[k] = s.Extra[k]
 	}
 	p.SetExtraFields(extra)
+}
+
+// forRequest is the max_tokens and temperature a request for req sends:
+// req's own when it gives them, else the client's (0 and nil: not sent).
+func (s Sampling) forRequest(req Request) (maxTokens int, temp *float64) {
+	maxTokens, temp = s.MaxTokens, s.Temperature
+	if req.MaxTokens > 0 {
+		maxTokens = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		temp = req.Temperature
+	}
+	return maxTokens, temp
 }
 
 // extraKeys are the Extra fields a request for req sends, in key order:

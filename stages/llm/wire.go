@@ -150,13 +150,7 @@ func appendTool(b []byte, t *schemas.Tool) ([]byte, error) {
 // and Temperature replace the client's (and an Extra field of the same
 // name).
 func (s Sampling) appendFields(b []byte, req Request) ([]byte, error) {
-	maxTokens, temp := s.MaxTokens, s.Temperature
-	if req.MaxTokens > 0 {
-		maxTokens = req.MaxTokens
-	}
-	if req.Temperature != nil {
-		temp = req.Temperature
-	}
+	maxTokens, temp := s.forRequest(req)
 	if maxTokens > 0 {
 		b = append(b, `,"max_tokens":`...)
 		b = strconv.AppendInt(b, int64(maxTokens), 10)
