@@ -428,7 +428,6 @@ produce:
 			r.fatal(fmt.Errorf("read input: source yielded a record without a key (after %d records)", sum.Read))
 			break
 		}
-		readAt := time.Now() // carried to the worker by the closure: queue_ms
 		sum.Read++
 		if r.skip(rec) {
 			sum.Skipped++
@@ -438,6 +437,10 @@ produce:
 		if opts.Budget.Reached() { // checked after the skips: a finished folder has nothing to stop
 			break
 		}
+		// When the record was read, for its queue_ms: carried to the
+		// worker by the closure. Taken after the skips, which a resume of
+		// a long run makes for every line it passes over.
+		readAt := time.Now()
 		if !r.started {
 			// The first record to run: the count goes first, so the first
 			// progress line has the total, ETA and projected spend.
