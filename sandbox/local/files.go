@@ -40,10 +40,7 @@ func (s *Session) resolve(path string) string {
 
 // check fails on a closed session or a done ctx.
 func (s *Session) check(ctx context.Context, op string) error {
-	s.smu.Lock()
-	closed := s.closed
-	s.smu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return fmt.Errorf("local sandbox %s: %w", op, sandbox.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {

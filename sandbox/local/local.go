@@ -494,14 +494,8 @@ func (s *Session) Marker() string { return s.marker }
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.smu.Lock()
-	closed := s.closed
-	s.smu.Unlock()
-	if closed {
-		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", sandbox.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return sandbox.Result{}, fmt.Errorf("local sandbox exec: %w", err)
+	if err := s.check(ctx, "exec"); err != nil {
+		return sandbox.Result{}, err
 	}
 	timeout := cmd.Timeout
 	if timeout <= 0 {
@@ -676,20 +670,14 @@ func (s *Session) kill(pid int) {
 	killTree(pid, s.marker)
 }
 
-// Close kills the running command, if any, and every process the session's
-// commands left, then removes the private folder. It does not wait for a
-// running command to end on its own, and is safe to call more than once.
 // Start implements sandbox.Starter: it starts the session's shell (a
 // pooled session's is running already). Without a long-lived shell
 // (ShellFresh) it does nothing.
 func (s *Session) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.smu.Lock()
-	closed := s.closed
-	s.smu.Unlock()
-	if closed {
-		return fmt.Errorf("local sandbox start: %w", sandbox.ErrClosed)
+	if err := s.check(ctx, "start"); err != nil {
+		return err
 	}
 	if s.sh == nil {
 		return nil
@@ -705,6 +693,16 @@ func (s *Session) Start(ctx context.Context) error {
 // beside the session (a rollout's MCP servers, as ${workdir}) use it.
 func (s *Session) HostDir() string { return s.cwd }
 
+// isClosed reports whether Close was called.
+func (s *Session) isClosed() bool {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.closed
+}
+
+// Close kills the running command, if any, and every process the session's
+// commands left, then removes the private folder. It does not wait for a
+// running command to end on its own, and is safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
 	s.smu.Lock()
 	if s.closed {
