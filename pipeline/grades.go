@@ -69,35 +69,15 @@ func withGrades(grades map[string]gradeOverlay, fn func(ref ledgerEntry, line []
 // its reward and grade members replaced, or added before the closing brace.
 func overlayGrade(line []byte, g gradeOverlay) []byte {
 	out := bytes.TrimRight(line, "\n")
-	out = setMember(out, schemas.MemberReward, g.reward)
-	out = setMember(out, schemas.MemberGrade, g.grade)
+	for _, m := range [...]struct {
+		name string
+		raw  []byte
+	}{{schemas.MemberReward, g.reward}, {schemas.MemberGrade, g.grade}} {
+		if set, err := schemas.SetMember(out, m.name, m.raw, false); err == nil {
+			out = set
+		}
+	}
 	return append(out, '\n')
-}
-
-// setMember returns obj (a JSON object) with member name set to raw, in a
-// new slice.
-func setMember(obj []byte, name string, raw []byte) []byte {
-	old, at, ok := schemas.FirstMember(string(obj), name)
-	var b []byte
-	if ok {
-		b = make([]byte, 0, len(obj)-len(old)+len(raw))
-		b = append(append(append(b, obj[:at]...), raw...), obj[at+len(old):]...)
-		return b
-	}
-	end := bytes.LastIndexByte(obj, '}')
-	if end < 0 {
-		return obj
-	}
-	head := bytes.TrimRight(obj[:end], " \t")
-	b = append(b, head...)
-	if head[len(head)-1] != '{' {
-		b = append(b, ',')
-	}
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	b = append(b, raw...)
-	return append(b, obj[end:]...)
 }
 
 // LockFolder takes the output folder's run lock (the one a run holds while

@@ -1,13 +1,17 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas/pyjson"
 )
 
 // The one fast reader of record lines: stats, the Parquet shard writer,
@@ -333,4 +337,39 @@ func JSONText(raw string) string {
 		return s
 	}
 	return raw
+}
+
+// SetMember sets the top-level member key of the JSON object raw to the JSON
+// value val, in place when it exists, else appended as the last member. All
+// other bytes are kept; spaced writes an appended member with Python's
+// separators (", " and ": "). Writers that edit a record line without
+// decoding it (compress, the grades overlay of cat) share it.
+func SetMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if cur, at, ok := FirstMember(unsafe.String(unsafe.SliceData(raw), len(raw)), key); ok {
+		out := make([]byte, 0, len(raw)-len(cur)+len(val))
+		out = append(out, raw[:at]...)
+		out = append(out, val...)
+		return append(out, raw[at+len(cur):]...), nil
+	}
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
+		return nil, errors.New("set member: not a JSON object")
+	}
+	body := bytes.TrimSpace(raw[1 : len(raw)-1])
+	out := make([]byte, 0, len(raw)+len(key)+len(val)+8)
+	out = append(out, raw[:len(raw)-1]...)
+	out = bytes.TrimRight(out, " \t\r\n")
+	if len(body) > 0 {
+		out = append(out, ',')
+		if spaced {
+			out = append(out, ' ')
+		}
+	}
+	out = pyjson.AppendString(out, key)
+	out = append(out, ':')
+	if spaced {
+		out = append(out, ' ')
+	}
+	out = append(out, val...)
+	return append(out, '}'), nil
 }

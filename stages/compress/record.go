@@ -1,7 +1,6 @@
 package compress
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -147,39 +146,6 @@ func appendTurn(b []byte, from, value string, spaced bool) []byte {
 	b = append(b, colon...)
 	b = pyjson.AppendString(b, value)
 	return append(b, '}')
-}
-
-// setMember sets the top-level member key of the JSON object raw to the JSON
-// value val, in place when it exists, else appended as the last member. All
-// other bytes are kept.
-func setMember(raw []byte, key string, val []byte, spaced bool) ([]byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if cur, at, ok := schemas.FirstMember(view(raw), key); ok {
-		out := make([]byte, 0, len(raw)-len(cur)+len(val))
-		out = append(out, raw[:at]...)
-		out = append(out, val...)
-		return append(out, raw[at+len(cur):]...), nil
-	}
-	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
-		return nil, errors.New("set member: not a JSON object")
-	}
-	body := bytes.TrimSpace(raw[1 : len(raw)-1])
-	out := make([]byte, 0, len(raw)+len(key)+len(val)+8)
-	out = append(out, raw[:len(raw)-1]...)
-	out = bytes.TrimRight(out, " \t\r\n")
-	if len(body) > 0 {
-		out = append(out, ',')
-		if spaced {
-			out = append(out, ' ')
-		}
-	}
-	out = pyjson.AppendString(out, key)
-	out = append(out, ':')
-	if spaced {
-		out = append(out, ' ')
-	}
-	out = append(out, val...)
-	return append(out, '}'), nil
 }
 
 // view is raw as a string without a copy. The caller keeps raw

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
 // parseRowGJSON is parseRow as it was written on gjson: reading the row
@@ -88,7 +90,7 @@ func TestParseRowAsGJSON(t *testing.T) {
 			t.Fatalf("%s: key %s", line, h.key)
 		}
 		for _, member := range []string{"key", "conversations"} {
-			out, err := setMember(line, member, []byte(`"X"`), false)
+			out, err := schemas.SetMember(line, member, []byte(`"X"`), false)
 			cur := gjson.GetBytes(line, member)
 			want := string(line[:cur.Index]) + `"X"` + string(line[cur.Index+len(cur.Raw):])
 			if err != nil || string(out) != want {

@@ -128,7 +128,7 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 	out := rec.Raw
 	var err error
 	if res.changed {
-		out, err = setMember(out, schemas.MemberConversations, encodeTurns(p, res.turns), p.spaced)
+		out, err = schemas.SetMember(out, schemas.MemberConversations, encodeTurns(p, res.turns), p.spaced)
 		if err != nil {
 			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
@@ -145,11 +145,11 @@ func (s *Stage) rewrite(rec *schemas.Record, p parsed, res *result) error {
 	if p.spaced {
 		mj = spaceJSON(mj)
 	}
-	if out, err = setMember(out, "compression_metrics", mj, p.spaced); err != nil {
+	if out, err = schemas.SetMember(out, "compression_metrics", mj, p.spaced); err != nil {
 		return fmt.Errorf("compress %s: %w", rec.Key, err)
 	}
 	if rewriteOC {
-		if out, err = setMember(out, schemas.MemberOutcome, pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
+		if out, err = schemas.SetMember(out, schemas.MemberOutcome, pyjson.AppendString(nil, string(recOC)), p.spaced); err != nil {
 			return fmt.Errorf("compress %s: %w", rec.Key, err)
 		}
 	}
@@ -193,7 +193,7 @@ func remapLogprobs(raw []byte, turns []turn, spaced bool) ([]byte, error) {
 	if spaced {
 		val = spaceJSON(val)
 	}
-	return setMember(raw, schemas.MemberLogprobs, val, spaced)
+	return schemas.SetMember(raw, schemas.MemberLogprobs, val, spaced)
 }
 
 // recordOutcome is the outcome of a compressed record whose compress outcome
