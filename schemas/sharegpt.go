@@ -733,3 +733,22 @@ func pyKindName(v pyjson.Value) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// EachBlock calls fn with the text between each open tag and the close tag
+// after it in a turn's value (v), in order, n counting from 0, until fn
+// returns false or a block has no close tag: the <tool_call> blocks of a
+// gpt turn, the <tool_response> blocks of a tool turn.
+func EachBlock(v, open, close string, fn func(n int, inner string) bool) {
+	for n := 0; ; n++ {
+		i := strings.Index(v, open)
+		if i < 0 {
+			return
+		}
+		v = v[i+len(open):]
+		j := strings.Index(v, close)
+		if j < 0 || !fn(n, v[:j]) {
+			return
+		}
+		v = v[j+len(close):]
+	}
+}

@@ -288,24 +288,16 @@ func callsUnknownTool(turns []schemas.Turn) bool {
 		if t.From != fromGPT {
 			continue
 		}
-		v := t.Value
-		for {
-			i := strings.Index(v, "<tool_call>")
-			if i < 0 {
-				break
-			}
-			v = v[i+len("<tool_call>"):]
-			end := strings.Index(v, "</tool_call>")
-			if end < 0 {
-				break
-			}
+		unknown := false
+		schemas.EachBlock(t.Value, "<tool_call>", "</tool_call>", func(_ int, block string) bool {
 			var call struct {
 				Name string `json:"name"`
 			}
-			if json.Unmarshal([]byte(v[:end]), &call) != nil || !offered[call.Name] {
-				return true
-			}
-			v = v[end:]
+			unknown = json.Unmarshal([]byte(block), &call) != nil || !offered[call.Name]
+			return !unknown
+		})
+		if unknown {
+			return true
 		}
 	}
 	return false

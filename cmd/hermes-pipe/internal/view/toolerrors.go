@@ -24,22 +24,12 @@ func toolFailures(line []byte) map[string][]int {
 			continue
 		}
 		var failed []int
-		v := t.Value
-		for n := 0; ; n++ {
-			i := strings.Index(v, "<tool_response>")
-			if i < 0 {
-				break
-			}
-			v = v[i+len("<tool_response>"):]
-			j := strings.Index(v, "</tool_response>")
-			if j < 0 {
-				break
-			}
-			if !schemas.ToolResultSucceeded(responseContent(strings.TrimSpace(v[:j]))) {
+		schemas.EachBlock(t.Value, "<tool_response>", "</tool_response>", func(n int, block string) bool {
+			if !schemas.ToolResultSucceeded(responseContent(strings.TrimSpace(block))) {
 				failed = append(failed, n)
 			}
-			v = v[j+len("</tool_response>"):]
-		}
+			return true
+		})
 		if failed != nil {
 			out[strconv.Itoa(k)] = failed
 		}
