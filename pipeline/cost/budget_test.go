@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
-	"time"
 )
 
 // journalOf keeps the reservations and charges a Budget journals; fail,
@@ -174,6 +174,8 @@ func TestBudgetBeginEnd(t *testing.T) {
 func TestBudgetBeginWaits(t *testing.T) {
 	bg := context.Background()
 	b := NewBudget(10, 0)
+	var j journalOf // written under the budget's lock; read after got
+	b.Keep(&j, nil)
 	r1, err := b.Begin(bg, "a", 1, 6)
 	if err != nil {
 		t.Fatal(err)
@@ -183,14 +185,15 @@ func TestBudgetBeginWaits(t *testing.T) {
 		_, err := b.Begin(bg, "b", 1, 5)
 		got <- err
 	}()
-	select {
-	case err := <-got:
-		t.Fatalf("a call that fits only once the one in flight ends went out at once: %v", err)
-	case <-time.After(20 * time.Millisecond): // it waits (no duration asserted: the End below wakes it)
-	}
 	b.End(r1, 2)
 	if err := <-got; err != nil || b.Spent() != 7 {
 		t.Fatalf("after the call in flight cost $2: %v, spent %v", err, b.Spent())
+	}
+	// The waiting call's reservation comes after the settle that made room
+	// for it, whenever the goroutine ran: had it gone out at once, it would
+	// have been journalled before it.
+	if want := []string{"reserve 1 a/1/6", "settle 1 a/1/2", "reserve 2 b/1/5"}; !slices.Equal(j.lines, want) {
+		t.Fatalf("journal %q, want %q", j.lines, want)
 	}
 
 	c := NewBudget(10, 0)
