@@ -20,6 +20,9 @@ func localDriver(t *testing.T) sandbox.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed idle sessions are reset in the background for the pool:
+	// Release waits for them before the folder is removed.
+	t.Cleanup(func() { _ = d.Release() })
 	return d
 }
 

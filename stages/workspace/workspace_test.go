@@ -32,6 +32,9 @@ var drivers = map[string]func(t *testing.T) sandbox.Driver{
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A closed idle session is reset in the background for the pool;
+		// Release waits for that before the folder is removed.
+		t.Cleanup(func() { _ = d.Release() })
 		return d
 	},
 	"docker": func(t *testing.T) sandbox.Driver {
@@ -73,6 +76,7 @@ func newLocal(tb testing.TB) sandbox.Driver {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { _ = d.Release() }) // as in drivers["local"]
 	return d
 }
 
