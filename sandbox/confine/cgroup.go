@@ -171,7 +171,7 @@ func (c *Cgroup) Procs() []int {
 	seen := map[int]bool{}
 	var out []int
 	for _, d := range c.Dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		b, err := ReadKernelFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			continue
 		}

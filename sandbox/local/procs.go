@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // procInfo is what killTree and the shell need from /proc/<pid>/stat.
@@ -17,7 +18,7 @@ type procInfo struct {
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
 func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := confine.ReadKernelFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procInfo{}, false
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
 
 // procState is what a row could change of its shell's process from inside
@@ -29,7 +31,7 @@ func readProcState(pid int) (*procState, error) { return readProcStateFDs(pid, t
 func readProcStateFDs(pid int, fds bool) (*procState, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	read := func(name string) (string, error) {
-		b, err := os.ReadFile(dir + name)
+		b, err := confine.ReadKernelFile(dir + name)
 		return string(b), err
 	}
 	var st procState

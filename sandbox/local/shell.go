@@ -456,7 +456,7 @@ func (p *shellProc) killCommand() error {
 // childOf returns the first process found whose parent is pid, 0 if none.
 // It reads the kernel's list of pid's children, else sweeps /proc.
 func childOf(pid int) int {
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); err == nil {
+	if b, err := confine.ReadKernelFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"); err == nil {
 		f := strings.Fields(string(b))
 		if len(f) == 0 {
 			return 0

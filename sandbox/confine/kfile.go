@@ -1,0 +1,46 @@
+package confine
+
+import (
+	"errors"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReadKernelFile reads a small file the kernel makes as it is read (procfs,
+// cgroupfs) with plain system calls: open, reads until the end, close. A
+// pooled sandbox's reset reads some twenty of them; os.ReadFile costs seven
+// calls more for each (a stat for the size and the runtime's poller trying,
+// and failing, to take the descriptor), which is most of their cost. Errors
+// are *fs.PathError, as os.ReadFile's (fs.ErrNotExist, fs.ErrPermission).
+func ReadKernelFile(path string) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 1024)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
