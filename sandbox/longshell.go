@@ -77,6 +77,13 @@ type ShellConfig struct {
 	// sources it again for later rows, so the path is best kept short: the
 	// shell reads it from its input a byte per system call.
 	WriteFile func(name string, data []byte) (string, error)
+	// ReadState, when set, reads and removes the file of the given name
+	// that the shell wrote in StateDir, from the driver's side, not
+	// following a link and refusing anything but a regular file. Refresh's
+	// state reports are then written there and read at once: a shell
+	// writes its output a line per system call, and each line on a pipe
+	// also wakes the reader.
+	ReadState func(name string) ([]byte, error)
 	// Grace is how long a timed-out command's shell may take to come back
 	// once the command's processes are killed, before the shell is killed
 	// too (a builtin loop); 0 = 5 s.

@@ -79,18 +79,38 @@ const optionsReport = `\builtin echo '@@setopts'; \builtin set +o; \builtin shop
 // options, followed by an end marker on both streams, the one on stdout
 // last and written without a redirection: once it is there, the shell has
 // nothing left to undo and reads its next line (the driver looks at its
-// descriptors then). The reports are sourced from files when the driver
-// can write them (ShellConfig.WriteFile): the shell reads a file in blocks,
-// its input one byte per system call. The new shell's report was sourced
-// from the same file, so bash's BASH_SOURCE and FUNCNAME agree;
-// BASH_LINENO, the caller's line in the input, is compared by its
-// attributes only.
-func (s *Shell) reportText(marker string, options bool) string {
-	t := s.viaFile("r", stateReport, false)
+// descriptors then). With ShellConfig.ReadState the report goes to a file
+// of StateDir named after the marker (file; nothing may come on stdout
+// before the marker then); a row cannot have made that name beforehand.
+// The report is sourced from a file, markers included, when the driver can
+// write one (ShellConfig.WriteFile): the shell reads a file in blocks, its
+// input one byte per system call, so the file is written again for each
+// marker (a few system calls on the host against a hundred reads in the
+// shell). The new shell's report was sourced from the same file, so bash's
+// BASH_SOURCE and FUNCNAME agree; BASH_LINENO, the caller's line in the
+// input, is compared by its attributes only.
+func (s *Shell) reportText(marker string, options bool) (text, file string) {
+	t := stateReport
 	if options {
-		t += s.viaFile("o", optionsReport, false)
+		t += optionsReport
 	}
-	return t + `\builtin printf '%s\n' ` + marker + ` >&9; \builtin printf '%s\n' ` + marker + "\n"
+	if s.cfg.ReadState != nil {
+		file = ".report" + marker
+		t = "{\n" + t + "} >" + quotePath(s.cfg.StateDir+"/"+file) + "\n"
+	}
+	return s.viaFile("r", t+`\builtin printf '%s\n' `+marker+` >&9; \builtin printf '%s\n' `+marker+"\n", false), file
+}
+
+// report is the state report the shell made for reportText: out, what it
+// printed before the marker, or the file it wrote.
+func (s *Shell) report(out []byte, file string) ([]byte, error) {
+	if file == "" {
+		return out, nil
+	}
+	if len(out) > 0 {
+		return nil, fmt.Errorf("output beside the state report: %q", bytes.TrimSpace(out))
+	}
+	return s.cfg.ReadState(file)
 }
 
 // variables splits the `declare -p` part of a state report into its lines
@@ -254,13 +274,15 @@ func quickScript(pristine, cwd string) string {
 // line that sources that file. A shell reads its input from a pipe one byte
 // at a time, a system call each (it must leave the rest to the commands),
 // and a sourced file in blocks: for the refresh script, some ten thousand
-// calls fewer. With posix,
-// POSIX mode goes first, so that `.` is the special builtin whatever
-// functions exist.
+// calls fewer. With posix, POSIX mode goes first, so that `.` is the special
+// builtin whatever functions exist (an assignment to a read-only
+// POSIXLY_CORRECT ends the shell instead), and the script's errors go
+// nowhere (the sourced file's first line, so that the input stays short).
 func (s *Shell) viaFile(name, script string, posix bool) string {
 	pre := ""
 	if posix {
-		pre = "\\exec 2>/dev/null\nPOSIXLY_CORRECT=y\n"
+		pre = "POSIXLY_CORRECT=y\n"
+		script = "\\exec 2>/dev/null\n" + script
 	}
 	if s.cfg.WriteFile == nil {
 		return pre + script
@@ -277,7 +299,7 @@ func (s *Shell) viaFile(name, script string, posix bool) string {
 		f = writtenFile{path: path, data: script}
 		s.files[name] = f
 	}
-	return pre + "\\. " + ShellQuote(f.path) + "\n"
+	return pre + "\\. " + quotePath(f.path) + "\n"
 }
 
 // ErrNotFresh is returned by Refresh when the shell's state after the
@@ -315,7 +337,8 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 	for i, step := range []struct{ file, script string }{{"q", s.quick}, {"s", s.script}} {
 		s.quickOnly = i == 0
 		marker := newMarker()
-		if err := l.write(ctx, s.viaFile(step.file, step.script, true)+s.reportText(marker, false)); err != nil {
+		report, file := s.reportText(marker, false)
+		if err := l.write(ctx, s.viaFile(step.file, step.script, true)+report); err != nil {
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}
@@ -324,7 +347,10 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}
-		if fresh = len(errs) == 0 && comparable(string(out)) == s.pristine; fresh {
+		// A report that cannot be read (a row replaced the state folder)
+		// is not the new shell's either.
+		rep, rerr := s.report(out, file)
+		if fresh = rerr == nil && len(errs) == 0 && comparable(string(rep)) == s.pristine; fresh {
 			break
 		}
 	}
@@ -346,7 +372,8 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 // script.
 func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	marker := newMarker()
-	if err := l.write(ctx, s.reportText(marker, true)); err != nil {
+	text, file := s.reportText(marker, true)
+	if err := l.write(ctx, text); err != nil {
 		return err
 	}
 	out, errs, err := l.until(ctx, marker)
@@ -355,6 +382,9 @@ func (s *Shell) reportState(ctx context.Context, l *liveShell) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("state report: %s", bytes.TrimSpace(errs))
+	}
+	if out, err = s.report(out, file); err != nil {
+		return fmt.Errorf("state report: %w", err)
 	}
 	state, _, ok := strings.Cut(string(out), "@@setopts\n")
 	i := strings.Index(state, "@@rest\n")

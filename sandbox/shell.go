@@ -52,3 +52,18 @@ const MarkerVar = "HERMES_SANDBOX"
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// quotePath is p as a shell word: as it is when it holds only characters
+// no shell treats specially (the engine's short paths, which a shell reads
+// a byte per system call), else ShellQuote(p).
+func quotePath(p string) string {
+	if p == "" {
+		return ShellQuote(p)
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-", c)) {
+			return ShellQuote(p)
+		}
+	}
+	return p
+}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 )
@@ -85,7 +86,7 @@ func writeExecOnly(dir, name, src string) error {
 // none: the supervisor, the namespace's init, may hold zombies it adopted
 // beside the shell for a moment.
 func liveChildOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	b, err := confine.ReadKernelFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
 	if err != nil {
 		return childOf(pid)
 	}
@@ -128,17 +129,39 @@ func (p *shellProc) checkSandbox() error {
 			return err
 		}
 	}
-	now, err := readSupervisorState(p.sup)
-	if err != nil {
-		return fmt.Errorf("local sandbox reset: the supervisor: %w", err)
-	}
-	if err := p.supv.differs(now, "supervisor"); err != nil {
+	if err := p.supervisorSettled(); err != nil {
 		return fmt.Errorf("local sandbox reset: %w", err)
 	}
 	if extra := p.others(); len(extra) > 0 {
 		return fmt.Errorf("local sandbox reset: processes left in the sandbox: %v", extra)
 	}
 	return nil
+}
+
+// supervisorSettle bounds how long checkSandbox waits for a supervisor
+// that was woken to be back where it waits.
+const supervisorSettle = 2 * time.Second
+
+// supervisorSettled checks that the supervisor is as it was when it
+// started. One that was woken (a token to print) prints the token and then
+// runs a few builtins before it waits for the shell again, with SIGCHLD
+// blocked and its own SIGINT handler, as it was read when it started: the
+// driver may already be reading it in between, so a difference is read
+// again, every millisecond, until it is gone or supervisorSettle has
+// passed (a row's change never goes away).
+func (p *shellProc) supervisorSettled() error {
+	deadline := time.Now().Add(supervisorSettle)
+	for {
+		now, err := readSupervisorState(p.sup)
+		if err != nil {
+			return fmt.Errorf("the supervisor: %w", err)
+		}
+		err = p.supv.differs(now, "supervisor")
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // others lists the live processes of the sandbox other than bwrap, the
@@ -194,7 +217,7 @@ func (p *shellProc) maskShellMem() error {
 	if err := syscall.Stat("/proc/"+pid+"/mem", &st); err != nil {
 		return err
 	}
-	status, err := os.ReadFile("/proc/" + pid + "/status")
+	status, err := confine.ReadKernelFile("/proc/" + pid + "/status")
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"golang.org/x/sys/unix"
 )
 
 // folderPrefix starts the name of every session folder; the run id follows,
@@ -262,6 +262,7 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 			MaxOutput: spec.MaxOutput,
 			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
 			WriteFile: s.engineWriter(key != ""),
+			ReadState: s.readState,
 		})
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
@@ -291,19 +292,99 @@ func (s *Session) engineWriter(pooled bool) func(name string, data []byte) (stri
 	}
 }
 
-// writeInside writes data to a new file at rel inside dir (the engine
-// folder), from the host, without following a link: what is at rel is
-// removed first (a link itself, not its target), and the file is created
-// exclusively through an os.Root of dir. Commands cannot write the engine
-// folder (it is mounted read-only); this is the second wall, and it costs a
-// few system calls once per script and session.
-func writeInside(dir, rel string, data []byte) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
+// readState reads and removes the file name of the session's state folder
+// (sandbox.ShellConfig.ReadState): what the shell wrote there. The folder
+// and the file are opened without following a link, the file without
+// blocking (a FIFO a row left is no report), and only a regular file of at
+// most a mebibyte is read.
+func (s *Session) readState(name string) ([]byte, error) {
+	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return nil, fmt.Errorf("local sandbox: state file name %q", name)
 	}
-	defer root.Close()
-	return createIn(root, rel, 0o600, bytes.NewReader(data))
+	dfd, err := unix.Open(s.state, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: s.state, Err: err}
+	}
+	defer unix.Close(dfd)
+	path := filepath.Join(s.state, name)
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Unlinkat(dfd, name, 0); err != nil {
+		return nil, &fs.PathError{Op: "remove", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	const most = 1 << 20
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > most {
+		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
+	}
+	buf := make([]byte, st.Size+1) // one more: a file that grew is read to its end below
+	n := 0
+	for {
+		if n == len(buf) {
+			if n > most {
+				return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
+			}
+			buf = append(buf, make([]byte, 4096)...)
+		}
+		m, err := unix.Read(fd, buf[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+	}
+}
+
+// writeInside writes data to a new file named name in dir (the engine
+// folder), from the host, without following a link: what is there is
+// removed first (a link itself, not its target), and the file is created
+// exclusively, relative to the folder opened without following a link.
+// Commands cannot write the engine folder (it is mounted read-only); this
+// is the second wall. A refresh writes one such file per row (its end
+// markers), so it is made with plain system calls: seven, where an os.Root
+// and an *os.File cost some fifteen.
+func writeInside(dir, name string, data []byte) error {
+	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return fmt.Errorf("local sandbox: engine file name %q", name)
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "remove", Path: filepath.Join(dir, name), Err: err}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: filepath.Join(dir, name), Err: err}
+	}
+	for len(data) > 0 && err == nil {
+		var n int
+		if n, err = unix.Write(fd, data); err == nil {
+			data = data[n:]
+		} else if errors.Is(err, unix.EINTR) {
+			err = nil
+		}
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: filepath.Join(dir, name), Err: err}
+	}
+	return nil
 }
 
 // createIn replaces what is at rel in root (a link itself, not its target)
