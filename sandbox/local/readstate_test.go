@@ -1,0 +1,56 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// readState reads and removes a regular file the shell wrote in the state
+// folder, and refuses, without blocking, what a row could have left under
+// that name: a link (to a host file), a FIFO, a folder; a name with a
+// slash is refused before anything is opened.
+func TestReadStateRefusesWhatARowLeaves(t *testing.T) {
+	dir := t.TempDir()
+	s := &Session{state: dir}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report"), []byte("declare -- A=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.readState("report")
+	if err != nil || string(got) != "declare -- A=1\n" {
+		t.Fatalf("readState(report) = %q, %v", got, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "report")); !os.IsNotExist(err) {
+		t.Fatalf("the report is still there after it was read: %v", err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "folder"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "fifo", "folder", "missing", "../" + filepath.Base(dir) + "/report", ".."} {
+		if got, err := s.readState(name); err == nil {
+			t.Errorf("readState(%q) = %q, want an error", name, got)
+		}
+	}
+	// The state folder itself replaced by a link is refused too.
+	moved := filepath.Join(t.TempDir(), "state")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(secret), dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.readState("secret"); err == nil {
+		t.Errorf("readState through a linked state folder = %q, want an error", got)
+	}
+}
