@@ -54,3 +54,41 @@ func TestReadStateRefusesWhatARowLeaves(t *testing.T) {
 		t.Errorf("readState through a linked state folder = %q, want an error", got)
 	}
 }
+
+// writeInside replaces what is at its name: a link there is removed, not
+// followed (its target keeps its content); a file of the same size is
+// written over in place, one of another size replaced.
+func TestWriteInsideReplacesWithoutFollowing(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "r")); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, data := range []string{"xyz", "uvw", "longer", "s"} {
+		if err := writeInside(dir, "r", []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(filepath.Join(dir, "r")); got != data {
+			t.Fatalf("after writing %q the file holds %q", data, got)
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, "r")); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("not a regular file: %v %v", fi, err)
+		}
+	}
+	if got := read(target); got != "abc" {
+		t.Fatalf("the link's target was written: %q", got)
+	}
+	if err := writeInside(dir, "../x", []byte("a")); err == nil {
+		t.Fatal("a name with a slash was accepted")
+	}
+}
