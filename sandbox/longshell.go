@@ -77,13 +77,17 @@ type ShellConfig struct {
 	// sources it again for later rows, so the path is best kept short: the
 	// shell reads it from its input a byte per system call.
 	WriteFile func(name string, data []byte) (string, error)
-	// ReadState, when set, reads and removes the file of the given name
-	// that the shell wrote in StateDir, from the driver's side, not
+	// ReadReport, when set, reads and removes the file of the given name
+	// that the shell wrote in ReportDir, from the driver's side, not
 	// following a link and refusing anything but a regular file. Refresh's
 	// state reports are then written there and read at once: a shell
 	// writes its output a line per system call, and each line on a pipe
 	// also wakes the reader.
-	ReadState func(name string) ([]byte, error)
+	ReadReport func(name string) ([]byte, error)
+	// ReportDir is the folder, as the shell sees it, where ReadReport's
+	// files are written: best a memory file system (a file made and
+	// removed per row costs more on a disk's).
+	ReportDir string
 	// Grace is how long a timed-out command's shell may take to come back
 	// once the command's processes are killed, before the shell is killed
 	// too (a builtin loop); 0 = 5 s.

@@ -79,8 +79,8 @@ const optionsReport = `\builtin echo '@@setopts'; \builtin set +o; \builtin shop
 // options, followed by an end marker on both streams, the one on stdout
 // last and written without a redirection: once it is there, the shell has
 // nothing left to undo and reads its next line (the driver looks at its
-// descriptors then). With ShellConfig.ReadState the report goes to a file
-// of StateDir named after the marker (file; nothing may come on stdout
+// descriptors then). With ShellConfig.ReadReport the report goes to a file
+// of ReportDir named after the marker (file; nothing may come on stdout
 // before the marker then); a row cannot have made that name beforehand.
 // The report is sourced from a file, markers included, when the driver can
 // write one (ShellConfig.WriteFile): the shell reads a file in blocks, its
@@ -94,9 +94,9 @@ func (s *Shell) reportText(marker string, options bool) (text, file string) {
 	if options {
 		t += optionsReport
 	}
-	if s.cfg.ReadState != nil {
+	if s.cfg.ReadReport != nil {
 		file = ".report" + marker
-		t = "{\n" + t + "} >" + quotePath(s.cfg.StateDir+"/"+file) + "\n"
+		t = "{\n" + t + "} >" + quotePath(s.cfg.ReportDir+"/"+file) + "\n"
 	}
 	return s.viaFile("r", t+`\builtin printf '%s\n' `+marker+` >&9; \builtin printf '%s\n' `+marker+"\n", false), file
 }
@@ -110,7 +110,7 @@ func (s *Shell) report(out []byte, file string) ([]byte, error) {
 	if len(out) > 0 {
 		return nil, fmt.Errorf("output beside the state report: %q", bytes.TrimSpace(out))
 	}
-	return s.cfg.ReadState(file)
+	return s.cfg.ReadReport(file)
 }
 
 // variables splits the `declare -p` part of a state report into its lines

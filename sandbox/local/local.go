@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,13 +257,14 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 	}
 	if d.cfg.ShellMode != sandbox.ShellFresh {
 		s.sh = sandbox.NewShell(sandbox.ShellConfig{
-			Start:     s.startShell,
-			StateDir:  s.state,
-			Prelude:   prelude,
-			MaxOutput: spec.MaxOutput,
-			Refresh:   key != "" && s.bwrap != "" && isBash(s.shell),
-			WriteFile: s.engineWriter(key != ""),
-			ReadState: s.readState,
+			Start:      s.startShell,
+			StateDir:   s.state,
+			Prelude:    prelude,
+			MaxOutput:  spec.MaxOutput,
+			Refresh:    key != "" && s.bwrap != "" && isBash(s.shell),
+			WriteFile:  s.engineWriter(key != ""),
+			ReadReport: s.readReport,
+			ReportDir:  reportDir,
 		})
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
@@ -292,21 +294,60 @@ func (s *Session) engineWriter(pooled bool) func(name string, data []byte) (stri
 	}
 }
 
-// readState reads and removes the file name of the session's state folder
-// (sandbox.ShellConfig.ReadState): what the shell wrote there. The folder
-// and the file are opened without following a link, the file without
-// blocking (a FIFO a row left is no report), and only a regular file of at
-// most a mebibyte is read.
-func (s *Session) readState(name string) ([]byte, error) {
-	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return nil, fmt.Errorf("local sandbox: state file name %q", name)
+// reportDir is where a refreshed shell writes its state reports
+// (sandbox.ShellConfig.ReportDir): the sandbox's own memory file system,
+// where a file made and removed per row costs nothing of the disk's.
+const reportDir = "/dev/shm"
+
+// readReport reads and removes the file name of the sandbox's reportDir
+// (sandbox.ShellConfig.ReadReport), through the supervisor's
+// /proc/<pid>/root: what the shell wrote there. The folders and the file
+// are opened without following a link, the file without blocking (a FIFO a
+// row left is no report), and only a regular file of at most a mebibyte is
+// read.
+func (s *Session) readReport(name string) ([]byte, error) {
+	s.box.mu.Lock()
+	p := s.box.proc
+	s.box.mu.Unlock()
+	if p == nil {
+		return nil, errors.New("local sandbox: no sandbox to read a report from")
 	}
-	dfd, err := unix.Open(s.state, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if p.sup == 0 {
+		if err := p.find(); err != nil || p.sup == 0 {
+			return nil, fmt.Errorf("local sandbox: the supervisor is unknown: %v", err)
+		}
+	}
+	root := "/proc/" + strconv.Itoa(p.sup) + "/root"
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: s.state, Err: err}
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
 	}
-	defer unix.Close(dfd)
-	path := filepath.Join(s.state, name)
+	defer unix.Close(fd)
+	return takeFile(fd, root, strings.Split(strings.TrimPrefix(reportDir, "/"), "/"), name)
+}
+
+// takeFile reads and removes the regular file name in the folder dirs
+// below the folder dirfd (shown as at), opening each without following a
+// link (see readReport).
+func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) {
+	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return nil, fmt.Errorf("local sandbox: report file name %q", name)
+	}
+	dfd, err := unix.Dup(dirfd)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { unix.Close(dfd) }()
+	for _, d := range dirs {
+		at += "/" + d
+		next, err := unix.Openat(dfd, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: at, Err: err}
+		}
+		unix.Close(dfd)
+		dfd = next
+	}
+	path := at + "/" + name
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}

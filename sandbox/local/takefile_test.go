@@ -7,13 +7,23 @@ import (
 	"testing"
 )
 
-// readState reads and removes a regular file the shell wrote in the state
+// takeFile reads and removes a regular file the shell wrote in the report
 // folder, and refuses, without blocking, what a row could have left under
 // that name: a link (to a host file), a FIFO, a folder; a name with a
-// slash is refused before anything is opened.
-func TestReadStateRefusesWhatARowLeaves(t *testing.T) {
-	dir := t.TempDir()
-	s := &Session{state: dir}
+// slash is refused before anything is opened, and a folder on the way
+// that is a link too.
+func TestTakeFileRefusesWhatARowLeaves(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "dev", "shm")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	topfd, err := syscall.Open(top, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(topfd)
+	take := func(name string) ([]byte, error) { return takeFile(topfd, top, []string{"dev", "shm"}, name) }
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("host file"), 0o600); err != nil {
 		t.Fatal(err)
@@ -21,9 +31,9 @@ func TestReadStateRefusesWhatARowLeaves(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "report"), []byte("declare -- A=1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.readState("report")
+	got, err := take("report")
 	if err != nil || string(got) != "declare -- A=1\n" {
-		t.Fatalf("readState(report) = %q, %v", got, err)
+		t.Fatalf("takeFile(report) = %q, %v", got, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "report")); !os.IsNotExist(err) {
 		t.Fatalf("the report is still there after it was read: %v", err)
@@ -38,20 +48,20 @@ func TestReadStateRefusesWhatARowLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"link", "fifo", "folder", "missing", "../" + filepath.Base(dir) + "/report", ".."} {
-		if got, err := s.readState(name); err == nil {
-			t.Errorf("readState(%q) = %q, want an error", name, got)
+		if got, err := take(name); err == nil {
+			t.Errorf("takeFile(%q) = %q, want an error", name, got)
 		}
 	}
-	// The state folder itself replaced by a link is refused too.
-	moved := filepath.Join(t.TempDir(), "state")
+	// The report folder itself replaced by a link is refused too.
+	moved := filepath.Join(t.TempDir(), "shm")
 	if err := os.Rename(dir, moved); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Dir(secret), dir); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.readState("secret"); err == nil {
-		t.Errorf("readState through a linked state folder = %q, want an error", got)
+	if got, err := take("secret"); err == nil {
+		t.Errorf("takeFile through a linked report folder = %q, want an error", got)
 	}
 }
 
