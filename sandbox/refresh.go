@@ -67,7 +67,7 @@ const stateReport = `\builtin declare -p
 \builtin echo '@@options'; \builtin echo "$-|$#|$0"
 \builtin echo '@@traps'; \builtin trap -p
 \builtin echo '@@rest'; \builtin umask; \builtin pwd; \builtin dirs -l; \builtin jobs -l; \builtin enable -n; \builtin hash -l 2>&1
-\builtin echo '@@ipc'; for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } 2>/dev/null </proc/sysvipc/$__hs_v; done; \unset -v __hs_v
+\builtin echo '@@ipc'; { for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } </proc/sysvipc/$__hs_v; done; } 2>/dev/null; \unset -v __hs_v
 `
 
 // optionsReport follows a new shell's stateReport: every option, as the
