@@ -388,8 +388,10 @@ type ledgerLoad struct {
 // shard outside the folder, wherever it is (its error tells how repair drops
 // it). A missing file yields an empty index. The file is read twice as a
 // stream, never whole: once for its shape (shapeOf), so the index, its table
-// and the buffers are sized once, and once to index it; the keys kept are copied into an arena
-// (about half the file: the rest of a line is not kept).
+// and the buffers are sized once, and once to index it; the keys kept are
+// copied into an arena (about half the file: the rest of a line is not
+// kept). Rows are appended as read and the key table is built once at the
+// end (buildTable), which needs 8 bytes a row while it runs.
 func loadLedger(path string) (*ledgerLoad, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
