@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -63,12 +62,6 @@ type ledgerIndex struct {
 	// arena, while loadLedger reads the file a line at a time, holds the
 	// keys the index keeps: the line they were read from is reused.
 	arena *keyArena
-	// bulk, while loadLedger reads the file, makes set append every row
-	// without a lookup; buildTable then makes the key table in one pass
-	// that touches it region by region, and folds each key's later rows
-	// into its first entry. Inserting a million keys one by one into a
-	// table of 16 MB costs a cache miss each: most of a load's time.
-	bulk bool
 	// onePass marks an index read for one pass over its records (cat,
 	// EachRecord): eachLive drops its key table and entries once it has
 	// the live records in order, about 100 bytes a key, before reading them.
@@ -158,13 +151,6 @@ func (ix *ledgerIndex) findHashed(key string) (uint32, bool) {
 
 // set makes e the latest entry of its key.
 func (ix *ledgerIndex) set(e ledgerEntry) {
-	if ix.bulk {
-		if ix.arena != nil {
-			e.key = ix.arena.keep(e.key)
-		}
-		ix.entries = append(ix.entries, e)
-		return
-	}
 	if n := ix.next.Load(); int(n) < len(ix.entries) && ix.entries[n].key == e.key {
 		e.key = ix.entries[n].key // the key as kept (arena)
 		ix.entries[n] = e
@@ -181,36 +167,30 @@ func (ix *ledgerIndex) set(e ledgerEntry) {
 		e.key = ix.arena.keep(e.key)
 	}
 	ix.entries = append(ix.entries, e)
-	ix.table.insert(h, uint32(len(ix.entries)-1))
+	ix.table.insert(h, uint32(len(ix.entries)-1), ix.entries)
 }
 
 // keyTable is an open-addressing hash table from key to entry position. Each
 // slot packs the high 32 bits of the key's hash with the position plus one
-// (0 = empty), so a probe rarely touches an entry whose key differs. A key's
-// home slot is given by the top bits of its hash, which the slot keeps: the
-// slots can be placed in home order (buildTable) from the packed values
-// alone. It holds no pointers, so the garbage collector skips it, and it
-// inserts about 2.5 times faster than a map[uint64]uint32 of the same keys.
-// It holds fewer than 1<<31 entries (positions are uint32, its size at most
-// 1<<32 slots).
+// (0 = empty), so a probe rarely touches an entry whose key differs. It holds
+// no pointers, so the garbage collector skips it, and it inserts about 2.5
+// times faster than a map[uint64]uint32 of the same keys.
 type keyTable struct {
 	slots []uint64
-	shift uint // 64 - log2(len(slots)): a hash's home slot is h >> shift
 	used  int
 }
 
 func newKeyTable(hint int) keyTable {
-	size, bits := 1024, uint(10)
+	size := 1024
 	for size < 2*hint {
 		size <<= 1
-		bits++
 	}
-	return keyTable{slots: make([]uint64, size), shift: 64 - bits}
+	return keyTable{slots: make([]uint64, size)}
 }
 
 func (t *keyTable) find(h uint64, key string, entries []ledgerEntry) (uint32, bool) {
 	mask := uint64(len(t.slots) - 1)
-	for s := h >> t.shift; ; s = (s + 1) & mask {
+	for s := h & mask; ; s = (s + 1) & mask {
 		v := t.slots[s]
 		if v == 0 {
 			return 0, false
@@ -221,104 +201,27 @@ func (t *keyTable) find(h uint64, key string, entries []ledgerEntry) (uint32, bo
 	}
 }
 
-func (t *keyTable) insert(h uint64, pos uint32) {
+func (t *keyTable) insert(h uint64, pos uint32, entries []ledgerEntry) {
 	if 2*(t.used+1) > len(t.slots) {
 		old := t.slots
 		t.slots = make([]uint64, 2*len(old))
-		t.shift--
 		for _, v := range old {
 			if v != 0 {
-				t.put(v)
+				t.put(maphash.String(hashSeed, entries[uint32(v)-1].key), uint32(v)-1)
 			}
 		}
 	}
-	t.put(h&^0xffffffff | uint64(pos+1))
+	t.put(h, pos)
 	t.used++
 }
 
-// put places the packed slot value v (a hash's high 32 bits, position plus
-// one) in the first free slot from its home.
-func (t *keyTable) put(v uint64) {
+func (t *keyTable) put(h uint64, pos uint32) {
 	mask := uint64(len(t.slots) - 1)
-	s := v >> t.shift
+	s := h & mask
 	for t.slots[s] != 0 {
 		s = (s + 1) & mask
 	}
-	t.slots[s] = v
-}
-
-// buildTable ends a bulk load (ledgerIndex.bulk): it makes the key table of
-// the entries, which hold every row in ledger order, and folds each later
-// row of a key into the key's first entry, dropping it, so each key has one
-// entry at its first place, holding its latest row, as set would have left
-// it. The slots' packed values are first sorted by region of the table
-// (a counting sort on the top bits of the hash, stable, so a key's rows keep
-// their order), then placed region by region: the table is written from
-// start to end, not at random. It costs a slot value (8 bytes) per row for
-// the sort, freed on return.
-func (ix *ledgerIndex) buildTable() {
-	if 2*len(ix.entries) > len(ix.table.slots) {
-		ix.table = newKeyTable(len(ix.entries))
-	}
-	t := &ix.table
-	bits := 64 - t.shift
-	regionBits := uint(0) // about 4096 slots (32 KB) a region
-	if bits > 12 {
-		regionBits = bits - 12
-	}
-	rshift := 64 - regionBits
-	count := make([]int, 1<<regionBits+1)
-	hash := func(i int) uint64 { return maphash.String(hashSeed, ix.entries[i].key) }
-	for i := range ix.entries {
-		if regionBits > 0 {
-			count[hash(i)>>rshift+1]++
-		} else {
-			count[1]++
-		}
-	}
-	for r := 1; r < len(count); r++ {
-		count[r] += count[r-1]
-	}
-	vals := make([]uint64, len(ix.entries))
-	for i := range ix.entries {
-		h := hash(i)
-		r := uint64(0)
-		if regionBits > 0 {
-			r = h >> rshift
-		}
-		vals[count[r]] = h&^0xffffffff | uint64(i+1)
-		count[r]++
-	}
-	mask := uint64(len(t.slots) - 1)
-	folded := false
-	for _, v := range vals {
-		s := v >> t.shift
-		for {
-			w := t.slots[s]
-			if w == 0 {
-				t.slots[s] = v
-				break
-			}
-			if w>>32 == v>>32 && ix.entries[uint32(w)-1].key == ix.entries[uint32(v)-1].key {
-				// A later row of a key placed before (rows of one key
-				// come in ledger order): it is the key's latest.
-				first, later := &ix.entries[uint32(w)-1], &ix.entries[uint32(v)-1]
-				key := first.key
-				*first = *later
-				first.key = key
-				later.key = "" // dropped below (a ledger key is never empty)
-				folded = true
-				break
-			}
-			s = (s + 1) & mask
-		}
-	}
-	t.used = len(ix.entries)
-	if folded {
-		ix.entries = slices.DeleteFunc(ix.entries, func(e ledgerEntry) bool { return e.key == "" })
-		clear(t.slots)
-		ix.buildTable() // positions moved; no key repeats now
-	}
+	t.slots[s] = h&^0xffffffff | uint64(pos+1)
 }
 
 // len returns the number of distinct keys.
@@ -388,10 +291,8 @@ type ledgerLoad struct {
 // shard outside the folder, wherever it is (its error tells how repair drops
 // it). A missing file yields an empty index. The file is read twice as a
 // stream, never whole: once for its shape (shapeOf), so the index, its table
-// and the buffers are sized once, and once to index it; the keys kept are
-// copied into an arena (about half the file: the rest of a line is not
-// kept). Rows are appended as read and the key table is built once at the
-// end (buildTable), which needs 8 bytes a row while it runs.
+// and the buffers are sized once, and once to index it; the keys kept are copied into an arena
+// (about half the file: the rest of a line is not kept).
 func loadLedger(path string) (*ledgerLoad, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -409,16 +310,15 @@ func loadLedger(path string) (*ledgerLoad, error) {
 		return nil, fmt.Errorf("read ledger: %w", err)
 	}
 	ld := &ledgerLoad{ix: newLedgerIndex(sh.rows)}
-	ld.ix.arena, ld.ix.bulk = &keyArena{}, true
+	ld.ix.arena = &keyArena{}
 	t, err := outdir.ScanReader(f, outdir.ScanSize{Line: sh.maxLine, Rows: sh.maxLineRows}, func(_ int, l *outdir.Line) error {
 		ld.ix.apply(l)
 		return nil
 	})
-	ld.ix.arena, ld.ix.bulk = nil, false
+	ld.ix.arena = nil
 	if err != nil {
 		return nil, shardPathHint(filepath.Dir(path), err)
 	}
-	ld.ix.buildTable()
 	ld.size, ld.good, ld.torn, ld.tornLine = t.Size, t.Good, t.Torn, t.TornLine
 	ld.ix.next.Store(0)
 	return ld, nil
