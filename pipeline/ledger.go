@@ -150,14 +150,19 @@ func (ix *ledgerIndex) findHashed(key string) (uint32, bool) {
 }
 
 // set makes e the latest entry of its key.
-func (ix *ledgerIndex) set(e ledgerEntry) {
+func (ix *ledgerIndex) set(e ledgerEntry) { ix.setHashed(e, 0, false) }
+
+// setHashed is set with the key's hash h when hashed (warm).
+func (ix *ledgerIndex) setHashed(e ledgerEntry, h uint64, hashed bool) {
 	if n := ix.next.Load(); int(n) < len(ix.entries) && ix.entries[n].key == e.key {
 		e.key = ix.entries[n].key // the key as kept (arena)
 		ix.entries[n] = e
 		ix.next.Store(n + 1)
 		return
 	}
-	h := maphash.String(hashSeed, e.key)
+	if !hashed {
+		h = maphash.String(hashSeed, e.key)
+	}
 	if i, ok := ix.table.find(h, e.key, ix.entries); ok {
 		e.key = ix.entries[i].key
 		ix.entries[i] = e
@@ -276,7 +281,11 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 		}
 	}
 	var off int64
+	var w warmRows
 	for i := range l.Rows {
+		if i%len(w.h) == 0 {
+			ix.warm(&w, l.Rows[i:min(i+len(w.h), len(l.Rows))])
+		}
 		r := &l.Rows[i]
 		e := ledgerEntry{key: r.Key, off: off, pi: r.PromptIndex, sample: int32(r.Sample), n: int32(r.Len), shard: sid, outcome: ix.outcomeID(r.Outcome)}
 		if !l.Record(r) {
@@ -285,7 +294,36 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 		if !r.Marker() {
 			off += r.Len
 		}
-		ix.set(e) // the latest row of a key wins
+		ix.setHashed(e, w.h[i%len(w.h)], w.hashed[i%len(w.h)]) // the latest row of a key wins
+	}
+}
+
+// warmRows is what warm learns of up to 32 rows of a line.
+type warmRows struct {
+	h      [32]uint64
+	hashed [32]bool
+	sink   uint64
+}
+
+// warm hashes the rows the lookup hint will not find, as far as it can
+// tell, and reads the home slot of each, before apply sets them one by one:
+// the reads do not wait for each other, so a batch of keys new to a large
+// table costs about one cache miss, not one each, and set then finds the
+// slots in the cache. It changes nothing but w.
+func (ix *ledgerIndex) warm(w *warmRows, rows []ledgerRow) {
+	t := &ix.table
+	next := int(ix.next.Load())
+	for j := range rows {
+		if next < len(ix.entries) && ix.entries[next].key == rows[j].Key {
+			next++
+			w.hashed[j] = false
+			continue
+		}
+		h := maphash.String(hashSeed, rows[j].Key)
+		w.h[j], w.hashed[j] = h, true
+		if len(t.slots) > 0 {
+			w.sink += t.slots[t.home(h>>32)]
+		}
 	}
 }
 
