@@ -82,3 +82,36 @@ func TestRunCountsWhileSkippingDone(t *testing.T) {
 		}
 	}
 }
+
+// sizedSource is a SliceSource that records whether it was asked for its
+// count.
+type sizedSource struct {
+	Source
+	asked atomic.Bool
+}
+
+func (s *sizedSource) TotalContext(context.Context) int {
+	s.asked.Store(true)
+	return -1
+}
+
+// TestRunCountsOnlyForProgress: without a Progress nothing shows the total,
+// so Run does not count the input (a second pass over it); with one it
+// does.
+func TestRunCountsOnlyForProgress(t *testing.T) {
+	for _, withProgress := range []bool{false, true} {
+		dir := t.TempDir()
+		src := &sizedSource{Source: SliceSource(records(3))}
+		var prog *Progress
+		if withProgress {
+			prog = NewProgress(ProgressOptions{Mode: ProgressPlain, Writer: io.Discard})
+		}
+		sum, err := Run(context.Background(), Options{Workers: 2, Progress: prog}, src, []Stage{completeStage()}, openOut(t, dir, ModeFresh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Processed != 3 || src.asked.Load() != withProgress {
+			t.Errorf("progress %v: summary %+v, count asked %v", withProgress, sum, src.asked.Load())
+		}
+	}
+}

@@ -77,17 +77,24 @@ func (b bitset) has(i uint32) bool { return b[i/64]&(1<<(i%64)) != 0 }
 func newInputCheck(opts InputCheck, ix *ledgerIndex) *inputCheck {
 	n := ix.len()
 	c := &inputCheck{opts: opts, n: n, byPos: make([]posEntry, n), shared: newBitset(n), seen: newBitset(n), seenAt: map[[2]int64]string{}}
-	sorted := true
+	// A finished run's ledger is nearly in input order (workers finish a
+	// few rows out of turn): each entry is moved back to its place as it
+	// is added, and only when that takes too many moves is the whole
+	// sorted, which costs more for a million entries a few out of place.
+	moves, budget := 0, n/8+1024
 	for i, e := range ix.entries {
-		c.byPos[i] = posEntry{pi: e.pi, sample: e.sample, i: uint32(i)}
+		p := posEntry{pi: e.pi, sample: e.sample, i: uint32(i)}
 		if e.record() {
-			c.byPos[i].i |= recordBit
+			p.i |= recordBit
 		}
-		if i > 0 && sorted && cmpPos(c.byPos[i-1], c.byPos[i]) > 0 {
-			sorted = false
+		j := i
+		for ; j > 0 && moves <= budget && cmpPos(c.byPos[j-1], p) > 0; j-- {
+			c.byPos[j] = c.byPos[j-1]
+			moves++
 		}
+		c.byPos[j] = p
 	}
-	if !sorted { // a finished run's ledger is nearly in input order
+	if moves > budget { // left partly sorted: sort the rest
 		slices.SortFunc(c.byPos, cmpPos)
 	}
 	for k := 1; k < n; k++ {

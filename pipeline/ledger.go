@@ -150,47 +150,63 @@ func (ix *ledgerIndex) findHashed(key string) (uint32, bool) {
 }
 
 // set makes e the latest entry of its key.
-func (ix *ledgerIndex) set(e ledgerEntry) {
+func (ix *ledgerIndex) set(e ledgerEntry) { ix.setHashed(e, 0, false) }
+
+// setHashed is set with the key's hash h when hashed (warm).
+func (ix *ledgerIndex) setHashed(e ledgerEntry, h uint64, hashed bool) {
 	if n := ix.next.Load(); int(n) < len(ix.entries) && ix.entries[n].key == e.key {
 		e.key = ix.entries[n].key // the key as kept (arena)
 		ix.entries[n] = e
 		ix.next.Store(n + 1)
 		return
 	}
-	h := maphash.String(hashSeed, e.key)
+	if !hashed {
+		h = maphash.String(hashSeed, e.key)
+	}
 	if i, ok := ix.table.find(h, e.key, ix.entries); ok {
 		e.key = ix.entries[i].key
 		ix.entries[i] = e
+		if ix.arena != nil {
+			// Loading: the rows after a jump in a line that re-points
+			// keys in order (a merge) find their keys by the hint again.
+			ix.next.Store(i + 1)
+		}
 		return
 	}
 	if ix.arena != nil {
 		e.key = ix.arena.keep(e.key)
 	}
 	ix.entries = append(ix.entries, e)
-	ix.table.insert(h, uint32(len(ix.entries)-1), ix.entries)
+	ix.table.insert(h, uint32(len(ix.entries)-1))
 }
 
 // keyTable is an open-addressing hash table from key to entry position. Each
 // slot packs the high 32 bits of the key's hash with the position plus one
-// (0 = empty), so a probe rarely touches an entry whose key differs. It holds
-// no pointers, so the garbage collector skips it, and it inserts about 2.5
-// times faster than a map[uint64]uint32 of the same keys.
+// (0 = empty), so a probe rarely touches an entry whose key differs, and a
+// key's home slot is those 32 bits scaled to the table's size, so the table
+// grows without hashing the keys again. It is kept at most 60% full whatever
+// its size (not a power of two: a million keys take 13 MB, not 16 or 32). It
+// holds no pointers, so the garbage collector skips it, and it inserts about
+// 2.5 times faster than a map[uint64]uint32 of the same keys. It holds fewer
+// than 1<<31 entries (positions are uint32).
 type keyTable struct {
 	slots []uint64
 	used  int
 }
 
 func newKeyTable(hint int) keyTable {
-	size := 1024
-	for size < 2*hint {
-		size <<= 1
-	}
-	return keyTable{slots: make([]uint64, size)}
+	return keyTable{slots: make([]uint64, max(1024, hint*5/3+1))}
 }
 
+// home returns the slot where the probe for a key whose hash's high 32 bits
+// are hi starts.
+func (t *keyTable) home(hi uint64) int { return int(hi * uint64(len(t.slots)) >> 32) }
+
 func (t *keyTable) find(h uint64, key string, entries []ledgerEntry) (uint32, bool) {
-	mask := uint64(len(t.slots) - 1)
-	for s := h & mask; ; s = (s + 1) & mask {
+	if len(t.slots) == 0 { // dropped (ledgerIndex.detach)
+		return 0, false
+	}
+	for s := t.home(h >> 32); ; {
 		v := t.slots[s]
 		if v == 0 {
 			return 0, false
@@ -198,30 +214,36 @@ func (t *keyTable) find(h uint64, key string, entries []ledgerEntry) (uint32, bo
 		if v>>32 == h>>32 && entries[uint32(v)-1].key == key {
 			return uint32(v) - 1, true
 		}
+		if s++; s == len(t.slots) {
+			s = 0
+		}
 	}
 }
 
-func (t *keyTable) insert(h uint64, pos uint32, entries []ledgerEntry) {
-	if 2*(t.used+1) > len(t.slots) {
+func (t *keyTable) insert(h uint64, pos uint32) {
+	if 5*(t.used+1) > 3*len(t.slots) {
 		old := t.slots
 		t.slots = make([]uint64, 2*len(old))
 		for _, v := range old {
 			if v != 0 {
-				t.put(maphash.String(hashSeed, entries[uint32(v)-1].key), uint32(v)-1)
+				t.put(v)
 			}
 		}
 	}
-	t.put(h, pos)
+	t.put(h&^0xffffffff | uint64(pos+1))
 	t.used++
 }
 
-func (t *keyTable) put(h uint64, pos uint32) {
-	mask := uint64(len(t.slots) - 1)
-	s := h & mask
+// put places the packed slot value v (a hash's high 32 bits, position plus
+// one) in the first free slot from its home.
+func (t *keyTable) put(v uint64) {
+	s := t.home(v >> 32)
 	for t.slots[s] != 0 {
-		s = (s + 1) & mask
+		if s++; s == len(t.slots) {
+			s = 0
+		}
 	}
-	t.slots[s] = h&^0xffffffff | uint64(pos+1)
+	t.slots[s] = v
 }
 
 // len returns the number of distinct keys.
@@ -259,7 +281,11 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 		}
 	}
 	var off int64
+	var w warmRows
 	for i := range l.Rows {
+		if i%len(w.h) == 0 {
+			ix.warm(&w, l.Rows[i:min(i+len(w.h), len(l.Rows))])
+		}
 		r := &l.Rows[i]
 		e := ledgerEntry{key: r.Key, off: off, pi: r.PromptIndex, sample: int32(r.Sample), n: int32(r.Len), shard: sid, outcome: ix.outcomeID(r.Outcome)}
 		if !l.Record(r) {
@@ -268,7 +294,36 @@ func (ix *ledgerIndex) apply(l *ledgerLine) {
 		if !r.Marker() {
 			off += r.Len
 		}
-		ix.set(e) // the latest row of a key wins
+		ix.setHashed(e, w.h[i%len(w.h)], w.hashed[i%len(w.h)]) // the latest row of a key wins
+	}
+}
+
+// warmRows is what warm learns of up to 32 rows of a line.
+type warmRows struct {
+	h      [32]uint64
+	hashed [32]bool
+	sink   uint64
+}
+
+// warm hashes the rows the lookup hint will not find, as far as it can
+// tell, and reads the home slot of each, before apply sets them one by one:
+// the reads do not wait for each other, so a batch of keys new to a large
+// table costs about one cache miss, not one each, and set then finds the
+// slots in the cache. It changes nothing but w.
+func (ix *ledgerIndex) warm(w *warmRows, rows []ledgerRow) {
+	t := &ix.table
+	next := int(ix.next.Load())
+	for j := range rows {
+		if next < len(ix.entries) && ix.entries[next].key == rows[j].Key {
+			next++
+			w.hashed[j] = false
+			continue
+		}
+		h := maphash.String(hashSeed, rows[j].Key)
+		w.h[j], w.hashed[j] = h, true
+		if len(t.slots) > 0 {
+			w.sink += t.slots[t.home(h>>32)]
+		}
 	}
 }
 
