@@ -20,9 +20,10 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
-	"github.com/parquet-go/parquet-go/compress/zstd"
+	pzstd "github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -259,6 +260,50 @@ func (snappyCodec) Decode(dst, src []byte) ([]byte, error) {
 	return s2.Decode(dst[:n], src)
 }
 
+// zstdCodec is Parquet's ZSTD codec at zstd's fastest level, compressing
+// with parquetZstd, whose encoders live as long as the process.
+// parquet-go's own codec keeps its encoders in a sync.Pool, which every
+// garbage collection empties: each new encoder then allocates and zeroes an
+// 8 MiB history, about two per shard in BenchmarkParquetWrite, and that
+// garbage brings the next collection sooner.
+type zstdCodec struct{}
+
+// parquetZstd is the encoder of zstdCodec: one per row group in flight
+// (more could not run at once), each with a history of twice its window,
+// allocated on first use. The window (1 MiB, zstd's fastest level has 4)
+// holds a whole page (parquet.PageBufferSize, 256 KiB, plus one row), so
+// pages compress as with any larger window, into the same bytes.
+var parquetZstd = func() *zstd.Encoder {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(parquetGroupsInFlight),
+		// The level before the window: it sets the level's block size,
+		// which a window set first would keep from it.
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithWindowSize(1<<20),
+		zstd.WithZeroFrames(true),
+		zstd.WithEncoderCRC(false),
+	)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+func (zstdCodec) String() string                            { return "ZSTD" }
+func (zstdCodec) CompressionCodec() format.CompressionCodec { return format.Zstd }
+
+func (zstdCodec) Encode(dst, src []byte) ([]byte, error) {
+	return parquetZstd.EncodeAll(src, dst[:0]), nil
+}
+
+// Decode is parquet-go's: the writer never decodes, and readers take the
+// codec named in a file's metadata.
+func (zstdCodec) Decode(dst, src []byte) ([]byte, error) {
+	return zstdDecoder.Decode(dst, src)
+}
+
+var zstdDecoder pzstd.Codec
+
 // parquetSchemas are the schemas of every version shards were written with,
 // oldest first (index v-1 is version v; the last is parquetSchema). Readers
 // accept each, so output folders of earlier versions stay readable and
@@ -382,7 +427,7 @@ type parquetGroupJob struct {
 
 func newParquetWriter(w io.Writer) ShardWriter {
 	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetWriteSchema, parquetSchemaConfig,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.Compression(zstdCodec{}),
 		parquet.DataPageStatistics(false),
 		// Min/max bounds of long text are useless for filtering and cost a
 		// comparison per value.
