@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -378,9 +377,11 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 // each record to the row group being filled; once the group's lines reach
 // parquetRowGroupBytes it goes to a goroutine that builds its rows and
 // compresses its pages (a parquet.ConcurrentRowGroupWriter) while the next
-// group fills. Groups are committed to the file in order, at most
-// parquetGroupsInFlight of them pending, so a shard is written on up to that
-// many cores; the file is the one a serial writer makes. Memory is the
+// group fills; a group's raw_json column fills and compresses in a goroutine
+// of its own beside its typed columns (see build). Groups are committed to
+// the file in order, at most parquetGroupsInFlight of them pending, so a
+// shard is written on up to twice that many cores; the file is the one a
+// serial writer makes. Memory is the
 // column buffers and compressed pages of the groups in flight (about 0.6
 // times their text each); the lines themselves are the caller's (see
 // ShardWriter).
@@ -407,8 +408,13 @@ type parquetWriter struct {
 }
 
 // parquetGroupsInFlight is how many row groups a writer builds and
-// compresses at once: one per core, at most 4.
-var parquetGroupsInFlight = min(runtime.GOMAXPROCS(0), 4)
+// compresses at once. It is 4 whatever the number of cores, as more groups
+// than cores keep every core busy to a shard's end: a group takes time in
+// proportion to its size, and a shard's last group is partial, so with one
+// group per core the cores that finish first idle while the last full group
+// is still compressing; with more the scheduler shares the cores among them.
+// Four bounds the memory (see parquetWriter).
+const parquetGroupsInFlight = 4
 
 // parquetPending is the records of one row group, as WriteRecord got them.
 type parquetPending struct {
@@ -507,22 +513,73 @@ func (p *parquetWriter) fail(err error) {
 }
 
 // build writes the group's rows to its row group writer and compresses the
-// last pages. It runs in its own goroutine and touches nothing else.
+// last pages. It runs in its own goroutine and touches nothing else but the
+// one it starts: the raw_json column, a third of the group's work, fills
+// and compresses its pages there while this one builds the typed columns,
+// so the last group of a shard, which nothing overlaps, takes two cores
+// when there are two. Each column gets its values one row at a time, as
+// ConcurrentRowGroupWriter.WriteRows gives them, so its pages end where
+// that would end them.
 func (j *parquetGroupJob) build() error {
+	cols := j.rg.ColumnWriters()
+	lines := make(chan error, 1)
+	go func() { lines <- writeLines(cols[parquetLineIndex], j.g.lines) }()
+	err := j.buildTyped(cols)
+	if lerr := <-lines; err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := j.rg.Flush(); err != nil {
+		return fmt.Errorf("parquet row group: %w", err)
+	}
+	return nil
+}
+
+// parquetLineIndex is the index of the raw_json leaf in parquetWriteSchema.
+var parquetLineIndex = func() int {
+	leaf, ok := parquetWriteSchema.Lookup(parquetLineColumn)
+	if !ok {
+		panic("no " + parquetLineColumn + " column")
+	}
+	return leaf.ColumnIndex
+}()
+
+// buildTyped writes every column of the group's rows but raw_json.
+func (j *parquetGroupJob) buildTyped(cols []*parquet.ColumnWriter) error {
 	var rec parquetRecord
 	var sc parquetScratch
-	rows := make([]parquet.Row, 1)
+	var row parquet.Row
 	for i, r := range j.g.recs {
-		// The row's strings point into the line (and sc); WriteRows copies
-		// them into the column buffers before the next row reuses sc.
+		// The row's strings point into the line (and sc); WriteRowValues
+		// copies them into the column buffers before the next row reuses sc.
 		line := j.g.lines[i]
 		parquetRowOf(&rec, &sc, r.Key, string(r.Outcome), int64(r.PromptIndex), int64(r.Sample), unsafe.String(unsafe.SliceData(line), len(line)))
-		rows[0] = parquetSchema.Deconstruct(rows[0][:0], &rec)
-		if _, err := j.rg.WriteRows(rows); err != nil {
+		row = parquetSchema.Deconstruct(row[:0], &rec)
+		for c, vals := range row.Range {
+			if c == parquetLineIndex {
+				continue
+			}
+			if _, err := cols[c].WriteRowValues(vals); err != nil {
+				return fmt.Errorf("parquet row: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// writeLines writes lines to the raw_json column writer col, one row each,
+// and compresses its last page.
+func writeLines(col *parquet.ColumnWriter, lines [][]byte) error {
+	var v [1]parquet.Value
+	for _, line := range lines {
+		v[0] = parquet.ByteArrayValue(line).Level(0, 0, parquetLineIndex)
+		if _, err := col.WriteRowValues(v[:]); err != nil {
 			return fmt.Errorf("parquet row: %w", err)
 		}
 	}
-	if err := j.rg.Flush(); err != nil {
+	if err := col.Flush(); err != nil {
 		return fmt.Errorf("parquet row group: %w", err)
 	}
 	return nil
