@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,9 +19,10 @@ import (
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
-	"github.com/parquet-go/parquet-go/compress/zstd"
+	pzstd "github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -259,6 +259,50 @@ func (snappyCodec) Decode(dst, src []byte) ([]byte, error) {
 	return s2.Decode(dst[:n], src)
 }
 
+// zstdCodec is Parquet's ZSTD codec at zstd's fastest level, compressing
+// with parquetZstd, whose encoders live as long as the process.
+// parquet-go's own codec keeps its encoders in a sync.Pool, which every
+// garbage collection empties: each new encoder then allocates and zeroes an
+// 8 MiB history, about two per shard in BenchmarkParquetWrite, and that
+// garbage brings the next collection sooner.
+type zstdCodec struct{}
+
+// parquetZstd is the encoder of zstdCodec: one per row group in flight
+// (more could not run at once), each with a history of twice its window,
+// allocated on first use. The window (1 MiB, zstd's fastest level has 4)
+// holds a whole page (parquet.PageBufferSize, 256 KiB, plus one row), so
+// pages compress as with any larger window, into the same bytes.
+var parquetZstd = func() *zstd.Encoder {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(parquetGroupsInFlight),
+		// The level before the window: it sets the level's block size,
+		// which a window set first would keep from it.
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithWindowSize(1<<20),
+		zstd.WithZeroFrames(true),
+		zstd.WithEncoderCRC(false),
+	)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+func (zstdCodec) String() string                            { return "ZSTD" }
+func (zstdCodec) CompressionCodec() format.CompressionCodec { return format.Zstd }
+
+func (zstdCodec) Encode(dst, src []byte) ([]byte, error) {
+	return parquetZstd.EncodeAll(src, dst[:0]), nil
+}
+
+// Decode is parquet-go's: the writer never decodes, and readers take the
+// codec named in a file's metadata.
+func (zstdCodec) Decode(dst, src []byte) ([]byte, error) {
+	return zstdDecoder.Decode(dst, src)
+}
+
+var zstdDecoder pzstd.Codec
+
 // parquetSchemas are the schemas of every version shards were written with,
 // oldest first (index v-1 is version v; the last is parquetSchema). Readers
 // accept each, so output folders of earlier versions stay readable and
@@ -333,9 +377,11 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 // each record to the row group being filled; once the group's lines reach
 // parquetRowGroupBytes it goes to a goroutine that builds its rows and
 // compresses its pages (a parquet.ConcurrentRowGroupWriter) while the next
-// group fills. Groups are committed to the file in order, at most
-// parquetGroupsInFlight of them pending, so a shard is written on up to that
-// many cores; the file is the one a serial writer makes. Memory is the
+// group fills; a group's raw_json column fills and compresses in a goroutine
+// of its own beside its typed columns (see build). Groups are committed to
+// the file in order, at most parquetGroupsInFlight of them pending, so a
+// shard is written on up to twice that many cores; the file is the one a
+// serial writer makes. Memory is the
 // column buffers and compressed pages of the groups in flight (about 0.6
 // times their text each); the lines themselves are the caller's (see
 // ShardWriter).
@@ -353,7 +399,11 @@ func parquetColumns(pt, st reflect.Type, path []string, tags *[]parquet.StructTa
 // the lines; snappy raw_json makes them 0.698 times (17% larger) for about
 // a quarter less CPU per MB written, and BenchmarkParquetCat reads them
 // about 1.5 times as fast; snappy on every column would take about half the
-// CPU of zstd on both for shards of 0.80 times the lines.
+// CPU of zstd on both for shards of 0.80 times the lines. As things are, the
+// profile is zstd about half of the CPU, snappy a quarter, and building rows
+// (reading the lines, parquet-go's rows and column buffers) the rest, spread
+// thin; on one core the writer does about 83 MB of lines per CPU-second,
+// and snappy on every column would do about 108.
 type parquetWriter struct {
 	w        *parquet.GenericWriter[parquetRecord]
 	fill     parquetPending     // the group being filled
@@ -362,8 +412,13 @@ type parquetWriter struct {
 }
 
 // parquetGroupsInFlight is how many row groups a writer builds and
-// compresses at once: one per core, at most 4.
-var parquetGroupsInFlight = min(runtime.GOMAXPROCS(0), 4)
+// compresses at once. It is 4 whatever the number of cores, as more groups
+// than cores keep every core busy to a shard's end: a group takes time in
+// proportion to its size, and a shard's last group is partial, so with one
+// group per core the cores that finish first idle while the last full group
+// is still compressing; with more the scheduler shares the cores among them.
+// Four bounds the memory (see parquetWriter).
+const parquetGroupsInFlight = 4
 
 // parquetPending is the records of one row group, as WriteRecord got them.
 type parquetPending struct {
@@ -382,7 +437,7 @@ type parquetGroupJob struct {
 
 func newParquetWriter(w io.Writer) ShardWriter {
 	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetWriteSchema, parquetSchemaConfig,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.Compression(zstdCodec{}),
 		parquet.DataPageStatistics(false),
 		// Min/max bounds of long text are useless for filtering and cost a
 		// comparison per value.
@@ -462,22 +517,73 @@ func (p *parquetWriter) fail(err error) {
 }
 
 // build writes the group's rows to its row group writer and compresses the
-// last pages. It runs in its own goroutine and touches nothing else.
+// last pages. It runs in its own goroutine and touches nothing else but the
+// one it starts: the raw_json column, a third of the group's work, fills
+// and compresses its pages there while this one builds the typed columns,
+// so the last group of a shard, which nothing overlaps, takes two cores
+// when there are two. Each column gets its values one row at a time, as
+// ConcurrentRowGroupWriter.WriteRows gives them, so its pages end where
+// that would end them.
 func (j *parquetGroupJob) build() error {
+	cols := j.rg.ColumnWriters()
+	lines := make(chan error, 1)
+	go func() { lines <- writeLines(cols[parquetLineIndex], j.g.lines) }()
+	err := j.buildTyped(cols)
+	if lerr := <-lines; err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := j.rg.Flush(); err != nil {
+		return fmt.Errorf("parquet row group: %w", err)
+	}
+	return nil
+}
+
+// parquetLineIndex is the index of the raw_json leaf in parquetWriteSchema.
+var parquetLineIndex = func() int {
+	leaf, ok := parquetWriteSchema.Lookup(parquetLineColumn)
+	if !ok {
+		panic("no " + parquetLineColumn + " column")
+	}
+	return leaf.ColumnIndex
+}()
+
+// buildTyped writes every column of the group's rows but raw_json.
+func (j *parquetGroupJob) buildTyped(cols []*parquet.ColumnWriter) error {
 	var rec parquetRecord
 	var sc parquetScratch
-	rows := make([]parquet.Row, 1)
+	var row parquet.Row
 	for i, r := range j.g.recs {
-		// The row's strings point into the line (and sc); WriteRows copies
-		// them into the column buffers before the next row reuses sc.
+		// The row's strings point into the line (and sc); WriteRowValues
+		// copies them into the column buffers before the next row reuses sc.
 		line := j.g.lines[i]
 		parquetRowOf(&rec, &sc, r.Key, string(r.Outcome), int64(r.PromptIndex), int64(r.Sample), unsafe.String(unsafe.SliceData(line), len(line)))
-		rows[0] = parquetSchema.Deconstruct(rows[0][:0], &rec)
-		if _, err := j.rg.WriteRows(rows); err != nil {
+		row = parquetSchema.Deconstruct(row[:0], &rec)
+		for c, vals := range row.Range {
+			if c == parquetLineIndex {
+				continue
+			}
+			if _, err := cols[c].WriteRowValues(vals); err != nil {
+				return fmt.Errorf("parquet row: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// writeLines writes lines to the raw_json column writer col, one row each,
+// and compresses its last page.
+func writeLines(col *parquet.ColumnWriter, lines [][]byte) error {
+	var v [1]parquet.Value
+	for _, line := range lines {
+		v[0] = parquet.ByteArrayValue(line).Level(0, 0, parquetLineIndex)
+		if _, err := col.WriteRowValues(v[:]); err != nil {
 			return fmt.Errorf("parquet row: %w", err)
 		}
 	}
-	if err := j.rg.Flush(); err != nil {
+	if err := col.Flush(); err != nil {
 		return fmt.Errorf("parquet row group: %w", err)
 	}
 	return nil

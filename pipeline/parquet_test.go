@@ -873,12 +873,16 @@ func benchRecords(b *testing.B, n int) ([]*schemas.Record, [][]byte, int64) {
 }
 
 // BenchmarkParquetWrite measures the Parquet shard writer alone (rows built
-// from the JSONL lines, zstd, footer) on 64 MiB shards; MB/s counts JSON
-// text in. Run it on one core: GOMAXPROCS=1 go test -run '^$' -bench Parquet ./pipeline/
+// from the JSONL lines, compression, footer) on one shard of 2000 agent
+// trajectories (26 MB of lines: three full row groups and a partial one);
+// MB/s counts JSON text in. MB/cpu-s is the same text over the process's CPU
+// time (user and system), the figure that holds on a shared machine; run
+// with -cpu 1 for one core.
 func BenchmarkParquetWrite(b *testing.B) {
 	recs, lines, total := benchRecords(b, 2000)
 	b.SetBytes(total)
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	var size int64
 	for range b.N {
 		cw := &countWriter{w: io.Discard}
@@ -894,6 +898,7 @@ func BenchmarkParquetWrite(b *testing.B) {
 		size = cw.n
 	}
 	b.ReportMetric(float64(size)/float64(total), "size-ratio")
+	b.ReportMetric(float64(total)*float64(b.N)/1e6/(cpuTime()-cpu0).Seconds(), "MB/cpu-s")
 }
 
 // BenchmarkParquetCat measures Cat on a Parquet folder (rows in ledger
