@@ -181,6 +181,7 @@ func TestRefreshInPlace(t *testing.T) {
 		{"plain row", plainRow, true},
 		{"RANDOM unset", "unset RANDOM; export PREV_VAR=leak", false},
 		{"process renamed", "printf leak >/proc/$BASHPID/comm; export PREV_VAR=leak", false},
+		{"niceness raised", "n=nice; re$n -n 7 -p $BASHPID >/dev/null; export PREV_VAR=leak", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if !sandbox.RefreshSafe(c.row) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
+	"golang.org/x/sys/unix"
 )
 
 // procState is what a row could change of its shell's process from inside
@@ -54,18 +55,18 @@ func readProcStateFDs(pid int, fds bool) (*procState, error) {
 	if st.oom, err = read("oom_score_adj"); err != nil {
 		return nil, err
 	}
-	if st.comm, err = read("comm"); err != nil {
-		return nil, err
+	// The name is status's first line (comm, escaped), and the niceness
+	// comes from getpriority(2): two files fewer to read per process.
+	if name, _, ok := strings.Cut(status, "\n"); ok && strings.HasPrefix(name, "Name:") {
+		st.comm = name
+	} else {
+		return nil, fmt.Errorf("/proc/%d/status: no name", pid)
 	}
-	stat, err := read("stat")
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
 	if err != nil {
 		return nil, err
 	}
-	if i := strings.LastIndexByte(stat, ')'); i >= 0 {
-		if f := strings.Fields(stat[i+1:]); len(f) > 16 {
-			st.nice = f[16]
-		}
-	}
+	st.nice = strconv.Itoa(prio)
 	if !fds {
 		st.fds = nil
 		return &st, nil
