@@ -140,12 +140,27 @@ func New(opts Options) (Client, error) {
 		option.WithBaseURL(strings.TrimSuffix(opts.BaseURL, "/") + "/"),
 		option.WithHTTPClient(opts.HTTPClient),
 		option.WithMaxRetries(0), // the retry policy is ours
+		option.WithMiddleware(inMemoryBody),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
 	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), api: openai.NewClient(reqOpts...), reqOpts: reqOpts,
 		red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
+}
+
+// inMemoryBody gives the transport a request's body as the in-memory reader
+// its GetBody makes, not the SDK's wrapper of it: net/http then writes the
+// headers and the body of a call in one write (for a body it does not know
+// it flushes the headers first: two writes, two packets, two reads at the
+// server for every call).
+func inMemoryBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		if b, err := req.GetBody(); err == nil {
+			req.Body = b
+		}
+	}
+	return next(req)
 }
 
 // Chat sends req and blocks until a reply arrives, retrying retryable
