@@ -1010,15 +1010,15 @@ func (o *Output) liveRecords() int {
 	return n
 }
 
-// statLine reads a record line for runStats while it is made (in the
-// worker, so the committer only adds it up): nil when the run does not
-// count its commits, or when the line cannot be read, which stops the
-// counting (countCommitted).
+// statLine reads a record line, as EncodeRecord made it, for runStats while
+// it is made (in the worker, so the committer only adds it up): nil when
+// the run does not count its commits, or when the line cannot be read,
+// which stops the counting (countCommitted).
 func (o *Output) statLine(line []byte, outcome schemas.Outcome) *statLine {
 	if !o.countRun {
 		return nil
 	}
-	l, err := readStatLine(&o.man, line, outcome)
+	l, err := readStatLine(&o.man, line, outcome, true)
 	if err != nil {
 		return nil
 	}

@@ -232,12 +232,18 @@ type statLine struct {
 }
 
 // readStatLine reads the record line of a ledger row whose outcome is
-// outcome under the folder's run.json man. Its error is the line's when it
-// is not JSON; a known member of another type only leaves that member out.
-func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome) (*statLine, error) {
+// outcome under the folder's run.json man; encoded says the line is one
+// EncodeRecord made (valid JSON: not checked again). Its error is the
+// line's when it is not JSON; a known member of another type only leaves
+// that member out.
+func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome, encoded bool) (*statLine, error) {
 	l := &statLine{}
 	r := &l.r
-	if err := schemas.DecodeMembers(line, r, statDecode...); err != nil {
+	decode := schemas.DecodeMembers
+	if encoded {
+		decode = schemas.DecodeValidMembers
+	}
+	if err := decode(line, r, statDecode...); err != nil {
 		// A verbatim record may carry a known field with another type
 		// ("completed": "yes"): it counts, without that field.
 		var typeErr *json.UnmarshalTypeError
@@ -257,7 +263,7 @@ func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome) (*statLin
 // add counts the record line of the ledger row (outcome, pi, sample, key)
 // (see readStatLine).
 func (a *statsAcc) add(man *Manifest, line []byte, outcome schemas.Outcome, pi, sample int64, key string) error {
-	l, err := readStatLine(man, line, outcome)
+	l, err := readStatLine(man, line, outcome, false)
 	if err != nil {
 		return err
 	}
