@@ -170,8 +170,14 @@ type Output struct {
 	adopted   int // orphan shards adopted on open
 	lost      int // live records found lost on open, to be redone
 	committed int // records and markers committed since open
-	used      bool
-	closed    bool
+	// runStats sums the statistics of the records this run commits when
+	// the folder held no live record at open (countRun), so that finish
+	// need not read them back (committedStats); nil otherwise, or once a
+	// line could not be read. Only the committer uses it.
+	runStats *statsAcc
+	countRun bool
+	used     bool
+	closed   bool
 
 	// commitHook, when set, is called at each step of the commit protocol;
 	// an error aborts the commit there. Tests inject faults and snapshot the
@@ -254,6 +260,9 @@ func (o *Output) open() error {
 	o.spend, o.spendIDs = spend, sp.IDs
 	o.spentOpen = max(sp.USD, o.ix.cost)
 	o.capped = sp.Capped
+	if o.liveRecords() == 0 {
+		o.runStats, o.countRun = newStatsAcc(true), true
+	}
 	if err := o.writeManifest(); err != nil {
 		return err
 	}
@@ -792,8 +801,9 @@ type pending struct {
 	pi      int64
 	sample  int64
 	rec     *schemas.Record
-	line    []byte // nil for a marker
-	n       int64  // bytes the record occupies in its shard, set by writeShard
+	line    []byte    // nil for a marker
+	n       int64     // bytes the record occupies in its shard, set by writeShard
+	stat    *statLine // what statistics read of line (Output.statLine); nil when not read
 }
 
 // batch collects the records of the next shard of one folder.
@@ -856,6 +866,7 @@ func (o *Output) commit(b *batch) error {
 	o.ix.apply(line)
 	o.committed += len(line.Rows)
 	o.mu.Unlock()
+	o.countCommitted(b.rows)
 	if o.budget != nil {
 		keys := make([]string, len(line.Rows))
 		for i, r := range line.Rows {
@@ -988,6 +999,70 @@ func (o *Output) addRetries() bool {
 	return r.Total() > 0
 }
 
+// liveRecords is the number of live records in the index.
+func (o *Output) liveRecords() int {
+	n := 0
+	for i := range o.ix.entries {
+		if o.ix.entries[i].record() {
+			n++
+		}
+	}
+	return n
+}
+
+// statLine reads a record line, as EncodeRecord made it, for runStats while
+// it is made (in the worker, so the committer only adds it up): nil when
+// the run does not count its commits, or when the line cannot be read,
+// which stops the counting (countCommitted).
+func (o *Output) statLine(line []byte, outcome schemas.Outcome) *statLine {
+	if !o.countRun {
+		return nil
+	}
+	l, err := readStatLine(&o.man, line, outcome, true)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// countCommitted adds the records of a committed batch to runStats.
+func (o *Output) countCommitted(rows []pending) {
+	if o.runStats == nil {
+		return
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.line == nil {
+			continue
+		}
+		if r.stat == nil {
+			o.runStats = nil
+			return
+		}
+		o.runStats.count(r.stat, r.pi, r.sample, r.key)
+		r.stat = nil
+	}
+}
+
+// committedStats returns the statistics of the folder's live records from
+// runStats, without reading a shard, when they are exactly the records this
+// run committed: the folder had none at open, every record committed is
+// still live (none superseded) and no grade overlays them. ok is false
+// when not; the caller then reads them back (statsFromIndex). The caller
+// holds o.mu.
+func (o *Output) committedStats() (st Statistics, ok bool, err error) {
+	if o.runStats == nil || o.runStats.st.Records != o.liveRecords() {
+		return st, false, nil
+	}
+	grades, err := loadGrades(o.dir)
+	if err != nil || len(grades) > 0 {
+		return st, false, err
+	}
+	acc := o.runStats
+	o.runStats = nil
+	return acc.finish(&o.man), true, nil
+}
+
 // finish writes what a run leaves besides shards: rejects.jsonl,
 // statistics.json (recomputed from the live records when anything was
 // committed or the file is missing) and run.json.
@@ -998,7 +1073,10 @@ func (o *Output) finish() error {
 	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
 	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || retried || statErr != nil {
 		o.mu.RLock()
-		st, err := statsFromIndex(o.dir, o.ix, &o.man, false) // opening checked the shards' sizes
+		st, ok, err := o.committedStats()
+		if err == nil && !ok {
+			st, err = statsFromIndex(o.dir, o.ix, &o.man, false) // opening checked the shards' sizes
+		}
 		o.mu.RUnlock()
 		if err == nil {
 			var data []byte

@@ -724,7 +724,8 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 		if rec.Outcome.Retryable() && !marker.Retryable() {
 			marker = rec.Outcome
 		}
-		rows = append(rows, pending{key: rec.Key, outcome: rec.Outcome, pi: int64(rec.PromptIndex), sample: int64(rec.Sample), rec: rec, line: line})
+		rows = append(rows, pending{key: rec.Key, outcome: rec.Outcome, pi: int64(rec.PromptIndex), sample: int64(rec.Sample), rec: rec, line: line,
+			stat: r.out.statLine(line, rec.Outcome)})
 	}
 	if needMarker {
 		rows = append(rows, pending{key: key, outcome: marker, pi: pi, sample: sample})

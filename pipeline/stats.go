@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
@@ -179,72 +181,183 @@ func Stats(dir string) (Statistics, error) {
 // outcomes counted, and the calls, usage and cost summed, are the mode's own
 // (Manifest.ModeOutcome, Manifest.ModeCalls, Manifest.ModeSpend).
 func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Statistics, error) {
-	st := NewStatistics()
+	acc := newStatsAcc(false)
+	err := eachLive(dir, ix, CatOptions{}, check, func(ref ledgerEntry, line []byte) error {
+		if err := acc.add(man, line, ix.outcomes[ref.outcome], ref.pi, int64(ref.sample), ref.key); err != nil {
+			return fmt.Errorf("%s: record %s is not valid JSON (%w): the shard is damaged; %s", ix.shards[ref.shard], ref.key, err, HealHint)
+		}
+		return nil
+	})
+	if err != nil {
+		return acc.st, err
+	}
+	return acc.finish(man), nil
+}
+
+// statsAcc sums the statistics of record lines one at a time: statsFromIndex
+// over a folder's live records in Cat's order, and an Output over the
+// records its run commits (runStats), in commit order. The sums of floats
+// (cost, reward) depend on their order, so an accumulator made with
+// deferFloats keeps those values, and finish adds them up in Cat's order
+// (prompt_index, sample, key), as statsFromIndex does: both give the same
+// statistics, to the bit, for the same records.
+type statsAcc struct {
+	st        Statistics
+	durations []int64
+	// floats are the costs and rewards not yet summed (deferFloats).
+	floats      []statFloats
+	deferFloats bool
+}
+
+// statFloats is one record's cost and reward, summed by finish in the
+// order of pi, sample and key.
+type statFloats struct {
+	pi, sample         int64
+	key                string
+	outcome            schemas.Outcome
+	cost, reward       float64
+	hasCost, hasReward bool
+}
+
+func newStatsAcc(deferFloats bool) *statsAcc {
+	return &statsAcc{st: NewStatistics(), deferFloats: deferFloats}
+}
+
+// statLine is what statistics read of one record line: the members
+// statDecode names, with the mode's outcome, usage, cost and calls in place
+// of the record's own (Manifest.ModeOutcome, ModeSpend, ModeCalls).
+type statLine struct {
+	r     schemas.Record
+	calls int
+}
+
+// readStatLine reads the record line of a ledger row whose outcome is
+// outcome under the folder's run.json man; encoded says the line is one
+// EncodeRecord made (valid JSON: not checked again). Its error is the
+// line's when it is not JSON; a known member of another type only leaves
+// that member out.
+func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome, encoded bool) (*statLine, error) {
+	l := &statLine{}
+	r := &l.r
+	decode := schemas.DecodeMembers
+	if encoded {
+		decode = schemas.DecodeValidMembers
+	}
+	if err := decode(line, r, statDecode...); err != nil {
+		// A verbatim record may carry a known field with another type
+		// ("completed": "yes"): it counts, without that field.
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			return nil, err
+		}
+	}
+	r.Outcome = man.ModeOutcome(line, r.Outcome)
+	if r.Outcome == "" {
+		r.Outcome = outcome
+	}
+	man.ModeSpend(line, &r.Usage, &r.CostUSD)
+	l.calls = man.ModeCalls(line, r.APICalls)
+	return l, nil
+}
+
+// add counts the record line of the ledger row (outcome, pi, sample, key)
+// (see readStatLine).
+func (a *statsAcc) add(man *Manifest, line []byte, outcome schemas.Outcome, pi, sample int64, key string) error {
+	l, err := readStatLine(man, line, outcome, false)
+	if err != nil {
+		return err
+	}
+	a.count(l, pi, sample, key)
+	return nil
+}
+
+// count counts one record read by readStatLine.
+func (a *statsAcc) count(l *statLine, pi, sample int64, key string) {
+	r := &l.r
+	st := &a.st
+	st.Records++
+	oc := r.Outcome
+	st.Outcomes[oc]++
+	if r.Completed {
+		st.Completed++
+	}
+	if r.Partial {
+		st.Partial++
+	}
+	st.APICalls += int64(l.calls)
+	st.Usage.Add(r.Usage)
+	if r.CostUSD != nil {
+		st.Cost.PricedRecords++
+	} else {
+		st.Cost.UnpricedRecords++
+	}
+	for name, ts := range r.ToolStats {
+		t := st.Tools[name]
+		t.Count += ts.Count
+		t.Success += ts.Success
+		t.Failure += ts.Failure
+		st.Tools[name] = t
+	}
+	for name, n := range r.ToolErrorCounts {
+		st.ToolErrors[name] += n
+	}
+	rs := r.ReasoningStats
+	st.Reasoning.AssistantTurns += rs.TotalAssistantTurns
+	st.Reasoning.TurnsWithReasoning += rs.TurnsWithReasoning
+	st.Reasoning.TurnsWithoutReasoning += rs.TurnsWithoutReason
+	if rs.HasAnyReasoning {
+		st.Reasoning.RowsWithReasoning++
+	} else {
+		st.Reasoning.RowsWithoutReasoning++
+	}
+	a.durations = append(a.durations, r.DurationMS)
+	st.addReward(oc, int64(r.PromptIndex), r.Reward, r.Grade)
+	addTimings(&st.Timings, r.Timings, r.DurationMS)
+	f := statFloats{pi: pi, sample: sample, key: key, outcome: oc}
+	if r.CostUSD != nil {
+		f.cost, f.hasCost = *r.CostUSD, true
+	}
+	if r.Reward != nil {
+		f.reward, f.hasReward = *r.Reward, true
+	}
+	switch {
+	case !f.hasCost && !f.hasReward:
+	case a.deferFloats:
+		a.floats = append(a.floats, f)
+	default:
+		a.addFloats(&f)
+	}
+}
+
+// addFloats sums one record's cost and reward.
+func (a *statsAcc) addFloats(f *statFloats) {
+	st := &a.st
+	if f.hasCost {
+		st.Cost.TotalUSD += f.cost
+		st.Cost.ByOutcomeUSD[f.outcome] += f.cost
+	}
+	if f.hasReward {
+		st.Reward.Sum += f.reward
+	}
+}
+
+// finish sums the deferred floats in Cat's order and returns the statistics
+// with their percentiles and derived figures, and the retries man records.
+func (a *statsAcc) finish(man *Manifest) Statistics {
+	slices.SortFunc(a.floats, func(x, y statFloats) int {
+		return cmp.Or(cmp.Compare(x.pi, y.pi), cmp.Compare(x.sample, y.sample), strings.Compare(x.key, y.key))
+	})
+	for i := range a.floats {
+		a.addFloats(&a.floats[i])
+	}
+	a.floats = nil
+	st := a.st
 	if man != nil && man.Retries != nil {
 		r := *man.Retries
 		st.Retries = &r
 	}
-	var durations []int64
-	err := eachLive(dir, ix, CatOptions{}, check, func(ref ledgerEntry, line []byte) error {
-		var r schemas.Record
-		if err := schemas.DecodeMembers(line, &r, statDecode...); err != nil {
-			// A verbatim record may carry a known field with another type
-			// ("completed": "yes"): it counts, without that field.
-			var typeErr *json.UnmarshalTypeError
-			if !errors.As(err, &typeErr) {
-				return fmt.Errorf("%s: record %s is not valid JSON (%w): the shard is damaged; %s", ix.shards[ref.shard], ref.key, err, HealHint)
-			}
-		}
-		st.Records++
-		oc := man.ModeOutcome(line, r.Outcome)
-		if oc == "" {
-			oc = ix.outcomes[ref.outcome]
-		}
-		st.Outcomes[oc]++
-		if r.Completed {
-			st.Completed++
-		}
-		if r.Partial {
-			st.Partial++
-		}
-		man.ModeSpend(line, &r.Usage, &r.CostUSD)
-		st.APICalls += int64(man.ModeCalls(line, r.APICalls))
-		st.Usage.Add(r.Usage)
-		if r.CostUSD != nil {
-			st.Cost.TotalUSD += *r.CostUSD
-			st.Cost.PricedRecords++
-			st.Cost.ByOutcomeUSD[oc] += *r.CostUSD
-		} else {
-			st.Cost.UnpricedRecords++
-		}
-		for name, ts := range r.ToolStats {
-			t := st.Tools[name]
-			t.Count += ts.Count
-			t.Success += ts.Success
-			t.Failure += ts.Failure
-			st.Tools[name] = t
-		}
-		for name, n := range r.ToolErrorCounts {
-			st.ToolErrors[name] += n
-		}
-		rs := r.ReasoningStats
-		st.Reasoning.AssistantTurns += rs.TotalAssistantTurns
-		st.Reasoning.TurnsWithReasoning += rs.TurnsWithReasoning
-		st.Reasoning.TurnsWithoutReasoning += rs.TurnsWithoutReason
-		if rs.HasAnyReasoning {
-			st.Reasoning.RowsWithReasoning++
-		} else {
-			st.Reasoning.RowsWithoutReasoning++
-		}
-		durations = append(durations, r.DurationMS)
-		st.addReward(oc, int64(r.PromptIndex), r.Reward, r.Grade)
-		addTimings(&st.Timings, r.Timings, r.DurationMS)
-		return nil
-	})
-	if err != nil {
-		return st, err
-	}
-	if n := len(durations); n > 0 {
+	if n := len(a.durations); n > 0 {
+		durations := a.durations
 		slices.Sort(durations)
 		for _, d := range durations {
 			st.Duration.TotalMS += d
@@ -254,7 +367,7 @@ func statsFromIndex(dir string, ix *ledgerIndex, man *Manifest, check bool) (Sta
 		st.Duration.MaxMS = durations[n-1]
 	}
 	st.Finish()
-	return st, nil
+	return st
 }
 
 // NewStatistics returns empty statistics ready for Add.

@@ -103,7 +103,8 @@ func rewardBucket(v float64) int {
 
 // addReward counts one record of outcome oc and prompt index pi into st's
 // reward statistics (made on the first graded record); an ungraded record
-// (no grade, reward null or absent) counts nowhere.
+// (no grade, reward null or absent) counts nowhere. The reward's Sum is the
+// caller's (statsAcc.addFloats: its order matters).
 func (s *Statistics) addReward(oc schemas.Outcome, pi int64, reward *float64, grade *schemas.Grade) {
 	if grade == nil && reward == nil {
 		return
@@ -131,7 +132,6 @@ func (s *Statistics) addReward(oc schemas.Outcome, pi int64, reward *float64, gr
 			r.Max = v
 		}
 		r.Rewarded++
-		r.Sum += v
 		r.Histogram[rewardBucket(v)].Count++
 	}
 	add := func(c PassCount) PassCount {

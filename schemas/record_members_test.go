@@ -87,6 +87,15 @@ func TestDecodeMembersMatchesUnmarshal(t *testing.T) {
 			if (wantErr == nil) != (gotErr == nil) || errors.As(wantErr, &wt) != errors.As(gotErr, &gt) {
 				t.Errorf("%s: error %v, want %v", line, gotErr, wantErr)
 			}
+			if !json.Valid([]byte(line)) {
+				continue
+			}
+			// A line known to be valid: the same without the check.
+			var valid Record
+			validErr := DecodeValidMembers([]byte(line), &valid, names...)
+			if !reflect.DeepEqual(valid, got) || fmt.Sprint(validErr) != fmt.Sprint(gotErr) {
+				t.Errorf("%s: DecodeValidMembers gives %+v (%v), DecodeMembers %+v (%v)", line, valid, validErr, got, gotErr)
+			}
 		}
 	}
 }

@@ -128,6 +128,21 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 	}
 	ctx, soft, stop := signalContext(c.Context, c.Duration("grace"), c.App.ErrWriter)
 	r.ctx, r.stop = ctx, stop
+	// The endpoint check runs while the sandbox is checked (the local
+	// driver's probe takes a few tens of ms); the sandbox's error, if any,
+	// is the one reported.
+	var endpointErr <-chan error
+	checkCtx, cancelCheck := context.WithCancel(ctx)
+	defer cancelCheck()
+	if base := c.String("base-url"); base != "" {
+		check := reachable
+		if agent { // the chat route itself: a wrong path, key or model stops here
+			check = func(ctx context.Context, base string) error { return chatReady(ctx, c, base) }
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- check(checkCtx, base) }()
+		endpointErr = ch
+	}
 	if agent {
 		var once sync.Once
 		var readyErr error
@@ -142,16 +157,16 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 		if sb == sandboxAtRun && c.Bool("resume") {
 			r.ready = ready
 		} else if err := ready(ctx); err != nil {
+			cancelCheck()
+			if endpointErr != nil {
+				<-endpointErr
+			}
 			r.close()
 			return nil, err
 		}
 	}
-	if base := c.String("base-url"); base != "" {
-		check := reachable
-		if agent { // the chat route itself: a wrong path, key or model stops here
-			check = func(ctx context.Context, base string) error { return chatReady(ctx, c, base) }
-		}
-		if err := check(ctx, base); err != nil {
+	if endpointErr != nil {
+		if err := <-endpointErr; err != nil {
 			r.close()
 			return nil, err
 		}

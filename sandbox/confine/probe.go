@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -70,26 +71,42 @@ func (r Report) String() string {
 }
 
 // Probe finds bwrap and runs it once with the namespaces a Policy asks for,
-// and looks at which cgroup hierarchy this process may write to.
+// and looks at which cgroup hierarchy this process may write to and
+// whether a session folder can get a tmpfs. The checks are independent and
+// run at once: a run waits for Probe before its first model call.
 func Probe(ctx context.Context) Report {
 	r := Report{Rlimits: true}
-	r.Cgroup, r.Controllers = probeCgroup()
-	r.Disk = probeDisk()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Cgroup, r.Controllers = probeCgroup() })
+	wg.Go(func() { r.Disk = probeDisk() })
+	probeBwrap(ctx, &r)
+	wg.Wait()
+	return r
+}
+
+// probeBwrap fills r's Bwrap, BwrapVersion, Namespaces and Seccomp: it
+// finds bwrap, asks its version and runs a test command under a Policy's
+// namespaces and seccomp filter, the two at once.
+func probeBwrap(ctx context.Context, r *Report) {
 	path, err := exec.LookPath("bwrap")
 	if err != nil {
 		r.Namespaces = err
-		return r
+		return
 	}
 	r.Bwrap = path
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
-		r.BwrapVersion = strings.TrimSpace(string(out))
-	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
+			r.BwrapVersion = strings.TrimSpace(string(out))
+		}
+	})
 	dir, err := os.MkdirTemp("", "hermes-confine-probe-")
 	if err != nil {
 		r.Namespaces = err
-		return r
+		return
 	}
 	defer os.RemoveAll(dir)
 	// The test command prints the seccomp mode it runs under (2: a filter).
@@ -97,7 +114,7 @@ func Probe(ctx context.Context) Report {
 		`while read -r k v; do [ "$k" = Seccomp: ] && echo "seccomp $v"; done </proc/self/status; echo ok`})
 	if err != nil {
 		r.Namespaces = err
-		return r
+		return
 	}
 	c := exec.CommandContext(ctx, path)
 	bw.Apply(c)
@@ -115,7 +132,6 @@ func Probe(ctx context.Context) Report {
 	default:
 		r.Seccomp = true
 	}
-	return r
 }
 
 // Check is Probe's verdict: nil when confinement can start.

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // SkillsDir is where skills live: <home>/skills/<name>/SKILL.md, the layout
@@ -16,14 +17,16 @@ import (
 // skills folder there).
 func SkillsDir(home string) string { return filepath.Join(home, "skills") }
 
-var safeSkillName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?$`)
+var safeSkillName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?$`)
+})
 
 // LoadSkill reads a skill's SKILL.md: <home>/skills/<name>/SKILL.md, or, as
 // Hermes finds skills filed under a category, <home>/skills/<category>/<name>/SKILL.md.
 // A missing skill is an error naming it and where it was looked for.
 func LoadSkill(home, name string) (string, error) {
 	name = strings.TrimSpace(name)
-	if !safeSkillName.MatchString(name) || strings.Contains(name, "..") {
+	if !safeSkillName().MatchString(name) || strings.Contains(name, "..") {
 		return "", fmt.Errorf("skill %q: not a skill name", name)
 	}
 	dir := SkillsDir(home)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
@@ -34,10 +35,10 @@ type Message struct {
 	Error       string    `json:"error,omitempty"`
 }
 
-var safeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+var safeID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
 
 // validJobID reports whether id is safe as a folder name.
-func validJobID(id string) bool { return safeID.MatchString(id) && !strings.Contains(id, "..") }
+func validJobID(id string) bool { return safeID().MatchString(id) && !strings.Contains(id, "..") }
 
 // OutputDir is where local delivery writes a job's files.
 func OutputDir(home, jobID string) string { return filepath.Join(home, "cron", "output", jobID) }

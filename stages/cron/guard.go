@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Finding is one guard match: the rule that fired and the text it matched.
@@ -21,61 +22,80 @@ type guardRule struct {
 
 var secretVar = `\$\{?\w*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API)\w*\}?`
 
+// guardSets are the compiled guard rules. They are compiled at the first
+// scan (guards), not at start-up: most runs of the binary scan nothing.
+type guardSets struct {
+	injection, lifecycle, directive []guardRule
+	allowed                         []*regexp.Regexp // githubAPICall
+}
+
+var guards = sync.OnceValue(func() *guardSets {
+	g := &guardSets{injection: injectionRules(), lifecycle: lifecycleRules(), allowed: githubAPICall()}
+	g.directive = directiveRules(g.injection)
+	return g
+})
+
 // injectionRules catch prompts that try to subvert an unattended agent or
 // have it damage or leak the machine. They are deliberately conservative:
 // each names an action no scheduled job needs.
-var injectionRules = []guardRule{
-	{"instruction_override", regexp.MustCompile(`(?i)\b(?:ignore|forget|override)\s+(?:\w+\s+){0,3}(?:previous|prior|above|earlier|all|your|system)\s+(?:\w+\s+){0,2}(?:instructions|prompts?|rules|guidelines)`)},
-	{"instruction_override", regexp.MustCompile(`(?i)\bdisregard\s+(?:\w+\s+){0,2}(?:instructions|rules|guidelines|prompt)`)},
-	{"instruction_override", regexp.MustCompile(`(?i)system\s+prompt\s+override|new\s+system\s+prompt\s*:`)},
-	{"deception", regexp.MustCompile(`(?i)\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|let)\s+the\s+(?:user|owner|operator)`)},
-	{"deception", regexp.MustCompile(`(?i)\b(?:hide|conceal)\s+(?:this|it|that|these)\s+(?:\w+\s+){0,2}from\s+the\s+(?:user|owner|operator)`)},
-	{"secret_reading", regexp.MustCompile(`(?i)\b(?:cat|less|more|head|tail|base64|xxd|strings|cp|scp)\s+[^\n|;&]*(?:\.env\b|credentials|\.netrc|\.pgpass|\.aws/|\.docker/config\.json|\.kube/config|/etc/shadow)`)},
-	{"ssh_keys", regexp.MustCompile(`(?i)authorized_keys|\.ssh/id_[a-z0-9]+|\bid_(?:rsa|ed25519|ecdsa)\b`)},
-	{"sudoers", regexp.MustCompile(`(?i)/etc/sudoers|\bvisudo\b|NOPASSWD\s*:`)},
-	{"destructive_rm", regexp.MustCompile(`(?i)\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*[rf][a-z]*\s+)+(?:--no-preserve-root\s+)?(?:/|/\*|~/?|\$HOME/?|\$\{HOME\}/?)(?:\s|$|;|&|\|)`)},
-	{"destructive_rm", regexp.MustCompile(`(?i)--no-preserve-root`)},
-	{"exfiltration", regexp.MustCompile(`(?i)\b(?:curl|wget|nc|ncat|http)\b[^\n]*` + secretVar)},
-	{"exfiltration", regexp.MustCompile(`(?i)` + secretVar + `[^\n]*\|\s*(?:curl|wget|nc|ncat)\b`)},
+func injectionRules() []guardRule {
+	return []guardRule{
+		{"instruction_override", regexp.MustCompile(`(?i)\b(?:ignore|forget|override)\s+(?:\w+\s+){0,3}(?:previous|prior|above|earlier|all|your|system)\s+(?:\w+\s+){0,2}(?:instructions|prompts?|rules|guidelines)`)},
+		{"instruction_override", regexp.MustCompile(`(?i)\bdisregard\s+(?:\w+\s+){0,2}(?:instructions|rules|guidelines|prompt)`)},
+		{"instruction_override", regexp.MustCompile(`(?i)system\s+prompt\s+override|new\s+system\s+prompt\s*:`)},
+		{"deception", regexp.MustCompile(`(?i)\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|let)\s+the\s+(?:user|owner|operator)`)},
+		{"deception", regexp.MustCompile(`(?i)\b(?:hide|conceal)\s+(?:this|it|that|these)\s+(?:\w+\s+){0,2}from\s+the\s+(?:user|owner|operator)`)},
+		{"secret_reading", regexp.MustCompile(`(?i)\b(?:cat|less|more|head|tail|base64|xxd|strings|cp|scp)\s+[^\n|;&]*(?:\.env\b|credentials|\.netrc|\.pgpass|\.aws/|\.docker/config\.json|\.kube/config|/etc/shadow)`)},
+		{"ssh_keys", regexp.MustCompile(`(?i)authorized_keys|\.ssh/id_[a-z0-9]+|\bid_(?:rsa|ed25519|ecdsa)\b`)},
+		{"sudoers", regexp.MustCompile(`(?i)/etc/sudoers|\bvisudo\b|NOPASSWD\s*:`)},
+		{"destructive_rm", regexp.MustCompile(`(?i)\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*[rf][a-z]*\s+)+(?:--no-preserve-root\s+)?(?:/|/\*|~/?|\$HOME/?|\$\{HOME\}/?)(?:\s|$|;|&|\|)`)},
+		{"destructive_rm", regexp.MustCompile(`(?i)--no-preserve-root`)},
+		{"exfiltration", regexp.MustCompile(`(?i)\b(?:curl|wget|nc|ncat|http)\b[^\n]*` + secretVar)},
+		{"exfiltration", regexp.MustCompile(`(?i)` + secretVar + `[^\n]*\|\s*(?:curl|wget|nc|ncat)\b`)},
+	}
 }
 
 // lifecycleRules catch commands that would stop or restart the scheduler
 // that runs the job (a job killing its own daemon loops forever).
-var lifecycleRules = []guardRule{
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\b(?:pkill|killall)\b[^\n]*hermes-pipe`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*(?:pgrep|pidof)[^\n]*hermes-pipe`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*cron/daemon\.pid`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bsystemctl\s+(?:--user\s+)?(?:stop|restart|kill|disable|mask|reload-or-restart|try-restart)\s+[^\n]*hermes-pipe`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bservice\s+hermes-pipe\S*\s+(?:stop|restart)`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\blaunchctl\s+(?:unload|stop|kill|bootout|kickstart)\b[^\n]*hermes-pipe`)},
-	{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bhermes-pipe\s+(?:--\S+\s+)*cron\s+(?:daemon|tick)\b`)},
+func lifecycleRules() []guardRule {
+	return []guardRule{
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\b(?:pkill|killall)\b[^\n]*hermes-pipe`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*(?:pgrep|pidof)[^\n]*hermes-pipe`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bkill\b[^\n]*cron/daemon\.pid`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bsystemctl\s+(?:--user\s+)?(?:stop|restart|kill|disable|mask|reload-or-restart|try-restart)\s+[^\n]*hermes-pipe`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bservice\s+hermes-pipe\S*\s+(?:stop|restart)`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\blaunchctl\s+(?:unload|stop|kill|bootout|kickstart)\b[^\n]*hermes-pipe`)},
+		{"scheduler_lifecycle", regexp.MustCompile(`(?i)\bhermes-pipe\s+(?:--\S+\s+)*cron\s+(?:daemon|tick)\b`)},
+	}
 }
 
 // directiveRules are the rules whose phrasing does not occur in ordinary
 // prose or logs: they are the ones applied to text that enters a prompt at
 // run time (context_from outputs, script stdout), which legitimately
 // mentions commands.
-var directiveRules = func() (out []guardRule) {
-	for _, g := range injectionRules {
+func directiveRules(injection []guardRule) (out []guardRule) {
+	for _, g := range injection {
 		if g.name == "instruction_override" || g.name == "deception" {
 			out = append(out, g)
 		}
 	}
 	return out
-}()
+}
 
 // githubAPICall is a curl to api.github.com authenticated with a token
 // variable, the form Hermes' GitHub skill uses: it is replaced by a harmless
 // stand-in before scanning, so it is allowed while the rest of the line is
 // still scanned. The host must be exactly api.github.com (lookalikes such as
 // api.github.com.evil.example or api.github.com@evil.example do not match).
-var githubAPICall = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']\s+["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?(?:["']|\s|$)`),
-	regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?["']?\s+(?:[^\n;&|$` + "`" + `]*\s)?(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']`),
+func githubAPICall() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']\s+["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?(?:["']|\s|$)`),
+		regexp.MustCompile(`(?i)curl\s+[^\n;&|$` + "`" + `]*["']?https://api\.github\.com(?::\d+)?(?:/[^\s;&|$` + "`" + `'"]*)?["']?\s+(?:[^\n;&|$` + "`" + `]*\s)?(?:-H|--header)\s+["']Authorization:\s*(?:token|Bearer)\s+` + secretVar + `["']`),
+	}
 }
 
 func stripAllowed(text string) string {
-	for _, re := range githubAPICall {
+	for _, re := range guards().allowed {
 		text = re.ReplaceAllString(text, "curl https://api.github.com/user ")
 	}
 	return text
@@ -149,7 +169,8 @@ func scanWith(text string, sets ...[]guardRule) []Finding {
 // finding (nil when clean). It is called at add and again before each run;
 // it is pure computation over the text.
 func Scan(prompt, script string) []Finding {
-	return scanWith(prompt+"\n"+script, injectionRules, lifecycleRules)
+	g := guards()
+	return scanWith(prompt+"\n"+script, g.injection, g.lifecycle)
 }
 
 // ScanRuntime checks text that enters an agent's prompt at run time (the
@@ -157,7 +178,7 @@ func Scan(prompt, script string) []Finding {
 // not fire on ordinary prose or logs: instruction overrides, deception and
 // invisible Unicode.
 func ScanRuntime(text string) []Finding {
-	return scanWith(text, directiveRules)
+	return scanWith(text, guards().directive)
 }
 
 // describeFindings renders findings for an error message.

@@ -236,7 +236,8 @@ type Job struct {
 
 type jobAlias Job
 
-var knownJobKeys = func() map[string]bool {
+// knownJobKeys are the JSON keys of a Job, read at their first use.
+var knownJobKeys = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
 	b, _ := json.Marshal(jobAlias{TriggeredAt: "x"}) // every key, omitempty ones too
 	var probe map[string]json.RawMessage
@@ -245,7 +246,7 @@ var knownJobKeys = func() map[string]bool {
 		m[k] = true
 	}
 	return m
-}()
+})
 
 // UnmarshalJSON decodes a job and keeps unknown fields in Extra. A missing
 // "enabled" means true, as in Hermes.
@@ -259,7 +260,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	for k, v := range all {
-		if !knownJobKeys[k] {
+		if !knownJobKeys()[k] {
 			if a.Extra == nil {
 				a.Extra = map[string]json.RawMessage{}
 			}
@@ -279,7 +280,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	}
 	keys := make([]string, 0, len(j.Extra))
 	for k := range j.Extra {
-		if !knownJobKeys[k] {
+		if !knownJobKeys()[k] {
 			keys = append(keys, k)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout/mcp"
@@ -285,7 +286,7 @@ func checkJobPolicy(j *Job) error {
 	if err := CheckScriptPolicy(j.Policy); err != nil {
 		return usagef("job %s: %v", j.ID, err)
 	}
-	if j.Policy.APIKeyEnv != "" && !reEnvName.MatchString(j.Policy.APIKeyEnv) {
+	if j.Policy.APIKeyEnv != "" && !reEnvName().MatchString(j.Policy.APIKeyEnv) {
 		return usagef("job %s: --api-key-env %q is not an environment variable name", j.ID, j.Policy.APIKeyEnv)
 	}
 	if negativeDurations(j.Policy) {
@@ -303,7 +304,7 @@ func negativeDurations(p Policy) bool {
 	return p.MaxTurns < 0 || p.CommandTimeoutSeconds < 0 || p.StartingDeadlineSeconds < 0 || p.MaxRuntimeSeconds < 0 || (p.TimeoutSeconds != nil && *p.TimeoutSeconds < 0)
 }
 
-var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var reEnvName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // absPath makes a path the user gave absolute, so a stored job does not
 // depend on the folder cron runs from; "" stays "".

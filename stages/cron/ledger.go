@@ -104,7 +104,7 @@ func OpenLedger(ctx context.Context, path string) (*Ledger, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o600)
-	return &Ledger{db: db, owner: processOwner}, nil
+	return &Ledger{db: db, owner: processOwner()}, nil
 }
 
 // Close closes the database handle.

@@ -6,16 +6,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
 // processOwner identifies this process in the ledger: host, pid and the
 // process start time (so a reused pid is not mistaken for the original).
-var processOwner = func() string {
+// It is read at its first use, not at start-up.
+var processOwner = sync.OnceValue(func() string {
 	host, _ := os.Hostname()
 	pid := os.Getpid()
 	return fmt.Sprintf("%s/%d/%s", host, pid, procStart(pid))
-}()
+})
 
 // procStart reads a process's start time in clock ticks since boot from
 // /proc (Linux); elsewhere it returns "" and only the pid is compared.
@@ -41,7 +43,7 @@ func procStart(pid int) string {
 // ownerAlive reports whether the process that wrote owner is still running.
 // Owners on another host cannot be checked and count as alive.
 func ownerAlive(owner string) bool {
-	if owner == processOwner {
+	if owner == processOwner() {
 		return true
 	}
 	parts := strings.Split(owner, "/")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-pipe/hermes-pipe/stages/rollout"
@@ -38,9 +39,12 @@ type Schedule struct {
 	Display string  `json:"display,omitempty"`
 }
 
+// The duration patterns, compiled at their first use.
 var (
-	reDuration = regexp.MustCompile(`^(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days)$`)
-	reBareDur  = regexp.MustCompile(`^\d+\s*[a-z]+$`)
+	reDuration = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hr|hrs|hour|hours|d|day|days)$`)
+	})
+	reBareDur = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+\s*[a-z]+$`) })
 )
 
 // Limits of a duration in a schedule. MinInterval is the shortest repeating
@@ -55,7 +59,7 @@ const (
 // parseDuration reads "30s", "30m", "2h", "1d" (whole seconds, at most
 // MaxDuration).
 func parseDuration(s string) (time.Duration, error) {
-	m := reDuration.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	m := reDuration().FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
 	if m == nil {
 		return 0, fmt.Errorf("bad duration %q (use e.g. 30s, 30m, 2h, 1d)", s)
 	}
@@ -139,7 +143,7 @@ func ParseSchedule(text string, loc *time.Location, now time.Time) (Schedule, er
 			return Schedule{}, usagef("schedule %q: %v", s, err)
 		}
 		return Schedule{Kind: KindCron, Expr: e.canonical, Display: e.canonical}, nil
-	case reBareDur.MatchString(lower):
+	case reBareDur().MatchString(lower):
 		return Schedule{}, usagef("schedule %q is ambiguous: write \"every %s\" for a repeating interval or \"in %s\" for a one-shot", s, s, s)
 	}
 	at, err := parseTimestamp(s, loc)

@@ -79,13 +79,13 @@ type Options struct {
 type client struct {
 	opts Options
 	svc  openai.ChatCompletionService
-	// api posts the hand-written bodies of non-streamed calls (wire.go)
-	// with the same options as svc.
-	api openai.Client
 	// reqOpts are the SDK options of every service this client's
 	// endpoint serves (chat, and the batch client's files and batches).
 	reqOpts []option.RequestOption
-	jitter  atomic.Uint64
+	// direct posts the bodies of non-streamed calls as the SDK would
+	// (direct.go).
+	direct *directPoster
+	jitter atomic.Uint64
 	// red takes the API key and the base URL's userinfo out of every error
 	// and reply this client returns, so an endpoint that echoes its request
 	// headers cannot put them into a record or a log.
@@ -140,12 +140,31 @@ func New(opts Options) (Client, error) {
 		option.WithBaseURL(strings.TrimSuffix(opts.BaseURL, "/") + "/"),
 		option.WithHTTPClient(opts.HTTPClient),
 		option.WithMaxRetries(0), // the retry policy is ours
+		option.WithMiddleware(inMemoryBody),
 	}
 	if opts.APIKey != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
 	}
-	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), api: openai.NewClient(reqOpts...), reqOpts: reqOpts,
-		red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
+	tmpl, err := postTemplate(reqOpts, "chat/completions")
+	if err != nil {
+		return nil, err
+	}
+	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), reqOpts: reqOpts,
+		direct: newDirectPoster(tmpl, opts.HTTPClient), red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
+}
+
+// inMemoryBody gives the transport a request's body as the in-memory reader
+// its GetBody makes, not the SDK's wrapper of it: net/http then writes the
+// headers and the body of a call in one write (for a body it does not know
+// it flushes the headers first: two writes, two packets, two reads at the
+// server for every call).
+func inMemoryBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		if b, err := req.GetBody(); err == nil {
+			req.Body = b
+		}
+	}
+	return next(req)
 }
 
 // Chat sends req and blocks until a reply arrives, retrying retryable
@@ -265,8 +284,8 @@ func isDecodeError(err error) bool {
 // once makes a non-streaming call with the request body and reads the
 // reply (parseReply).
 func (c *client) once(ctx context.Context, body []byte) (Response, error) {
-	var reply []byte
-	if err := c.api.Post(ctx, "chat/completions", body, &reply); err != nil {
+	reply, err := c.direct.post(ctx, body)
+	if err != nil {
 		return Response{}, err
 	}
 	return c.parseReply(reply)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -647,4 +648,43 @@ func TestThousandCallsInFlight(t *testing.T) {
 		t.Fatalf("controller %d in flight; stats %+v", ctl.InFlight(), fs.Stats())
 	}
 	t.Logf("peak %d in flight, limit now %d after %d cuts", peak.Load(), ctl.Limit(), ctl.Cuts())
+}
+
+// writeCounter counts the writes made to the connections it dialled.
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (w writeCounter) Write(p []byte) (int, error) {
+	w.n.Add(1)
+	return w.Conn.Write(p)
+}
+
+// A call goes out in one write, its headers and body together, streamed
+// or not: the transport must see the body as one in memory (inMemoryBody),
+// or it flushes the headers on their own, and every call costs a second
+// write here and a second read at the server.
+func TestCallIsOneWrite(t *testing.T) {
+	srv, _ := startFake(t, fakellm.Config{})
+	for _, stream := range []bool{false, true} {
+		var writes atomic.Int64
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writeCounter{c, &writes}, nil
+		}
+		c, _ := newClient(t, srv.URL, Options{Stream: stream, HTTPClient: &http.Client{Transport: tr}})
+		for i := range 3 {
+			if _, err := c.Chat(context.Background(), userReq(strings.Repeat("a long prompt ", 100))); err != nil {
+				t.Fatal(err)
+			}
+			if got := writes.Load(); got != int64(i+1) {
+				t.Fatalf("stream=%v: %d writes for %d calls", stream, got, i+1)
+			}
+		}
+	}
 }
