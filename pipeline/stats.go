@@ -134,6 +134,16 @@ type ToolStatistics struct {
 	SuccessRate float64 `json:"success_rate"`
 }
 
+// addTool adds one tool's call, success and failure counts to its sum in
+// tools.
+func addTool(tools map[string]ToolStatistics, name string, count, success, failure int) {
+	t := tools[name]
+	t.Count += count
+	t.Success += success
+	t.Failure += failure
+	tools[name] = t
+}
+
 // ReasoningStatistics says how much of the assistant output carried reasoning.
 type ReasoningStatistics struct {
 	AssistantTurns        int     `json:"assistant_turns"`
@@ -292,11 +302,7 @@ func (a *statsAcc) count(l *statLine, pi, sample int64, key string) {
 		st.Cost.UnpricedRecords++
 	}
 	for name, ts := range r.ToolStats {
-		t := st.Tools[name]
-		t.Count += ts.Count
-		t.Success += ts.Success
-		t.Failure += ts.Failure
-		st.Tools[name] = t
+		addTool(st.Tools, name, ts.Count, ts.Success, ts.Failure)
 	}
 	for name, n := range r.ToolErrorCounts {
 		st.ToolErrors[name] += n
@@ -407,11 +413,7 @@ func (s *Statistics) Add(o Statistics) {
 		s.Cost.ByOutcomeUSD[k] += v
 	}
 	for name, t := range o.Tools {
-		m := s.Tools[name]
-		m.Count += t.Count
-		m.Success += t.Success
-		m.Failure += t.Failure
-		s.Tools[name] = m
+		addTool(s.Tools, name, t.Count, t.Success, t.Failure)
 	}
 	for name, n := range o.ToolErrors {
 		s.ToolErrors[name] += n
