@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -258,8 +257,13 @@ func TestViewInBrowser(t *testing.T) {
 
 	// A tool error is shown apart from a tool result: its own class and
 	// another colour.
+	// The row is found and clicked in one evaluation: the list is drawn
+	// again when the record index is ready, which may fall between a
+	// lookup of its node and a click on it.
+	rowOf(t, b, "think two")
 	b.run(t, "open the record with tool calls", eval(`location.hash = "#/"`), ready("#/"),
-		chromedp.Click(chromedp.CSS(`#records tbody tr:nth-child(`+strconv.Itoa(rowOf(t, b, "think two")+1)+`)`)), chromedp.WaitVisible(chromedp.CSS("#conversation")))
+		eval(`[...document.querySelectorAll("#records tbody tr")].find(tr => tr.querySelector("td.prompt").textContent === "think two").click()`),
+		chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	calls, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#conversation .call.tool-error, #conversation .call.tool-result")].map(
 	  el => el.className + "|" + el.querySelector("b").textContent + "|" + getComputedStyle(el).borderTopColor)`))
 	if err != nil {
@@ -301,7 +305,7 @@ func TestViewInBrowser(t *testing.T) {
 	}
 
 	// Open it: the conversation, the think block closed until expanded.
-	b.run(t, "open record", chromedp.Click(chromedp.CSS("#records tbody tr")), chromedp.WaitVisible(chromedp.CSS("#conversation")))
+	b.run(t, "open record", eval(`document.querySelector("#records tbody tr").click()`), chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	if got := b.text(t, "#outcome"); got != "completed" {
 		t.Errorf("record outcome %q", got)
 	}
