@@ -24,7 +24,7 @@ func runVerify(ctx context.Context, s Subject, timeout time.Duration) verdict {
 	}
 	script := "(\n" + s.Verify + "\n)"
 	if s.Dir != "" {
-		script = "(\ncd -- " + shellQuote(s.Dir) + " || exit\n" + s.Verify + "\n)"
+		script = "(\ncd -- " + sandbox.ShellQuote(s.Dir) + " || exit\n" + s.Verify + "\n)"
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+driverGrace)
 	defer cancel()
@@ -91,9 +91,4 @@ func joinOutput(stdout, stderr string) string {
 		return stderr
 	}
 	return stdout + "\n" + stderr
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
