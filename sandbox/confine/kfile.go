@@ -26,8 +26,24 @@ func ReadKernelFile(path string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	b, err := ReadFD(fd, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// ErrTooLong is ReadFD's error for a file longer than its limit.
+var ErrTooLong = errors.New("longer than the limit")
+
+// ReadFD reads fd from where it is to its end with plain reads (retried
+// on EINTR); more than limit bytes (limit > 0) is ErrTooLong.
+func ReadFD(fd int, limit int) ([]byte, error) {
 	buf := make([]byte, 0, 1024)
 	for {
+		if limit > 0 && len(buf) > limit {
+			return nil, ErrTooLong
+		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
@@ -36,7 +52,7 @@ func ReadKernelFile(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, err
 		}
 		if n == 0 {
 			return buf, nil

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -32,5 +33,14 @@ func TestReadKernelFile(t *testing.T) {
 	}
 	if _, err := ReadKernelFile(filepath.Join(t.TempDir(), "none")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing file: %v, want fs.ErrNotExist", err)
+	}
+	// ReadFD stops at its limit.
+	fd, err := syscall.Open(p, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if b, err := ReadFD(fd, 4096); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("ReadFD over its limit: %d bytes, %v; want ErrTooLong", len(b), err)
 	}
 }

@@ -330,7 +330,7 @@ func (s *Session) readReport(name string) ([]byte, error) {
 // below the folder dirfd (shown as at), opening each without following a
 // link (see readReport).
 func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) {
-	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+	if !plainName(name) {
 		return nil, fmt.Errorf("local sandbox: report file name %q", name)
 	}
 	dfd, err := unix.Dup(dirfd)
@@ -364,27 +364,20 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > most {
 		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
-	buf := make([]byte, st.Size+1) // one more: a file that grew is read to its end below
-	n := 0
-	for {
-		if n == len(buf) {
-			if n > most {
-				return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
-			}
-			buf = append(buf, make([]byte, 4096)...)
-		}
-		m, err := unix.Read(fd, buf[n:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if m == 0 {
-			return buf[:n], nil
-		}
-		n += m
+	b, err := confine.ReadFD(fd, most) // a file that grew since is read to its end, within the limit
+	if errors.Is(err, confine.ErrTooLong) {
+		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// plainName reports whether name is a file name of its own folder: not
+// empty, no slash, not . or .. (the driver's engine and report files).
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
 }
 
 // writeInside writes data to a new file named name in dir (the engine
@@ -396,7 +389,7 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 // markers), so it is made with plain system calls, where an os.Root and an
 // *os.File cost some fifteen.
 func writeInside(dir, name string, data []byte) error {
-	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+	if !plainName(name) {
 		return fmt.Errorf("local sandbox: engine file name %q", name)
 	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
