@@ -285,38 +285,42 @@ var (
 // thread may have started one before it was locked.
 func mountWorker() {
 	runtime.LockOSThread()
-	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		if err = unix.Unshare(unix.CLONE_FS); err != nil {
-			err = fmt.Errorf("unshare: %w", err)
-		}
+	var m mountThread
+	var err error
+	if m.home, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		m.broken = err
+	} else if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		m.broken = fmt.Errorf("unshare: %w", err)
 	}
 	for j := range mountJobs {
-		if err != nil {
-			j.done <- err
-			continue
-		}
-		var ferr error
-		ferr, err = mountJobIn(home, j)
-		j.done <- ferr
+		j.done <- m.run(j)
 	}
 }
 
-// mountJobIn runs j in its process's mount namespace and comes back to
-// home; broken is set when the thread could not come back (it serves no
-// more jobs then).
-func mountJobIn(home int, j mountJob) (err, broken error) {
+// mountThread is the mount thread's own state: its home mount namespace,
+// and why it can serve no job (it could not leave the process's file
+// system context, or come back from a sandbox's namespace).
+type mountThread struct {
+	home   int
+	broken error
+}
+
+// run runs j in its process's mount namespace and comes back home.
+func (m *mountThread) run(j mountJob) error {
+	if m.broken != nil {
+		return m.broken
+	}
 	ns, err := unix.Open("/proc/"+strconv.Itoa(j.pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err, nil
+		return err
 	}
 	defer unix.Close(ns)
 	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("enter the sandbox's mount namespace: %w", err), nil
+		return fmt.Errorf("enter the sandbox's mount namespace: %w", err)
 	}
 	err = j.fn()
-	if berr := unix.Setns(home, unix.CLONE_NEWNS); berr != nil {
-		return err, fmt.Errorf("the mount thread is stuck in a sandbox's mount namespace: %w", berr)
+	if berr := unix.Setns(m.home, unix.CLONE_NEWNS); berr != nil {
+		m.broken = fmt.Errorf("the mount thread is stuck in a sandbox's mount namespace: %w", berr)
 	}
-	return err, nil
+	return err
 }
