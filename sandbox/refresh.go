@@ -347,8 +347,8 @@ func (s *Shell) Refresh(ctx context.Context, others func(token string) (bool, er
 			s.drop()
 			return fmt.Errorf("refresh: %w", err)
 		}
-		// A report that cannot be read (a row replaced the state folder)
-		// is not the new shell's either.
+		// A report that cannot be read (a row left something else under
+		// its name's folder) is not the new shell's either.
 		rep, rerr := s.report(out, file)
 		if fresh = rerr == nil && len(errs) == 0 && comparable(string(rep)) == s.pristine; fresh {
 			break
