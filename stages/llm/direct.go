@@ -44,7 +44,6 @@ func postTemplate(reqOpts []option.RequestOption, path string) (*http.Request, e
 type directPoster struct {
 	url    string
 	header http.Header
-	origin *url.URL
 	client *http.Client // opts.HTTPClient whose transport refuses other origins, as the SDK's does
 }
 
@@ -56,7 +55,7 @@ func newDirectPoster(tmpl *http.Request, hc *http.Client) *directPoster {
 		next = http.DefaultTransport
 	}
 	c.Transport = originTransport{origin: origin, next: next}
-	return &directPoster{url: tmpl.URL.String(), header: tmpl.Header.Clone(), origin: origin, client: &c}
+	return &directPoster{url: tmpl.URL.String(), header: tmpl.Header.Clone(), client: &c}
 }
 
 // errOrigin is the SDK's refusal of a request (a redirect) to another

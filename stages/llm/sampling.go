@@ -133,8 +133,10 @@ func (s Sampling) apply(p *openai.ChatCompletionNewParams, req Request) {
 	if s.LogprobTokenIDs {
 		extra[FieldLogprobTokenIDs] = true
 	}
-	for _, k := range s.extraKeys(req) {
-		extra[k] = s.Extra[k]
+	for k, v := range s.Extra {
+		if !req.overrides(k) {
+			extra[k] = v
+		}
 	}
 	p.SetExtraFields(extra)
 }
@@ -152,16 +154,20 @@ func (s Sampling) forRequest(req Request) (maxTokens int, temp *float64) {
 	return maxTokens, temp
 }
 
-// extraKeys are the Extra fields a request for req sends, in key order:
-// all but max_tokens and temperature when req gives its own (the
-// request's own value wins).
+// overrides reports whether req gives its own value of the Extra field k
+// (max_tokens, temperature): the request's own value wins.
+func (req Request) overrides(k string) bool {
+	return (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil)
+}
+
+// extraKeys are the Extra fields a request for req sends, in key order
+// (the written body's order): all that req does not override.
 func (s Sampling) extraKeys(req Request) []string {
 	keys := make([]string, 0, len(s.Extra))
 	for k := range s.Extra {
-		if (k == "max_tokens" && req.MaxTokens > 0) || (k == "temperature" && req.Temperature != nil) {
-			continue
+		if !req.overrides(k) {
+			keys = append(keys, k)
 		}
-		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys

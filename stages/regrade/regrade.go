@@ -105,15 +105,16 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return sum, err
 	}
 	r := &runner{opts: opts, rows: rows}
-	return r.gradeAll(ctx, "regrade", opts.Out, opts.Workers, r.grade)
+	return r.gradeAll(ctx, "regrade", r.grade)
 }
 
-// gradeAll holds out's run lock (a run and a regrade of one folder cannot
-// overlap), opens its grades journal and hands every live record, as the
-// shards hold it (not regraded), to one of workers goroutines running
-// grade. It stops at the first error grade returns (a journal write) or
+// gradeAll holds r.opts.Out's run lock (a run and a regrade of one folder
+// cannot overlap), opens its grades journal and hands every live record, as
+// the shards hold it (not regraded), to one of r.opts.Workers goroutines
+// running grade. It stops at the first error grade returns (a journal write) or
 // when ctx ends. Run and RunSWE share it; what names the command in errors.
-func (r *runner) gradeAll(ctx context.Context, what, out string, workers int, grade func(context.Context, job) error) (Summary, error) {
+func (r *runner) gradeAll(ctx context.Context, what string, grade func(context.Context, job) error) (Summary, error) {
+	out := r.opts.Out
 	unlock, err := pipeline.LockFolder(out)
 	if err != nil {
 		return r.sum, fmt.Errorf("%s: %w (wait for the run to end)", what, err)
@@ -128,7 +129,7 @@ func (r *runner) gradeAll(ctx context.Context, what, out string, workers int, gr
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 	var werr atomic.Value
-	for range workers {
+	for range r.opts.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

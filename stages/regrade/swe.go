@@ -39,8 +39,8 @@ func RunSWE(ctx context.Context, opts SWEOptions) (Summary, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &runner{opts: Options{Progress: opts.Progress, Now: opts.Now}}
-	return r.gradeAll(ctx, "swe regrade", opts.Out, opts.Workers, func(ctx context.Context, jb job) error {
+	r := &runner{opts: Options{Out: opts.Out, Workers: opts.Workers, Progress: opts.Progress, Now: opts.Now}}
+	return r.gradeAll(ctx, "swe regrade", func(ctx context.Context, jb job) error {
 		return r.gradeSWE(ctx, opts, jb)
 	})
 }
