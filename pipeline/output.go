@@ -260,7 +260,8 @@ func (o *Output) open() error {
 	o.spend, o.spendIDs = spend, sp.IDs
 	o.spentOpen = max(sp.USD, o.ix.cost)
 	o.capped = sp.Capped
-	if o.liveRecords() == 0 {
+	// Whether any record is live: a resumed folder answers at its first entry.
+	if !slices.ContainsFunc(o.ix.entries, func(e ledgerEntry) bool { return e.record() }) {
 		o.runStats, o.countRun = newStatsAcc(true), true
 	}
 	if err := o.writeManifest(); err != nil {
