@@ -823,7 +823,7 @@ func (o *Output) commit(b *batch) error {
 		return nil
 	}
 	slices.SortStableFunc(b.rows, func(x, y pending) int {
-		return cmp.Or(cmp.Compare(x.pi, y.pi), cmp.Compare(x.sample, y.sample), strings.Compare(x.key, y.key))
+		return catOrder(x.pi, x.sample, x.key, y.pi, y.sample, y.key)
 	})
 	line := &ledgerLine{Rows: make([]ledgerRow, 0, len(b.rows))}
 	records := 0
