@@ -103,9 +103,16 @@ func liveRefs(ix *ledgerIndex, finalOnly bool) []ledgerEntry {
 		refs = append(refs, e)
 	}
 	slices.SortFunc(refs, func(a, b ledgerEntry) int {
-		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))
+		return catOrder(a.pi, int64(a.sample), a.key, b.pi, int64(b.sample), b.key)
 	})
 	return refs
+}
+
+// catOrder compares two records in Cat's order: prompt_index, then sample,
+// then key. Whatever sums or writes records in that order (statistics'
+// float sums, compaction, a shard's rows) uses it, so all agree with Cat.
+func catOrder(pi1, sample1 int64, key1 string, pi2, sample2 int64, key2 string) int {
+	return cmp.Or(cmp.Compare(pi1, pi2), cmp.Compare(sample1, sample2), strings.Compare(key1, key2))
 }
 
 // eachLive calls fn with every live record line (newline included) in order.

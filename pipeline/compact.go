@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -121,7 +120,7 @@ func (o *Output) planMerge() mergePlan {
 		}
 	}
 	slices.SortFunc(p.refs, func(a, b ledgerEntry) int {
-		return cmp.Or(cmp.Compare(a.pi, b.pi), cmp.Compare(a.sample, b.sample), strings.Compare(a.key, b.key))
+		return catOrder(a.pi, int64(a.sample), a.key, b.pi, int64(b.sample), b.key)
 	})
 	return p
 }

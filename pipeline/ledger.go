@@ -203,9 +203,6 @@ func newKeyTable(hint int) keyTable {
 func (t *keyTable) home(hi uint64) int { return int(hi * uint64(len(t.slots)) >> 32) }
 
 func (t *keyTable) find(h uint64, key string, entries []ledgerEntry) (uint32, bool) {
-	if len(t.slots) == 0 { // dropped (ledgerIndex.detach)
-		return 0, false
-	}
 	for s := t.home(h >> 32); ; {
 		v := t.slots[s]
 		if v == 0 {
@@ -321,9 +318,7 @@ func (ix *ledgerIndex) warm(w *warmRows, rows []ledgerRow) {
 		}
 		h := maphash.String(hashSeed, rows[j].Key)
 		w.h[j], w.hashed[j] = h, true
-		if len(t.slots) > 0 {
-			w.sink += t.slots[t.home(h>>32)]
-		}
+		w.sink += t.slots[t.home(h>>32)]
 	}
 }
 

@@ -260,7 +260,8 @@ func (o *Output) open() error {
 	o.spend, o.spendIDs = spend, sp.IDs
 	o.spentOpen = max(sp.USD, o.ix.cost)
 	o.capped = sp.Capped
-	if o.liveRecords() == 0 {
+	// Whether any record is live: a resumed folder answers at its first entry.
+	if !slices.ContainsFunc(o.ix.entries, func(e ledgerEntry) bool { return e.record() }) {
 		o.runStats, o.countRun = newStatsAcc(true), true
 	}
 	if err := o.writeManifest(); err != nil {
@@ -822,7 +823,7 @@ func (o *Output) commit(b *batch) error {
 		return nil
 	}
 	slices.SortStableFunc(b.rows, func(x, y pending) int {
-		return cmp.Or(cmp.Compare(x.pi, y.pi), cmp.Compare(x.sample, y.sample), strings.Compare(x.key, y.key))
+		return catOrder(x.pi, x.sample, x.key, y.pi, y.sample, y.key)
 	})
 	line := &ledgerLine{Rows: make([]ledgerRow, 0, len(b.rows))}
 	records := 0

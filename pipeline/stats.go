@@ -1,14 +1,12 @@
 package pipeline
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
@@ -351,7 +349,7 @@ func (a *statsAcc) addFloats(f *statFloats) {
 // with their percentiles and derived figures, and the retries man records.
 func (a *statsAcc) finish(man *Manifest) Statistics {
 	slices.SortFunc(a.floats, func(x, y statFloats) int {
-		return cmp.Or(cmp.Compare(x.pi, y.pi), cmp.Compare(x.sample, y.sample), strings.Compare(x.key, y.key))
+		return catOrder(x.pi, x.sample, x.key, y.pi, y.sample, y.key)
 	})
 	for i := range a.floats {
 		a.addFloats(&a.floats[i])

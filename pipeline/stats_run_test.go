@@ -69,6 +69,11 @@ func TestRunStatisticsFromCommitsMatchStats(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Workers: 8}, SliceSource(records(n)), []Stage{stage}, out); err != nil {
 		t.Fatal(err)
 	}
+	// Run's finish took the commits' sums (committedStats drops them), not
+	// the records read back, which would match Stats whatever they held.
+	if out.runStats != nil {
+		t.Fatal("the run's statistics were read back, not summed from its commits")
+	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
