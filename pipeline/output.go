@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -825,9 +826,26 @@ func (o *Output) commit(b *batch) error {
 	slices.SortStableFunc(b.rows, func(x, y pending) int {
 		return catOrder(x.pi, x.sample, x.key, y.pi, y.sample, y.key)
 	})
+	// The batch's statistics are summed beside its write and fsyncs, in
+	// commit order still (commits are serialised and this one waits for
+	// them); a commit that fails drops the run's sums, and finish reads
+	// the statistics back from the folder instead.
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		o.countCommitted(b.rows)
+	}()
+	committed := false
+	defer func() {
+		<-counted
+		if !committed {
+			o.runStats = nil
+		}
+	}()
 	line := &ledgerLine{Rows: make([]ledgerRow, 0, len(b.rows))}
 	records := 0
-	for _, r := range b.rows {
+	for i := range b.rows {
+		r := &b.rows[i] // not a copy: countCommitted clears stat meanwhile
 		if r.line != nil {
 			records++
 			if r.rec.CostUSD != nil {
@@ -846,12 +864,14 @@ func (o *Output) commit(b *batch) error {
 		}
 	}
 	// Marker rows go last so the offsets of the records stay a prefix sum.
-	for _, r := range b.rows {
+	for i := range b.rows {
+		r := &b.rows[i]
 		if r.line != nil {
 			line.Rows = append(line.Rows, ledgerRow{Key: r.key, Outcome: r.outcome, PromptIndex: r.pi, Sample: r.sample, Len: r.n})
 		}
 	}
-	for _, r := range b.rows {
+	for i := range b.rows {
+		r := &b.rows[i]
 		if r.line == nil {
 			line.Rows = append(line.Rows, ledgerRow{Key: r.key, Outcome: r.outcome, PromptIndex: r.pi, Sample: r.sample, Len: -1})
 		}
@@ -867,7 +887,7 @@ func (o *Output) commit(b *batch) error {
 	o.ix.apply(line)
 	o.committed += len(line.Rows)
 	o.mu.Unlock()
-	o.countCommitted(b.rows)
+	committed = true
 	if o.budget != nil {
 		keys := make([]string, len(line.Rows))
 		for i, r := range line.Rows {
@@ -899,7 +919,8 @@ func writeShard(format shardFormat, dir, name string, rows []pending, hook func(
 	if err := callHook(hook, stepTempCreated); err != nil {
 		return 0, "", err
 	}
-	h := sha256.New()
+	h := newAsyncHash()
+	defer h.stop()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
 	sw := format.newWriter(cw)
 	for i := range rows {
@@ -940,7 +961,64 @@ func writeShard(format shardFormat, dir, name string, rows []pending, hook func(
 	if err := callHook(hook, stepDirSynced); err != nil {
 		return 0, "", err
 	}
-	return cw.n, hex.EncodeToString(h.Sum(nil)), nil
+	return cw.n, hex.EncodeToString(h.sum()), nil
+}
+
+// asyncHash is the SHA-256 of what is written to it, computed on a
+// goroutine of its own from copies of the writes: a shard's hash runs beside
+// its write and its fsync instead of before them, which shortens every
+// commit by the hash's time (about 2 ms for a 3.5 MB shard), the last
+// commit of a run included, which the run waits for. At most
+// asyncHashDepth copies are queued, so it holds a bounded amount of memory.
+type asyncHash struct {
+	ch   chan []byte
+	done chan struct{}
+	h    hash.Hash
+	out  []byte
+}
+
+const asyncHashDepth = 8
+
+// asyncHashBufs recycles the copies (each at most the size of one write,
+// the shard writers' buffer).
+var asyncHashBufs sync.Pool
+
+func newAsyncHash() *asyncHash {
+	a := &asyncHash{ch: make(chan []byte, asyncHashDepth), done: make(chan struct{}), h: sha256.New()}
+	go func() {
+		defer close(a.done)
+		for b := range a.ch {
+			a.h.Write(b)
+			asyncHashBufs.Put(&b)
+		}
+	}()
+	return a
+}
+
+func (a *asyncHash) Write(p []byte) (int, error) {
+	var b []byte
+	if v, ok := asyncHashBufs.Get().(*[]byte); ok {
+		b = *v
+	}
+	a.ch <- append(b[:0], p...)
+	return len(p), nil
+}
+
+// sum waits for the queued writes and returns the hash; stop after it does
+// nothing.
+func (a *asyncHash) sum() []byte {
+	a.stop()
+	return a.out
+}
+
+// stop ends the goroutine (at most once); writes after it panic.
+func (a *asyncHash) stop() {
+	if a.out != nil {
+		return
+	}
+	close(a.ch)
+	<-a.done
+	a.out = a.h.Sum(nil)
 }
 
 type countWriter struct {
@@ -1068,8 +1146,11 @@ func (o *Output) committedStats() (st Statistics, ok bool, err error) {
 // statistics.json (recomputed from the live records when anything was
 // committed or the file is missing) and run.json.
 func (o *Output) finish() error {
+	// rejects.jsonl and statistics.json are written side by side (each is
+	// two fsyncs); run.json, which names the run's end, after both.
+	rejected := make(chan error, 1)
+	go func() { rejected <- o.writeRejects() }()
 	var errs []error
-	errs = append(errs, o.writeRejects())
 	retried := o.addRetries()
 	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
 	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || retried || statErr != nil {
@@ -1088,6 +1169,7 @@ func (o *Output) finish() error {
 		}
 		errs = append(errs, err)
 	}
+	errs = append(errs, <-rejected)
 	o.man.UpdatedAt = o.opts.Now().UTC()
 	errs = append(errs, o.writeManifest())
 	if err := errors.Join(errs...); err != nil {

@@ -529,3 +529,50 @@ func TestEncodeRecordRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteShardHash: the size and SHA-256 writeShard returns, the hash now
+// taken on a goroutine beside the write, are those of the file it leaves, in
+// both formats, for shards of one small row and of rows larger than the
+// writers' buffers, and the rows' sizes add up to the file's in JSONL.
+func TestWriteShardHash(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		for _, size := range []int{1, 300 << 10} {
+			f, err := formatByName(format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			var rows []pending
+			for i := range 7 {
+				rec := &schemas.Record{Key: fmt.Sprintf("k%d", i), PromptIndex: i, Outcome: schemas.OutcomeCompleted,
+					Conversations: []schemas.Turn{{From: "human", Value: strings.Repeat(string(rune('a'+i)), size)}}}
+				line, err := EncodeRecord(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, pending{key: rec.Key, pi: int64(i), rec: rec, line: line})
+			}
+			n, sum, err := writeShard(f, dir, "shard-00001"+f.ext, rows, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, "shard-00001"+f.ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sha256.Sum256(data)
+			if n != int64(len(data)) || sum != hex.EncodeToString(want[:]) {
+				t.Errorf("%s, rows of %d bytes: writeShard said %d bytes, %s; the file has %d, %x", format, size, n, sum, len(data), want)
+			}
+			if format == FormatJSONL {
+				var total int64
+				for _, r := range rows {
+					total += r.n
+				}
+				if total != n {
+					t.Errorf("jsonl rows of %d bytes: the rows' sizes add up to %d, the file has %d", size, total, n)
+				}
+			}
+		}
+	}
+}
