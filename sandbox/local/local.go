@@ -122,9 +122,48 @@ func New(cfg sandbox.Config) (*Driver, error) {
 	// time); it runs while the caller goes on (a resumed run reads its
 	// ledger meanwhile) and is waited for by the first method that needs
 	// it: Preflight, Open, Confined, Warnings or DiskBytes.
-	d.probe = make(chan confine.Report, 1)
-	go func() { d.probe <- confine.Probe(context.Background()) }()
+	d.probe = takeProbe()
 	return d, nil
+}
+
+// early is the confinement probe StartProbe started, not yet taken by a
+// New.
+var early struct {
+	mu sync.Mutex
+	ch chan confine.Report
+}
+
+// StartProbe starts now the confinement probe the next New that confines
+// commands would start (bubblewrap run once with the sandbox's policy, some
+// 10 ms of wall time), so that it runs while the caller parses its flags and
+// reads its inputs; that New takes its result. A command calls it as soon as
+// it knows it will probably open a confined local driver: when no New takes
+// the probe, it cost its own run and nothing else. A second call before a
+// New takes the first probe does nothing.
+func StartProbe() {
+	early.mu.Lock()
+	defer early.mu.Unlock()
+	if early.ch == nil {
+		early.ch = startProbe()
+	}
+}
+
+// takeProbe returns StartProbe's probe, once, or starts a new one.
+func takeProbe() chan confine.Report {
+	early.mu.Lock()
+	defer early.mu.Unlock()
+	ch := early.ch
+	early.ch = nil
+	if ch == nil {
+		ch = startProbe()
+	}
+	return ch
+}
+
+func startProbe() chan confine.Report {
+	ch := make(chan confine.Report, 1)
+	go func() { ch <- confine.Probe(context.Background()) }()
+	return ch
 }
 
 // settle waits for New's confinement probe (once) and applies its result.

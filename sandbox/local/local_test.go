@@ -361,3 +361,33 @@ func BenchmarkFiles1MiB(b *testing.B) {
 	defer s.Close(context.Background())
 	sandboxtest.BenchWriteRead1MiB(b, s)
 }
+
+// TestStartProbeTaken: the probe StartProbe starts is the one the next
+// confining New waits for, once; the New after it probes again.
+func TestStartProbeTaken(t *testing.T) {
+	StartProbe()
+	early.mu.Lock()
+	started := early.ch
+	early.mu.Unlock()
+	if started == nil {
+		t.Fatal("StartProbe started no probe")
+	}
+	StartProbe() // a second call keeps the first probe
+	d1, err := New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.probe != started {
+		t.Error("the first New did not take the started probe")
+	}
+	if d2.probe == nil || d2.probe == started {
+		t.Error("the second New did not start a probe of its own")
+	}
+	if e1, e2 := d1.Preflight(context.Background()), d2.Preflight(context.Background()); (e1 == nil) != (e2 == nil) {
+		t.Errorf("the early and the late probe disagree: %v, %v", e1, e2)
+	}
+}
