@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -183,14 +184,14 @@ var (
 
 // parquetSchemaConfig names the columns of parquetRecord (the tags
 // parquetColumns derives); the writer and reader get it with the schema.
-var parquetSchemaConfig = func() *parquet.SchemaConfig {
+var parquetSchemaConfig = sync.OnceValue(func() *parquet.SchemaConfig {
 	var tags []parquet.StructTagOption
 	parquetColumns(reflect.TypeFor[parquetRecord](), reflect.TypeFor[schemas.Record](), nil, &tags)
 	return &parquet.SchemaConfig{StructTags: tags}
-}()
+})
 
 // parquetSchema is the schema of every Parquet shard hermes-pipe writes.
-var parquetSchema = parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig)
+var parquetSchema = sync.OnceValue(func() *parquet.Schema { return parquet.SchemaOf(new(parquetRecord), parquetSchemaConfig()) })
 
 // parquetLineCodec compresses the raw_json column; nil leaves it to the
 // writer's default (zstd).
@@ -200,18 +201,18 @@ var parquetLineCodec compress.Codec = snappyCodec{}
 // parquetLineCodec: the writer takes each column's codec from its schema
 // node. Codecs are not part of a schema's identity (parquet.EqualNodes), so
 // readers check shards against parquetSchema.
-var parquetWriteSchema = func() *parquet.Schema {
+var parquetWriteSchema = sync.OnceValue(func() *parquet.Schema {
 	if parquetLineCodec == nil {
-		return parquetSchema
+		return parquetSchema()
 	}
-	fields := slices.Clone(parquetSchema.Fields())
+	fields := slices.Clone(parquetSchema().Fields())
 	for i, f := range fields {
 		if f.Name() == parquetLineColumn {
 			fields[i] = codecField{f, parquetLineCodec}
 		}
 	}
-	return parquet.NewSchema(parquetSchema.Name(), rootFields{parquetSchema, fields})
-}()
+	return parquet.NewSchema(parquetSchema().Name(), rootFields{parquetSchema(), fields})
+})
 
 // rootFields is a schema's root node with other fields.
 type rootFields struct {
@@ -272,7 +273,7 @@ type zstdCodec struct{}
 // allocated on first use. The window (1 MiB, zstd's fastest level has 4)
 // holds a whole page (parquet.PageBufferSize, 256 KiB, plus one row), so
 // pages compress as with any larger window, into the same bytes.
-var parquetZstd = func() *zstd.Encoder {
+var parquetZstd = sync.OnceValue(func() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil,
 		zstd.WithEncoderConcurrency(parquetGroupsInFlight),
 		// The level before the window: it sets the level's block size,
@@ -286,13 +287,13 @@ var parquetZstd = func() *zstd.Encoder {
 		panic(err)
 	}
 	return e
-}()
+})
 
 func (zstdCodec) String() string                            { return "ZSTD" }
 func (zstdCodec) CompressionCodec() format.CompressionCodec { return format.Zstd }
 
 func (zstdCodec) Encode(dst, src []byte) ([]byte, error) {
-	return parquetZstd.EncodeAll(src, dst[:0]), nil
+	return parquetZstd().EncodeAll(src, dst[:0]), nil
 }
 
 // Decode is parquet-go's: the writer never decodes, and readers take the
@@ -309,7 +310,7 @@ var zstdDecoder pzstd.Codec
 // resumable: a column a version lacks reads as null, as the lines of its
 // records lack the member (success before version 2; timings, reward, grade
 // and logprobs before version 3).
-var parquetSchemas = func() []*parquet.Schema {
+var parquetSchemas = sync.OnceValue(func() []*parquet.Schema {
 	n, err := strconv.Atoi(parquetSchemaVersion)
 	if err != nil {
 		panic(err)
@@ -318,8 +319,8 @@ var parquetSchemas = func() []*parquet.Schema {
 	for v := 1; v < n; v++ {
 		all = append(all, parquetSchemaAt(v))
 	}
-	return append(all, parquetSchema)
-}()
+	return append(all, parquetSchema())
+})
 
 // parquetSchemaAt is the schema of version v: parquetRecord without the
 // columns parquetAddedIn says came later.
@@ -436,7 +437,7 @@ type parquetGroupJob struct {
 }
 
 func newParquetWriter(w io.Writer) ShardWriter {
-	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetWriteSchema, parquetSchemaConfig,
+	return &parquetWriter{w: parquet.NewGenericWriter[parquetRecord](w, parquetWriteSchema(), parquetSchemaConfig(),
 		parquet.Compression(zstdCodec{}),
 		parquet.DataPageStatistics(false),
 		// Min/max bounds of long text are useless for filtering and cost a
@@ -527,7 +528,7 @@ func (p *parquetWriter) fail(err error) {
 func (j *parquetGroupJob) build() error {
 	cols := j.rg.ColumnWriters()
 	lines := make(chan error, 1)
-	go func() { lines <- writeLines(cols[parquetLineIndex], j.g.lines) }()
+	go func() { lines <- writeLines(cols[parquetLineIndex()], j.g.lines) }()
 	err := j.buildTyped(cols)
 	if lerr := <-lines; err == nil {
 		err = lerr
@@ -542,27 +543,28 @@ func (j *parquetGroupJob) build() error {
 }
 
 // parquetLineIndex is the index of the raw_json leaf in parquetWriteSchema.
-var parquetLineIndex = func() int {
-	leaf, ok := parquetWriteSchema.Lookup(parquetLineColumn)
+var parquetLineIndex = sync.OnceValue(func() int {
+	leaf, ok := parquetWriteSchema().Lookup(parquetLineColumn)
 	if !ok {
 		panic("no " + parquetLineColumn + " column")
 	}
 	return leaf.ColumnIndex
-}()
+})
 
 // buildTyped writes every column of the group's rows but raw_json.
 func (j *parquetGroupJob) buildTyped(cols []*parquet.ColumnWriter) error {
 	var rec parquetRecord
 	var sc parquetScratch
 	var row parquet.Row
+	schema, lineIndex := parquetSchema(), parquetLineIndex()
 	for i, r := range j.g.recs {
 		// The row's strings point into the line (and sc); WriteRowValues
 		// copies them into the column buffers before the next row reuses sc.
 		line := j.g.lines[i]
 		parquetRowOf(&rec, &sc, r.Key, string(r.Outcome), int64(r.PromptIndex), int64(r.Sample), unsafe.String(unsafe.SliceData(line), len(line)))
-		row = parquetSchema.Deconstruct(row[:0], &rec)
+		row = schema.Deconstruct(row[:0], &rec)
 		for c, vals := range row.Range {
-			if c == parquetLineIndex {
+			if c == lineIndex {
 				continue
 			}
 			if _, err := cols[c].WriteRowValues(vals); err != nil {
@@ -577,8 +579,9 @@ func (j *parquetGroupJob) buildTyped(cols []*parquet.ColumnWriter) error {
 // and compresses its last page.
 func writeLines(col *parquet.ColumnWriter, lines [][]byte) error {
 	var v [1]parquet.Value
+	lineIndex := parquetLineIndex()
 	for _, line := range lines {
-		v[0] = parquet.ByteArrayValue(line).Level(0, 0, parquetLineIndex)
+		v[0] = parquet.ByteArrayValue(line).Level(0, 0, lineIndex)
 		if _, err := col.WriteRowValues(v[:]); err != nil {
 			return fmt.Errorf("parquet row: %w", err)
 		}
@@ -970,7 +973,7 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 	if err != nil {
 		return nil, fmt.Errorf("not a whole parquet file: %w", err)
 	}
-	if !slices.ContainsFunc(parquetSchemas, func(s *parquet.Schema) bool { return parquet.EqualNodes(pf.Schema(), s) }) {
+	if !slices.ContainsFunc(parquetSchemas(), func(s *parquet.Schema) bool { return parquet.EqualNodes(pf.Schema(), s) }) {
 		return nil, errors.New("schema is not the hermes-pipe record schema")
 	}
 	return pf, nil
@@ -981,7 +984,7 @@ func parquetOpen(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parque
 // a time. The columns a shard of an earlier schema version lacks are null
 // in its rows (parquet-go would give an empty list).
 func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error) error {
-	r := parquet.NewGenericReader[parquetRecord](pf, parquetSchema, parquetSchemaConfig)
+	r := parquet.NewGenericReader[parquetRecord](pf, parquetSchema(), parquetSchemaConfig())
 	defer r.Close()
 	missing := parquetMissing(pf.Schema())
 	buf := make([]parquetRecord, 256)
@@ -1010,7 +1013,7 @@ func readParquetRows(pf *parquet.File, fn func(i int, row *parquetRecord) error)
 // the schema s lacks (none for the current version).
 func parquetMissing(s *parquet.Schema) []int {
 	var missing []int
-	for i, f := range parquetSchema.Fields() {
+	for i, f := range parquetSchema().Fields() {
 		if !slices.ContainsFunc(s.Fields(), func(g parquet.Field) bool { return g.Name() == f.Name() }) {
 			missing = append(missing, i)
 		}

@@ -483,7 +483,7 @@ func checkGradedColumns(t *testing.T, shard string, r *readBack, m map[string]an
 
 // TestParquetSchema pins the file schema external readers rely on.
 func TestParquetSchema(t *testing.T) {
-	got := parquetSchema.String()
+	got := parquetSchema().String()
 	for _, want := range []string{
 		"optional group conversations (LIST) {\n\t\trepeated group list {\n\t\t\trequired group element {\n\t\t\t\trequired binary from (STRING);\n\t\t\t\trequired binary value (STRING);",
 		"required binary raw_json (STRING);",
@@ -626,22 +626,22 @@ type parquetReasoningV1 struct {
 
 func TestParquetSchemaDerived(t *testing.T) {
 	versions := []*parquet.Schema{parquet.SchemaOf(new(parquetRecordV1)), parquet.SchemaOf(new(parquetRecordV2)), parquet.SchemaOf(new(parquetRecordV3))}
-	if len(parquetSchemas) != len(versions) || parquetSchemaVersion != fmt.Sprint(len(versions)) {
-		t.Fatalf("%d schema versions read, version %s written; the test knows %d", len(parquetSchemas), parquetSchemaVersion, len(versions))
+	if len(parquetSchemas()) != len(versions) || parquetSchemaVersion != fmt.Sprint(len(versions)) {
+		t.Fatalf("%d schema versions read, version %s written; the test knows %d", len(parquetSchemas()), parquetSchemaVersion, len(versions))
 	}
 	for i, want := range versions {
-		if !parquet.EqualNodes(parquetSchemas[i], want) {
-			t.Fatalf("schema version %d\n%s\nwant\n%s", i+1, parquetSchemas[i], want)
+		if !parquet.EqualNodes(parquetSchemas()[i], want) {
+			t.Fatalf("schema version %d\n%s\nwant\n%s", i+1, parquetSchemas()[i], want)
 		}
 	}
 	want := versions[len(versions)-1]
-	if parquetSchemas[len(parquetSchemas)-1] != parquetSchema {
+	if parquetSchemas()[len(parquetSchemas())-1] != parquetSchema() {
 		t.Fatal("the last schema read is not the schema written")
 	}
-	if got, want := parquetSchema.String(), strings.Replace(want.String(), "parquetRecordV3", "parquetRecord", 1); got != want {
+	if got, want := parquetSchema().String(), strings.Replace(want.String(), "parquetRecordV3", "parquetRecord", 1); got != want {
 		t.Fatalf("schema\n%s\nwant\n%s", got, want)
 	}
-	if got := parquetSchema.Name(); got != "parquetRecord" {
+	if got := parquetSchema().Name(); got != "parquetRecord" {
 		t.Fatalf("schema name %q", got)
 	}
 }
