@@ -90,7 +90,7 @@ func TestShareGPTEqualsRecords(t *testing.T) {
 				}
 				return
 			}
-			rows := readParquet[shareGPTRow](t, to, files, shareGPTConfig, shareGPTSchema)
+			rows := readParquet[shareGPTRow](t, to, files, shareGPTConfig(), shareGPTSchema())
 			for i, r := range rows {
 				var rec schemas.Record
 				if err := json.Unmarshal([]byte(recs[i]), &rec); err != nil {
@@ -149,7 +149,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 	to := filepath.Join(t.TempDir(), "pq")
 	man := run(t, Options{To: to}, src)
-	rows := readParquet[messagesRow](t, to, man.Splits["train"].Files, messagesConfig, messagesSchema)
+	rows := readParquet[messagesRow](t, to, man.Splits["train"].Files, messagesConfig(), messagesSchema())
 	if int64(len(rows)) != man.Rows {
 		t.Fatalf("%d rows read, manifest says %d", len(rows), man.Rows)
 	}
@@ -518,7 +518,7 @@ func TestShardRowsAndCard(t *testing.T) {
 			if want := fmt.Sprintf("data/%s-%05d-of-%05d.parquet", sp, i, n); f != want {
 				t.Fatalf("file %s, want %s", f, want)
 			}
-			rs := readParquet[shareGPTRow](t, to, []string{f}, shareGPTConfig, shareGPTSchema)
+			rs := readParquet[shareGPTRow](t, to, []string{f}, shareGPTConfig(), shareGPTSchema())
 			if len(rs) > 7 {
 				t.Fatalf("%s holds %d rows", f, len(rs))
 			}
@@ -607,7 +607,7 @@ func TestMessagesWriters(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "m.parquet"), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rows := readParquet[messagesRow](t, dir, []string{"m.parquet"}, messagesConfig, messagesSchema)
+	rows := readParquet[messagesRow](t, dir, []string{"m.parquet"}, messagesConfig(), messagesSchema())
 	if len(rows) != len(chats) {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -718,7 +718,7 @@ func TestRewardFromRecords(t *testing.T) {
 		to := filepath.Join(t.TempDir(), "out")
 		man := run(t, Options{Format: FormatShareGPT, FileFormat: FileParquet, To: to}, src)
 		var got []string
-		for _, r := range readParquet[shareGPTRow](t, to, man.Splits["train"].Files, shareGPTConfig, shareGPTSchema) {
+		for _, r := range readParquet[shareGPTRow](t, to, man.Splits["train"].Files, shareGPTConfig(), shareGPTSchema()) {
 			v := "null"
 			if r.Reward != nil {
 				v = fmt.Sprint(*r.Reward)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -184,8 +185,12 @@ type shareGPTLogprobsRow struct {
 }
 
 var (
-	messagesLogprobsSchema = parquet.SchemaOf(new(messagesLogprobsRow), messagesConfig)
-	shareGPTLogprobsSchema = parquet.SchemaOf(new(shareGPTLogprobsRow), shareGPTConfig)
+	messagesLogprobsSchema = sync.OnceValue(func() *parquet.Schema {
+		return parquet.SchemaOf(new(messagesLogprobsRow), messagesConfig())
+	})
+	shareGPTLogprobsSchema = sync.OnceValue(func() *parquet.Schema {
+		return parquet.SchemaOf(new(shareGPTLogprobsRow), shareGPTConfig())
+	})
 )
 
 // newRowWriter is the Parquet writer of o's rows: the format's row, or with
@@ -196,7 +201,7 @@ func newRowWriter(w io.Writer, o *Options) rowWriter {
 	}
 	if o.Format == FormatShareGPT {
 		return &pqWriter[shareGPTLogprobsRow]{
-			w: parquet.NewGenericWriter[shareGPTLogprobsRow](w, writerOptions(shareGPTLogprobsSchema, shareGPTConfig, shareGPTLong()...)...),
+			w: parquet.NewGenericWriter[shareGPTLogprobsRow](w, writerOptions(shareGPTLogprobsSchema(), shareGPTConfig(), shareGPTLong()...)...),
 			fill: func(dst *shareGPTLogprobsRow, r *row) int64 {
 				n := fillShareGPT(&dst.shareGPTRow, r)
 				dst.Logprobs = dst.Logprobs[:0]
@@ -208,7 +213,7 @@ func newRowWriter(w io.Writer, o *Options) rowWriter {
 		}
 	}
 	return &pqWriter[messagesLogprobsRow]{
-		w: parquet.NewGenericWriter[messagesLogprobsRow](w, writerOptions(messagesLogprobsSchema, messagesConfig, messagesLong()...)...),
+		w: parquet.NewGenericWriter[messagesLogprobsRow](w, writerOptions(messagesLogprobsSchema(), messagesConfig(), messagesLong()...)...),
 		fill: func(dst *messagesLogprobsRow, r *row) int64 {
 			n := fillMessages(&dst.messagesRow, r)
 			dst.Logprobs = dst.Logprobs[:0]

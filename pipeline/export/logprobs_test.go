@@ -120,7 +120,7 @@ func exportedLogprobs(t *testing.T, dir string, files []string, format, ff strin
 		return out
 	}
 	if format == FormatMessages {
-		for _, r := range readParquet[messagesLogprobsRow](t, dir, files, messagesConfig, messagesLogprobsSchema) {
+		for _, r := range readParquet[messagesLogprobsRow](t, dir, files, messagesConfig(), messagesLogprobsSchema()) {
 			row := lpRow{key: r.Key, msgs: messagesOf(r.messagesRow)}
 			for _, e := range r.Logprobs {
 				row.lps = append(row.lps, schemas.TurnLogprobs{Turn: int(e.Message), Tokens: e.Tokens, Logprobs: e.Logprobs, TokenIDs: e.TokenIDs})
@@ -129,7 +129,7 @@ func exportedLogprobs(t *testing.T, dir string, files []string, format, ff strin
 		}
 		return out
 	}
-	for _, r := range readParquet[shareGPTLogprobsRow](t, dir, files, shareGPTConfig, shareGPTLogprobsSchema) {
+	for _, r := range readParquet[shareGPTLogprobsRow](t, dir, files, shareGPTConfig(), shareGPTLogprobsSchema()) {
 		row := lpRow{key: r.Key}
 		for _, tn := range r.Conversations {
 			row.turns = append(row.turns, schemas.Turn{From: tn.From, Value: tn.Value})

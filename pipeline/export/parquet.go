@@ -4,6 +4,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -114,11 +115,13 @@ func pqConfig(conversations bool) *parquet.SchemaConfig {
 	return &parquet.SchemaConfig{StructTags: tags}
 }
 
+// The export's Parquet configurations and schemas, built at first use
+// rather than at the start of every command.
 var (
-	messagesConfig = pqConfig(false)
-	shareGPTConfig = pqConfig(true)
-	messagesSchema = parquet.SchemaOf(new(messagesRow), messagesConfig)
-	shareGPTSchema = parquet.SchemaOf(new(shareGPTRow), shareGPTConfig)
+	messagesConfig = sync.OnceValue(func() *parquet.SchemaConfig { return pqConfig(false) })
+	shareGPTConfig = sync.OnceValue(func() *parquet.SchemaConfig { return pqConfig(true) })
+	messagesSchema = sync.OnceValue(func() *parquet.Schema { return parquet.SchemaOf(new(messagesRow), messagesConfig()) })
+	shareGPTSchema = sync.OnceValue(func() *parquet.Schema { return parquet.SchemaOf(new(shareGPTRow), shareGPTConfig()) })
 )
 
 // pqGroupBytes and pqGroupRows end a row group once its rows' text or
@@ -171,12 +174,12 @@ func messagesLong() [][]string {
 func newParquetWriter(w io.Writer, format string) rowWriter {
 	if format == FormatShareGPT {
 		return &pqWriter[shareGPTRow]{
-			w:    parquet.NewGenericWriter[shareGPTRow](w, writerOptions(shareGPTSchema, shareGPTConfig, shareGPTLong()...)...),
+			w:    parquet.NewGenericWriter[shareGPTRow](w, writerOptions(shareGPTSchema(), shareGPTConfig(), shareGPTLong()...)...),
 			fill: fillShareGPT,
 		}
 	}
 	return &pqWriter[messagesRow]{
-		w:    parquet.NewGenericWriter[messagesRow](w, writerOptions(messagesSchema, messagesConfig, messagesLong()...)...),
+		w:    parquet.NewGenericWriter[messagesRow](w, writerOptions(messagesSchema(), messagesConfig(), messagesLong()...)...),
 		fill: fillMessages,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -27,7 +28,13 @@ table.run{margin:0 0 12px}table.run td{border:0;padding:1px 10px 1px 0}table.run
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 `
 
-var page = template.Must(template.Must(template.New("report").Funcs(Funcs()).Parse(pageHTML)).Parse(rewardsHTML))
+// page is parsed at its first use (report and view), not at the start of
+// every command.
+var page = sync.OnceValue(func() *template.Template {
+	t := template.Must(template.Must(template.New("report").Funcs(Funcs()).Parse(pageHTML)).Parse(rewardsHTML))
+	addTimings(t)
+	return t
+})
 
 // rewardsHTML is the page's block of the graded records (the figures of
 // stats' reward lines), given the statistics; empty when no record was

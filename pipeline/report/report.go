@@ -190,7 +190,7 @@ func NewHistogram(name, unit string, values []float64, n int) Histogram {
 // Write renders d as one self-contained HTML document.
 func Write(w io.Writer, d *Data) error {
 	bw := bufio.NewWriter(w)
-	if err := page.Execute(bw, d); err != nil {
+	if err := page().Execute(bw, d); err != nil {
 		return fmt.Errorf("report: render: %w", err)
 	}
 	return bw.Flush()

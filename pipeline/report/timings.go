@@ -17,7 +17,10 @@ const timingsHTML = `{{with .}}{{if .Records}}
 {{range .Parts}}{{if or .TotalMS .MaxMS}}<tr><td>{{.Name}}</td><td class="n">{{pct .Share}}</td><td><span class="bar" style="width:{{share .Share}}px"></span></td><td class="n">{{ms .TotalMS}}</td><td class="n">{{ms .P50MS}}</td><td class="n">{{ms .P90MS}}</td><td class="n">{{ms .P99MS}}</td><td class="n">{{ms .MaxMS}}</td></tr>
 {{end}}{{end}}</table>{{end}}{{end}}`
 
-var _ = template.Must(page.New("timings").Funcs(template.FuncMap{
-	"ms":    pipeline.FormatMS,
-	"share": func(f float64) int { return barWidth(f, 1) },
-}).Parse(timingsHTML))
+// addTimings adds the timings block to the report's page template.
+func addTimings(page *template.Template) {
+	template.Must(page.New("timings").Funcs(template.FuncMap{
+		"ms":    pipeline.FormatMS,
+		"share": func(f float64) int { return barWidth(f, 1) },
+	}).Parse(timingsHTML))
+}

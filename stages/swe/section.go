@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	htmlreport "github.com/hermes-pipe/hermes-pipe/pipeline/report"
 )
@@ -192,7 +193,7 @@ func (reportTally) Block(root string) (template.HTML, error) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	var b strings.Builder
-	if err := reportBlock.Execute(&b, struct {
+	if err := reportBlock().Execute(&b, struct {
 		*Report
 		Rows []shownRow
 	}{r, rows}); err != nil {
@@ -201,7 +202,8 @@ func (reportTally) Block(root string) (template.HTML, error) {
 	return template.HTML(b.String()), nil
 }
 
-var reportBlock = template.Must(template.New("swe").Funcs(htmlreport.Funcs()).Parse(`
+var reportBlock = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("swe").Funcs(htmlreport.Funcs()).Parse(`
 <h2>SWE</h2>
 <div class="cards"><div class="card"><b>{{pct .ResolvedRate}}</b>resolved</div><div class="card"><b>{{.Resolved}}</b>resolved</div><div class="card"><b>{{.Unresolved}}</b>unresolved</div><div class="card"><b>{{.EmptyPatch}}</b>empty patch</div><div class="card"><b>{{.Errors}}</b>errors</div><div class="card"><b>{{.Pending}}</b>pending</div></div>
 {{with .Gate}}<p id="gate">Gate: <b class="{{if eq .Verdict "pass"}}ok{{else if eq .Verdict "fail"}}bad{{else}}warn{{end}}">{{.Verdict}}</b>{{with .Baseline}} against baseline <code>{{.}}</code>{{end}}{{range .Reasons}}<br>{{.}}{{end}}</p>{{end}}
@@ -212,3 +214,4 @@ var reportBlock = template.Must(template.New("swe").Funcs(htmlreport.Funcs()).Pa
 <td class="n">{{.PatchBytes}}</td><td class="n">{{.AgentMS}}</td><td class="n">{{.HarnessMS}}</td><td>{{if .Regressed}}<b class="bad">regressed</b>{{else if eq .Change "fixed"}}<b class="ok">fixed</b>{{else if eq .Change "unjudged"}}<b class="warn">unjudged</b>{{else}}<span class="mute">{{.Change}}</span>{{end}}</td></tr>
 {{end}}</table>
 `))
+})
