@@ -177,8 +177,10 @@ type Output struct {
 	// line could not be read. Only the committer uses it.
 	runStats *statsAcc
 	countRun bool
-	used     bool
-	closed   bool
+	// manWritten is what writeManifest last wrote to run.json.
+	manWritten []byte
+	used       bool
+	closed     bool
 
 	// commitHook, when set, is called at each step of the commit protocol;
 	// an error aborts the commit there. Tests inject faults and snapshot the
@@ -1034,7 +1036,23 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 func readManifest(dir string) (Manifest, bool, error) { return outdir.ReadManifest(dir) }
 
-func (o *Output) writeManifest() error { return outdir.WriteManifest(o.dir, &o.man) }
+// writeManifest writes run.json, unless it would write the bytes it last
+// wrote (and synced): a fresh folder's run.json is written before the
+// folder is set up and again after, most often the same.
+func (o *Output) writeManifest() error {
+	data, err := outdir.EncodeManifest(&o.man)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(data, o.manWritten) {
+		return nil
+	}
+	if err := atomicfile.Write(o.dir, outdir.ManifestFile, data); err != nil {
+		return err
+	}
+	o.manWritten = data
+	return nil
+}
 
 // knownOutcomes returns the outcomes a record may carry: the runtime's and
 // extra (see outdir.Known).

@@ -147,9 +147,18 @@ func ReadManifest(dir string) (m Manifest, ok bool, err error) {
 
 // WriteManifest replaces dir's run.json atomically with m, indented.
 func WriteManifest(dir string, m *Manifest) error {
+	data, err := EncodeManifest(m)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(dir, ManifestFile, data)
+}
+
+// EncodeManifest returns the bytes WriteManifest writes for m.
+func EncodeManifest(m *Manifest) ([]byte, error) {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", ManifestFile, err)
+		return nil, fmt.Errorf("encode %s: %w", ManifestFile, err)
 	}
-	return atomicfile.Write(dir, ManifestFile, append(data, '\n'))
+	return append(data, '\n'), nil
 }
