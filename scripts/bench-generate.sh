@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks of `hermes-pipe generate` against a separate fakellm process.
 #   scheduling: N rollouts × 3 LLM calls at 100 ms, --workers 200; wall vs the
-#               ideal 3 × 100 ms × N / 200. Two variants: tool calls answered
-#               without the sandbox (runtime + client only), and real
-#               `terminal` commands in the local sandbox.
+#               ideal 3 × 100 ms × N / 200. Three variants: "floor", the same
+#               calls from a bare net/http client (scripts/barecalls), the
+#               ratio the endpoint itself sets on this machine (its latency
+#               as timers and wake-ups deliver it: a Go server's 100 ms is
+#               ~102 ms here); tool calls answered without the sandbox
+#               (runtime + client only); and real `terminal` commands in the
+#               local sandbox.
 #   cpu/call:   user+sys CPU of hermes-pipe divided by its LLM calls; "tree"
 #               adds what GNU time cannot see, the sandboxes' shells (killed
 #               with their sandbox, never waited for), read from a cgroup v1
@@ -13,7 +17,7 @@
 #               "nothing to do".
 # Usage: scripts/bench-generate.sh [scheduling|memory|resume|all]  (default all)
 # Env: N (rollouts, default 2000), VARIANTS (scheduling variants, default
-# "runtime terminal"), GEN_ARGS (extra generate flags, e.g. prices and caps),
+# "floor runtime terminal"), GEN_ARGS (extra generate flags, e.g. prices and caps),
 # CPUPROFILE=PREFIX (hermes-pipe's CPU profile of each scheduling variant to
 # PREFIX.runtime and PREFIX.terminal).
 set -euo pipefail
@@ -33,7 +37,14 @@ acct=/sys/fs/cgroup/cpuacct
 
 scheduling() {
   start_fake 100ms
-  for variant in ${VARIANTS:-runtime terminal}; do
+  for variant in ${VARIANTS:-floor runtime terminal}; do
+    if [ "$variant" = floor ]; then
+      go build -o "$work/barecalls" ./scripts/barecalls
+      read -r _ wall < <("$work/barecalls" --url "$url" --n "$N" --workers 200 --calls 3)
+      printf 'scheduling[floor]: %d rollouts x 3 calls from a bare client, workers 200: wall %.2fs, ideal %.2fs, ratio %.3f; load %s\n' \
+        "$N" "$wall" "$(awk -v n="$N" 'BEGIN { print 3 * 0.1 * n / 200 }')" "$(awk -v w="$wall" -v n="$N" 'BEGIN { print w / (3 * 0.1 * n / 200) }')" "$(cut -d' ' -f1 /proc/loadavg)"
+      continue
+    fi
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
     fake_before=$(cpu_ms "$fake_pid")
