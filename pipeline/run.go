@@ -314,10 +314,17 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	}
 	p.Wait()
 	close(results)
+	// Every record has left the stages: they close (sandboxes, the
+	// endpoint's connections) while the writer commits the last records.
+	stagesClosed := make(chan struct{})
+	go func() {
+		defer close(stagesClosed)
+		closeStages()
+	}()
 	if err := <-writerDone; err != nil {
 		r.fatal(err)
 	}
-	closeStages()
+	<-stagesClosed
 	r.prog.stop()
 	if err := out.spend.end(); err != nil {
 		r.fatal(err)

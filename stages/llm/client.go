@@ -172,6 +172,10 @@ func inMemoryBody(req *http.Request, next option.MiddlewareNext) (*http.Response
 // any) and is bounded by RequestTimeout; the slot is released while backing
 // off. The error, if any, is an *Error wrapping the last failure; when ctx
 // ends the error wraps ctx.Err().
+// CloseIdleConnections closes the connections to the endpoint no call is
+// using; the client stays usable (a later call connects again).
+func (c *client) CloseIdleConnections() { c.opts.HTTPClient.CloseIdleConnections() }
+
 func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	var call chatCall
 	var err error

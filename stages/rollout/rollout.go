@@ -174,8 +174,17 @@ func (s *Stage) Preflight(ctx context.Context) error {
 
 // Close implements pipeline.Closer: it blocks until the sandbox sessions
 // of finished rollouts, closed in the background, are closed, or ctx ends.
-// The runtime calls it once every record is committed.
-func (s *Stage) Close(ctx context.Context) error { return s.closer.wait(ctx) }
+// The runtime calls it once every record has left the stages, while the
+// last ones are committed. It first closes the client's idle connections
+// to the endpoint (when the client can: llm.New's): the run's model calls
+// are over, and a process ending with hundreds of them open spends some
+// ms of its exit closing them.
+func (s *Stage) Close(ctx context.Context) error {
+	if c, ok := s.o.Client.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	return s.closer.wait(ctx)
+}
 
 // TimesRecords implements pipeline.RecordTimer: records carry timings.
 func (s *Stage) TimesRecords() {}

@@ -2,7 +2,11 @@ package rollout
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,4 +193,47 @@ func TestFailedOpenIsNotRetriedButCancelIs(t *testing.T) {
 		t.Fatalf("use after a cancelled one: err %v, opened %d", err, d.Opened())
 	}
 	_ = ls.Close(context.Background())
+}
+
+// TestCloseClosesIdleConnections: once the run's rollouts are over, the
+// stage's Close closes the client's connections to the endpoint (the
+// server sees them closed), so the process does not end with them open.
+func TestCloseClosesIdleConnections(t *testing.T) {
+	var open, closed atomic.Int64
+	srv := httptest.NewUnstartedServer(fakellm.New(fakellm.Config{Scripts: scripts(t, twoCommands)}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client, err := llm.New(llm.Options{BaseURL: srv.URL + "/v1", RequestTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := New(Options{Client: client, Model: "m", Driver: fake.New(), Toolsets: []string{"terminal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.Process(context.Background(), record("go"))
+	if err != nil || out[0].Outcome != schemas.OutcomeCompleted {
+		t.Fatalf("rollout: %v", err)
+	}
+	if open.Load() == 0 || closed.Load() != 0 {
+		t.Fatalf("before Close: %d connections opened, %d closed", open.Load(), closed.Load())
+	}
+	if err := st.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for closed.Load() < open.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the server learns of the close from its read
+	}
+	if closed.Load() != open.Load() {
+		t.Errorf("after Close: %d of %d connections closed", closed.Load(), open.Load())
+	}
 }
