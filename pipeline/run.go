@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sourcegraph/conc/pool"
-
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
@@ -305,7 +303,7 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 		go r.budgetGrace(stageCtx, cancelStages)
 	}
 
-	p := pool.New().WithMaxGoroutines(opts.Workers)
+	p := newWorkers(opts.Workers)
 	eof := r.dispatch(runCtx, stageCtx, src, p, results, &sum)
 	<-r.counted // the count stops with runCtx
 	r.prog.start()
@@ -412,7 +410,7 @@ func (r *runner) stopped(runCtx context.Context) bool {
 // the pool p, at most Workers at once, until the source is exhausted (eof
 // is then true), the run is stopped or reading fails (which is fatal). It
 // counts what it read and skipped in sum.
-func (r *runner) dispatch(runCtx, stageCtx context.Context, src Source, p *pool.Pool, results chan<- []pending, sum *Summary) (eof bool) {
+func (r *runner) dispatch(runCtx, stageCtx context.Context, src Source, p *workers, results chan<- []pending, sum *Summary) (eof bool) {
 	opts := r.opts
 	sem := make(chan struct{}, opts.Workers)
 produce:
