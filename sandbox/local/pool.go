@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -374,7 +375,7 @@ func (s *Session) teardown() error {
 // folder) and state folders stay, the engine folder with its files, as do
 // the mount points bwrap makes in it (the session folder's own when it lies
 // under /tmp, read-only mounts under /tmp); everything else goes, and state
-// is emptied.
+// is emptied (its shell's two state files made neutral: emptyState).
 type folder struct {
 	dir    string
 	state  string
@@ -455,7 +456,7 @@ func (f *folder) cleanIn(dir string, seen *int) error {
 				return err
 			}
 			if p == f.state {
-				if err := emptyDir(p); err != nil {
+				if err := emptyState(p); err != nil {
 					return err
 				}
 				continue
@@ -502,18 +503,65 @@ func keptDir(p string, ino uint64, mode uint32) error {
 	return clearXattrs(p)
 }
 
-// emptyDir removes everything in the folder p.
-func emptyDir(p string) error {
+// emptyState empties the session's state folder p (sandbox.Shell's saved
+// environment and folder) for the next row. The shell's two state files,
+// env and cwd, are given neutral content in place (neutralState) rather
+// than removed: on a disk's file system (ext4: the session folder is on the
+// base folder's disk when it has no tmpfs of its own) a file made and
+// removed per row costs more than all the rest of the folder's clean, and
+// the next row's first command writes both again. Anything else, and a
+// state file a row changed in any other way (a link, another kind of file,
+// a second name, another owner or mode, an extended attribute), is removed.
+func emptyState(p string) error {
 	ents, err := os.ReadDir(p)
 	if err != nil {
 		return fmt.Errorf("local sandbox reset: %w", err)
 	}
 	for _, e := range ents {
-		if err := removeAll(filepath.Join(p, e.Name())); err != nil {
+		q := filepath.Join(p, e.Name())
+		if stateFiles[e.Name()] && e.Type().IsRegular() && neutralize(q) {
+			continue
+		}
+		if err := removeAll(q); err != nil {
 			return fmt.Errorf("local sandbox reset: %w", err)
 		}
 	}
 	return nil
+}
+
+// stateFiles are the shell's state files (sandbox.Shell's env and cwd).
+var stateFiles = map[string]bool{"env": true, "cwd": true}
+
+// neutralState is what a kept state file holds for the next row: one byte
+// and no newline, a comment to the shell that sources env and a line that
+// read refuses for cwd, so that a shell started before the next row's
+// first command saved its own state restores nothing, as with no file
+// (sandbox.Shell's set-up). Not empty: on ext4 a file cut to nothing and
+// written again is flushed to the disk when it is closed.
+const neutralState = "#"
+
+// neutralize gives the state file p neutralState in place, not following a
+// link; false (the caller removes it) unless p is a regular file with one
+// name, owned by this process's user, with the mode a new shell gives it
+// (0666 less the umask) and no extended attribute.
+func neutralize(p string) bool {
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 ||
+		int(st.Uid) != os.Geteuid() || fs.FileMode(st.Mode&0o7777) != 0o666&^umask() {
+		return false
+	}
+	if n, err := unix.Flistxattr(fd, nil); err != nil && !errors.Is(err, unix.ENOTSUP) || n > 0 {
+		return false
+	}
+	if n, err := unix.Pwrite(fd, []byte(neutralState), 0); err != nil || n != len(neutralState) {
+		return false
+	}
+	return unix.Ftruncate(fd, int64(len(neutralState))) == nil
 }
 
 // clearXattrs removes the user.* extended attributes of p (not following a

@@ -551,3 +551,52 @@ mv "$HOME/../engine" "$HOME/../moved"; rm -rf /.hs "$HOME/../engine"; ln -s VICT
 		})
 	}
 }
+
+// TestStateFilesNeutral: a reset keeps the shell's state files (env, cwd)
+// with neutral content instead of removing them, unless a row changed them
+// in another way than writing (here their mode: then they are removed);
+// either way a shell that starts in the next row before its first command
+// saved anything (the row's first command kills it) restores nothing of the
+// previous row.
+func TestStateFilesNeutral(t *testing.T) {
+	for _, c := range []struct {
+		name, row string
+		kept      bool
+	}{
+		{"written", "", true},
+		{"mode changed", `chmod 600 "$HOME/../state/env" "$HOME/../state/cwd"`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := poolDriver(t, 0)
+			a := openIn(t, d, sandbox.Spec{})
+			row := `export PREV_VAR=leak; mkdir -p "$HOME/sub"; cd "$HOME/sub"; ` + c.row
+			if res := exec1(t, a, row, 0); res.ExitCode != 0 {
+				t.Fatalf("row: %+v", res)
+			}
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			idle(t, d, 1)
+			b := openIn(t, d, sandbox.Spec{})
+			defer b.Close(context.Background())
+			if !b.Reused() || !b.Refreshed() {
+				t.Fatalf("reused %v, refreshed %v: want a shell refreshed in place", b.Reused(), b.Refreshed())
+			}
+			for _, f := range []string{"env", "cwd"} {
+				got, err := os.ReadFile(filepath.Join(b.Dir(), "state", f))
+				switch {
+				case c.kept && (err != nil || string(got) != neutralState):
+					t.Errorf("state file %s after the reset: %q, %v; want %q", f, got, err, neutralState)
+				case !c.kept && !os.IsNotExist(err):
+					t.Errorf("state file %s changed by the row is still there: %q, %v", f, got, err)
+				}
+			}
+			if res := exec1(t, b, "kill -9 $$", 0); res.ExitCode != 137 {
+				t.Fatalf("killing the shell: %+v", res)
+			}
+			if res := exec1(t, b, `echo "${PREV_VAR-unset} cwd=${PWD#$HOME} old=${OLDPWD-unset}"`, 0); res.Stdout != "unset cwd= old=unset\n" {
+				t.Errorf("a new shell restored the previous row's state: %+v", res)
+			}
+		})
+	}
+}
