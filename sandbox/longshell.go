@@ -84,6 +84,10 @@ type ShellConfig struct {
 	// writes its output a line per system call, and each line on a pipe
 	// also wakes the reader.
 	ReadReport func(name string) ([]byte, error)
+	// HostIPC: the driver checks, in Refresh's check, that the shell's
+	// System V IPC namespace holds no object, so the state report leaves
+	// them out (ipcReport: the costliest part of a bash's report).
+	HostIPC bool
 	// ReportDir is the folder, as the shell sees it, where ReadReport's
 	// files are written: best a memory file system (a file made and
 	// removed per row costs more on a disk's).

@@ -256,21 +256,33 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
 	}
 	if d.cfg.ShellMode != sandbox.ShellFresh {
-		s.sh = sandbox.NewShell(sandbox.ShellConfig{
-			Start:      s.startShell,
-			StateDir:   s.state,
-			Prelude:    prelude,
-			MaxOutput:  spec.MaxOutput,
-			Refresh:    key != "" && s.bwrap != "" && isBash(s.shell),
-			WriteFile:  s.engineWriter(key != ""),
-			ReadReport: s.readReport,
-			ReportDir:  reportDir,
-		})
+		s.newShell(prelude, key)
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
 		}
 	}
 	return s, nil
+}
+
+// newShell gives the session its long-lived shell (persistent mode), with
+// the ulimits prelude; key is the session's pool key ("" = not pooled).
+func (s *Session) newShell(prelude, key string) {
+	refresh := key != "" && s.bwrap != "" && isBash(s.shell)
+	// As root the driver can enter the sandbox's IPC namespace and look at
+	// its objects itself (ipcFiles); the shell's state report then leaves
+	// them out.
+	s.hostIPC = refresh && os.Geteuid() == 0
+	s.sh = sandbox.NewShell(sandbox.ShellConfig{
+		Start:      s.startShell,
+		StateDir:   s.state,
+		Prelude:    prelude,
+		MaxOutput:  s.spec.MaxOutput,
+		Refresh:    refresh,
+		WriteFile:  s.engineWriter(key != ""),
+		ReadReport: s.readReport,
+		ReportDir:  reportDir,
+		HostIPC:    s.hostIPC,
+	})
 }
 
 // engineMounts are the read-only mounts of a pooled session's engine
@@ -576,6 +588,9 @@ type Session struct {
 	reused bool   // handed out from the pool
 	// refreshed: the last reset kept the shell (refreshed in place).
 	refreshed bool
+	// hostIPC: the shell's state report leaves out System V IPC objects,
+	// which the driver checks itself (sandbox.ShellConfig.HostIPC).
+	hostIPC bool
 
 	mu sync.Mutex // serializes Exec and the final part of Close
 

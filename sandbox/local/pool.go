@@ -238,7 +238,7 @@ func (s *Session) reuse() *Session {
 		marker: s.marker, shell: s.shell, env: s.env, script: s.script,
 		bwrap: s.bwrap, policy: s.policy, mapper: s.mapper, hostEnv: s.hostEnv,
 		sh: s.sh, box: s.box, pool: s.pool, key: s.key, folder: s.folder,
-		ran: s.ran, reused: true, refreshed: s.refreshed,
+		ran: s.ran, reused: true, refreshed: s.refreshed, hostIPC: s.hostIPC,
 	}
 	return n
 }
@@ -284,6 +284,11 @@ func (s *Session) reset(ctx context.Context) error {
 			}
 			return true, p.signal(token, syscall.SIGUSR2)
 		}, func() error {
+			if s.hostIPC {
+				if err := p.ipc.empty(); err != nil {
+					return err
+				}
+			}
 			return p.host.same(p)
 		}, func() error {
 			if err := s.folder.clean(); err != nil {
@@ -322,9 +327,10 @@ func (s *Session) reset(ctx context.Context) error {
 // its init, the supervisor and the shell: then the supervisor has nothing
 // to kill before a refresh, and is not woken (its sweep of /proc costs more
 // than the refresh itself). Without a cgroup the supervisor always runs.
-// The System V IPC objects it would remove fail the state report's
-// comparison instead (sandbox.Shell.Refresh), so the session gets a new
-// shell, whose reset removes them.
+// The System V IPC objects it would remove fail the refresh instead (the
+// driver's look at the namespace, ipcFiles, or the state report's
+// comparison: sandbox.Shell.Refresh), so the session gets a new shell,
+// whose reset removes them.
 func (p *shellProc) alone() bool {
 	cg := p.s.cgroupIfAny()
 	if cg == nil || p.shell == 0 && p.find() != nil {

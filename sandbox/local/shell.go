@@ -252,6 +252,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 					ctlW.Close()
 				}
 				p.snap.close()
+				p.ipc.close()
 			})
 		},
 	}, nil
@@ -364,6 +365,7 @@ type shellProc struct {
 	snap *fsSnap    // the sandbox's own file systems when it started
 	host *procState // the shell's process when new; nil = no refresh in place
 	supv *procState // the supervisor's process when it started; nil = the sandbox is not reused
+	ipc  *ipcFiles  // the sandbox's System V IPC objects, when the driver checks them (Session.hostIPC)
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -385,6 +387,13 @@ func (p *shellProc) ready() error {
 	}
 	if h, err := readProcState(p.shell); err == nil && p.maskShellMem() == nil {
 		p.host = h // refreshed in place only when its memory is out of reach (guard.go)
+	}
+	if p.s.hostIPC && p.host != nil {
+		if f, err := openIPC(p.sup); err == nil {
+			p.ipc = f
+		} else {
+			p.host = nil // the state report leaves the objects out: not refreshed in place
+		}
 	}
 	return nil
 }
@@ -415,6 +424,7 @@ func (p *shellProc) kill() {
 		p.ctl.Close()
 	}
 	p.snap.close()
+	p.ipc.close()
 }
 
 // killCommand kills every process of the session but the shell (and, when
