@@ -106,10 +106,10 @@ func liveChildOf(pid int) int {
 // root: the supervisor is not dumpable). Only builtins run in it and no
 // process of the sandbox can write its memory, so its descriptors change
 // only with its code.
-func readSupervisorState(pid int) (*procState, error) {
-	st, err := readProcState(pid)
+func readSupervisorState(f *procFiles, pid int) (*procState, error) {
+	st, err := f.state(pid, true)
 	if errors.Is(err, fs.ErrPermission) {
-		st, err = readProcStateFDs(pid, false)
+		st, err = f.state(pid, false)
 	}
 	return st, err
 }
@@ -154,7 +154,7 @@ const supervisorSettle = 2 * time.Second
 func (p *shellProc) supervisorSettled() error {
 	deadline := time.Now().Add(supervisorSettle)
 	for {
-		now, err := readSupervisorState(p.sup)
+		now, err := readSupervisorState(&p.supFiles, p.sup)
 		if err != nil {
 			return fmt.Errorf("the supervisor: %w", err)
 		}
@@ -360,6 +360,7 @@ func (m *mountThread) run(j mountJob) error {
 type ipcFiles struct {
 	mu  sync.Mutex
 	fds [3]int // -1 once closed
+	buf []byte // read into, kept
 }
 
 // ipcKinds name the files of ipcFiles, in order.
@@ -394,7 +395,10 @@ func (f *ipcFiles) empty() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var buf [4096]byte
+	if f.buf == nil {
+		f.buf = make([]byte, 4096)
+	}
+	buf := f.buf
 	for i, fd := range f.fds {
 		if fd < 0 {
 			return errors.New("the sandbox's System V IPC files are closed")

@@ -253,6 +253,8 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 				}
 				p.snap.close()
 				p.ipc.close()
+				p.shellFiles.close()
+				p.supFiles.close()
 			})
 		},
 	}, nil
@@ -366,6 +368,8 @@ type shellProc struct {
 	host *procState // the shell's process when new; nil = no refresh in place
 	supv *procState // the supervisor's process when it started; nil = the sandbox is not reused
 	ipc  *ipcFiles  // the sandbox's System V IPC objects, when the driver checks them (Session.hostIPC)
+
+	shellFiles, supFiles procFiles // the /proc files host and supv are read from again
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -377,7 +381,7 @@ func (p *shellProc) ready() error {
 	if p.find() != nil {
 		return nil
 	}
-	if sv, err := readSupervisorState(p.sup); err == nil {
+	if sv, err := readSupervisorState(&p.supFiles, p.sup); err == nil {
 		p.supv = sv
 	} else {
 		return nil // not pooled: its reset fails without the supervisor's state
@@ -385,7 +389,7 @@ func (p *shellProc) ready() error {
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
 	}
-	if h, err := readProcState(p.shell); err == nil && p.maskShellMem() == nil {
+	if h, err := p.shellFiles.state(p.shell, true); err == nil && p.maskShellMem() == nil {
 		p.host = h // refreshed in place only when its memory is out of reach (guard.go)
 	}
 	if p.s.hostIPC && p.host != nil {
@@ -425,6 +429,8 @@ func (p *shellProc) kill() {
 	}
 	p.snap.close()
 	p.ipc.close()
+	p.shellFiles.close()
+	p.supFiles.close()
 }
 
 // killCommand kills every process of the session but the shell (and, when
