@@ -171,6 +171,9 @@ func (p *shellProc) supervisorSettled() error {
 func (p *shellProc) others() []int {
 	var cand []int
 	if cg := p.s.cgroupIfAny(); cg != nil {
+		if p.onlyKnown(cg) {
+			return nil
+		}
 		cand = (&confine.Cgroup{Dirs: cg.Dirs[:1]}).Procs()
 	} else {
 		ns, err := os.Readlink("/proc/" + strconv.Itoa(p.sup) + "/ns/pid")

@@ -336,6 +336,9 @@ func (p *shellProc) alone() bool {
 	if cg == nil || p.shell == 0 && p.find() != nil {
 		return false
 	}
+	if p.onlyKnown(cg) {
+		return true
+	}
 	// The group's folders (one per v1 controller) hold the same processes:
 	// the first is enough.
 	for _, pid := range (&confine.Cgroup{Dirs: cg.Dirs[:1]}).Procs() {
@@ -344,6 +347,35 @@ func (p *shellProc) alone() bool {
 		}
 	}
 	return true
+}
+
+// onlyKnown reports whether the session's cgroup cg counts exactly as many
+// tasks as the sandbox's known processes (bwrap, the supervisor, which is
+// its init, and the shell, one thread each): its pids.current, one kept
+// file read again, where listing its processes and looking at each costs
+// some ten system calls more. Those three are in the group for as long as
+// the sandbox lives (its namespace ends with bwrap or the supervisor, and
+// the supervisor with its shell unless the driver has it start another:
+// shellProc.find), so no other task is. Any other count (a process left,
+// a zombie not yet reaped, no pids controller) says nothing: the caller
+// lists the processes.
+func (p *shellProc) onlyKnown(cg *confine.Cgroup) bool {
+	if len(cg.Dirs) == 0 || p.shell == 0 {
+		return false
+	}
+	known := map[int]bool{p.pid: true, p.init: true, p.sup: true, p.shell: true}
+	delete(known, 0)
+	p.pidsCurrent.mu.Lock()
+	if p.pidsCurrent.path == "" {
+		p.pidsCurrent.path = filepath.Join(cg.Dirs[0], "pids.current")
+	}
+	p.pidsCurrent.mu.Unlock()
+	b, err := p.pidsCurrent.read()
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && n == len(known)
 }
 
 // signal passes token to the supervisor and wakes it with sig.

@@ -228,3 +228,39 @@ func (h *procState) differs(now *procState, who string) error {
 	}
 	return nil
 }
+
+// keptFile is one kernel file kept open and read again from its start (a
+// cgroup's pids.current): see procFiles.
+type keptFile struct {
+	mu   sync.Mutex
+	path string // set once, before the first read
+	fd   int    // 0 = not open yet, -1 = closed for good
+	buf  []byte
+}
+
+// read reads the file from its start, opening it first.
+func (k *keptFile) read() ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fd < 0 {
+		return nil, errors.New("closed")
+	}
+	if k.fd == 0 {
+		fd, err := unix.Open(k.path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: k.path, Err: err}
+		}
+		k.fd = fd
+	}
+	return preadAll(k.fd, &k.buf)
+}
+
+// close closes the file for good; safe more than once.
+func (k *keptFile) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fd > 0 {
+		_ = unix.Close(k.fd)
+	}
+	k.fd = -1
+}

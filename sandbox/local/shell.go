@@ -255,6 +255,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 				p.ipc.close()
 				p.shellFiles.close()
 				p.supFiles.close()
+				p.pidsCurrent.close()
 			})
 		},
 	}, nil
@@ -370,6 +371,7 @@ type shellProc struct {
 	ipc  *ipcFiles  // the sandbox's System V IPC objects, when the driver checks them (Session.hostIPC)
 
 	shellFiles, supFiles procFiles // the /proc files host and supv are read from again
+	pidsCurrent          keptFile  // the session cgroup's task count (onlyKnown)
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -431,6 +433,7 @@ func (p *shellProc) kill() {
 	p.ipc.close()
 	p.shellFiles.close()
 	p.supFiles.close()
+	p.pidsCurrent.close()
 }
 
 // killCommand kills every process of the session but the shell (and, when
