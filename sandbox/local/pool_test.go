@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 // dirtyRow is what a previous row does to a session, everything a later
@@ -598,5 +599,46 @@ func TestStateFilesNeutral(t *testing.T) {
 				t.Errorf("a new shell restored the previous row's state: %+v", res)
 			}
 		})
+	}
+}
+
+// TestResetClearsUserAttributes: user attributes a row left on the folders
+// that stay (its home, the sandbox's own /dev/shm) are gone for the next
+// row. They are set from the host here: the test needs no attribute tool
+// in the sandbox.
+func TestResetClearsUserAttributes(t *testing.T) {
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	exec1(t, a, "true", 0)
+	a.box.mu.Lock()
+	p := a.box.proc
+	a.box.mu.Unlock()
+	paths := []string{filepath.Join(a.Dir(), "home"), "/proc/" + strconv.Itoa(p.sup) + "/root/dev/shm"}
+	for _, q := range paths {
+		if err := unix.Setxattr(q, "user.leak", []byte("prev"), 0); err != nil {
+			if errors.Is(err, unix.ENOTSUP) {
+				t.Skipf("no user attributes on %s here", q)
+			}
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	b := openIn(t, d, sandbox.Spec{})
+	defer b.Close(context.Background())
+	if !b.Reused() {
+		t.Fatal("the session was not reused")
+	}
+	for _, q := range paths {
+		buf := make([]byte, 1024)
+		n, err := unix.Listxattr(q, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(buf[:n]), "user.leak") {
+			t.Errorf("%s keeps the previous row's attribute", q)
+		}
 	}
 }
