@@ -642,3 +642,33 @@ func TestResetClearsUserAttributes(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshAfterNewShell: after a row whose shell had to be replaced (a
+// new shell under the same supervisor), the next rows' shell is refreshed
+// in place again: the driver follows the new shell's process.
+func TestRefreshAfterNewShell(t *testing.T) {
+	d := poolDriver(t, 0)
+	rows := []struct {
+		row     string
+		inPlace bool // how the session this row closes is handed to the next
+	}{{"unset RANDOM", false}, {"export A=1", true}, {"cd /", true}}
+	s := openIn(t, d, sandbox.Spec{})
+	var pid string
+	for i, r := range rows {
+		exec1(t, s, r.row, 0)
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		idle(t, d, 1)
+		s = openIn(t, d, sandbox.Spec{})
+		if !s.Reused() || s.Refreshed() != r.inPlace {
+			t.Fatalf("after row %d: reused %v, refreshed in place %v; want %v", i, s.Reused(), s.Refreshed(), r.inPlace)
+		}
+		got := exec1(t, s, "echo $BASHPID", 0).Stdout
+		if r.inPlace && got != pid {
+			t.Errorf("after row %d: shell %q, want the same %q", i, got, pid)
+		}
+		pid = got
+	}
+	s.Close(context.Background())
+}

@@ -133,6 +133,34 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 	return &st, nil
 }
 
+// file reads the file name of /proc/<pid> through the kept files, like
+// state.
+func (f *procFiles) file(pid int, name string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pid != pid {
+		f.closeLocked()
+		f.pid = pid
+	}
+	if f.files == nil {
+		f.files = map[string]int{}
+	}
+	fd, ok := f.files[name]
+	if !ok {
+		var err error
+		path := "/proc/" + strconv.Itoa(pid) + "/" + name
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0); err != nil {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		f.files[name] = fd
+	}
+	b, err := preadAll(fd, &f.buf)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(b), nil
+}
+
 // close closes the kept files; safe on nil and more than once.
 func (f *procFiles) close() {
 	if f == nil {

@@ -415,12 +415,41 @@ func (p *shellProc) find() error {
 		p.sup = p.init // the supervisor is the namespace's init
 	}
 	if p.init > 0 {
-		p.shell = liveChildOf(p.init)
+		p.shell = p.liveChild()
 	}
 	if p.shell == 0 {
 		return fmt.Errorf("local sandbox: the session's shell is not running")
 	}
 	return nil
+}
+
+// liveChild is liveChildOf(p.init), for a supervised shell through the
+// kept /proc files of the supervisor (its children) and of the shell (its
+// stat), which a reset reads anyway.
+func (p *shellProc) liveChild() int {
+	if p.sup == 0 || p.sup != p.init {
+		return liveChildOf(p.init)
+	}
+	b, err := p.supFiles.file(p.sup, "task/"+strconv.Itoa(p.sup)+"/children")
+	if err != nil {
+		return liveChildOf(p.init)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		c, _ := strconv.Atoi(f)
+		var st procInfo
+		ok := false
+		if c != 0 && c == p.shell {
+			if sb, err := p.shellFiles.file(c, "stat"); err == nil {
+				st, ok = parseStat(c, sb)
+			}
+		} else {
+			st, ok = readStat(c)
+		}
+		if ok && !st.zombie {
+			return c
+		}
+	}
+	return 0
 }
 
 // kill ends the sandbox (bwrap) and closes the supervisor's pipe.
