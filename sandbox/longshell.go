@@ -84,6 +84,10 @@ type ShellConfig struct {
 	// writes its output a line per system call, and each line on a pipe
 	// also wakes the reader.
 	ReadReport func(name string) ([]byte, error)
+	// HostIPC: the driver checks, in Refresh's check, that the shell's
+	// System V IPC namespace holds no object, so the state report leaves
+	// them out (ipcReport: the costliest part of a bash's report).
+	HostIPC bool
 	// ReportDir is the folder, as the shell sees it, where ReadReport's
 	// files are written: best a memory file system (a file made and
 	// removed per row costs more on a disk's).
@@ -339,8 +343,27 @@ func pump(r io.Reader, ch chan<- []byte) {
 }
 
 // write writes text to the shell's stdin; a shell that stopped reading
-// (dead, or stuck) does not block beyond ctx.
+// (dead, or stuck) does not block beyond ctx. An input that takes a write
+// deadline (a local pipe, a connection) is written here, ctx's end setting
+// a deadline in the past; any other in a goroutine of its own, which a
+// stuck shell leaves blocked until it is killed. A goroutine per command
+// costs a scheduler hand-off, and often a thread's wake-up, each way.
 func (l *liveShell) write(ctx context.Context, text string) error {
+	if d, ok := l.proc.Stdin.(writeDeadliner); ok && d.SetWriteDeadline(time.Time{}) == nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = d.SetWriteDeadline(time.Unix(1, 0))
+			close(fired)
+		})
+		_, err := io.WriteString(l.proc.Stdin, text)
+		if !stop() {
+			<-fired // no deadline is set after this write returned
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+		}
+		return err
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := io.WriteString(l.proc.Stdin, text)
@@ -353,6 +376,9 @@ func (l *liveShell) write(ctx context.Context, text string) error {
 		return ctx.Err()
 	}
 }
+
+// writeDeadliner is a shell input whose writes can be given a deadline.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // Exec runs command in the shell, starting one first if none runs, and
 // blocks until it ends, times out (exit code 124, TimedOut, the output so

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -278,5 +279,27 @@ func TestShellStartAhead(t *testing.T) {
 	sh.Close()
 	if err := sh.Start(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start of a closed shell: %v", err)
+	}
+}
+
+// TestWriteToStuckShellEndsWithContext: a write to a shell input that takes
+// a deadline (a pipe) and that nobody reads returns ctx's error once ctx
+// ends, and the next write to it, once read again, goes through.
+func TestWriteToStuckShellEndsWithContext(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	l := &liveShell{proc: &ShellProc{Stdin: w}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := l.write(ctx, strings.Repeat("x", 1<<20)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write to a full pipe: %v, want the context's deadline", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	if err := l.write(context.Background(), "echo ok\n"); err != nil {
+		t.Errorf("write once the pipe is read: %v", err)
 	}
 }

@@ -53,9 +53,10 @@ var refreshKeep = []string{
 // stateReport is what a shell prints of its state, and what Refresh
 // compares: variables, functions, aliases, options, traps, mask, folder,
 // folder stack, jobs, disabled builtins, hashed commands, $0, $- and the
-// positional parameters, and the kinds of System V IPC objects its
-// namespace holds (a refresh without the supervisor leaves them: the
-// comparison fails then). The options are in SHELLOPTS and BASHOPTS,
+// positional parameters, and (ipcReport, unless the driver looks itself:
+// ShellConfig.HostIPC) the kinds of System V IPC objects its namespace
+// holds (a refresh without the supervisor leaves them: the comparison fails
+// then). The options are in SHELLOPTS and BASHOPTS,
 // read-only variables that `declare -p` prints: a line a shell prints costs
 // a write (bash line-buffers its output), so their eighty-odd `set +o` and
 // `shopt -p` lines are printed only by a new shell (optionsReport), for the
@@ -67,7 +68,12 @@ const stateReport = `\builtin declare -p
 \builtin echo '@@options'; \builtin echo "$-|$#|$0"
 \builtin echo '@@traps'; \builtin trap -p
 \builtin echo '@@rest'; \builtin umask; \builtin pwd; \builtin dirs -l; \builtin jobs -l; \builtin enable -n; \builtin hash -l 2>&1
-\builtin echo '@@ipc'; { for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } </proc/sysvipc/$__hs_v; done; } 2>/dev/null; \unset -v __hs_v
+`
+
+// ipcReport follows stateReport where the driver does not check the
+// shell's System V IPC namespace itself (ShellConfig.HostIPC): the kinds of
+// objects it holds, read from /proc/sysvipc (some sixty system calls).
+const ipcReport = `\builtin echo '@@ipc'; { for __hs_v in shm sem msg; do { \builtin read -r _ && \builtin read -r _ && \builtin echo "$__hs_v"; } </proc/sysvipc/$__hs_v; done; } 2>/dev/null; \unset -v __hs_v
 `
 
 // optionsReport follows a new shell's stateReport: every option, as the
@@ -91,6 +97,9 @@ const optionsReport = `\builtin echo '@@setopts'; \builtin set +o; \builtin shop
 // input, is compared by its attributes only.
 func (s *Shell) reportText(marker string, options bool) (text, file string) {
 	t := stateReport
+	if !s.cfg.HostIPC {
+		t += ipcReport
+	}
 	if options {
 		t += optionsReport
 	}
@@ -316,7 +325,8 @@ var ErrNotFresh = errors.New("the shell's state differs from a new shell's")
 // commands change and the shell's state is compared with its state when it
 // was new; where it differs, the refresh script runs and the state is
 // compared again. Once it matches, check runs (the driver's look at the
-// process from outside: limits, mask, signals, descriptors) and clean (the
+// process from outside: limits, mask, signals, descriptors; with
+// ShellConfig.HostIPC, the IPC namespace's objects too) and clean (the
 // session's files). ErrNotFresh, or a failing check, leaves the shell
 // running and idle, so the caller may Reset it instead; any other error
 // kills it.

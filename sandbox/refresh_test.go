@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,5 +91,32 @@ func TestRefreshQuickThenWhole(t *testing.T) {
 				t.Errorf("refreshed shell shows\n%s\nwant what the new one showed\n%s", got, want)
 			}
 		})
+	}
+}
+
+// TestRefreshHostIPC: with ShellConfig.HostIPC the state report leaves the
+// System V IPC objects to the driver (no look at /proc/sysvipc in the
+// shell), the new shell's report and the refreshed one's agree, and the
+// driver's check still decides: a failing one is ErrNotFresh.
+func TestRefreshHostIPC(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		sh := refreshShell(t)
+		sh.cfg.HostIPC = host
+		sh.reportText("m", false) // written to the file "r" (refreshShell's WriteFile)
+		if got := sh.files["r"].data; strings.Contains(got, "sysvipc") == host || !strings.Contains(got, "declare -p") {
+			t.Errorf("HostIPC %v: the report looks at /proc/sysvipc = %v", host, !host)
+		}
+		mustExec(t, sh, "cd / && true", 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		alone := func(string) (bool, error) { return false, nil }
+		ok := func() error { return nil }
+		if err := sh.Refresh(ctx, alone, ok, ok); err != nil {
+			t.Errorf("HostIPC %v: Refresh: %v", host, err)
+		}
+		left := func() error { return errors.New("IPC objects left") }
+		if err := sh.Refresh(ctx, alone, left, ok); !errors.Is(err, ErrNotFresh) {
+			t.Errorf("HostIPC %v: Refresh with a failing check: %v, want ErrNotFresh", host, err)
+		}
+		cancel()
 	}
 }

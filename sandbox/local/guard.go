@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -105,10 +106,10 @@ func liveChildOf(pid int) int {
 // root: the supervisor is not dumpable). Only builtins run in it and no
 // process of the sandbox can write its memory, so its descriptors change
 // only with its code.
-func readSupervisorState(pid int) (*procState, error) {
-	st, err := readProcState(pid)
+func readSupervisorState(f *procFiles, pid int) (*procState, error) {
+	st, err := f.state(pid, true)
 	if errors.Is(err, fs.ErrPermission) {
-		st, err = readProcStateFDs(pid, false)
+		st, err = f.state(pid, false)
 	}
 	return st, err
 }
@@ -153,7 +154,7 @@ const supervisorSettle = 2 * time.Second
 func (p *shellProc) supervisorSettled() error {
 	deadline := time.Now().Add(supervisorSettle)
 	for {
-		now, err := readSupervisorState(p.sup)
+		now, err := readSupervisorState(&p.supFiles, p.sup)
 		if err != nil {
 			return fmt.Errorf("the supervisor: %w", err)
 		}
@@ -170,6 +171,9 @@ func (p *shellProc) supervisorSettled() error {
 func (p *shellProc) others() []int {
 	var cand []int
 	if cg := p.s.cgroupIfAny(); cg != nil {
+		if p.onlyKnown(cg) {
+			return nil
+		}
 		cand = (&confine.Cgroup{Dirs: cg.Dirs[:1]}).Procs()
 	} else {
 		ns, err := os.Readlink("/proc/" + strconv.Itoa(p.sup) + "/ns/pid")
@@ -258,18 +262,32 @@ func (p *shellProc) maskShellMem() error {
 // are the sandbox's), on the driver's mount thread (mountWorker). It
 // replaces nsenter and mount(8), six processes and some ten milliseconds of
 // CPU per new shell.
-func inMountNS(pid int, fn func() error) error {
+func inMountNS(pid int, fn func() error) error { return inNS(pid, unix.CLONE_NEWNS, fn) }
+
+// inIPCNS runs fn in the System V IPC namespace of the process pid, on the
+// driver's mount thread: a /proc/sysvipc file it opens shows that
+// namespace's objects for as long as it is open (see ipcFiles).
+func inIPCNS(pid int, fn func() error) error { return inNS(pid, unix.CLONE_NEWIPC, fn) }
+
+// inNS runs fn in the namespace of kind nstype (CLONE_NEWNS or
+// CLONE_NEWIPC) of the process pid, on the mount thread.
+func inNS(pid, nstype int, fn func() error) error {
 	mountStart.Do(func() { go mountWorker() })
-	j := mountJob{pid: pid, fn: fn, done: make(chan error, 1)}
+	j := mountJob{pid: pid, nstype: nstype, fn: fn, done: make(chan error, 1)}
 	mountJobs <- j
 	return <-j.done
 }
 
 type mountJob struct {
-	pid  int
-	fn   func() error
-	done chan error
+	pid    int
+	nstype int // unix.CLONE_NEWNS or unix.CLONE_NEWIPC
+	fn     func() error
+	done   chan error
 }
+
+// nsFiles are the /proc/<pid>/ns names of the namespaces a mount job
+// enters.
+var nsFiles = map[int]string{unix.CLONE_NEWNS: "mnt", unix.CLONE_NEWIPC: "ipc"}
 
 var (
 	mountStart sync.Once
@@ -285,42 +303,145 @@ var (
 // thread may have started one before it was locked.
 func mountWorker() {
 	runtime.LockOSThread()
-	var m mountThread
-	var err error
-	if m.home, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-		m.broken = err
-	} else if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		m.broken = fmt.Errorf("unshare: %w", err)
+	m := mountThread{home: map[int]int{}}
+	for t, name := range nsFiles {
+		fd, err := unix.Open("/proc/thread-self/ns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			m.broken = err
+			break
+		}
+		m.home[t] = fd
+	}
+	if m.broken == nil {
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			m.broken = fmt.Errorf("unshare: %w", err)
+		}
 	}
 	for j := range mountJobs {
 		j.done <- m.run(j)
 	}
 }
 
-// mountThread is the mount thread's own state: its home mount namespace,
-// and why it can serve no job (it could not leave the process's file
-// system context, or come back from a sandbox's namespace).
+// mountThread is the mount thread's own state: its home namespaces (mount
+// and IPC), and why it can serve no job (it could not leave the process's
+// file system context, or come back from a sandbox's namespace).
 type mountThread struct {
-	home   int
+	home   map[int]int // nstype → descriptor of the thread's own namespace
 	broken error
 }
 
-// run runs j in its process's mount namespace and comes back home.
+// run runs j in its process's namespace and comes back home.
 func (m *mountThread) run(j mountJob) error {
 	if m.broken != nil {
 		return m.broken
 	}
-	ns, err := unix.Open("/proc/"+strconv.Itoa(j.pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	name, ok := nsFiles[j.nstype]
+	if !ok {
+		return fmt.Errorf("namespace kind %#x", j.nstype)
+	}
+	ns, err := unix.Open("/proc/"+strconv.Itoa(j.pid)+"/ns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(ns)
-	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("enter the sandbox's mount namespace: %w", err)
+	if err := unix.Setns(ns, j.nstype); err != nil {
+		return fmt.Errorf("enter the sandbox's %s namespace: %w", name, err)
 	}
 	err = j.fn()
-	if berr := unix.Setns(m.home, unix.CLONE_NEWNS); berr != nil {
-		m.broken = fmt.Errorf("the mount thread is stuck in a sandbox's mount namespace: %w", berr)
+	if berr := unix.Setns(m.home[j.nstype], j.nstype); berr != nil {
+		m.broken = fmt.Errorf("the mount thread is stuck in a sandbox's %s namespace: %w", name, berr)
 	}
 	return err
+}
+
+// ipcFiles are /proc/sysvipc/shm, sem and msg opened (openIPC) in the
+// System V IPC namespace of a sandbox: read again from their start, they
+// list that namespace's objects, so the driver sees from the host whether
+// a row left any (a shell refreshed in place without the supervisor, which
+// removes them, being woken: shellProc.alone) instead of the shell looking
+// at each file in its state report (sandbox.ShellConfig.HostIPC).
+type ipcFiles struct {
+	mu  sync.Mutex
+	fds [3]int // -1 once closed
+	buf []byte // read into, kept
+}
+
+// ipcKinds name the files of ipcFiles, in order.
+var ipcKinds = [3]string{"shm", "sem", "msg"}
+
+// openIPC opens the IPC files of the namespace of the process pid (root
+// only: entering it needs CAP_SYS_ADMIN).
+func openIPC(pid int) (*ipcFiles, error) {
+	f := &ipcFiles{fds: [3]int{-1, -1, -1}}
+	err := inIPCNS(pid, func() error {
+		for i, k := range ipcKinds {
+			fd, err := unix.Open("/proc/sysvipc/"+k, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			f.fds[i] = fd
+		}
+		return nil
+	})
+	if err != nil {
+		f.close()
+		return nil, fmt.Errorf("local sandbox: the sandbox's System V IPC objects: %w", err)
+	}
+	return f, nil
+}
+
+// empty fails when the namespace holds an object: a file is more than its
+// heading line, read from its start to its end.
+func (f *ipcFiles) empty() error {
+	if f == nil {
+		return errors.New("the sandbox's System V IPC objects are not known")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.buf == nil {
+		f.buf = make([]byte, 4096)
+	}
+	buf := f.buf
+	for i, fd := range f.fds {
+		if fd < 0 {
+			return errors.New("the sandbox's System V IPC files are closed")
+		}
+		n, err := preadFull(fd, buf[:], 0)
+		if err != nil {
+			return fmt.Errorf("/proc/sysvipc/%s: %w", ipcKinds[i], err)
+		}
+		// The heading alone, and nothing after it.
+		if n == 0 || bytes.IndexByte(buf[:n], '\n') != n-1 {
+			return fmt.Errorf("the sandbox holds System V IPC objects (%s)", ipcKinds[i])
+		}
+		if m, err := preadFull(fd, buf[:], int64(n)); err != nil || m != 0 {
+			return fmt.Errorf("the sandbox holds System V IPC objects (%s) (%v)", ipcKinds[i], err)
+		}
+	}
+	return nil
+}
+
+// close closes the files; safe on nil and more than once.
+func (f *ipcFiles) close() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, fd := range f.fds {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+			f.fds[i] = -1
+		}
+	}
+}
+
+// preadFull is one pread(2) of fd at off, retried on EINTR.
+func preadFull(fd int, buf []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pread(fd, buf, off)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
 }

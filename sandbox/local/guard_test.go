@@ -147,3 +147,34 @@ func TestCheckSandboxSeesLeftProcess(t *testing.T) {
 		t.Fatalf("check with a process left: %v", err)
 	}
 }
+
+// TestOnlyKnownCountsTasks: a sandbox holding only bwrap, the supervisor
+// and the shell passes the cgroup's task count (the quick way of alone and
+// others); a process left beside them fails it, and the listing then finds
+// it.
+func TestOnlyKnownCountsTasks(t *testing.T) {
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	defer a.Close(context.Background())
+	exec1(t, a, "true", 0)
+	a.box.mu.Lock()
+	p := a.box.proc
+	a.box.mu.Unlock()
+	cg := a.cgroupIfAny()
+	if cg == nil {
+		t.Skip("no cgroup for the session here")
+	}
+	if err := p.find(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.onlyKnown(cg) || !p.alone() {
+		t.Fatalf("a sandbox of bwrap, supervisor and shell: onlyKnown %v, alone %v", p.onlyKnown(cg), p.alone())
+	}
+	exec1(t, a, "(sleep 1000 </dev/null >/dev/null 2>&1 &)", 0)
+	if p.onlyKnown(cg) || p.alone() {
+		t.Errorf("a process left: onlyKnown %v, alone %v; want false", p.onlyKnown(cg), p.alone())
+	}
+	if len(p.others()) != 1 {
+		t.Errorf("others: %v, want the one process left", p.others())
+	}
+}

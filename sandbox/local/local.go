@@ -295,21 +295,33 @@ func (d *Driver) Open(ctx context.Context, spec sandbox.Spec) (sandbox.Session, 
 		s.hostEnv = []string{"PATH=" + defaultPath, sandbox.MarkerVar + "=" + s.marker}
 	}
 	if d.cfg.ShellMode != sandbox.ShellFresh {
-		s.sh = sandbox.NewShell(sandbox.ShellConfig{
-			Start:      s.startShell,
-			StateDir:   s.state,
-			Prelude:    prelude,
-			MaxOutput:  spec.MaxOutput,
-			Refresh:    key != "" && s.bwrap != "" && isBash(s.shell),
-			WriteFile:  s.engineWriter(key != ""),
-			ReadReport: s.readReport,
-			ReportDir:  reportDir,
-		})
+		s.newShell(prelude, key)
 		if s.supervised() {
 			s.pool, s.key = d.pool, key
 		}
 	}
 	return s, nil
+}
+
+// newShell gives the session its long-lived shell (persistent mode), with
+// the ulimits prelude; key is the session's pool key ("" = not pooled).
+func (s *Session) newShell(prelude, key string) {
+	refresh := key != "" && s.bwrap != "" && isBash(s.shell)
+	// As root the driver can enter the sandbox's IPC namespace and look at
+	// its objects itself (ipcFiles); the shell's state report then leaves
+	// them out.
+	s.hostIPC = refresh && os.Geteuid() == 0
+	s.sh = sandbox.NewShell(sandbox.ShellConfig{
+		Start:      s.startShell,
+		StateDir:   s.state,
+		Prelude:    prelude,
+		MaxOutput:  s.spec.MaxOutput,
+		Refresh:    refresh,
+		WriteFile:  s.engineWriter(key != ""),
+		ReadReport: s.readReport,
+		ReportDir:  reportDir,
+		HostIPC:    s.hostIPC,
+	})
 }
 
 // engineMounts are the read-only mounts of a pooled session's engine
@@ -357,13 +369,25 @@ func (s *Session) readReport(name string) ([]byte, error) {
 		}
 	}
 	root := "/proc/" + strconv.Itoa(p.sup) + "/root"
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	// The snapshot's descriptor of that root, opened when the sandbox
+	// started (no process of it can change its root: chroot and
+	// pivot_root are refused), spares resolving the link again.
+	fd := -1
+	if p.snap != nil {
+		fd = p.snap.fd
 	}
-	defer unix.Close(fd)
-	return takeFile(fd, root, strings.Split(strings.TrimPrefix(reportDir, "/"), "/"), name)
+	if fd < 0 {
+		var err error
+		if fd, err = unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+		}
+		defer unix.Close(fd)
+	}
+	return takeFile(fd, root, reportDirs, name)
 }
+
+// reportDirs are reportDir's folders.
+var reportDirs = strings.Split(strings.TrimPrefix(reportDir, "/"), "/")
 
 // takeFile reads and removes the regular file name in the folder dirs
 // below the folder dirfd (shown as at), opening each without following a
@@ -403,7 +427,7 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > most {
 		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
-	b, err := confine.ReadFD(fd, most) // a file that grew since is read to its end, within the limit
+	b, err := readFDSized(fd, int(st.Size), most) // a file that grew since is read to its end, within the limit
 	if errors.Is(err, confine.ErrTooLong) {
 		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
@@ -411,6 +435,31 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	return b, nil
+}
+
+// readFDSized is confine.ReadFD for a file of about size bytes: read into
+// one buffer that holds it, and one more read to see its end.
+func readFDSized(fd, size, limit int) ([]byte, error) {
+	buf := make([]byte, 0, size+512)
+	for {
+		if len(buf) > limit {
+			return nil, confine.ErrTooLong
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // plainName reports whether name is a file name of its own folder: not
@@ -615,6 +664,9 @@ type Session struct {
 	reused bool   // handed out from the pool
 	// refreshed: the last reset kept the shell (refreshed in place).
 	refreshed bool
+	// hostIPC: the shell's state report leaves out System V IPC objects,
+	// which the driver checks itself (sandbox.ShellConfig.HostIPC).
+	hostIPC bool
 
 	mu sync.Mutex // serializes Exec and the final part of Close
 

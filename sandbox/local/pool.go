@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,7 +238,7 @@ func (s *Session) reuse() *Session {
 		marker: s.marker, shell: s.shell, env: s.env, script: s.script,
 		bwrap: s.bwrap, policy: s.policy, mapper: s.mapper, hostEnv: s.hostEnv,
 		sh: s.sh, box: s.box, pool: s.pool, key: s.key, folder: s.folder,
-		ran: s.ran, reused: true, refreshed: s.refreshed,
+		ran: s.ran, reused: true, refreshed: s.refreshed, hostIPC: s.hostIPC,
 	}
 	return n
 }
@@ -283,6 +284,11 @@ func (s *Session) reset(ctx context.Context) error {
 			}
 			return true, p.signal(token, syscall.SIGUSR2)
 		}, func() error {
+			if s.hostIPC {
+				if err := p.ipc.empty(); err != nil {
+					return err
+				}
+			}
 			return p.host.same(p)
 		}, func() error {
 			if err := s.folder.clean(); err != nil {
@@ -321,13 +327,17 @@ func (s *Session) reset(ctx context.Context) error {
 // its init, the supervisor and the shell: then the supervisor has nothing
 // to kill before a refresh, and is not woken (its sweep of /proc costs more
 // than the refresh itself). Without a cgroup the supervisor always runs.
-// The System V IPC objects it would remove fail the state report's
-// comparison instead (sandbox.Shell.Refresh), so the session gets a new
-// shell, whose reset removes them.
+// The System V IPC objects it would remove fail the refresh instead (the
+// driver's look at the namespace, ipcFiles, or the state report's
+// comparison: sandbox.Shell.Refresh), so the session gets a new shell,
+// whose reset removes them.
 func (p *shellProc) alone() bool {
 	cg := p.s.cgroupIfAny()
 	if cg == nil || p.shell == 0 && p.find() != nil {
 		return false
+	}
+	if p.onlyKnown(cg) {
+		return true
 	}
 	// The group's folders (one per v1 controller) hold the same processes:
 	// the first is enough.
@@ -337,6 +347,35 @@ func (p *shellProc) alone() bool {
 		}
 	}
 	return true
+}
+
+// onlyKnown reports whether the session's cgroup cg counts exactly as many
+// tasks as the sandbox's known processes (bwrap, the supervisor, which is
+// its init, and the shell, one thread each): its pids.current, one kept
+// file read again, where listing its processes and looking at each costs
+// some ten system calls more. Those three are in the group for as long as
+// the sandbox lives (its namespace ends with bwrap or the supervisor, and
+// the supervisor with its shell unless the driver has it start another:
+// shellProc.find), so no other task is. Any other count (a process left,
+// a zombie not yet reaped, no pids controller) says nothing: the caller
+// lists the processes.
+func (p *shellProc) onlyKnown(cg *confine.Cgroup) bool {
+	if len(cg.Dirs) == 0 || p.shell == 0 {
+		return false
+	}
+	known := map[int]bool{p.pid: true, p.init: true, p.sup: true, p.shell: true}
+	delete(known, 0)
+	p.pidsCurrent.mu.Lock()
+	if p.pidsCurrent.path == "" {
+		p.pidsCurrent.path = filepath.Join(cg.Dirs[0], "pids.current")
+	}
+	p.pidsCurrent.mu.Unlock()
+	b, err := p.pidsCurrent.read()
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && n == len(known)
 }
 
 // signal passes token to the supervisor and wakes it with sig.
@@ -374,8 +413,9 @@ func (s *Session) teardown() error {
 // folder) and state folders stay, the engine folder with its files, as do
 // the mount points bwrap makes in it (the session folder's own when it lies
 // under /tmp, read-only mounts under /tmp); everything else goes, and state
-// is emptied.
+// is emptied (its shell's two state files made neutral: emptyState).
 type folder struct {
+	buf    []byte // folder entries are read into it (kept)
 	dir    string
 	state  string
 	engine string            // the engine folder (engineDir): kept with what it holds
@@ -427,13 +467,20 @@ func within(p, dir string) bool {
 }
 
 // clean empties the folder; it fails when a kept folder was replaced or
-// removed.
+// removed. It works through folder descriptors, each opened relative to
+// its parent without following a link: a path of a dozen names resolved
+// again for each look at a folder cost more than the look.
 func (f *folder) clean() error {
-	if err := keptDir(f.dir, f.main[f.dir], 0o700); err != nil {
+	fd, err := unix.Open(f.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("local sandbox reset: %s was replaced: %w", f.dir, err)
+	}
+	defer unix.Close(fd)
+	if err := keptDir(fd, f.dir, f.main[f.dir], 0o700); err != nil {
 		return err
 	}
 	seen := 0
-	if err := f.cleanIn(f.dir, &seen); err != nil {
+	if err := f.cleanIn(fd, f.dir, &seen); err != nil {
 		return err
 	}
 	if seen != len(f.main)-1 {
@@ -442,89 +489,166 @@ func (f *folder) clean() error {
 	return nil
 }
 
-func (f *folder) cleanIn(dir string, seen *int) error {
-	ents, err := os.ReadDir(dir)
+// cleanIn empties the folder dfd (dir).
+func (f *folder) cleanIn(dfd int, dir string, seen *int) error {
+	names, err := readDirNames(dfd, &f.buf)
 	if err != nil {
-		return fmt.Errorf("local sandbox reset: %w", err)
+		return fmt.Errorf("local sandbox reset: %s: %w", dir, err)
 	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if ino, ok := f.main[p]; ok {
-			*seen++
-			if err := keptDir(p, ino, 0o700); err != nil {
-				return err
-			}
-			if p == f.state {
-				if err := emptyDir(p); err != nil {
-					return err
-				}
-				continue
-			}
-			if p == f.engine {
-				continue // read-only in the sandbox: only the driver writes there
-			}
-			if err := f.cleanIn(p, seen); err != nil {
-				return err
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		ino, main := f.main[p]
+		if !main && !f.mounts[p] {
+			if err := removeAll(p); err != nil {
+				return fmt.Errorf("local sandbox reset: %w", err)
 			}
 			continue
 		}
-		if f.mounts[p] && e.Type().IsDir() {
-			if err := keptDir(p, 0, 0o755); err != nil {
-				return err
-			}
-			if err := f.cleanIn(p, seen); err != nil {
-				return err
+		sub, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil && !main && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			// Not a folder where bwrap makes a mount point: it goes.
+			if err := removeAll(p); err != nil {
+				return fmt.Errorf("local sandbox reset: %w", err)
 			}
 			continue
 		}
-		if err := removeAll(p); err != nil {
-			return fmt.Errorf("local sandbox reset: %w", err)
+		if err != nil {
+			return fmt.Errorf("local sandbox reset: %s was replaced: %w", p, err)
+		}
+		err = f.cleanKept(sub, p, ino, main, seen)
+		_ = unix.Close(sub)
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// keptDir checks that p is still a folder (with inode ino unless 0) and
-// gives it back mode and no user extended attributes.
-func keptDir(p string, ino uint64, mode uint32) error {
+// cleanKept empties the kept folder fd (p): one of the folder's own (main,
+// inode ino) or a mount point of bwrap's.
+func (f *folder) cleanKept(fd int, p string, ino uint64, main bool, seen *int) error {
+	if !main {
+		if err := keptDir(fd, p, 0, 0o755); err != nil {
+			return err
+		}
+		return f.cleanIn(fd, p, seen)
+	}
+	*seen++
+	if err := keptDir(fd, p, ino, 0o700); err != nil {
+		return err
+	}
+	switch p {
+	case f.state:
+		return f.emptyState(fd, p)
+	case f.engine:
+		return nil // read-only in the sandbox: only the driver writes there
+	}
+	return f.cleanIn(fd, p, seen)
+}
+
+// keptDir checks that the open file fd (p) is still a folder (with inode
+// ino unless 0) and gives it back mode and no user extended attributes.
+func keptDir(fd int, p string, ino uint64, mode uint32) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return fmt.Errorf("local sandbox reset: %w", err)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("local sandbox reset: %s: %w", p, err)
 	}
 	if ino != 0 && st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("local sandbox reset: %s was replaced", p)
 	}
 	if st.Mode&0o7777 != mode {
-		if err := os.Chmod(p, os.FileMode(mode)); err != nil {
-			return fmt.Errorf("local sandbox reset: %w", err)
+		if err := unix.Fchmod(fd, mode); err != nil {
+			return fmt.Errorf("local sandbox reset: %s: %w", p, err)
 		}
 	}
-	return clearXattrs(p)
+	return clearXattrsFD(fd, p)
 }
 
-// emptyDir removes everything in the folder p.
-func emptyDir(p string) error {
-	ents, err := os.ReadDir(p)
+// emptyState empties the session's state folder fd (p: sandbox.Shell's
+// saved environment and folder) for the next row. The shell's two state
+// files, env and cwd, are given neutral content in place (neutralState)
+// rather than removed: on a disk's file system (ext4: the session folder is
+// on the base folder's disk when it has no tmpfs of its own) a file made
+// and removed per row costs more than all the rest of the folder's clean,
+// and the next row's first command writes both again. Anything else, and a
+// state file a row changed in any other way (a link, another kind of file,
+// a second name, another owner or mode, an extended attribute), is removed.
+func (f *folder) emptyState(fd int, p string) error {
+	names, err := readDirNames(fd, &f.buf)
 	if err != nil {
-		return fmt.Errorf("local sandbox reset: %w", err)
+		return fmt.Errorf("local sandbox reset: %s: %w", p, err)
 	}
-	for _, e := range ents {
-		if err := removeAll(filepath.Join(p, e.Name())); err != nil {
+	for _, n := range names {
+		if stateFiles[n] && neutralize(fd, n) {
+			continue
+		}
+		if err := removeAll(filepath.Join(p, n)); err != nil {
 			return fmt.Errorf("local sandbox reset: %w", err)
 		}
 	}
 	return nil
 }
 
-// clearXattrs removes the user.* extended attributes of p (not following a
-// link); file systems without them are fine.
-func clearXattrs(p string) error {
-	buf := make([]byte, 1024)
-	n, err := unix.Llistxattr(p, buf)
-	if errors.Is(err, unix.ERANGE) {
-		if n, err = unix.Llistxattr(p, nil); err == nil {
-			buf = make([]byte, n)
-			n, err = unix.Llistxattr(p, buf)
+// stateFiles are the shell's state files (sandbox.Shell's env and cwd).
+var stateFiles = map[string]bool{"env": true, "cwd": true}
+
+// neutralState is what a kept state file holds for the next row: one byte
+// and no newline, a comment to the shell that sources env and a line that
+// read refuses for cwd, so that a shell started before the next row's
+// first command saved its own state restores nothing, as with no file
+// (sandbox.Shell's set-up). Not empty: on ext4 a file cut to nothing and
+// written again is flushed to the disk when it is closed.
+const neutralState = "#"
+
+// neutralize gives the state file name of the folder dirfd neutralState in
+// place, not following a link; false (the caller removes it) unless it is a
+// regular file with one name, owned by this process's user, with the mode a
+// new shell gives it (0666 less the umask) and no extended attribute.
+func neutralize(dirfd int, name string) bool {
+	var st unix.Stat_t
+	// Nothing but a regular file is opened (a device node, a FIFO).
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 ||
+		int(st.Uid) != os.Geteuid() || fs.FileMode(st.Mode&0o7777) != 0o666&^umask() {
+		return false
+	}
+	if n, err := unix.Flistxattr(fd, nil); err != nil && !errors.Is(err, unix.ENOTSUP) || n > 0 {
+		return false
+	}
+	if n, err := unix.Pwrite(fd, []byte(neutralState), 0); err != nil || n != len(neutralState) {
+		return false
+	}
+	return unix.Ftruncate(fd, int64(len(neutralState))) == nil
+}
+
+// clearXattrsFD removes the user.* extended attributes of the open file fd
+// (shown as p); file systems without them are fine, and a file without
+// attributes costs one system call and no buffer.
+func clearXattrsFD(fd int, p string) error {
+	n, err := unix.Flistxattr(fd, nil)
+	for err == nil && n > 0 {
+		buf := make([]byte, n)
+		if n, err = unix.Flistxattr(fd, buf); err == nil {
+			buf = buf[:n]
+			n = 0
+			for _, name := range strings.Split(string(buf), "\x00") {
+				if strings.HasPrefix(name, "user.") {
+					if err := unix.Fremovexattr(fd, name); err != nil {
+						return fmt.Errorf("local sandbox reset: remove attribute %s of %s: %w", name, p, err)
+					}
+				}
+			}
+			return nil
+		}
+		if errors.Is(err, unix.ERANGE) { // grown since: again
+			n, err = unix.Flistxattr(fd, nil)
 		}
 	}
 	if err != nil {
@@ -532,13 +656,6 @@ func clearXattrs(p string) error {
 			return nil
 		}
 		return fmt.Errorf("local sandbox reset: list attributes of %s: %w", p, err)
-	}
-	for _, name := range strings.Split(string(buf[:n]), "\x00") {
-		if strings.HasPrefix(name, "user.") {
-			if err := unix.Lremovexattr(p, name); err != nil {
-				return fmt.Errorf("local sandbox reset: remove attribute %s of %s: %w", name, p, err)
-			}
-		}
 	}
 	return nil
 }
@@ -552,6 +669,7 @@ type fsSnap struct {
 	fd    int                 // the root, opened when the sandbox started
 	devs  map[uint64]bool     // the devices of those file systems
 	files map[string]snapFile // path below root → what it was
+	buf   []byte              // folder entries are read into it (kept)
 }
 
 type snapFile struct {
@@ -579,7 +697,7 @@ func snapshot(pid int) (*fsSnap, error) {
 	}
 	err = sn.walk(fd, "", func(int, string, string, snapFile) error { return nil }, func(rel string, f snapFile) {
 		sn.files[rel] = f
-	})
+	}, nil)
 	if err != nil {
 		sn.close()
 		return nil, err
@@ -597,20 +715,14 @@ func (sn *fsSnap) close() {
 
 // walk visits every entry of the sandbox file systems in the folder dirfd
 // (rel below the root), not entering other mounts: fn decides about each
-// (errSkip: do not enter it), and keep records it when fn said nothing.
-func (sn *fsSnap) walk(dirfd int, rel string, fn func(dirfd int, name, rel string, f snapFile) error, keep func(rel string, f snapFile)) error {
-	dup, err := unix.Dup(dirfd)
+// (errSkip: do not enter it), keep records it when fn said nothing, and
+// dir, when set, gets each folder's descriptor before the walk enters it.
+// The folder is listed from its start with plain system calls (an *os.File
+// would cost a dup, a poller's try and a close more per folder).
+func (sn *fsSnap) walk(dirfd int, rel string, fn func(dirfd int, name, rel string, f snapFile) error, keep func(rel string, f snapFile), dir func(fd int, rel string) error) error {
+	names, err := readDirNames(dirfd, &sn.buf)
 	if err != nil {
-		return fmt.Errorf("local sandbox: %w", err)
-	}
-	d := os.NewFile(uintptr(dup), sn.root+"/"+rel)
-	names, err := d.Readdirnames(-1)
-	if _, serr := d.Seek(0, 0); serr != nil && err == nil {
-		err = serr
-	}
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("local sandbox: %w", err)
+		return fmt.Errorf("local sandbox: %s/%s: %w", sn.root, rel, err)
 	}
 	for _, n := range names {
 		r := n
@@ -641,7 +753,12 @@ func (sn *fsSnap) walk(dirfd int, rel string, fn func(dirfd int, name, rel strin
 			if err != nil {
 				return fmt.Errorf("local sandbox: /%s: %w", r, err)
 			}
-			err = sn.walk(sub, r, fn, keep)
+			if dir != nil {
+				err = dir(sub, r)
+			}
+			if err == nil {
+				err = sn.walk(sub, r, fn, keep, dir)
+			}
 			_ = unix.Close(sub)
 			if err != nil {
 				return err
@@ -678,11 +795,11 @@ func (sn *fsSnap) restore() error {
 				return fmt.Errorf("local sandbox reset: /%s: %w", rel, err)
 			}
 		}
-		if f.mode&unix.S_IFMT == unix.S_IFDIR {
-			return clearXattrs(sn.root + "/" + rel)
-		}
 		return nil
-	}, nil)
+	}, nil, func(fd int, rel string) error {
+		// Every folder kept: its user attributes go.
+		return clearXattrsFD(fd, sn.root+"/"+rel)
+	})
 	if err != nil {
 		return err
 	}

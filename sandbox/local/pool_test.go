@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-pipe/hermes-pipe/sandbox"
 	"github.com/hermes-pipe/hermes-pipe/sandbox/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 // dirtyRow is what a previous row does to a session, everything a later
@@ -550,4 +551,124 @@ mv "$HOME/../engine" "$HOME/../moved"; rm -rf /.hs "$HOME/../engine"; ln -s VICT
 			}
 		})
 	}
+}
+
+// TestStateFilesNeutral: a reset keeps the shell's state files (env, cwd)
+// with neutral content instead of removing them, unless a row changed them
+// in another way than writing (here their mode: then they are removed);
+// either way a shell that starts in the next row before its first command
+// saved anything (the row's first command kills it) restores nothing of the
+// previous row.
+func TestStateFilesNeutral(t *testing.T) {
+	for _, c := range []struct {
+		name, row string
+		kept      bool
+	}{
+		{"written", "", true},
+		{"mode changed", `chmod 600 "$HOME/../state/env" "$HOME/../state/cwd"`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := poolDriver(t, 0)
+			a := openIn(t, d, sandbox.Spec{})
+			row := `export PREV_VAR=leak; mkdir -p "$HOME/sub"; cd "$HOME/sub"; ` + c.row
+			if res := exec1(t, a, row, 0); res.ExitCode != 0 {
+				t.Fatalf("row: %+v", res)
+			}
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			idle(t, d, 1)
+			b := openIn(t, d, sandbox.Spec{})
+			defer b.Close(context.Background())
+			if !b.Reused() || !b.Refreshed() {
+				t.Fatalf("reused %v, refreshed %v: want a shell refreshed in place", b.Reused(), b.Refreshed())
+			}
+			for _, f := range []string{"env", "cwd"} {
+				got, err := os.ReadFile(filepath.Join(b.Dir(), "state", f))
+				switch {
+				case c.kept && (err != nil || string(got) != neutralState):
+					t.Errorf("state file %s after the reset: %q, %v; want %q", f, got, err, neutralState)
+				case !c.kept && !os.IsNotExist(err):
+					t.Errorf("state file %s changed by the row is still there: %q, %v", f, got, err)
+				}
+			}
+			if res := exec1(t, b, "kill -9 $$", 0); res.ExitCode != 137 {
+				t.Fatalf("killing the shell: %+v", res)
+			}
+			if res := exec1(t, b, `echo "${PREV_VAR-unset} cwd=${PWD#$HOME} old=${OLDPWD-unset}"`, 0); res.Stdout != "unset cwd= old=unset\n" {
+				t.Errorf("a new shell restored the previous row's state: %+v", res)
+			}
+		})
+	}
+}
+
+// TestResetClearsUserAttributes: user attributes a row left on the folders
+// that stay (its home, the sandbox's own /dev/shm) are gone for the next
+// row. They are set from the host here: the test needs no attribute tool
+// in the sandbox.
+func TestResetClearsUserAttributes(t *testing.T) {
+	d := poolDriver(t, 0)
+	a := openIn(t, d, sandbox.Spec{})
+	exec1(t, a, "true", 0)
+	a.box.mu.Lock()
+	p := a.box.proc
+	a.box.mu.Unlock()
+	paths := []string{filepath.Join(a.Dir(), "home"), "/proc/" + strconv.Itoa(p.sup) + "/root/dev/shm"}
+	for _, q := range paths {
+		if err := unix.Setxattr(q, "user.leak", []byte("prev"), 0); err != nil {
+			if errors.Is(err, unix.ENOTSUP) {
+				t.Skipf("no user attributes on %s here", q)
+			}
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	b := openIn(t, d, sandbox.Spec{})
+	defer b.Close(context.Background())
+	if !b.Reused() {
+		t.Fatal("the session was not reused")
+	}
+	for _, q := range paths {
+		buf := make([]byte, 1024)
+		n, err := unix.Listxattr(q, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(buf[:n]), "user.leak") {
+			t.Errorf("%s keeps the previous row's attribute", q)
+		}
+	}
+}
+
+// TestRefreshAfterNewShell: after a row whose shell had to be replaced (a
+// new shell under the same supervisor), the next rows' shell is refreshed
+// in place again: the driver follows the new shell's process.
+func TestRefreshAfterNewShell(t *testing.T) {
+	d := poolDriver(t, 0)
+	rows := []struct {
+		row     string
+		inPlace bool // how the session this row closes is handed to the next
+	}{{"unset RANDOM", false}, {"export A=1", true}, {"cd /", true}}
+	s := openIn(t, d, sandbox.Spec{})
+	var pid string
+	for i, r := range rows {
+		exec1(t, s, r.row, 0)
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		idle(t, d, 1)
+		s = openIn(t, d, sandbox.Spec{})
+		if !s.Reused() || s.Refreshed() != r.inPlace {
+			t.Fatalf("after row %d: reused %v, refreshed in place %v; want %v", i, s.Reused(), s.Refreshed(), r.inPlace)
+		}
+		got := exec1(t, s, "echo $BASHPID", 0).Stdout
+		if r.inPlace && got != pid {
+			t.Errorf("after row %d: shell %q, want the same %q", i, got, pid)
+		}
+		pid = got
+	}
+	s.Close(context.Background())
 }

@@ -22,6 +22,11 @@ func readStat(pid int) (procInfo, bool) {
 	if err != nil {
 		return procInfo{}, false
 	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses the /proc/<pid>/stat line b.
+func parseStat(pid int, b []byte) (procInfo, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return procInfo{}, false

@@ -1,13 +1,14 @@
 package local
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/hermes-pipe/hermes-pipe/sandbox/confine"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,14 +27,55 @@ type procState struct {
 var statusFields = []string{"Umask:", "SigBlk:", "SigIgn:", "SigCgt:", "Cpus_allowed_list:", "Mems_allowed_list:",
 	"NoNewPrivs:", "Seccomp:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"}
 
-func readProcState(pid int) (*procState, error) { return readProcStateFDs(pid, true) }
+// procFiles are the /proc files of one process that its procState is read
+// from, kept open from one read to the next (a pooled sandbox's shell and
+// supervisor are read at start and at every reset): each is read again from
+// its start (the kernel makes it anew then), which spares an open and a
+// close, and the path's look-up, per file and read. They stay bound to the
+// process they were opened for: once it is gone they fail, whatever process
+// gets its pid.
+type procFiles struct {
+	mu    sync.Mutex
+	pid   int
+	files map[string]int // name in /proc/<pid> → descriptor
+	buf   []byte         // read into, kept: a reset's reads allocate nothing
+}
 
-// readProcStateFDs is readProcState, with the descriptors only when fds.
-func readProcStateFDs(pid int, fds bool) (*procState, error) {
+// state reads the procState of pid (with its descriptors when fds) through
+// the kept files, opening them for pid first when they were open for
+// another process.
+func (f *procFiles) state(pid int, fds bool) (*procState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pid != pid {
+		f.closeLocked()
+		f.pid = pid
+	}
+	if f.files == nil {
+		f.files = map[string]int{}
+	}
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	open := func(name string, flags int) (int, error) {
+		if fd, ok := f.files[name]; ok {
+			return fd, nil
+		}
+		fd, err := unix.Open(dir+name, flags|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: dir + name, Err: err}
+		}
+		f.files[name] = fd
+		return fd, nil
+	}
 	read := func(name string) (string, error) {
-		b, err := confine.ReadKernelFile(dir + name)
-		return string(b), err
+		fd, err := open(name, 0)
+		if err != nil {
+			return "", err
+		}
+		b, err := preadAll(fd, &f.buf)
+		if err != nil {
+			return "", &fs.PathError{Op: "read", Path: dir + name, Err: err}
+		}
+		return string(b), nil
 	}
 	var st procState
 	status, err := read("status")
@@ -71,19 +113,120 @@ func readProcStateFDs(pid int, fds bool) (*procState, error) {
 		st.fds = nil
 		return &st, nil
 	}
-	ents, err := os.ReadDir(dir + "fd")
+	dfd, err := open("fd", unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		t, err := os.Readlink(dir + "fd/" + e.Name())
+	names, err := readDirNames(dfd, &f.buf)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: dir + "fd", Err: err}
+	}
+	buf := f.buf[:4096]
+	for _, n := range names {
+		m, err := unix.Readlinkat(dfd, n, buf)
 		if err != nil {
-			return nil, err
+			return nil, &fs.PathError{Op: "readlink", Path: dir + "fd/" + n, Err: err}
 		}
-		st.fds = append(st.fds, e.Name()+" -> "+t)
+		st.fds = append(st.fds, n+" -> "+string(buf[:m]))
 	}
 	slices.Sort(st.fds)
 	return &st, nil
+}
+
+// file reads the file name of /proc/<pid> through the kept files, like
+// state.
+func (f *procFiles) file(pid int, name string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pid != pid {
+		f.closeLocked()
+		f.pid = pid
+	}
+	if f.files == nil {
+		f.files = map[string]int{}
+	}
+	fd, ok := f.files[name]
+	if !ok {
+		var err error
+		path := "/proc/" + strconv.Itoa(pid) + "/" + name
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0); err != nil {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		f.files[name] = fd
+	}
+	b, err := preadAll(fd, &f.buf)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(b), nil
+}
+
+// close closes the kept files; safe on nil and more than once.
+func (f *procFiles) close() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeLocked()
+}
+
+func (f *procFiles) closeLocked() {
+	for _, fd := range f.files {
+		_ = unix.Close(fd)
+	}
+	f.files, f.pid = nil, 0
+}
+
+// preadAll reads the kernel file fd from its start to its end (a read that
+// returns nothing) into *buf (grown as needed, at least 8 KiB), and returns
+// that part of it.
+func preadAll(fd int, buf *[]byte) ([]byte, error) {
+	if len(*buf) < 8192 {
+		*buf = make([]byte, 8192)
+	}
+	b := *buf
+	n := 0
+	for {
+		if n == len(b) {
+			b = append(b, make([]byte, len(b))...)
+			*buf = b
+		}
+		m, err := preadFull(fd, b[n:], int64(n))
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return b[:n], nil
+		}
+		n += m
+	}
+}
+
+// readDirNames lists the folder fd from its start (not . and ..), reading
+// into *buf (made 8 KiB when smaller).
+func readDirNames(fd int, into *[]byte) ([]string, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	if len(*into) < 8192 {
+		*into = make([]byte, 8192)
+	}
+	buf := (*into)[:8192]
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // same checks that the session's shell, as the host sees it now, is as it
@@ -92,7 +235,7 @@ func (h *procState) same(p *shellProc) error {
 	if err := p.find(); err != nil {
 		return err
 	}
-	now, err := readProcState(p.shell)
+	now, err := p.shellFiles.state(p.shell, true)
 	if err != nil {
 		return err
 	}
@@ -112,4 +255,40 @@ func (h *procState) differs(now *procState, who string) error {
 		return fmt.Errorf("the %s's file descriptors changed: %v", who, now.fds)
 	}
 	return nil
+}
+
+// keptFile is one kernel file kept open and read again from its start (a
+// cgroup's pids.current): see procFiles.
+type keptFile struct {
+	mu   sync.Mutex
+	path string // set once, before the first read
+	fd   int    // 0 = not open yet, -1 = closed for good
+	buf  []byte
+}
+
+// read reads the file from its start, opening it first.
+func (k *keptFile) read() ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fd < 0 {
+		return nil, errors.New("closed")
+	}
+	if k.fd == 0 {
+		fd, err := unix.Open(k.path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: k.path, Err: err}
+		}
+		k.fd = fd
+	}
+	return preadAll(k.fd, &k.buf)
+}
+
+// close closes the file for good; safe more than once.
+func (k *keptFile) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fd > 0 {
+		_ = unix.Close(k.fd)
+	}
+	k.fd = -1
 }

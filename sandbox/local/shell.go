@@ -252,6 +252,10 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 					ctlW.Close()
 				}
 				p.snap.close()
+				p.ipc.close()
+				p.shellFiles.close()
+				p.supFiles.close()
+				p.pidsCurrent.close()
 			})
 		},
 	}, nil
@@ -364,6 +368,10 @@ type shellProc struct {
 	snap *fsSnap    // the sandbox's own file systems when it started
 	host *procState // the shell's process when new; nil = no refresh in place
 	supv *procState // the supervisor's process when it started; nil = the sandbox is not reused
+	ipc  *ipcFiles  // the sandbox's System V IPC objects, when the driver checks them (Session.hostIPC)
+
+	shellFiles, supFiles procFiles // the /proc files host and supv are read from again
+	pidsCurrent          keptFile  // the session cgroup's task count (onlyKnown)
 }
 
 // ready runs once a supervised shell printed its ready marker: bwrap has
@@ -375,7 +383,7 @@ func (p *shellProc) ready() error {
 	if p.find() != nil {
 		return nil
 	}
-	if sv, err := readSupervisorState(p.sup); err == nil {
+	if sv, err := readSupervisorState(&p.supFiles, p.sup); err == nil {
 		p.supv = sv
 	} else {
 		return nil // not pooled: its reset fails without the supervisor's state
@@ -383,8 +391,15 @@ func (p *shellProc) ready() error {
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
 	}
-	if h, err := readProcState(p.shell); err == nil && p.maskShellMem() == nil {
+	if h, err := p.shellFiles.state(p.shell, true); err == nil && p.maskShellMem() == nil {
 		p.host = h // refreshed in place only when its memory is out of reach (guard.go)
+	}
+	if p.s.hostIPC && p.host != nil {
+		if f, err := openIPC(p.sup); err == nil {
+			p.ipc = f
+		} else {
+			p.host = nil // the state report leaves the objects out: not refreshed in place
+		}
 	}
 	return nil
 }
@@ -400,12 +415,41 @@ func (p *shellProc) find() error {
 		p.sup = p.init // the supervisor is the namespace's init
 	}
 	if p.init > 0 {
-		p.shell = liveChildOf(p.init)
+		p.shell = p.liveChild()
 	}
 	if p.shell == 0 {
 		return fmt.Errorf("local sandbox: the session's shell is not running")
 	}
 	return nil
+}
+
+// liveChild is liveChildOf(p.init), for a supervised shell through the
+// kept /proc files of the supervisor (its children) and of the shell (its
+// stat), which a reset reads anyway.
+func (p *shellProc) liveChild() int {
+	if p.sup == 0 || p.sup != p.init {
+		return liveChildOf(p.init)
+	}
+	b, err := p.supFiles.file(p.sup, "task/"+strconv.Itoa(p.sup)+"/children")
+	if err != nil {
+		return liveChildOf(p.init)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		c, _ := strconv.Atoi(f)
+		var st procInfo
+		ok := false
+		if c != 0 && c == p.shell {
+			if sb, err := p.shellFiles.file(c, "stat"); err == nil {
+				st, ok = parseStat(c, sb)
+			}
+		} else {
+			st, ok = readStat(c)
+		}
+		if ok && !st.zombie {
+			return c
+		}
+	}
+	return 0
 }
 
 // kill ends the sandbox (bwrap) and closes the supervisor's pipe.
@@ -415,6 +459,10 @@ func (p *shellProc) kill() {
 		p.ctl.Close()
 	}
 	p.snap.close()
+	p.ipc.close()
+	p.shellFiles.close()
+	p.supFiles.close()
+	p.pidsCurrent.close()
 }
 
 // killCommand kills every process of the session but the shell (and, when
