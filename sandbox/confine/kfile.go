@@ -38,8 +38,12 @@ var ErrTooLong = errors.New("longer than the limit")
 
 // ReadFD reads fd from where it is to its end with plain reads (retried
 // on EINTR); more than limit bytes (limit > 0) is ErrTooLong.
-func ReadFD(fd int, limit int) ([]byte, error) {
-	buf := make([]byte, 0, 1024)
+func ReadFD(fd int, limit int) ([]byte, error) { return ReadFDSize(fd, 1024, limit) }
+
+// ReadFDSize is ReadFD into a first buffer of size bytes: for a file whose
+// size is known, one read fills it and one more sees its end.
+func ReadFDSize(fd, size, limit int) ([]byte, error) {
+	buf := make([]byte, 0, max(size, 1))
 	for {
 		if limit > 0 && len(buf) > limit {
 			return nil, ErrTooLong

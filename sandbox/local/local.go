@@ -427,7 +427,7 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > most {
 		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
-	b, err := readFDSized(fd, int(st.Size), most) // a file that grew since is read to its end, within the limit
+	b, err := confine.ReadFDSize(fd, int(st.Size)+512, most) // a file that grew since is read to its end, within the limit
 	if errors.Is(err, confine.ErrTooLong) {
 		return nil, fmt.Errorf("local sandbox: %s is not a state report", path)
 	}
@@ -435,31 +435,6 @@ func takeFile(dirfd int, at string, dirs []string, name string) ([]byte, error) 
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	return b, nil
-}
-
-// readFDSized is confine.ReadFD for a file of about size bytes: read into
-// one buffer that holds it, and one more read to see its end.
-func readFDSized(fd, size, limit int) ([]byte, error) {
-	buf := make([]byte, 0, size+512)
-	for {
-		if len(buf) > limit {
-			return nil, confine.ErrTooLong
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
-	}
 }
 
 // plainName reports whether name is a file name of its own folder: not

@@ -47,13 +47,7 @@ type procFiles struct {
 func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.pid != pid {
-		f.closeLocked()
-		f.pid = pid
-	}
-	if f.files == nil {
-		f.files = map[string]int{}
-	}
+	f.forLocked(pid)
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	open := func(name string, flags int) (int, error) {
 		if fd, ok := f.files[name]; ok {
@@ -133,11 +127,8 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 	return &st, nil
 }
 
-// file reads the file name of /proc/<pid> through the kept files, like
-// state.
-func (f *procFiles) file(pid int, name string) ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// forLocked makes the kept files those of pid, closing another process's.
+func (f *procFiles) forLocked(pid int) {
 	if f.pid != pid {
 		f.closeLocked()
 		f.pid = pid
@@ -145,6 +136,14 @@ func (f *procFiles) file(pid int, name string) ([]byte, error) {
 	if f.files == nil {
 		f.files = map[string]int{}
 	}
+}
+
+// file reads the file name of /proc/<pid> through the kept files, like
+// state.
+func (f *procFiles) file(pid int, name string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forLocked(pid)
 	fd, ok := f.files[name]
 	if !ok {
 		var err error
