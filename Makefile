@@ -2,6 +2,12 @@
 GO        ?= go
 BIN       ?= bin
 PKGS      ?= ./...
+# disable_grpc_modules leaves out the Cloud Storage client's Direct
+# Connectivity (gRPC's xds and RLS resolvers, used only from inside Google
+# Cloud): gs:// output, over HTTP or with ?grpc=true, works the same, and the
+# binary is 19 MB smaller and every command starts ~2.3 ms sooner (fewer
+# package inits). A plain `go build` without it works the same too.
+TAGS      ?= disable_grpc_modules
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 GOCYCLO   ?= $(shell command -v gocyclo 2>/dev/null || echo $(HOME)/go/bin/gocyclo)
 
@@ -11,20 +17,20 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 build: ## build bin/hermes-pipe and bin/fakellm
-	$(GO) build -o $(BIN)/hermes-pipe ./cmd/hermes-pipe
-	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
+	$(GO) build -tags '$(TAGS)' -o $(BIN)/hermes-pipe ./cmd/hermes-pipe
+	$(GO) build -tags '$(TAGS)' -o $(BIN)/fakellm ./cmd/fakellm
 
 test: ## vet and run every test with the race detector
-	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) vet -tags '$(TAGS)' $(PKGS)
+	$(GO) test -tags '$(TAGS)' -race -count=1 -timeout 20m $(PKGS)
 
 stress: ## make test while busy loops load every CPU (LOOPS=4 by default)
 	./scripts/stress-test.sh -n $(or $(LOOPS),4) $(PKGS)
 
 lint: ## gofmt, go vet, staticcheck, and no function over cyclomatic 30 outside tests
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed on the files above" && exit 1)
-	$(GO) vet $(PKGS)
-	$(STATICCHECK) $(PKGS)
+	$(GO) vet -tags '$(TAGS)' $(PKGS)
+	$(STATICCHECK) -tags '$(TAGS)' $(PKGS)
 	@$(GOCYCLO) -over 30 -ignore '_test\.go$$|/node_modules/' . || (echo "split the functions above into named steps (cyclomatic 30 at most)" && exit 1)
 
 bench: build ## run the Go benchmarks and the benchmark scripts in scripts/

@@ -30,8 +30,8 @@ timed() {
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
 build_bins() {
   mkdir -p "$work/bin"
-  go build -o "$work/bin/fakellm" ./cmd/fakellm
-  go build -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
+  go build -tags disable_grpc_modules -o "$work/bin/fakellm" ./cmd/fakellm # as make build (Makefile's TAGS)
+  go build -tags disable_grpc_modules -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
   hp="$work/bin/hermes-pipe"
   FAKELLM="$work/bin/fakellm"
 }
