@@ -363,7 +363,7 @@ func (m *mountThread) run(j mountJob) error {
 type ipcFiles struct {
 	mu  sync.Mutex
 	fds [3]int // -1 once closed
-	buf []byte // read into, kept
+	buf []byte // read into (preadAll), kept
 }
 
 // ipcKinds name the files of ipcFiles, in order.
@@ -398,24 +398,17 @@ func (f *ipcFiles) empty() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.buf == nil {
-		f.buf = make([]byte, 4096)
-	}
-	buf := f.buf
 	for i, fd := range f.fds {
 		if fd < 0 {
 			return errors.New("the sandbox's System V IPC files are closed")
 		}
-		n, err := preadFull(fd, buf[:], 0)
+		b, err := preadAll(fd, &f.buf)
 		if err != nil {
 			return fmt.Errorf("/proc/sysvipc/%s: %w", ipcKinds[i], err)
 		}
 		// The heading alone, and nothing after it.
-		if n == 0 || bytes.IndexByte(buf[:n], '\n') != n-1 {
+		if len(b) == 0 || bytes.IndexByte(b, '\n') != len(b)-1 {
 			return fmt.Errorf("the sandbox holds System V IPC objects (%s)", ipcKinds[i])
-		}
-		if m, err := preadFull(fd, buf[:], int64(n)); err != nil || m != 0 {
-			return fmt.Errorf("the sandbox holds System V IPC objects (%s) (%v)", ipcKinds[i], err)
 		}
 	}
 	return nil
