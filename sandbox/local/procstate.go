@@ -49,19 +49,8 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 	defer f.mu.Unlock()
 	f.forLocked(pid)
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	open := func(name string, flags int) (int, error) {
-		if fd, ok := f.files[name]; ok {
-			return fd, nil
-		}
-		fd, err := unix.Open(dir+name, flags|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: dir + name, Err: err}
-		}
-		f.files[name] = fd
-		return fd, nil
-	}
 	read := func(name string) (string, error) {
-		fd, err := open(name, 0)
+		fd, err := f.openLocked(name, 0)
 		if err != nil {
 			return "", err
 		}
@@ -107,7 +96,7 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 		st.fds = nil
 		return &st, nil
 	}
-	dfd, err := open("fd", unix.O_DIRECTORY)
+	dfd, err := f.openLocked("fd", unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
@@ -138,20 +127,30 @@ func (f *procFiles) forLocked(pid int) {
 	}
 }
 
+// openLocked returns the kept descriptor of the file name of /proc/<f.pid>,
+// opening it (with flags besides read-only) the first time.
+func (f *procFiles) openLocked(name string, flags int) (int, error) {
+	if fd, ok := f.files[name]; ok {
+		return fd, nil
+	}
+	path := "/proc/" + strconv.Itoa(f.pid) + "/" + name
+	fd, err := unix.Open(path, flags|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f.files[name] = fd
+	return fd, nil
+}
+
 // file reads the file name of /proc/<pid> through the kept files, like
 // state.
 func (f *procFiles) file(pid int, name string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forLocked(pid)
-	fd, ok := f.files[name]
-	if !ok {
-		var err error
-		path := "/proc/" + strconv.Itoa(pid) + "/" + name
-		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-		f.files[name] = fd
+	fd, err := f.openLocked(name, 0)
+	if err != nil {
+		return nil, err
 	}
 	b, err := preadAll(fd, &f.buf)
 	if err != nil {
