@@ -92,9 +92,15 @@ func liveChildOf(pid int) int {
 	if err != nil {
 		return childOf(pid)
 	}
-	for _, f := range strings.Fields(string(b)) {
+	return firstLive(b, readStat)
+}
+
+// firstLive returns the first pid of the list children (a children file's
+// text) that stat finds and is not a zombie, 0 if none.
+func firstLive(children []byte, stat func(pid int) (procInfo, bool)) int {
+	for _, f := range strings.Fields(string(children)) {
 		c, _ := strconv.Atoi(f)
-		if st, ok := readStat(c); ok && !st.zombie {
+		if st, ok := stat(c); ok && !st.zombie {
 			return c
 		}
 	}

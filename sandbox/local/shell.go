@@ -434,22 +434,16 @@ func (p *shellProc) liveChild() int {
 	if err != nil {
 		return liveChildOf(p.init)
 	}
-	for _, f := range strings.Fields(string(b)) {
-		c, _ := strconv.Atoi(f)
-		var st procInfo
-		ok := false
-		if c != 0 && c == p.shell {
-			if sb, err := p.shellFiles.file(c, "stat"); err == nil {
-				st, ok = parseStat(c, sb)
-			}
-		} else {
-			st, ok = readStat(c)
+	return firstLive(b, func(c int) (procInfo, bool) {
+		if c == 0 || c != p.shell {
+			return readStat(c)
 		}
-		if ok && !st.zombie {
-			return c
+		sb, err := p.shellFiles.file(c, "stat")
+		if err != nil {
+			return procInfo{}, false
 		}
-	}
-	return 0
+		return parseStat(c, sb)
+	})
 }
 
 // kill ends the sandbox (bwrap) and closes the supervisor's pipe.
