@@ -192,6 +192,11 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
+	// The first wave's connections open while the run checks its sandbox
+	// and its endpoint (a plain-http endpoint's; see llm.Prewarmer).
+	if p, ok := client.(llm.Prewarmer); ok {
+		p.Prewarm(max)
+	}
 	return client, ctrl, nil
 }
 

@@ -90,6 +90,11 @@ type client struct {
 	// and reply this client returns, so an endpoint that echoes its request
 	// headers cannot put them into a record or a log.
 	red *Redactor
+	// warm holds the connections Prewarm opened, which the transport
+	// takes first; nil when the caller gave its own HTTPClient. proxy is
+	// that transport's proxy choice (Prewarm dials only without one).
+	warm  *warmPool
+	proxy func(*http.Request) (*url.URL, error)
 }
 
 // New checks opts, fills defaults and returns a Client. It does no I/O.
@@ -121,10 +126,14 @@ func New(opts Options) (Client, error) {
 	if opts.RetryAfterMax <= 0 {
 		opts.RetryAfterMax = 5 * time.Minute
 	}
+	var warm *warmPool
+	var proxy func(*http.Request) (*url.URL, error)
 	if opts.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 4096
 		tr.MaxIdleConnsPerHost = 4096
+		warm, proxy = newWarmPool(tr.DialContext), tr.Proxy
+		tr.DialContext = warm.dial
 		opts.HTTPClient = &http.Client{Transport: tr}
 	}
 	if err := opts.Sampling.check(); err != nil {
@@ -150,7 +159,8 @@ func New(opts Options) (Client, error) {
 		return nil, err
 	}
 	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), reqOpts: reqOpts,
-		direct: newDirectPoster(tmpl, opts.HTTPClient), red: NewRedactor(opts.APIKey, opts.BaseURL)}, nil
+		direct: newDirectPoster(tmpl, opts.HTTPClient), red: NewRedactor(opts.APIKey, opts.BaseURL),
+		warm: warm, proxy: proxy}, nil
 }
 
 // inMemoryBody gives the transport a request's body as the in-memory reader
@@ -167,15 +177,21 @@ func inMemoryBody(req *http.Request, next option.MiddlewareNext) (*http.Response
 	return next(req)
 }
 
+// CloseIdleConnections closes the connections to the endpoint no call is
+// using, pre-dialed ones included; the client stays usable (a later call
+// connects again).
+func (c *client) CloseIdleConnections() {
+	if c.warm != nil {
+		c.warm.expire()
+	}
+	c.opts.HTTPClient.CloseIdleConnections()
+}
+
 // Chat sends req and blocks until a reply arrives, retrying retryable
 // failures with backoff (retry). Each attempt holds one Controller slot (if
 // any) and is bounded by RequestTimeout; the slot is released while backing
 // off. The error, if any, is an *Error wrapping the last failure; when ctx
 // ends the error wraps ctx.Err().
-// CloseIdleConnections closes the connections to the endpoint no call is
-// using; the client stays usable (a later call connects again).
-func (c *client) CloseIdleConnections() { c.opts.HTTPClient.CloseIdleConnections() }
-
 func (c *client) Chat(ctx context.Context, req Request) (Response, error) {
 	var call chatCall
 	var err error
