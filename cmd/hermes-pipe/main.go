@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	// Imported for its init: the local sandbox's probe starts during
+	// package initialisation when the arguments ask for generate.
+	_ "github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/earlyprobe"
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
-	"github.com/hermes-pipe/hermes-pipe/sandbox/local"
 	"github.com/hermes-pipe/hermes-pipe/stages/cron"
 	"github.com/hermes-pipe/hermes-pipe/stages/swe"
 	"github.com/urfave/cli/v2"
@@ -120,9 +122,6 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 			&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile to this file"},
 		},
 		Before: func(c *cli.Context) error {
-			if probesEarly(c.Args().Slice()) {
-				local.StartProbe()
-			}
 			if f := c.String("cpuprofile"); f != "" {
 				return startCPUProfile(f)
 			}
@@ -144,41 +143,6 @@ reached (continue with --resume --max-cost HIGHER), 130 interrupted.`,
 	addExamples("", app.Commands)
 	setUsageHandlers(app)
 	return app
-}
-
-// probesEarly says, from a glance at the arguments after the program's own
-// flags, whether the command will probably open the confined local sandbox
-// and wait for its confinement probe before its first row: generate with no
-// --sandbox other than local and no --local-isolation none. The app then
-// starts the probe before the command's flags are parsed (some 4 ms with
-// generate's hundred flags) and its inputs read, instead of after. A wrong
-// guess costs a probe nobody takes, or nothing.
-func probesEarly(args []string) bool {
-	if len(args) == 0 || args[0] != "generate" {
-		return false
-	}
-	for i := 1; i < len(args); i++ {
-		name, value, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if args[i] == "--" || !strings.HasPrefix(args[i], "-") {
-			continue
-		}
-		if !inline && i+1 < len(args) {
-			value = args[i+1]
-		}
-		switch name {
-		case "h", "help":
-			return false
-		case "sandbox":
-			if value != "local" {
-				return false
-			}
-		case "local-isolation":
-			if value == "none" {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // isCLIUsage recognises urfave/cli's own usage errors (unknown flag, missing

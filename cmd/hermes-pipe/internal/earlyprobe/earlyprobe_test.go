@@ -1,10 +1,10 @@
-package main
+package earlyprobe
 
 import "testing"
 
-// TestProbesEarly: the app starts the local sandbox's probe before parsing
-// generate's flags only when generate will use the confined local sandbox.
-func TestProbesEarly(t *testing.T) {
+// TestWanted: the probe starts during initialisation only when generate
+// will use the confined local sandbox.
+func TestWanted(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want bool
@@ -12,6 +12,9 @@ func TestProbesEarly(t *testing.T) {
 		{[]string{"generate", "--prompts", "p.jsonl", "--out", "o"}, true},
 		{[]string{"generate", "--sandbox", "local", "--out", "o"}, true},
 		{[]string{"generate", "--sandbox=local", "--local-isolation", "bwrap"}, true},
+		{[]string{"--cpuprofile", "cpu.out", "generate", "--out", "o"}, true},
+		{[]string{"--cpuprofile=cpu.out", "generate"}, true},
+		{[]string{"--cpuprofile", "generate"}, false}, // "generate" is the profile's file
 		{[]string{"generate", "--sandbox", "docker", "--out", "o"}, false},
 		{[]string{"generate", "--sandbox=ssh", "--out", "o"}, false},
 		{[]string{"generate", "-sandbox", "docker"}, false},
@@ -19,12 +22,14 @@ func TestProbesEarly(t *testing.T) {
 		{[]string{"generate", "--local-isolation=none"}, false},
 		{[]string{"generate", "--help"}, false},
 		{[]string{"generate", "-h"}, false},
+		{[]string{"--help", "generate"}, false},
+		{[]string{"--version"}, false},
 		{[]string{"compress", "--in", "x"}, false},
 		{[]string{"swe", "run"}, false},
 		{nil, false},
 	} {
-		if got := probesEarly(tc.args); got != tc.want {
-			t.Errorf("probesEarly(%q) = %v, want %v", tc.args, got, tc.want)
+		if got := Wanted(tc.args); got != tc.want {
+			t.Errorf("Wanted(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }
