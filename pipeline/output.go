@@ -1036,16 +1036,23 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 func readManifest(dir string) (Manifest, bool, error) { return outdir.ReadManifest(dir) }
 
+// manifestUpdate returns run.json's bytes for o.man, or nil when they are
+// the bytes last written.
+func (o *Output) manifestUpdate() ([]byte, error) {
+	data, err := outdir.EncodeManifest(&o.man)
+	if err != nil || bytes.Equal(data, o.manWritten) {
+		return nil, err
+	}
+	return data, nil
+}
+
 // writeManifest writes run.json, unless it would write the bytes it last
 // wrote (and synced): a fresh folder's run.json is written before the
 // folder is set up and again after, most often the same.
 func (o *Output) writeManifest() error {
-	data, err := outdir.EncodeManifest(&o.man)
-	if err != nil {
+	data, err := o.manifestUpdate()
+	if err != nil || data == nil {
 		return err
-	}
-	if bytes.Equal(data, o.manWritten) {
-		return nil
 	}
 	if err := atomicfile.Write(o.dir, outdir.ManifestFile, data); err != nil {
 		return err
@@ -1058,9 +1065,9 @@ func (o *Output) writeManifest() error {
 // extra (see outdir.Known).
 func knownOutcomes(extra []schemas.Outcome) map[schemas.Outcome]bool { return outdir.Known(extra) }
 
-// writeRejects replaces rejects.jsonl with the rejects of this run, sorted by
-// file and line.
-func (o *Output) writeRejects() error {
+// rejectsFile is rejects.jsonl with the rejects of this run, sorted by file
+// and line.
+func (o *Output) rejectsFile() ([]byte, error) {
 	o.rejMu.Lock()
 	rej := slices.Clone(o.rejects)
 	o.rejMu.Unlock()
@@ -1073,11 +1080,13 @@ func (o *Output) writeRejects() error {
 	enc.SetEscapeHTML(false)
 	for _, r := range rej {
 		if err := enc.Encode(r); err != nil {
-			return fmt.Errorf("encode reject: %w", err)
+			return nil, fmt.Errorf("encode reject: %w", err)
 		}
 	}
-	bw.Flush()
-	return atomicfile.Write(o.dir, RejectsFile, buf.Bytes())
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // addRetries adds the run's retried requests (OutputOptions.Retries) to
@@ -1162,13 +1171,16 @@ func (o *Output) committedStats() (st Statistics, ok bool, err error) {
 
 // finish writes what a run leaves besides shards: rejects.jsonl,
 // statistics.json (recomputed from the live records when anything was
-// committed or the file is missing) and run.json.
+// committed or the file is missing) and run.json, the three at once
+// (atomicfile.WriteAll: about two fsyncs in all, not two each), run.json
+// renamed last since it names the run's end.
 func (o *Output) finish() error {
-	// rejects.jsonl and statistics.json are written side by side (each is
-	// two fsyncs); run.json, which names the run's end, after both.
-	rejected := make(chan error, 1)
-	go func() { rejected <- o.writeRejects() }()
-	var errs []error
+	rejects, err := o.rejectsFile()
+	if err != nil {
+		return fmt.Errorf("finish run: %w", err)
+	}
+	files := []atomicfile.File{{Name: RejectsFile, Data: rejects}}
+	var statsErr error
 	retried := o.addRetries()
 	_, statErr := os.Stat(filepath.Join(o.dir, StatisticsFile))
 	if o.committed > 0 || o.adopted > 0 || o.lost > 0 || retried || statErr != nil {
@@ -1178,20 +1190,31 @@ func (o *Output) finish() error {
 			st, err = statsFromIndex(o.dir, o.ix, &o.man, false) // opening checked the shards' sizes
 		}
 		o.mu.RUnlock()
+		var data []byte
 		if err == nil {
-			var data []byte
 			data, err = json.MarshalIndent(st, "", "  ")
-			if err == nil {
-				err = atomicfile.Write(o.dir, StatisticsFile, append(data, '\n'))
-			}
 		}
-		errs = append(errs, err)
+		if err == nil {
+			files = append(files, atomicfile.File{Name: StatisticsFile, Data: append(data, '\n')})
+		}
+		statsErr = err // the other files are written still
 	}
-	errs = append(errs, <-rejected)
 	o.man.UpdatedAt = o.opts.Now().UTC()
-	errs = append(errs, o.writeManifest())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("finish run: %w", err)
+	man, err := o.manifestUpdate()
+	if err != nil {
+		return fmt.Errorf("finish run: %w", errors.Join(statsErr, err))
+	}
+	if man != nil {
+		files = append(files, atomicfile.File{Name: outdir.ManifestFile, Data: man})
+	}
+	if err := atomicfile.WriteAll(o.dir, files...); err != nil {
+		return fmt.Errorf("finish run: %w", errors.Join(statsErr, err))
+	}
+	if man != nil {
+		o.manWritten = man
+	}
+	if statsErr != nil {
+		return fmt.Errorf("finish run: %w", statsErr)
 	}
 	return nil
 }

@@ -9,9 +9,11 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // TempPrefix starts the name of every temp file Write creates; readers of an
@@ -57,6 +59,69 @@ func write(dir, name string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return SyncDir(dir)
+}
+
+// File is one file of WriteAll: its name in the folder and its bytes.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// WriteAll writes files into dir as Write does each, for the cost of about
+// two fsyncs instead of two per file: every temp file is written and
+// fsynced at once, then all are renamed in the order given (a reader sees
+// a later file new only when it sees the earlier ones new too, on a file
+// system that keeps the order of renames), then the folder is fsynced. When
+// a temp file cannot be written none is renamed; the temp files are
+// removed on error.
+func WriteAll(dir string, files ...File) error {
+	tmps := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() { tmps[i], errs[i] = writeTemp(dir, f.Name, f.Data) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		removeAll(tmps)
+		return err
+	}
+	for i, f := range files {
+		if err := os.Rename(tmps[i], filepath.Join(dir, f.Name)); err != nil {
+			removeAll(tmps[i:])
+			return fmt.Errorf("write %s: %w", f.Name, err)
+		}
+	}
+	return SyncDir(dir)
+}
+
+// writeTemp writes data to a new temp file for name in dir, fsynced and
+// closed, and returns its path.
+func writeTemp(dir, name string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, TempPrefix+name+"-*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	return f.Name(), nil
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		if p != "" {
+			os.Remove(p)
+		}
+	}
 }
 
 // SyncDir fsyncs a folder so that a file created, renamed or removed in it
