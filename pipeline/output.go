@@ -182,6 +182,9 @@ type Output struct {
 	used       bool
 	closed     bool
 
+	// prewritten counts the records commits found written ahead (the
+	// committer's; for tests).
+	prewritten int
 	// commitHook, when set, is called at each step of the commit protocol;
 	// an error aborts the commit there. Tests inject faults and snapshot the
 	// folder with it.
@@ -816,18 +819,33 @@ type batch struct {
 	rows  []pending
 	bytes int64
 	first time.Time
+
+	// Written ahead of the commit (prewrite.go): pre, in catOrder, into
+	// file; preOff once prewriting stopped for this batch.
+	pre    []pending
+	file   *tempShard
+	preOff bool
 }
+
+// len is how many rows b holds, written ahead or not.
+func (b *batch) len() int { return len(b.rows) + len(b.pre) }
+
+// subDir is the path of one of the folder's shard folders.
+func (o *Output) subDir(sub string) string { return filepath.Join(o.dir, sub) }
 
 // commit writes b as one shard with the atomic-file protocol, journals it
 // with one fsynced ledger line and updates the index. Only the writer
 // committer goroutine calls it, so commits are serialised.
 func (o *Output) commit(b *batch) error {
-	if len(b.rows) == 0 {
+	if b.len() == 0 {
 		return nil
 	}
-	slices.SortStableFunc(b.rows, func(x, y pending) int {
-		return catOrder(x.pi, x.sample, x.key, y.pi, y.sample, y.key)
-	})
+	pre, written := b.takePrewritten() // sorts b.rows
+	defer func() {
+		if pre != nil {
+			pre.abort()
+		}
+	}()
 	// The batch's statistics are summed beside its write and fsyncs, in
 	// commit order still (commits are serialised and this one waits for
 	// them); a commit that fails drops the run's sums, and finish reads
@@ -860,7 +878,14 @@ func (o *Output) commit(b *batch) error {
 		o.nextShard++
 		line.Shard = b.sub + "/" + name
 		var err error
-		line.Bytes, line.SHA256, err = writeShard(o.format, filepath.Join(o.dir, b.sub), name, b.rows, o.commitHook)
+		if pre != nil {
+			f := pre
+			pre = nil // finish removes its file on error
+			line.Bytes, line.SHA256, err = o.finishPrewritten(f, b.rows[written:], name)
+			o.prewritten += written
+		} else {
+			line.Bytes, line.SHA256, err = writeShard(o.format, o.subDir(b.sub), name, b.rows, o.commitHook)
+		}
 		if err != nil {
 			return fmt.Errorf("commit shard %s: %w", line.Shard, err)
 		}
@@ -904,66 +929,109 @@ func (o *Output) commit(b *batch) error {
 // write, fsync, close, rename, fsync the folder, calling hook (nil: none)
 // after each step. It removes the temp file on error and returns the
 // shard's size and SHA-256; it sets each row's n. Commits and merges
-// (compact.go) write their shards through it.
+// (compact.go) write their shards through it; a commit whose first rows
+// were written ahead (prewrite.go) goes through its tempShard instead.
 func writeShard(format shardFormat, dir, name string, rows []pending, hook func(step string) error) (int64, string, error) {
-	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
+	sf, err := createShard(format, dir)
 	if err != nil {
-		return 0, "", fmt.Errorf("create temp file: %w", err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := callHook(hook, stepTempCreated); err != nil {
 		return 0, "", err
 	}
-	h := newAsyncHash()
-	defer h.stop()
-	cw := &countWriter{w: io.MultiWriter(f, h)}
-	sw := format.newWriter(cw)
+	if err := callHook(hook, stepTempCreated); err != nil {
+		sf.abort()
+		return 0, "", err
+	}
+	if err := sf.write(rows); err != nil {
+		sf.abort()
+		return 0, "", err
+	}
+	return sf.finish(name, hook)
+}
+
+// tempShard is a shard being written: its temp file in the shard's folder,
+// the format's writer over it and the hash of what was written.
+type tempShard struct {
+	dir string
+	f   *os.File
+	h   *asyncHash
+	cw  *countWriter
+	sw  ShardWriter
+}
+
+// createShard creates the temp file of a new shard in dir.
+func createShard(format shardFormat, dir string) (*tempShard, error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"shard-*")
+	if err != nil {
+		return nil, fmt.Errorf("create temp file: %w", err)
+	}
+	sf := &tempShard{dir: dir, f: f, h: newAsyncHash()}
+	sf.cw = &countWriter{w: io.MultiWriter(f, sf.h)}
+	sf.sw = format.newWriter(sf.cw)
+	return sf, nil
+}
+
+// write appends the records of rows (markers have none) and sets each
+// row's n.
+func (sf *tempShard) write(rows []pending) error {
 	for i := range rows {
 		if rows[i].line == nil {
 			continue
 		}
-		n, err := sw.WriteRecord(rows[i].rec, rows[i].line)
+		n, err := sf.sw.WriteRecord(rows[i].rec, rows[i].line)
 		if err != nil {
-			return 0, "", fmt.Errorf("write: %w", err)
+			return fmt.Errorf("write: %w", err)
 		}
 		rows[i].n = n
 	}
-	if err := sw.Close(); err != nil {
+	return nil
+}
+
+// finish closes the writer, fsyncs and closes the file, renames it to name
+// and fsyncs the folder, calling hook after each step; it returns the
+// shard's size and SHA-256. On error the temp file is removed.
+func (sf *tempShard) finish(name string, hook func(step string) error) (int64, string, error) {
+	ok := false
+	defer func() {
+		if !ok {
+			sf.abort()
+		}
+	}()
+	if err := sf.sw.Close(); err != nil {
 		return 0, "", fmt.Errorf("write: %w", err)
 	}
 	if err := callHook(hook, stepTempWritten); err != nil {
 		return 0, "", err
 	}
-	if err := f.Sync(); err != nil {
+	if err := sf.f.Sync(); err != nil {
 		return 0, "", fmt.Errorf("sync: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := sf.f.Close(); err != nil {
 		return 0, "", fmt.Errorf("close: %w", err)
 	}
 	if err := callHook(hook, stepTempSynced); err != nil {
 		return 0, "", err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err := os.Rename(sf.f.Name(), filepath.Join(sf.dir, name)); err != nil {
 		return 0, "", fmt.Errorf("rename: %w", err)
 	}
 	ok = true
+	sum := hex.EncodeToString(sf.h.sum())
 	if err := callHook(hook, stepRenamed); err != nil {
 		return 0, "", err
 	}
-	if err := atomicfile.SyncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(sf.dir); err != nil {
 		return 0, "", err
 	}
 	if err := callHook(hook, stepDirSynced); err != nil {
 		return 0, "", err
 	}
-	return cw.n, hex.EncodeToString(h.sum()), nil
+	return sf.cw.n, sum, nil
+}
+
+// abort closes and removes the temp file.
+func (sf *tempShard) abort() {
+	sf.h.stop()
+	_ = sf.f.Close()
+	_ = os.Remove(sf.f.Name())
 }
 
 // asyncHash is the SHA-256 of what is written to it, computed on a

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +233,8 @@ type runner struct {
 	started bool
 	// timed is set when a stage is a RecordTimer: records get queue_ms.
 	timed bool
+	// inflight holds the records in the stages, for the writer's prewrite.
+	inflight *inflight
 }
 
 func (r *runner) fatal(err error) {
@@ -266,7 +269,7 @@ func Run(ctx context.Context, opts Options, src Source, stages []Stage, out *Out
 	start := time.Now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r := &runner{opts: opts, out: out, stages: stages, metrics: make([]stageStats, len(stages)),
+	r := &runner{opts: opts, out: out, stages: stages, metrics: make([]stageStats, len(stages)), inflight: newInflight(),
 		prog: opts.Progress, log: opts.Logger, cancel: cancel}
 	for _, s := range stages {
 		if _, ok := s.(RecordTimer); ok {
@@ -473,6 +476,7 @@ produce:
 			break
 		}
 		r.prog.dispatch()
+		r.inflight.add(int64(rec.PromptIndex), int64(rec.Sample), rec.Key)
 		p.Go(func() {
 			defer func() { <-sem }()
 			r.work(stageCtx, rec, readAt, results)
@@ -585,6 +589,7 @@ func (r *runner) work(ctx context.Context, in *schemas.Record, readAt time.Time,
 	key, pi, sample := in.Key, int64(in.PromptIndex), int64(in.Sample)
 	outs, drop := r.process(ctx, in)
 	if drop {
+		r.inflight.remove(key) // no row of it will reach the writer
 		r.dropped.Add(1)
 		r.prog.finish(0, 0)
 		return
@@ -774,10 +779,11 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 		defer close(committerDone)
 		for b := range batches {
 			if failedErr() != nil {
+				b.discard()
 				continue
 			}
 			var w, ok, fl, filt, pa int
-			for _, p := range b.rows {
+			for _, p := range slices.Concat(b.pre, b.rows) {
 				if p.outcome == schemas.OutcomeBudgetPaused {
 					pa++
 				}
@@ -806,11 +812,12 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 	}()
 	cur := map[string]*batch{DataDir: {sub: DataDir}, FailedDir: {sub: FailedDir}}
 	send := func(sub string) {
-		if b := cur[sub]; len(b.rows) > 0 {
+		if b := cur[sub]; b.len() > 0 {
 			batches <- b
 			cur[sub] = &batch{sub: sub}
 		}
 	}
+	var lastPrewrite time.Time
 	ticker := time.NewTicker(max(o.opts.CommitInterval/4, time.Millisecond))
 	defer ticker.Stop()
 	for {
@@ -829,24 +836,30 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 			r.processed.Add(1)
 			now := time.Now()
 			for _, p := range rows {
+				r.inflight.remove(p.key)
 				b := cur[DataDir]
 				if p.outcome.Retryable() {
 					b = cur[FailedDir]
 				}
-				if len(b.rows) == 0 {
+				if b.len() == 0 {
 					b.first = now
 				}
 				b.rows = append(b.rows, p)
 				b.bytes += int64(len(p.line))
 			}
 			for sub, b := range cur {
-				if len(b.rows) >= o.opts.MaxShardRows || b.bytes >= o.opts.MaxShardBytes {
+				if b.len() >= o.opts.MaxShardRows || b.bytes >= o.opts.MaxShardBytes {
 					send(sub)
 				}
 			}
+			if now.Sub(lastPrewrite) >= prewriteEvery {
+				lastPrewrite = now
+				bound, bounded := r.inflight.least()
+				o.prewrite(cur[DataDir], bound, bounded)
+			}
 		case now := <-ticker.C:
 			for sub, b := range cur {
-				if len(b.rows) > 0 && now.Sub(b.first) >= o.opts.CommitInterval {
+				if b.len() > 0 && now.Sub(b.first) >= o.opts.CommitInterval {
 					send(sub)
 				}
 			}
