@@ -82,6 +82,28 @@ func temps(t *testing.T, dir string) []string {
 	return m
 }
 
+// wantShard checks the keys of a data/ shard, in file order.
+func wantShard(t *testing.T, dir, name, keys string) {
+	t.Helper()
+	if got := strings.Join(shardKeys(t, filepath.Join(dir, DataDir, name)), " "); got != keys {
+		t.Fatalf("%s holds %s, want %s", name, got, keys)
+	}
+}
+
+// finishWhole checks no temp file is left, finishes and closes o and
+// checks the folder holds records k00000..k<n-1>, whole.
+func finishWhole(t *testing.T, o *Output, dir string, n int) {
+	t.Helper()
+	if m := temps(t, dir); len(m) != 0 {
+		t.Fatalf("temp files left: %v", m)
+	}
+	if err := o.finish(); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	checkWhole(t, dir, n)
+}
+
 // Rows settled before the commit are written into the batch's temp file
 // ahead; the commit adds the rest, and the shard is the one a commit of
 // the whole batch writes: every record, in catOrder.
@@ -106,17 +128,8 @@ func TestPrewriteThenCommit(t *testing.T) {
 	if o.prewritten != 4 {
 		t.Errorf("the commit used %d rows written ahead, want 4", o.prewritten)
 	}
-	if got := strings.Join(shardKeys(t, filepath.Join(dir, DataDir, "shard-00001.jsonl")), " "); got != "k00000 k00001 k00002 k00003 k00004 k00005 k00006" {
-		t.Fatalf("shard holds %s", got)
-	}
-	if m := temps(t, dir); len(m) != 0 {
-		t.Fatalf("temp files left: %v", m)
-	}
-	if err := o.finish(); err != nil {
-		t.Fatal(err)
-	}
-	o.Close()
-	checkWhole(t, dir, 7)
+	wantShard(t, dir, "shard-00001.jsonl", "k00000 k00001 k00002 k00003 k00004 k00005 k00006")
+	finishWhole(t, o, dir, 7)
 }
 
 // A row that sorts before rows already written ahead (a stage fanned a
@@ -143,9 +156,7 @@ func TestPrewriteWrongBoundRewritesTheBatch(t *testing.T) {
 	if err := o.commit(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(shardKeys(t, filepath.Join(dir, DataDir, "shard-00001.jsonl")), " "); got != "k00000 k00001 k00002 k00003 k00004 k00005 k00006" {
-		t.Fatalf("shard holds %s", got)
-	}
+	wantShard(t, dir, "shard-00001.jsonl", "k00000 k00001 k00002 k00003 k00004 k00005 k00006")
 	// The same at the commit: a late row before the written ones.
 	b = &batch{sub: DataDir}
 	for _, i := range []int{9, 8} {
@@ -156,20 +167,11 @@ func TestPrewriteWrongBoundRewritesTheBatch(t *testing.T) {
 	if err := o.commit(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(shardKeys(t, filepath.Join(dir, DataDir, "shard-00002.jsonl")), " "); got != "k00007 k00008 k00009" {
-		t.Fatalf("shard holds %s", got)
-	}
+	wantShard(t, dir, "shard-00002.jsonl", "k00007 k00008 k00009")
 	if o.prewritten != 0 {
 		t.Errorf("commits used %d rows written ahead, want none", o.prewritten)
 	}
-	if m := temps(t, dir); len(m) != 0 {
-		t.Fatalf("temp files left: %v", m)
-	}
-	if err := o.finish(); err != nil {
-		t.Fatal(err)
-	}
-	o.Close()
-	checkWhole(t, dir, 10)
+	finishWhole(t, o, dir, 10)
 }
 
 // In a run, rows finishing out of order are written ahead as they settle

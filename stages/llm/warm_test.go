@@ -85,18 +85,30 @@ func chatN(t *testing.T, c Client, n int) {
 	}
 }
 
-// The calls after Prewarm go out on the connections it opened: the server
-// sees no other connection, and every request arrives on one of them.
-func TestPrewarmedConnectionsCarryTheCalls(t *testing.T) {
+// loggedServer starts an endpoint answering every call, its connections
+// logged, on wrap's listener (nil: the test server's own), and returns it
+// with a client of it.
+func loggedServer(t *testing.T, wrap func(net.Listener) net.Listener) (*connLog, *httptest.Server, Client) {
+	t.Helper()
 	log := newConnLog()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(log.handler))
 	srv.Config.ConnState = log.state
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	c, err := New(Options{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return log, srv, c
+}
+
+// The calls after Prewarm go out on the connections it opened: the server
+// sees no other connection, and every request arrives on one of them.
+func TestPrewarmedConnectionsCarryTheCalls(t *testing.T) {
+	log, _, c := loggedServer(t, nil)
 	c.(Prewarmer).Prewarm(4)
 	log.waitFor(t, "4 pre-dialed connections", func(l *connLog) bool { return len(l.opened) == 4 })
 	chatN(t, c, 4)
@@ -147,17 +159,11 @@ func (l *dropListener) Accept() (net.Conn, error) {
 // A pre-dialed connection the endpoint has closed is not handed to a call
 // (which would fail on it, unretried): the call dials anew.
 func TestPrewarmSkipsConnectionsTheEndpointClosed(t *testing.T) {
-	log := newConnLog()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(log.handler))
-	srv.Config.ConnState = log.state
-	dl := &dropListener{Listener: srv.Listener, n: 3, dropped: make(chan string, 3)}
-	srv.Listener = dl
-	srv.Start()
-	defer srv.Close()
-	c, err := New(Options{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var dl *dropListener
+	log, _, c := loggedServer(t, func(l net.Listener) net.Listener {
+		dl = &dropListener{Listener: l, n: 3, dropped: make(chan string, 3)}
+		return dl
+	})
 	c.(Prewarmer).Prewarm(3)
 	dropped := map[string]bool{}
 	for range 3 {
@@ -208,14 +214,7 @@ func TestPrewarmSkipsConnectionsTheEndpointClosed(t *testing.T) {
 // CloseIdleConnections closes them at once.
 func TestPrewarmedConnectionsExpire(t *testing.T) {
 	for _, byClose := range []bool{false, true} {
-		log := newConnLog()
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(log.handler))
-		srv.Config.ConnState = log.state
-		srv.Start()
-		c, err := New(Options{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		log, srv, c := loggedServer(t, nil)
 		cl := c.(*client)
 		if !byClose {
 			cl.warm.ttl = 50 * time.Millisecond
