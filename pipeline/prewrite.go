@@ -115,16 +115,21 @@ func (o *Output) prewrite(b *batch, bound rowKey, bounded bool) {
 	if b.preOff || len(b.rows) == 0 {
 		return
 	}
-	var settled, rest []pending
-	for _, p := range b.rows {
-		if !bounded || keyOf(&p).compare(bound) < 0 {
-			settled = append(settled, p)
-		} else {
-			rest = append(rest, p)
+	isSettled := func(p *pending) bool { return !bounded || keyOf(p).compare(bound) < 0 }
+	n := 0
+	for i := range b.rows {
+		if isSettled(&b.rows[i]) {
+			n++
 		}
 	}
-	if len(settled) == 0 {
-		return
+	if n == 0 {
+		return // most looks: nothing to allocate
+	}
+	settled := make([]pending, 0, n)
+	for i := range b.rows {
+		if isSettled(&b.rows[i]) {
+			settled = append(settled, b.rows[i])
+		}
 	}
 	slices.SortStableFunc(settled, func(x, y pending) int { return keyOf(&x).compare(keyOf(&y)) })
 	if n := len(b.pre); n > 0 && keyOf(&settled[0]).compare(keyOf(&b.pre[n-1])) <= 0 {
@@ -144,7 +149,7 @@ func (o *Output) prewrite(b *batch, bound rowKey, bounded bool) {
 		return
 	}
 	b.pre = append(b.pre, settled...)
-	b.rows = rest
+	b.rows = slices.DeleteFunc(b.rows, func(p pending) bool { return isSettled(&p) })
 	// What reached the file goes to disk now, not in the commit's fsync.
 	startWriteback(b.file.f)
 }
