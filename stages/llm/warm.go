@@ -2,14 +2,10 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A run of W workers starts W calls at once, each on a new connection: the
@@ -41,6 +37,9 @@ const warmDialers = 8
 type warmPool struct {
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	ttl    time.Duration
+
+	// kept, when set, is called after a connection joins the pool (tests).
+	kept func()
 
 	mu      sync.Mutex
 	addr    string // what the transport dials for the base URL; "" until Prewarm
@@ -132,6 +131,9 @@ func (p *warmPool) keep(c net.Conn) bool {
 		return false
 	}
 	p.conns = append(p.conns, c)
+	if p.kept != nil {
+		p.kept()
+	}
 	return true
 }
 
@@ -149,36 +151,14 @@ func (p *warmPool) expire() {
 	}
 }
 
-// idle reports whether c is open with nothing to read: a peek that would
-// block. A closed connection reads end-of-file; one the endpoint wrote to
-// unasked has bytes waiting. Either would fail or confuse the call sent on
-// it, which the transport would not retry (the connection is new to it).
-func idle(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	open := false
-	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		_, _, rerr := unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		open = errors.Is(rerr, unix.EAGAIN)
-		return true // one look, never wait
-	})
-	return err == nil && open
-}
-
 // Prewarm opens up to n connections to a plain-http endpoint reached
 // without a proxy, the usual shape of a local inference server that many
-// workers share. An https endpoint is left alone: it negotiates HTTP/2 and
+// workers share, on systems where a pooled connection can be checked
+// (canPeek). An https endpoint is left alone: it negotiates HTTP/2 and
 // serves the calls on a few shared connections. A client given its own
 // HTTPClient is left alone too.
 func (c *client) Prewarm(n int) {
-	if c.warm == nil || n <= 0 {
+	if c.warm == nil || n <= 0 || !canPeek {
 		return
 	}
 	req, err := http.NewRequest(http.MethodPost, c.direct.url, nil)
