@@ -880,8 +880,8 @@ func (o *Output) commit(b *batch) error {
 		var err error
 		if pre != nil {
 			f := pre
-			pre = nil // finish removes its file on error
-			line.Bytes, line.SHA256, err = o.finishPrewritten(f, b.rows[written:], name)
+			pre = nil // commit removes its file on error
+			line.Bytes, line.SHA256, err = f.commit(b.rows[written:], name, o.commitHook)
 			o.prewritten += written
 		} else {
 			line.Bytes, line.SHA256, err = writeShard(o.format, o.subDir(b.sub), name, b.rows, o.commitHook)
@@ -930,21 +930,13 @@ func (o *Output) commit(b *batch) error {
 // after each step. It removes the temp file on error and returns the
 // shard's size and SHA-256; it sets each row's n. Commits and merges
 // (compact.go) write their shards through it; a commit whose first rows
-// were written ahead (prewrite.go) goes through its tempShard instead.
+// were written ahead (prewrite.go) commits its tempShard with the rest.
 func writeShard(format shardFormat, dir, name string, rows []pending, hook func(step string) error) (int64, string, error) {
 	sf, err := createShard(format, dir)
 	if err != nil {
 		return 0, "", err
 	}
-	if err := callHook(hook, stepTempCreated); err != nil {
-		sf.abort()
-		return 0, "", err
-	}
-	if err := sf.write(rows); err != nil {
-		sf.abort()
-		return 0, "", err
-	}
-	return sf.finish(name, hook)
+	return sf.commit(rows, name, hook)
 }
 
 // tempShard is a shard being written: its temp file in the shard's folder,
@@ -985,16 +977,23 @@ func (sf *tempShard) write(rows []pending) error {
 	return nil
 }
 
-// finish closes the writer, fsyncs and closes the file, renames it to name
-// and fsyncs the folder, calling hook after each step; it returns the
+// commit appends rows, closes the writer, fsyncs and closes the file,
+// renames it to name and fsyncs the folder, calling hook after each step
+// (the first, stepTempCreated, before rows are appended); it returns the
 // shard's size and SHA-256. On error the temp file is removed.
-func (sf *tempShard) finish(name string, hook func(step string) error) (int64, string, error) {
+func (sf *tempShard) commit(rows []pending, name string, hook func(step string) error) (int64, string, error) {
 	ok := false
 	defer func() {
 		if !ok {
 			sf.abort()
 		}
 	}()
+	if err := callHook(hook, stepTempCreated); err != nil {
+		return 0, "", err
+	}
+	if err := sf.write(rows); err != nil {
+		return 0, "", err
+	}
 	if err := sf.sw.Close(); err != nil {
 		return 0, "", fmt.Errorf("write: %w", err)
 	}

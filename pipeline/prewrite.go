@@ -46,23 +46,18 @@ func (a rowKey) compare(b rowKey) int { return catOrder(a.pi, a.sample, a.key, b
 type inflight struct {
 	mu   sync.Mutex
 	h    rowHeap
-	in   map[string]bool // keys in h not removed yet
-	gone map[string]bool // keys removed, still in h (popped lazily)
+	live map[string]bool // every key in h: true while its record is in the stages
 }
 
-func newInflight() *inflight {
-	return &inflight{in: map[string]bool{}, gone: map[string]bool{}}
-}
+func newInflight() *inflight { return &inflight{live: map[string]bool{}} }
 
 func (f *inflight) add(pi, sample int64, key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.in[key] {
-		return
+	if _, inHeap := f.live[key]; !inHeap {
+		heap.Push(&f.h, rowKey{pi, sample, key})
 	}
-	f.in[key] = true
-	delete(f.gone, key)
-	heap.Push(&f.h, rowKey{pi, sample, key})
+	f.live[key] = true
 }
 
 // remove takes key out of the set; a key not in it is ignored (the rows
@@ -70,9 +65,8 @@ func (f *inflight) add(pi, sample int64, key string) {
 func (f *inflight) remove(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.in[key] {
-		delete(f.in, key)
-		f.gone[key] = true
+	if f.live[key] {
+		f.live[key] = false // popped by least once it reaches the top
 	}
 }
 
@@ -81,8 +75,8 @@ func (f *inflight) remove(key string) {
 func (f *inflight) least() (k rowKey, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for len(f.h) > 0 && f.gone[f.h[0].key] {
-		delete(f.gone, f.h[0].key)
+	for len(f.h) > 0 && !f.live[f.h[0].key] {
+		delete(f.live, f.h[0].key)
 		heap.Pop(&f.h)
 	}
 	if len(f.h) == 0 {
@@ -116,20 +110,14 @@ func (o *Output) prewrite(b *batch, bound rowKey, bounded bool) {
 		return
 	}
 	isSettled := func(p *pending) bool { return !bounded || keyOf(p).compare(bound) < 0 }
-	n := 0
-	for i := range b.rows {
-		if isSettled(&b.rows[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return // most looks: nothing to allocate
-	}
-	settled := make([]pending, 0, n)
+	var settled []pending // most looks find none and allocate nothing
 	for i := range b.rows {
 		if isSettled(&b.rows[i]) {
 			settled = append(settled, b.rows[i])
 		}
+	}
+	if len(settled) == 0 {
+		return
 	}
 	slices.SortStableFunc(settled, func(x, y pending) int { return keyOf(&x).compare(keyOf(&y)) })
 	if n := len(b.pre); n > 0 && keyOf(&settled[0]).compare(keyOf(&b.pre[n-1])) <= 0 {
@@ -191,21 +179,6 @@ func (b *batch) takePrewritten() (f *tempShard, n int) {
 		return nil, 0
 	}
 	return f, len(pre)
-}
-
-// finishPrewritten writes rest, the rows of a commit not written ahead,
-// into f and finishes it as the shard name, calling the commit hook at the
-// steps writeShard does.
-func (o *Output) finishPrewritten(f *tempShard, rest []pending, name string) (int64, string, error) {
-	if err := callHook(o.commitHook, stepTempCreated); err != nil {
-		f.abort()
-		return 0, "", err
-	}
-	if err := f.write(rest); err != nil {
-		f.abort()
-		return 0, "", err
-	}
-	return f.finish(name, o.commitHook)
 }
 
 // discard drops b uncommitted (the run failed): its temp file, if any, is

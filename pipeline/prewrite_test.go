@@ -37,6 +37,12 @@ func TestInflightLeast(t *testing.T) {
 	if k, _ := f.least(); k.key != "k00" {
 		t.Fatalf("least = %+v; want k00 again", k)
 	}
+	f.remove("k00")
+	f.add(0, 0, "k00") // again, before least popped it
+	f.remove("k00")
+	if k, _ := f.least(); k.key != "k04" {
+		t.Fatalf("least = %+v; want k04: k00 left twice", k)
+	}
 }
 
 // pendingOf is the row of a completed record k%05d with prompt index i.

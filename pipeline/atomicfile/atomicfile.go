@@ -34,27 +34,11 @@ func WriteMode(dir, name string, data []byte, perm os.FileMode) error {
 
 // write is Write; perm 0 keeps the temp file's 0600.
 func write(dir, name string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(dir, TempPrefix+name+"-*")
+	tmp, err := writeTemp(dir, name, data, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return err
 	}
-	tmp := f.Name()
-	if perm != 0 {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -79,7 +63,7 @@ func WriteAll(dir string, files ...File) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for i, f := range files {
-		wg.Go(func() { tmps[i], errs[i] = writeTemp(dir, f.Name, f.Data) })
+		wg.Go(func() { tmps[i], errs[i] = writeTemp(dir, f.Name, f.Data, 0) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -95,14 +79,20 @@ func WriteAll(dir string, files ...File) error {
 	return SyncDir(dir)
 }
 
-// writeTemp writes data to a new temp file for name in dir, fsynced and
-// closed, and returns its path.
-func writeTemp(dir, name string, data []byte) (string, error) {
+// writeTemp writes data to a new temp file for name in dir (mode perm, or
+// 0600 for 0), fsynced and closed, and returns its path; on error it
+// removes it.
+func writeTemp(dir, name string, data []byte, perm os.FileMode) (string, error) {
 	f, err := os.CreateTemp(dir, TempPrefix+name+"-*")
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
 	}
-	_, err = f.Write(data)
+	if perm != 0 {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -95,15 +96,12 @@ func (p *warmPool) start(addr string, n int) {
 	p.timer = time.AfterFunc(p.ttl, p.expire)
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), p.ttl)
-	next := make(chan struct{}, n)
-	for range n {
-		next <- struct{}{}
-	}
-	close(next)
+	var left atomic.Int64 // connects not started yet
+	left.Store(int64(n))
 	var wg sync.WaitGroup
 	for range min(n, warmDialers) {
 		wg.Go(func() {
-			for range next {
+			for left.Add(-1) >= 0 {
 				c, err := p.dialer(ctx, "tcp", addr)
 				if err != nil {
 					cancel() // the others stop too
