@@ -865,7 +865,7 @@ func (o *Output) commit(b *batch) error {
 	line := &ledgerLine{Rows: make([]ledgerRow, 0, len(b.rows))}
 	records := 0
 	for i := range b.rows {
-		r := &b.rows[i] // not a copy: countCommitted clears stat meanwhile
+		r := &b.rows[i]
 		if r.line != nil {
 			records++
 			if r.rec.CostUSD != nil {
@@ -1213,7 +1213,6 @@ func (o *Output) countCommitted(rows []pending) {
 			return
 		}
 		o.runStats.count(r.stat, r.pi, r.sample, r.key)
-		r.stat = nil
 	}
 }
 

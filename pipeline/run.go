@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -415,6 +414,8 @@ func (r *runner) stopped(runCtx context.Context) bool {
 // counts what it read and skipped in sum.
 func (r *runner) dispatch(runCtx, stageCtx context.Context, src Source, p *workers, results chan<- []pending, sum *Summary) (eof bool) {
 	opts := r.opts
+	// At most Workers tasks queued or running: the pool's Go relies on it
+	// never to block (newWorkers).
 	sem := make(chan struct{}, opts.Workers)
 produce:
 	for {
@@ -782,8 +783,15 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 				b.discard()
 				continue
 			}
+			if cerr := o.commit(b); cerr != nil {
+				errMu.Lock()
+				err = cerr
+				errMu.Unlock()
+				r.fatal(cerr)
+				continue
+			}
 			var w, ok, fl, filt, pa int
-			for _, p := range slices.Concat(b.pre, b.rows) {
+			for _, p := range b.rows { // all of them: commit merged the rows written ahead
 				if p.outcome == schemas.OutcomeBudgetPaused {
 					pa++
 				}
@@ -795,13 +803,6 @@ func (r *runner) writeLoop(results <-chan []pending) error {
 				case p.line != nil:
 					w, fl = w+1, fl+1
 				}
-			}
-			if cerr := o.commit(b); cerr != nil {
-				errMu.Lock()
-				err = cerr
-				errMu.Unlock()
-				r.fatal(cerr)
-				continue
 			}
 			r.written += w
 			r.ok += ok

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,28 @@ func TestWorkersGoDoesNotWait(t *testing.T) {
 	w.Wait()
 	if done.Load() != 4*max || peak.Load() != max || w.started != max {
 		t.Errorf("done %d tasks (want %d), %d at once (want %d), %d goroutines (want %d)", done.Load(), 4*max, peak.Load(), max, w.started, max)
+	}
+}
+
+// TestWorkersGoReturnsBeforeTheTaskRuns: on one CPU, Go hands its task to
+// a new goroutine and returns without yielding to it (a pool that hands a
+// task over on an unbuffered channel runs it first, to its first block).
+func TestWorkersGoReturnsBeforeTheTaskRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	w := newWorkers(2)
+	var ran atomic.Bool
+	release := make(chan struct{})
+	w.Go(func() {
+		ran.Store(true)
+		<-release
+	})
+	if ran.Load() {
+		t.Error("Go waited for its task to start")
+	}
+	close(release)
+	w.Wait()
+	if !ran.Load() {
+		t.Error("the task never ran")
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermes-pipe/hermes-pipe/pipeline/atomicfile"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
 )
 
@@ -145,16 +144,8 @@ func ReadManifest(dir string) (m Manifest, ok bool, err error) {
 	return m, true, nil
 }
 
-// WriteManifest replaces dir's run.json atomically with m, indented.
-func WriteManifest(dir string, m *Manifest) error {
-	data, err := EncodeManifest(m)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(dir, ManifestFile, data)
-}
-
-// EncodeManifest returns the bytes WriteManifest writes for m.
+// EncodeManifest returns the bytes of run.json for m: indented, ending in a
+// newline.
 func EncodeManifest(m *Manifest) ([]byte, error) {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
