@@ -34,7 +34,7 @@ lint: ## gofmt, go vet, staticcheck, and no function over cyclomatic 30 outside 
 	@$(GOCYCLO) -over 30 -ignore '_test\.go$$|/node_modules/' . || (echo "split the functions above into named steps (cyclomatic 30 at most)" && exit 1)
 
 bench: build ## run the Go benchmarks and the benchmark scripts in scripts/
-	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
+	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 1x $(PKGS)
 	./scripts/bench-generate.sh
 
 demo: build ## start fakellm, run generate on datasets/demo, print stats; leaves nothing running

@@ -29,9 +29,7 @@ timed() {
 
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
 build_bins() {
-  mkdir -p "$work/bin"
-  go build -tags disable_grpc_modules -o "$work/bin/fakellm" ./cmd/fakellm # as make build (Makefile's TAGS)
-  go build -tags disable_grpc_modules -o "$work/bin/hermes-pipe" ./cmd/hermes-pipe
+  make -s build BIN="$work/bin" # the Makefile's build, tags included
   hp="$work/bin/hermes-pipe"
   FAKELLM="$work/bin/fakellm"
 }

@@ -173,11 +173,7 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 	if err != nil {
 		return nil, nil, err
 	}
-	max := c.Int("max-concurrent-requests")
-	if max <= 0 {
-		max = workers
-	}
-	ctrl := llm.NewController(llm.ControllerOptions{Max: max})
+	ctrl := llm.NewController(llm.ControllerOptions{Max: maxConcurrent(c, workers)})
 	client, err := llm.New(llm.Options{
 		BaseURL:        base,
 		APIKey:         os.Getenv(c.String("api-key-env")),
@@ -192,12 +188,15 @@ func buildLLM(c *cli.Context, workers int, retries *llm.RetryCounts) (llm.Client
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
-	// The first wave's connections open while the run checks its sandbox
-	// and its endpoint (a plain-http endpoint's; see llm.Prewarmer).
-	if p, ok := client.(llm.Prewarmer); ok {
-		p.Prewarm(max)
-	}
 	return client, ctrl, nil
+}
+
+// maxConcurrent is --max-concurrent-requests, workers when unset.
+func maxConcurrent(c *cli.Context, workers int) int {
+	if n := c.Int("max-concurrent-requests"); n > 0 {
+		return n
+	}
+	return workers
 }
 
 // sandboxConfig reads the sandbox flags.

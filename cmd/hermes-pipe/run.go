@@ -123,6 +123,11 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 		r.close()
 		return nil, err
 	}
+	if p, ok := client.(llm.Prewarmer); ok && agent {
+		// The first wave's connections open while the sandbox and the
+		// endpoint are checked (a plain-http endpoint's: llm.Prewarmer).
+		p.Prewarm(maxConcurrent(c, workers))
+	}
 	if agent && c.String("sandbox") != "local" {
 		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, r.runID, c.String("sandbox"), r.runID)
 	}

@@ -34,7 +34,8 @@ func main() {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: *workers, MaxIdleConnsPerHost: *workers}}
 	var next atomic.Int64
-	var failed atomic.Value
+	var failOnce sync.Once
+	var failed error // the first call's failure
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range *workers {
@@ -46,7 +47,7 @@ func main() {
 				}
 				for c := range *calls {
 					if err := call(client, *url, i, c); err != nil {
-						failed.Store(err)
+						failOnce.Do(func() { failed = err })
 						return
 					}
 				}
@@ -55,8 +56,8 @@ func main() {
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
-		fmt.Fprintln(os.Stderr, "barecalls:", err)
+	if failed != nil {
+		fmt.Fprintln(os.Stderr, "barecalls:", failed)
 		os.Exit(1)
 	}
 	fmt.Printf("wall %.3f\n", wall.Seconds())

@@ -91,10 +91,8 @@ type client struct {
 	// headers cannot put them into a record or a log.
 	red *Redactor
 	// warm holds the connections Prewarm opened, which the transport
-	// takes first; nil when the caller gave its own HTTPClient. proxy is
-	// that transport's proxy choice (Prewarm dials only without one).
-	warm  *warmPool
-	proxy func(*http.Request) (*url.URL, error)
+	// takes first; nil when the caller gave its own HTTPClient.
+	warm *warmPool
 }
 
 // New checks opts, fills defaults and returns a Client. It does no I/O.
@@ -127,12 +125,11 @@ func New(opts Options) (Client, error) {
 		opts.RetryAfterMax = 5 * time.Minute
 	}
 	var warm *warmPool
-	var proxy func(*http.Request) (*url.URL, error)
 	if opts.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 4096
 		tr.MaxIdleConnsPerHost = 4096
-		warm, proxy = newWarmPool(tr.DialContext), tr.Proxy
+		warm = newWarmPool(tr.DialContext, tr.Proxy)
 		tr.DialContext = warm.dial
 		opts.HTTPClient = &http.Client{Transport: tr}
 	}
@@ -160,7 +157,7 @@ func New(opts Options) (Client, error) {
 	}
 	return &client{opts: opts, svc: openai.NewChatCompletionService(reqOpts...), reqOpts: reqOpts,
 		direct: newDirectPoster(tmpl, opts.HTTPClient), red: NewRedactor(opts.APIKey, opts.BaseURL),
-		warm: warm, proxy: proxy}, nil
+		warm: warm}, nil
 }
 
 // inMemoryBody gives the transport a request's body as the in-memory reader

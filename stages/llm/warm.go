@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ const warmDialers = 8
 // transport's DialContext (dial) takes one before dialing itself.
 type warmPool struct {
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	proxy  func(*http.Request) (*url.URL, error) // the transport's: Prewarm dials only without one
 	ttl    time.Duration
 
 	// kept, when set, is called after a connection joins the pool (tests).
@@ -49,8 +51,8 @@ type warmPool struct {
 	timer   *time.Timer
 }
 
-func newWarmPool(dialer func(ctx context.Context, network, addr string) (net.Conn, error)) *warmPool {
-	return &warmPool{dialer: dialer, ttl: warmTTL}
+func newWarmPool(dialer func(ctx context.Context, network, addr string) (net.Conn, error), proxy func(*http.Request) (*url.URL, error)) *warmPool {
+	return &warmPool{dialer: dialer, proxy: proxy, ttl: warmTTL}
 }
 
 // dial is the transport's DialContext: a live pre-dialed connection to addr
@@ -163,8 +165,8 @@ func (c *client) Prewarm(n int) {
 	if err != nil || req.URL.Scheme != "http" {
 		return
 	}
-	if c.proxy != nil {
-		if u, err := c.proxy(req); err != nil || u != nil {
+	if c.warm.proxy != nil {
+		if u, err := c.warm.proxy(req); err != nil || u != nil {
 			return
 		}
 	}
