@@ -284,7 +284,9 @@ func TestShellStartAhead(t *testing.T) {
 
 // TestWriteToStuckShellEndsWithContext: a write to a shell input that takes
 // a deadline (a pipe) and that nobody reads returns ctx's error once ctx
-// ends, and the next write to it, once read again, goes through.
+// ends and writes nothing more after it returned (a write left going in a
+// goroutine would finish its megabyte once the pipe is read), and the next
+// write, once the pipe is read again, goes through.
 func TestWriteToStuckShellEndsWithContext(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -298,8 +300,16 @@ func TestWriteToStuckShellEndsWithContext(t *testing.T) {
 	if err := l.write(ctx, strings.Repeat("x", 1<<20)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("write to a full pipe: %v, want the context's deadline", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, r) }()
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
 	if err := l.write(context.Background(), "echo ok\n"); err != nil {
-		t.Errorf("write once the pipe is read: %v", err)
+		t.Fatalf("write once the pipe is read: %v", err)
+	}
+	w.Close()
+	if b := <-got; len(b) >= 1<<20 || !bytes.HasSuffix(b, []byte("echo ok\n")) {
+		t.Errorf("the stuck write went on after write returned: %d bytes read, ending %q", len(b), b[max(0, len(b)-16):])
 	}
 }
