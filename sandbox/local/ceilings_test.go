@@ -232,9 +232,7 @@ func TestGCRemovesMountedFolder(t *testing.T) {
 	}
 	dir := s.Dir()
 	// What a kill -9 of the run leaves: the sandbox gone, its folder not.
-	s.box.mu.Lock()
-	p := s.box.proc
-	s.box.mu.Unlock()
+	p := s.proc()
 	p.kill()
 	if !mounted(t, dir) {
 		t.Fatalf("%s is not mounted", dir)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -113,11 +112,7 @@ func firstLive(children []byte, stat func(pid int) (procInfo, bool)) int {
 // process of the sandbox can write its memory, so its descriptors change
 // only with its code.
 func readSupervisorState(f *procFiles, pid int) (*procState, error) {
-	st, err := f.state(pid, true)
-	if errors.Is(err, fs.ErrPermission) {
-		st, err = f.state(pid, false)
-	}
-	return st, err
+	return f.state(pid, fdsIfPermitted)
 }
 
 // checkSandbox checks, before the sandbox serves another row, what a row
@@ -228,7 +223,7 @@ func (p *shellProc) maskShellMem() error {
 	if err := syscall.Stat("/proc/"+pid+"/mem", &st); err != nil {
 		return err
 	}
-	status, err := confine.ReadKernelFile("/proc/" + pid + "/status")
+	status, err := p.shellFiles.file(p.shell, "status")
 	if err != nil {
 		return err
 	}
@@ -431,16 +426,6 @@ func (f *ipcFiles) close() {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 			f.fds[i] = -1
-		}
-	}
-}
-
-// preadFull is one pread(2) of fd at off, retried on EINTR.
-func preadFull(fd int, buf []byte, off int64) (int, error) {
-	for {
-		n, err := unix.Pread(fd, buf, off)
-		if !errors.Is(err, unix.EINTR) {
-			return n, err
 		}
 	}
 }

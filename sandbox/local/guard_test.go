@@ -111,9 +111,7 @@ func TestChangedSupervisorMeansNewSandbox(t *testing.T) {
 	a := openIn(t, d, sandbox.Spec{})
 	dir := a.Dir()
 	exec1(t, a, "echo hi", 0)
-	a.box.mu.Lock()
-	p := a.box.proc
-	a.box.mu.Unlock()
+	p := a.proc()
 	if err := p.checkSandbox(); err != nil {
 		t.Fatalf("a clean sandbox fails the check: %v", err)
 	}
@@ -139,9 +137,7 @@ func TestCheckSandboxSeesLeftProcess(t *testing.T) {
 	a := openIn(t, d, sandbox.Spec{})
 	defer a.Close(context.Background())
 	exec1(t, a, "(sleep 1000 </dev/null >/dev/null 2>&1 &)", 0)
-	a.box.mu.Lock()
-	p := a.box.proc
-	a.box.mu.Unlock()
+	p := a.proc()
 	err := p.checkSandbox()
 	if err == nil || !strings.Contains(err.Error(), "processes left") {
 		t.Fatalf("check with a process left: %v", err)
@@ -157,9 +153,7 @@ func TestOnlyKnownCountsTasks(t *testing.T) {
 	a := openIn(t, d, sandbox.Spec{})
 	defer a.Close(context.Background())
 	exec1(t, a, "true", 0)
-	a.box.mu.Lock()
-	p := a.box.proc
-	a.box.mu.Unlock()
+	p := a.proc()
 	cg := a.cgroupIfAny()
 	if cg == nil {
 		t.Skip("no cgroup for the session here")

@@ -357,9 +357,7 @@ const reportDir = "/dev/shm"
 // row left is no report), and only a regular file of at most a mebibyte is
 // read.
 func (s *Session) readReport(name string) ([]byte, error) {
-	s.box.mu.Lock()
-	p := s.box.proc
-	s.box.mu.Unlock()
+	p := s.proc()
 	if p == nil {
 		return nil, errors.New("local sandbox: no sandbox to read a report from")
 	}
@@ -659,6 +657,13 @@ type box struct {
 	cg        *confine.Cgroup // the session's cgroup once created
 	proc      *shellProc      // the running long-lived shell (confined), nil if none
 	tainted   bool            // a command since the last reset was not sandbox.RefreshSafe
+}
+
+// proc is the session's running long-lived shell (confined), nil if none.
+func (s *Session) proc() *shellProc {
+	s.box.mu.Lock()
+	defer s.box.mu.Unlock()
+	return s.box.proc
 }
 
 // cgroup returns the session's cgroup, creating it on first use when its

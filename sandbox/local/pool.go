@@ -258,9 +258,7 @@ func (s *Session) recycle() {
 
 // reset empties the session: see the package comment above pool.
 func (s *Session) reset(ctx context.Context) error {
-	s.box.mu.Lock()
-	p := s.box.proc
-	s.box.mu.Unlock()
+	p := s.proc()
 	if !s.sh.Started() {
 		// No shell ever ran (or it ended with its bwrap): only the folder
 		// holds what the row left.
@@ -391,9 +389,7 @@ func (p *shellProc) signal(token string, sig syscall.Signal) error {
 // teardown ends s's sandbox and removes its folder and cgroup.
 func (s *Session) teardown() error {
 	s.sh.Close()
-	s.box.mu.Lock()
-	p := s.box.proc
-	s.box.mu.Unlock()
+	p := s.proc()
 	if p != nil {
 		p.kill()
 	}
@@ -499,16 +495,16 @@ func (f *folder) cleanIn(dfd int, dir string, seen *int) error {
 		p := filepath.Join(dir, n)
 		ino, main := f.main[p]
 		if !main && !f.mounts[p] {
-			if err := removeAll(p); err != nil {
-				return fmt.Errorf("local sandbox reset: %w", err)
+			if err := removeAt(dfd, n); err != nil {
+				return fmt.Errorf("local sandbox reset: %s: %w", p, err)
 			}
 			continue
 		}
 		sub, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil && !main && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
 			// Not a folder where bwrap makes a mount point: it goes.
-			if err := removeAll(p); err != nil {
-				return fmt.Errorf("local sandbox reset: %w", err)
+			if err := removeAt(dfd, n); err != nil {
+				return fmt.Errorf("local sandbox reset: %s: %w", p, err)
 			}
 			continue
 		}
@@ -582,8 +578,8 @@ func (f *folder) emptyState(fd int, p string) error {
 		if stateFiles[n] && neutralize(fd, n) {
 			continue
 		}
-		if err := removeAll(filepath.Join(p, n)); err != nil {
-			return fmt.Errorf("local sandbox reset: %w", err)
+		if err := removeAt(fd, n); err != nil {
+			return fmt.Errorf("local sandbox reset: %s: %w", filepath.Join(p, n), err)
 		}
 	}
 	return nil

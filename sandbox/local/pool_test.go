@@ -457,15 +457,7 @@ func TestRefreshFindsIPCWithNoProcessLeft(t *testing.T) {
 	if got := strings.TrimSpace(exec1(t, a, count, 0).Stdout); got != "3" {
 		t.Fatalf("%s objects after the row, want 3", got)
 	}
-	if err := a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	idle(t, d, 1)
-	b := openIn(t, d, sandbox.Spec{})
-	defer b.Close(context.Background())
-	if !b.Reused() {
-		t.Fatal("the session was not reused")
-	}
+	b := reopen(t, d, a)
 	if got := strings.TrimSpace(exec1(t, b, count, 0).Stdout); got != "0" {
 		t.Errorf("%s System V IPC objects of the previous row in the reused session", got)
 	}
@@ -565,7 +557,7 @@ func TestStateFilesNeutral(t *testing.T) {
 		kept      bool
 	}{
 		{"written", "", true},
-		{"mode changed", `chmod 600 "$HOME/../state/env" "$HOME/../state/cwd"`, false},
+		{"mode changed", `chmod 700 "$HOME/../state/env" "$HOME/../state/cwd"`, false}, // no umask makes 0700 of 0666
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := poolDriver(t, 0)
@@ -574,14 +566,9 @@ func TestStateFilesNeutral(t *testing.T) {
 			if res := exec1(t, a, row, 0); res.ExitCode != 0 {
 				t.Fatalf("row: %+v", res)
 			}
-			if err := a.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			idle(t, d, 1)
-			b := openIn(t, d, sandbox.Spec{})
-			defer b.Close(context.Background())
-			if !b.Reused() || !b.Refreshed() {
-				t.Fatalf("reused %v, refreshed %v: want a shell refreshed in place", b.Reused(), b.Refreshed())
+			b := reopen(t, d, a)
+			if !b.Refreshed() {
+				t.Fatal("the shell was not refreshed in place")
 			}
 			for _, f := range []string{"env", "cwd"} {
 				got, err := os.ReadFile(filepath.Join(b.Dir(), "state", f))
@@ -610,9 +597,7 @@ func TestResetClearsUserAttributes(t *testing.T) {
 	d := poolDriver(t, 0)
 	a := openIn(t, d, sandbox.Spec{})
 	exec1(t, a, "true", 0)
-	a.box.mu.Lock()
-	p := a.box.proc
-	a.box.mu.Unlock()
+	p := a.proc()
 	paths := []string{filepath.Join(a.Dir(), "home"), "/proc/" + strconv.Itoa(p.sup) + "/root/dev/shm"}
 	for _, q := range paths {
 		if err := unix.Setxattr(q, "user.leak", []byte("prev"), 0); err != nil {
@@ -622,15 +607,7 @@ func TestResetClearsUserAttributes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	idle(t, d, 1)
-	b := openIn(t, d, sandbox.Spec{})
-	defer b.Close(context.Background())
-	if !b.Reused() {
-		t.Fatal("the session was not reused")
-	}
+	reopen(t, d, a) // open while the attributes are checked
 	for _, q := range paths {
 		buf := make([]byte, 1024)
 		n, err := unix.Listxattr(q, buf)
@@ -671,4 +648,20 @@ func TestRefreshAfterNewShell(t *testing.T) {
 		pid = got
 	}
 	s.Close(context.Background())
+}
+
+// reopen closes a, waits for it to be idle in d's pool and opens the next
+// row's session, which must be a's, reused; it is closed at the test's end.
+func reopen(t *testing.T, d *Driver, a *Session) *Session {
+	t.Helper()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, d, 1)
+	b := openIn(t, d, sandbox.Spec{})
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	if !b.Reused() {
+		t.Fatal("the session was not reused")
+	}
+	return b
 }

@@ -41,30 +41,25 @@ type procFiles struct {
 	buf   []byte         // read into, kept: a reset's reads allocate nothing
 }
 
-// state reads the procState of pid (with its descriptors when fds) through
-// the kept files, opening them for pid first when they were open for
-// another process.
-func (f *procFiles) state(pid int, fds bool) (*procState, error) {
+// What state reads of a process's descriptors.
+const (
+	withFDs        = iota // all of them; not permitted is an error
+	fdsIfPermitted        // all of them, or none where this process may not list them
+)
+
+// state reads the procState of pid through the kept files, opening them
+// for pid first when they were open for another process; fds says what it
+// reads of the descriptors.
+func (f *procFiles) state(pid int, fds int) (*procState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forLocked(pid)
-	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	read := func(name string) (string, error) {
-		fd, err := f.openLocked(name, 0)
-		if err != nil {
-			return "", err
-		}
-		b, err := preadAll(fd, &f.buf)
-		if err != nil {
-			return "", &fs.PathError{Op: "read", Path: dir + name, Err: err}
-		}
-		return string(b), nil
-	}
 	var st procState
-	status, err := read("status")
+	b, err := f.readLocked("status")
 	if err != nil {
 		return nil, err
 	}
+	status := string(b)
 	var keep []string
 	for _, l := range strings.Split(status, "\n") {
 		for _, f := range statusFields {
@@ -74,12 +69,14 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 		}
 	}
 	st.status = strings.Join(keep, "\n")
-	if st.limits, err = read("limits"); err != nil {
+	if b, err = f.readLocked("limits"); err != nil {
 		return nil, err
 	}
-	if st.oom, err = read("oom_score_adj"); err != nil {
+	st.limits = string(b)
+	if b, err = f.readLocked("oom_score_adj"); err != nil {
 		return nil, err
 	}
+	st.oom = string(b)
 	// The name is status's first line (comm, escaped), and the niceness
 	// comes from getpriority(2): two files fewer to read per process.
 	if name, _, ok := strings.Cut(status, "\n"); ok && strings.HasPrefix(name, "Name:") {
@@ -92,28 +89,53 @@ func (f *procFiles) state(pid int, fds bool) (*procState, error) {
 		return nil, err
 	}
 	st.nice = strconv.Itoa(prio)
-	if !fds {
-		st.fds = nil
-		return &st, nil
+	st.fds, err = f.fdsLocked()
+	if fds == fdsIfPermitted && errors.Is(err, fs.ErrPermission) {
+		st.fds, err = nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// fdsLocked lists the kept process's descriptors, sorted, as "fd ->
+// target".
+func (f *procFiles) fdsLocked() ([]string, error) {
+	dir := "/proc/" + strconv.Itoa(f.pid) + "/fd"
 	dfd, err := f.openLocked("fd", unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
 	names, err := readDirNames(dfd, &f.buf)
 	if err != nil {
-		return nil, &fs.PathError{Op: "readdir", Path: dir + "fd", Err: err}
+		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: err}
 	}
 	buf := f.buf[:4096]
+	var fds []string
 	for _, n := range names {
 		m, err := unix.Readlinkat(dfd, n, buf)
 		if err != nil {
-			return nil, &fs.PathError{Op: "readlink", Path: dir + "fd/" + n, Err: err}
+			return nil, &fs.PathError{Op: "readlink", Path: dir + "/" + n, Err: err}
 		}
-		st.fds = append(st.fds, n+" -> "+string(buf[:m]))
+		fds = append(fds, n+" -> "+string(buf[:m]))
 	}
-	slices.Sort(st.fds)
-	return &st, nil
+	slices.Sort(fds)
+	return fds, nil
+}
+
+// readLocked reads the kept file name into f.buf and returns that part of
+// it (valid until the next read).
+func (f *procFiles) readLocked(name string) ([]byte, error) {
+	fd, err := f.openLocked(name, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := preadAll(fd, &f.buf)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: "/proc/" + strconv.Itoa(f.pid) + "/" + name, Err: err}
+	}
+	return b, nil
 }
 
 // forLocked makes the kept files those of pid, closing another process's.
@@ -148,11 +170,7 @@ func (f *procFiles) file(pid int, name string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forLocked(pid)
-	fd, err := f.openLocked(name, 0)
-	if err != nil {
-		return nil, err
-	}
-	b, err := preadAll(fd, &f.buf)
+	b, err := f.readLocked(name)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +208,10 @@ func preadAll(fd int, buf *[]byte) ([]byte, error) {
 			b = append(b, make([]byte, len(b))...)
 			*buf = b
 		}
-		m, err := preadFull(fd, b[n:], int64(n))
+		m, err := unix.Pread(fd, b[n:], int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +254,7 @@ func (h *procState) same(p *shellProc) error {
 	if err := p.find(); err != nil {
 		return err
 	}
-	now, err := p.shellFiles.state(p.shell, true)
+	now, err := p.shellFiles.state(p.shell, withFDs)
 	if err != nil {
 		return err
 	}

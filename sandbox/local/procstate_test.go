@@ -19,18 +19,18 @@ func TestProcFilesSeeChangesAndEnd(t *testing.T) {
 	defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
 	var f procFiles
 	defer f.close()
-	before, err := f.state(pid, true)
+	before, err := f.state(pid, withFDs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := f.state(pid, true); err != nil || before.differs(again, "process") != nil {
+	if again, err := f.state(pid, withFDs); err != nil || before.differs(again, "process") != nil {
 		t.Fatalf("two reads of an unchanged process differ: %v, %v", err, before.differs(again, "process"))
 	}
 	lim := unix.Rlimit{Cur: 55, Max: 55}
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
 		t.Fatal(err)
 	}
-	after, err := f.state(pid, true)
+	after, err := f.state(pid, withFDs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestProcFilesSeeChangesAndEnd(t *testing.T) {
 	}
 	_ = c.Process.Kill()
 	_ = c.Wait()
-	if _, err := f.state(pid, true); err == nil {
+	if _, err := f.state(pid, withFDs); err == nil {
 		t.Errorf("the files of a process that is gone still read")
 	}
 }

@@ -251,11 +251,7 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 				if ctlW != nil {
 					ctlW.Close()
 				}
-				p.snap.close()
-				p.ipc.close()
-				p.shellFiles.close()
-				p.supFiles.close()
-				p.pidsCurrent.close()
+				p.closeKept()
 			})
 		},
 	}, nil
@@ -391,7 +387,7 @@ func (p *shellProc) ready() error {
 	if sn, err := snapshot(p.sup); err == nil {
 		p.snap = sn
 	}
-	if h, err := p.shellFiles.state(p.shell, true); err == nil && p.maskShellMem() == nil {
+	if h, err := p.shellFiles.state(p.shell, withFDs); err == nil && p.maskShellMem() == nil {
 		p.host = h // refreshed in place only when its memory is out of reach (guard.go)
 	}
 	if p.s.hostIPC && p.host != nil {
@@ -452,6 +448,12 @@ func (p *shellProc) kill() {
 	if p.ctl != nil {
 		p.ctl.Close()
 	}
+	p.closeKept()
+}
+
+// closeKept closes what the driver keeps open of the sandbox's processes
+// and files; safe more than once.
+func (p *shellProc) closeKept() {
 	p.snap.close()
 	p.ipc.close()
 	p.shellFiles.close()
