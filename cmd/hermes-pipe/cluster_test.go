@@ -248,6 +248,7 @@ func TestKilledShardsOnS3RerunToCompleteMerge(t *testing.T) {
 func killAndRerun(t *testing.T, out, spools string) {
 	url := startFake(t, fakellm.Config{Latency: 40 * time.Millisecond, Jitter: 40 * time.Millisecond}, echoScript)
 	prompts := echoPrompts(t, 100)
+	env := killedRunEnv(t)
 	starts := 0
 	start := func(i int) *exec.Cmd {
 		list := []string{"--prompts", prompts, "--base-url", url, "--samples", "2", "--out", out, "--shard", fmt.Sprintf("%d/4", i)}
@@ -257,7 +258,7 @@ func killAndRerun(t *testing.T, out, spools string) {
 		}
 		args, _ := json.Marshal(list)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChildProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "HERMES_PIPE_CLUSTER_CHILD="+string(args))
+		cmd.Env = append(env, "HERMES_PIPE_CLUSTER_CHILD="+string(args))
 		var b bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &b, &b
 		if err := cmd.Start(); err != nil {

@@ -392,6 +392,7 @@ func TestKillNineLeavesNoRealMCPServer(t *testing.T) {
 	// that), and npx finds its packages from the working folder.
 	cmd := exec.Command(bin, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "out"), "--base-url", url, "--model", "m",
 		"--progress", "none", "--sandbox", "local", "--local-isolation", "none", "--mcp-config", cfg, "--toolsets", "mcp-mem,mcp-fs,mcp-every,mcp-wrapped")
+	cmd.Env = killedRunEnv(t)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -209,6 +209,7 @@ func TestKillNineLeavesNoMCPServer(t *testing.T) {
 	prompts := writePrompts(t, `{"prompt": "hold"}`, `{"prompt": "hold"}`)
 	cmd := exec.Command(bin, "generate", "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "out"), "--base-url", url, "--model", "m",
 		"--progress", "none", "--sandbox", "local", "--mcp-config", cfg, "--toolsets", "mcp-k9", "--workers", "2")
+	cmd.Env = killedRunEnv(t)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

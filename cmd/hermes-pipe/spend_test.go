@@ -22,6 +22,7 @@ import (
 func killWhen(t *testing.T, bin string, args []string, ready func() bool) bool {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = killedRunEnv(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
