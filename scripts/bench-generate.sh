@@ -53,19 +53,24 @@ scheduling() {
     prompts "$N" "bench $variant"
     rm -rf "$work/out"
     fake_before=$(cpu_ms "$fake_pid")
-    acct_group= wrap=()
+    acct_group=
     if [ -w "$acct/cgroup.procs" ]; then
-      # The command, under GNU time, first moves itself into a new group.
+      # The command first moves itself into a new group, made here: making
+      # a cgroup, and the first move into it, take up to ~20 ms on this
+      # machine, which is not the command's time.
       acct_group=$acct/hermes-bench-$$-$variant
-      wrap=(sh -c 'mkdir "$1" && echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$acct_group")
+      mkdir "$acct_group"
     fi
-    # GNU time's wall clock has 10 ms steps (a third of a percent here): the
-    # wall is taken in ns around it instead (its own start adds ~1 ms).
-    t0=$(date +%s%N)
+    # The clock starts when the command is about to exec, after that move
+    # (bash's $EPOCHREALTIME, microseconds), and stops when GNU time has
+    # seen it end: GNU time's own wall clock has 10 ms steps, a third of a
+    # percent here.
+    wrap=(env LC_ALL=C bash -c 'if [ -n "$1" ]; then echo $$ >"$1/cgroup.procs" || exit 1; fi
+      printf %s "$EPOCHREALTIME" >"$2" && shift 2 && exec "$@"' bash "$acct_group" "$work/t0")
     read -r _ user sys rss < <(timed "${wrap[@]}" bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
       --prompts "$work/prompts.jsonl" --out "$work/out" \
       --base-url "$url" --model bench --workers "$WORKERS" --toolsets terminal --progress none --max-retries 0 ${GEN_ARGS:-})
-    wall=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    wall=$(awk -v a="$(cat "$work/t0")" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", b / 1e9 - a }')
     fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))
     tree=
