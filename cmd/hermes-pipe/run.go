@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-pipe/hermes-pipe/cmd/hermes-pipe/internal/heapfloor"
 	"github.com/hermes-pipe/hermes-pipe/pipeline"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cluster"
 	"github.com/hermes-pipe/hermes-pipe/pipeline/cost"
@@ -37,6 +38,8 @@ type runSetup struct {
 	runID  string
 	out    *cluster.Output
 	stop   func()
+	// unfloor ends the run's heap floor (heapfloor.Keep).
+	unfloor func()
 
 	retries *llm.RetryCounts // the client's retries by cause, for the closing summary
 
@@ -93,7 +96,8 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 			return nil, err
 		}
 	}
-	r := &runSetup{client: client, retries: retries, stop: func() {}, label: label}
+	r := &runSetup{client: client, retries: retries, stop: func() {}, label: label,
+		unfloor: heapfloor.Keep(heapfloor.Default)}
 	record := flagRecord(c)
 	recordChanges(c, record)
 	if r.price, err = priceOf(c, label); err != nil {
@@ -343,6 +347,7 @@ func (r *runSetup) finish(c *cli.Context, err error) error {
 // not upload: call finish first.
 func (r *runSetup) close() {
 	r.stop()
+	r.unfloor()
 	if r.driver != nil {
 		releaseSandbox(r.driver)
 	}
