@@ -6,8 +6,11 @@ PKGS      ?= ./...
 # Connectivity (gRPC's xds and RLS resolvers, used only from inside Google
 # Cloud): gs:// output, over HTTP or with ?grpc=true, works the same, and the
 # binary is 19 MB smaller and every command starts ~2.3 ms sooner (fewer
-# package inits). A plain `go build` without it works the same too.
-TAGS      ?= disable_grpc_modules
+# package inits). urfave_cli_no_docs leaves out the CLI library's man page
+# and Markdown writers (go-md2man and blackfriday), which hermes-pipe does
+# not call: the same --help, ~0.5 ms less start. A plain `go build` without
+# them works the same too.
+TAGS      ?= disable_grpc_modules,urfave_cli_no_docs
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 GOCYCLO   ?= $(shell command -v gocyclo 2>/dev/null || echo $(HOME)/go/bin/gocyclo)
 
