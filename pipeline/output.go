@@ -1184,15 +1184,20 @@ func (o *Output) liveRecords() int {
 	return n
 }
 
-// statLine reads a record line, as EncodeRecord made it, for runStats while
-// it is made (in the worker, so the committer only adds it up): nil when
-// the run does not count its commits, or when the line cannot be read,
-// which stops the counting (countCommitted).
-func (o *Output) statLine(line []byte, outcome schemas.Outcome) *statLine {
+// statLine is what runStats counts of rec, whose line EncodeRecord made,
+// taken while it is made (in the worker, so the committer only adds it up):
+// nil when the run does not count its commits, or when the line cannot be
+// read, which stops the counting (countCommitted). It is readStatLine's of
+// line, read from rec itself when that is the same (statFromRecord), which
+// spares decoding the line again (7 % of generate's CPU).
+func (o *Output) statLine(rec *schemas.Record, line []byte) *statLine {
 	if !o.countRun {
 		return nil
 	}
-	l, err := readStatLine(&o.man, line, outcome, true)
+	if l := statFromRecord(&o.man, rec); l != nil {
+		return l
+	}
+	l, err := readStatLine(&o.man, line, rec.Outcome, true)
 	if err != nil {
 		return nil
 	}

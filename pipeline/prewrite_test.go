@@ -54,7 +54,7 @@ func pendingOf(t *testing.T, o *Output, i int) pending {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pending{key: rec.Key, outcome: rec.Outcome, pi: int64(i), rec: rec, line: line, stat: o.statLine(line, rec.Outcome)}
+	return pending{key: rec.Key, outcome: rec.Outcome, pi: int64(i), rec: rec, line: line, stat: o.statLine(rec, line)}
 }
 
 // shardKeys returns the keys of a JSONL shard's records, in file order.

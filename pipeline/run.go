@@ -736,7 +736,7 @@ func (r *runner) group(key string, pi, sample int64, outs []*schemas.Record) []p
 			marker = rec.Outcome
 		}
 		rows = append(rows, pending{key: rec.Key, outcome: rec.Outcome, pi: int64(rec.PromptIndex), sample: int64(rec.Sample), rec: rec, line: line,
-			stat: r.out.statLine(line, rec.Outcome)})
+			stat: r.out.statLine(rec, line)})
 	}
 	if needMarker {
 		rows = append(rows, pending{key: key, outcome: marker, pi: pi, sample: sample})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/hermes-pipe/hermes-pipe/pipeline/outdir"
 	"github.com/hermes-pipe/hermes-pipe/schemas"
@@ -266,6 +267,51 @@ func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome, encoded b
 	man.ModeSpend(line, &r.Usage, &r.CostUSD)
 	l.calls = man.ModeCalls(line, r.APICalls)
 	return l, nil
+}
+
+// statFromRecord is readStatLine's statLine of the line EncodeRecord makes
+// of rec, taken from rec's fields, or nil when that line may read back as
+// something else: a record written verbatim (Raw), a mode whose outcome,
+// spend or calls are members of its own (Manifest.OutcomeField, CostField,
+// CallsField, read from the line), or a string stats count by that is not
+// valid UTF-8 (the encoder writes U+FFFD in its place, and two tool names
+// may then become one).
+func statFromRecord(man *Manifest, rec *schemas.Record) *statLine {
+	if len(rec.Raw) > 0 || man.OutcomeField != "" || man.CostField != "" || man.CallsField != "" || rec.Outcome == "" ||
+		!utf8.ValidString(string(rec.Outcome)) {
+		return nil
+	}
+	for name := range rec.ToolStats {
+		if !utf8.ValidString(name) {
+			return nil
+		}
+	}
+	for name := range rec.ToolErrorCounts {
+		if !utf8.ValidString(name) {
+			return nil
+		}
+	}
+	l := &statLine{calls: rec.APICalls}
+	r := &l.r
+	r.Outcome, r.Completed, r.Partial, r.APICalls = rec.Outcome, rec.Completed, rec.Partial, rec.APICalls
+	r.Usage, r.ReasoningStats, r.DurationMS, r.PromptIndex = rec.Usage, rec.ReasoningStats, rec.DurationMS, rec.PromptIndex
+	// The maps and the grade are only read; the numbers behind pointers
+	// are copied, as a decoded line's would be.
+	r.ToolStats, r.ToolErrorCounts, r.Grade = rec.ToolStats, rec.ToolErrorCounts, rec.Grade
+	r.CostUSD, r.Reward = copyFloat(rec.CostUSD), copyFloat(rec.Reward)
+	if rec.Timings != nil {
+		t := *rec.Timings
+		r.Timings = &t
+	}
+	return l
+}
+
+func copyFloat(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // add counts the record line of the ledger row (outcome, pi, sample, key)
