@@ -240,6 +240,11 @@ func (o *Output) open() error {
 	if err != nil {
 		return err
 	}
+	if !hasMan && o.opts.Mode == ModeResume {
+		if entries, err = o.dropManifestTemps(entries); err != nil {
+			return err
+		}
+	}
 	if hasMan, err = o.admit(len(entries) == 0, man, hasMan); err != nil {
 		return err
 	}
@@ -274,6 +279,29 @@ func (o *Output) open() error {
 		return err
 	}
 	return atomicfile.SyncDir(o.dir)
+}
+
+// dropManifestTemps removes the folder's entries when they are all temp
+// files of run.json, and returns what is left: a run killed while it wrote
+// its first run.json (before anything else: open) leaves only that, and
+// --resume then finds the folder as the killed run found it, empty.
+func (o *Output) dropManifestTemps(entries []os.DirEntry) ([]os.DirEntry, error) {
+	if len(entries) == 0 {
+		return entries, nil
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix+ManifestFile+"-") {
+			return entries, nil
+		}
+	}
+	for _, e := range entries {
+		p := filepath.Join(o.dir, e.Name())
+		if err := os.Remove(p); err != nil {
+			return entries, fmt.Errorf("remove leftover temp file: %w", err)
+		}
+		o.opts.Logger.Info("removed leftover temp file", "path", p)
+	}
+	return nil, nil
 }
 
 // admit applies the open mode to the folder as found (empty or not, with
