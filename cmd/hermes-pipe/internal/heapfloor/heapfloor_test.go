@@ -54,7 +54,42 @@ func waitPercent(t *testing.T, what string, ok func(int) bool) {
 	}
 }
 
+// endStartFloor ends the floor the package's init keeps (if the test runs
+// within its startFor), so its timer cannot set GOGC during the test.
+func endStartFloor() { Keep(Default)() }
+
+func TestStartFloor(t *testing.T) {
+	// The init's floor, kept from the program's start: GOGC over 100
+	// until startFor has passed, then 100 again.
+	mu.Lock()
+	k := current
+	mu.Unlock()
+	if k == nil {
+		t.Skip("the start's floor already ended")
+	}
+	if p := gogc(); p <= minPercent {
+		t.Errorf("GOGC is %d during the start's floor", p)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		k = current
+		mu.Unlock()
+		if k == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the start's floor did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p := gogc(); p != minPercent {
+		t.Errorf("after the start's floor GOGC is %d, want %d", p, minPercent)
+	}
+}
+
 func TestKeepFollowsTheLiveHeap(t *testing.T) {
+	endStartFloor()
 	t.Setenv("GOGC", "")
 	defer debug.SetGCPercent(gogc())
 	stop := Keep(Default)
@@ -86,6 +121,7 @@ func TestKeepFollowsTheLiveHeap(t *testing.T) {
 }
 
 func TestKeepLeavesTheUsersGOGC(t *testing.T) {
+	endStartFloor()
 	t.Setenv("GOGC", "150")
 	defer debug.SetGCPercent(gogc())
 	debug.SetGCPercent(150)
