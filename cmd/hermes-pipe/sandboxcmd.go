@@ -34,6 +34,7 @@ when confinement is unavailable: then --sandbox local refuses to run unless
 			}, ceilingFlags()...),
 			Action: func(c *cli.Context) error {
 				r := confine.Probe(c.Context)
+				r.BwrapVersion = confine.Version(c.Context, r.Bwrap)
 				fmt.Fprint(c.App.Writer, r.String())
 				fmt.Fprint(c.App.Writer, describeCeilings(c, r))
 				if err := r.Usable(); err != nil {

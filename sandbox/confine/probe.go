@@ -15,7 +15,7 @@ import (
 // Report is what Probe found about this machine.
 type Report struct {
 	Bwrap        string   // path of bubblewrap; "" = not found
-	BwrapVersion string   // "bubblewrap 0.8.0"
+	BwrapVersion string   // "bubblewrap 0.8.0"; set by Version, not by Probe
 	Namespaces   error    // nil when bwrap ran a command in fresh user/pid/net/ipc/uts/mount namespaces
 	Cgroup       string   // "v2" (delegated, writable), "v1" (pids/memory writable), "" (none usable)
 	Controllers  []string // the usable cgroup controllers among pids, memory, cpu
@@ -84,9 +84,8 @@ func Probe(ctx context.Context) Report {
 	return r
 }
 
-// probeBwrap fills r's Bwrap, BwrapVersion, Namespaces and Seccomp: it
-// finds bwrap, asks its version and runs a test command under a Policy's
-// namespaces and seccomp filter, the two at once.
+// probeBwrap fills r's Bwrap, Namespaces and Seccomp: it finds bwrap and
+// runs a test command under a Policy's namespaces and seccomp filter.
 func probeBwrap(ctx context.Context, r *Report) {
 	path, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -96,13 +95,6 @@ func probeBwrap(ctx context.Context, r *Report) {
 	r.Bwrap = path
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() {
-		if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
-			r.BwrapVersion = strings.TrimSpace(string(out))
-		}
-	})
 	dir, err := os.MkdirTemp("", "hermes-confine-probe-")
 	if err != nil {
 		r.Namespaces = err
@@ -132,6 +124,23 @@ func probeBwrap(ctx context.Context, r *Report) {
 	default:
 		r.Seccomp = true
 	}
+}
+
+// Version is what bwrap says its version is ("bubblewrap 0.8.0"), "" when
+// it cannot say, for the summary of `sandbox check` (Report.BwrapVersion).
+// Probe does not ask it: a run has no use for it, and every run's start
+// waited for Probe, which then started one more process.
+func Version(ctx context.Context, bwrap string) string {
+	if bwrap == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bwrap, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // Check is Probe's verdict: nil when confinement can start.
