@@ -101,12 +101,14 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 	record := flagRecord(c)
 	recordChanges(c, record)
 	if r.price, err = priceOf(c, label); err != nil {
+		r.close()
 		return nil, err
 	}
 	if agent {
 		r.runID = newRunID()
 		record = withRunID(record, r.runID)
 		if r.driver, err = openSandbox(c.String("sandbox"), sandboxConfig(c, r.runID)); err != nil {
+			r.close()
 			return nil, err
 		}
 		if c.String("sandbox") == "local" && c.String("local-isolation") == "none" {
@@ -129,8 +131,9 @@ func startRun(c *cli.Context, label, format string, sb sandboxUse) (*runSetup, e
 	}
 	if p, ok := client.(llm.Prewarmer); ok && agent {
 		// The first wave's connections open while the sandbox and the
-		// endpoint are checked (a plain-http endpoint's: llm.Prewarmer).
-		p.Prewarm(maxConcurrent(c, workers))
+		// endpoint are checked (a plain-http endpoint's: llm.Prewarmer):
+		// one per rollout that can be in a call at once.
+		p.Prewarm(min(workers, maxConcurrent(c, workers)))
 	}
 	if agent && c.String("sandbox") != "local" {
 		fmt.Fprintf(c.App.ErrWriter, "%s: run %s (after a crash, `hermes-pipe sandbox gc --sandbox %s --run %s` removes its leftovers)\n", label, r.runID, c.String("sandbox"), r.runID)
