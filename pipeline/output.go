@@ -240,12 +240,11 @@ func (o *Output) open() error {
 	if err != nil {
 		return err
 	}
-	if !hasMan && o.opts.Mode == ModeResume {
-		if entries, err = o.dropManifestTemps(entries); err != nil {
-			return err
-		}
-	}
-	if hasMan, err = o.admit(len(entries) == 0, man, hasMan); err != nil {
+	// A run killed while it wrote its first run.json (before anything
+	// else, below) left only that file's temp: --resume finds the folder
+	// as the killed run did, empty (repair removes the temp).
+	empty := len(entries) == 0 || (!hasMan && o.opts.Mode == ModeResume && onlyManifestTemps(entries))
+	if hasMan, err = o.admit(empty, man, hasMan); err != nil {
 		return err
 	}
 	if err := o.setManifest(man, hasMan); err != nil {
@@ -281,27 +280,14 @@ func (o *Output) open() error {
 	return atomicfile.SyncDir(o.dir)
 }
 
-// dropManifestTemps removes the folder's entries when they are all temp
-// files of run.json, and returns what is left: a run killed while it wrote
-// its first run.json (before anything else: open) leaves only that, and
-// --resume then finds the folder as the killed run found it, empty.
-func (o *Output) dropManifestTemps(entries []os.DirEntry) ([]os.DirEntry, error) {
-	if len(entries) == 0 {
-		return entries, nil
-	}
+// onlyManifestTemps reports whether every entry is a temp file of run.json.
+func onlyManifestTemps(entries []os.DirEntry) bool {
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix+ManifestFile+"-") {
-			return entries, nil
+			return false
 		}
 	}
-	for _, e := range entries {
-		p := filepath.Join(o.dir, e.Name())
-		if err := os.Remove(p); err != nil {
-			return entries, fmt.Errorf("remove leftover temp file: %w", err)
-		}
-		o.opts.Logger.Info("removed leftover temp file", "path", p)
-	}
-	return nil, nil
+	return true
 }
 
 // admit applies the open mode to the folder as found (empty or not, with

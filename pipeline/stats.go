@@ -277,7 +277,7 @@ func readStatLine(man *Manifest, line []byte, outcome schemas.Outcome, encoded b
 // valid UTF-8 (the encoder writes U+FFFD in its place, and two tool names
 // may then become one).
 func statFromRecord(man *Manifest, rec *schemas.Record) *statLine {
-	if len(rec.Raw) > 0 || man.OutcomeField != "" || man.CostField != "" || man.CallsField != "" || rec.Outcome == "" ||
+	if len(rec.Raw) > 0 || man.OutcomeField != "" || man.CostField != "" || man.CallsField != "" ||
 		!utf8.ValidString(string(rec.Outcome)) {
 		return nil
 	}
@@ -295,23 +295,11 @@ func statFromRecord(man *Manifest, rec *schemas.Record) *statLine {
 	r := &l.r
 	r.Outcome, r.Completed, r.Partial, r.APICalls = rec.Outcome, rec.Completed, rec.Partial, rec.APICalls
 	r.Usage, r.ReasoningStats, r.DurationMS, r.PromptIndex = rec.Usage, rec.ReasoningStats, rec.DurationMS, rec.PromptIndex
-	// The maps and the grade are only read; the numbers behind pointers
-	// are copied, as a decoded line's would be.
+	// Shared with the record, which nothing changes once it is encoded;
+	// statistics only read them.
 	r.ToolStats, r.ToolErrorCounts, r.Grade = rec.ToolStats, rec.ToolErrorCounts, rec.Grade
-	r.CostUSD, r.Reward = copyFloat(rec.CostUSD), copyFloat(rec.Reward)
-	if rec.Timings != nil {
-		t := *rec.Timings
-		r.Timings = &t
-	}
+	r.CostUSD, r.Reward, r.Timings = rec.CostUSD, rec.Reward, rec.Timings
 	return l
-}
-
-func copyFloat(p *float64) *float64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
 
 // add counts the record line of the ledger row (outcome, pi, sample, key)
