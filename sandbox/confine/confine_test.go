@@ -243,3 +243,16 @@ func TestWorkDirRefused(t *testing.T) {
 		}
 	}
 }
+
+// The summary names bwrap's version when Version found one, and prints no
+// empty parentheses when it did not (Probe leaves it to Version).
+func TestReportSummaryVersion(t *testing.T) {
+	r := Report{Bwrap: "/usr/bin/bwrap"}
+	if first := strings.SplitN(r.String(), "\n", 2)[0]; first != "bubblewrap: /usr/bin/bwrap" {
+		t.Errorf("without a version: %q", first)
+	}
+	r.BwrapVersion = "bubblewrap 0.8.0"
+	if first := strings.SplitN(r.String(), "\n", 2)[0]; first != "bubblewrap: /usr/bin/bwrap (bubblewrap 0.8.0)" {
+		t.Errorf("with a version: %q", first)
+	}
+}

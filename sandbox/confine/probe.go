@@ -41,7 +41,11 @@ func (r Report) String() string {
 	if r.Bwrap == "" {
 		b.WriteString("bubblewrap: not found\n")
 	} else {
-		fmt.Fprintf(&b, "bubblewrap: %s (%s)\n", r.Bwrap, r.BwrapVersion)
+		fmt.Fprintf(&b, "bubblewrap: %s", r.Bwrap)
+		if r.BwrapVersion != "" {
+			fmt.Fprintf(&b, " (%s)", r.BwrapVersion)
+		}
+		b.WriteString("\n")
 	}
 	if r.Namespaces == nil && r.Bwrap != "" {
 		b.WriteString("namespaces: user, mount, pid, net, ipc, uts usable\n")

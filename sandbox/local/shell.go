@@ -243,15 +243,12 @@ func (s *Session) startShell(context.Context) (*sandbox.ShellProc, error) {
 				if s.bwrap == "" {
 					// The group is enough here: Close sweeps /proc for
 					// marked processes that left it, once per session.
+					// Unconfined, there is no supervisor and nothing kept.
 					_ = syscall.Kill(-pid, syscall.SIGKILL)
 				} else {
-					s.kill(pid)
+					p.kill()
 				}
 				inW.Close()
-				if ctlW != nil {
-					ctlW.Close()
-				}
-				p.closeKept()
 			})
 		},
 	}, nil
