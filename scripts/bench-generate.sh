@@ -61,16 +61,16 @@ scheduling() {
       acct_group=$acct/hermes-bench-$$-$variant
       mkdir "$acct_group"
     fi
-    # The clock starts when the command is about to exec, after that move
-    # (bash's $EPOCHREALTIME, microseconds), and stops when GNU time has
-    # seen it end: GNU time's own wall clock has 10 ms steps, a third of a
-    # percent here.
-    wrap=(env LC_ALL=C bash -c 'if [ -n "$1" ]; then echo $$ >"$1/cgroup.procs" || exit 1; fi
-      printf %s "$EPOCHREALTIME" >"$2" && shift 2 && exec "$@"' bash "$acct_group" "$work/t0")
+    # The clock starts when the command is about to exec, after that move,
+    # and stops when GNU time has seen it end (bash's $EPOCHREALTIME,
+    # microseconds, both; timed writes the end): GNU time's own wall clock
+    # has 10 ms steps, a third of a percent here.
+    wrap=(bash -c 'if [ -n "$1" ]; then echo $$ >"$1/cgroup.procs" || exit 1; fi
+      printf %s "${EPOCHREALTIME/,/.}" >"$2" && shift 2 && exec "$@"' bash "$acct_group" "$work/t0")
     read -r _ user sys rss < <(timed "${wrap[@]}" bin/hermes-pipe ${CPUPROFILE:+--cpuprofile "$CPUPROFILE.$variant"} generate \
       --prompts "$work/prompts.jsonl" --out "$work/out" \
       --base-url "$url" --model bench --workers "$WORKERS" --toolsets terminal --progress none --max-retries 0 ${GEN_ARGS:-})
-    wall=$(awk -v a="$(cat "$work/t0")" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", b / 1e9 - a }')
+    wall=$(awk -v a="$(<"$work/t0")" -v b="$(<"$work/ended")" 'BEGIN { printf "%.3f", b - a }')
     fake_cpu=$(( $(cpu_ms "$fake_pid") - fake_before ))
     calls=$((N * 3))
     tree=

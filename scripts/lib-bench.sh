@@ -3,7 +3,8 @@
 # folder, tracks started processes by PID and stops them on exit.
 #   start_fake LATENCY   start fakellm in this shell; sets url and fake_pid
 #   stop_fake            stop it by its PID
-#   timed CMD...         run CMD under GNU time; prints "wall_s user_s sys_s maxrss_kb"
+#   timed CMD...         run CMD under GNU time; prints "wall_s user_s sys_s maxrss_kb";
+#                        $work/ended is when it ended ($EPOCHREALTIME, seconds)
 #   cpu_ms PID           user+system CPU time of a process so far, in ms
 #   build_bins           build fakellm and hermes-pipe into the work folder; sets hp and FAKELLM
 work=$(mktemp -d)
@@ -24,6 +25,7 @@ stop_fake() { kill "$fake_pid" 2>/dev/null || true; wait "$fake_pid" 2>/dev/null
 
 timed() {
   /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err"; return 1; }
+  printf %s "${EPOCHREALTIME/,/.}" >"$work/ended" # when GNU time saw the command end, before any fork of ours
   cat "$work/time"
 }
 
