@@ -43,9 +43,6 @@ type warmPool struct {
 	proxy  func(*http.Request) (*url.URL, error) // the transport's: Prewarm dials only without one
 	ttl    time.Duration
 
-	// kept, when set, is called after a connection joins the pool (tests).
-	kept func()
-
 	mu      sync.Mutex
 	addr    string // what the transport dials for the base URL; "" until Prewarm
 	conns   []net.Conn
@@ -133,9 +130,6 @@ func (p *warmPool) keep(c net.Conn) bool {
 		return false
 	}
 	p.conns = append(p.conns, c)
-	if p.kept != nil {
-		p.kept()
-	}
 	return true
 }
 
